@@ -1,0 +1,1 @@
+"""Gluon-like explicit-layout language."""

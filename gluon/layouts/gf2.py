@@ -1,0 +1,153 @@
+"""Linear algebra over GF(2) for layouts, through sympy's ``DomainMatrix``.
+
+Matrices cross this module's boundary as numpy ``uint8`` arrays (rows x cols, entries 0/1);
+inside, they become ``DomainMatrix`` objects over ``GF(2)`` so that elimination is exact and
+shared with the rest of sympy. Every entry point is memoized on the matrix bytes: the same
+layouts are solved again and again while a kernel compiles, and sympy's elimination costs
+milliseconds, far more than the cache lookup.
+
+Solutions follow Triton's convention (``lstsq`` in ``lib/Tools/LinearLayout.cpp``): among all
+solutions of ``A X = B`` we return the one whose free variables (non-pivot columns of the
+reduced row echelon form of ``A``) are zero. That choice is what makes a layout conversion map
+broadcast copies onto the first copy.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from sympy import GF
+from sympy.polys.matrices import DomainMatrix
+
+__all__ = [
+    "FIELD",
+    "rank",
+    "rref",
+    "inverse",
+    "null_space",
+    "solve",
+    "solve_matrix",
+]
+
+FIELD = GF(2)
+_ZERO = FIELD(0)
+_ONE = FIELD(1)
+
+
+def _as_bits(matrix) -> np.ndarray:
+    array = np.asarray(matrix, dtype=np.uint8)
+    if array.ndim != 2:
+        raise ValueError(f"GF(2) matrix must be 2-D, got shape {array.shape}")
+    return array & 1
+
+
+def _key(array: np.ndarray) -> tuple[tuple[int, int], bytes]:
+    return array.shape, np.ascontiguousarray(array).tobytes()
+
+
+def _from_key(key: tuple[tuple[int, int], bytes]) -> np.ndarray:
+    shape, data = key
+    return np.frombuffer(data, dtype=np.uint8).reshape(shape)
+
+
+def _to_domain(array: np.ndarray) -> DomainMatrix:
+    rows = [[_ONE if bit else _ZERO for bit in row] for row in array.tolist()]
+    return DomainMatrix(rows, array.shape, FIELD)
+
+
+def _to_numpy(matrix: DomainMatrix) -> np.ndarray:
+    rows, cols = matrix.shape
+    out = np.zeros((rows, cols), dtype=np.uint8)
+    for r, row in enumerate(matrix.to_list()):
+        for c, value in enumerate(row):
+            out[r, c] = int(value) & 1
+    return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _rank_cached(key) -> int:
+    array = _from_key(key)
+    if 0 in array.shape:
+        return 0
+    return int(_to_domain(array).rank())
+
+
+@functools.lru_cache(maxsize=8192)
+def _rref_cached(key) -> tuple[bytes, tuple[int, ...]]:
+    array = _from_key(key)
+    if 0 in array.shape:
+        return array.tobytes(), ()
+    reduced, pivots = _to_domain(array).rref()
+    return _to_numpy(reduced).tobytes(), tuple(int(p) for p in pivots)
+
+
+def rank(matrix) -> int:
+    """Rank of ``matrix`` over GF(2)."""
+    return _rank_cached(_key(_as_bits(matrix)))
+
+
+def rref(matrix) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Reduced row echelon form over GF(2) and the pivot column of each nonzero row."""
+    array = _as_bits(matrix)
+    data, pivots = _rref_cached(_key(array))
+    return np.frombuffer(data, dtype=np.uint8).reshape(array.shape).copy(), pivots
+
+
+def inverse(matrix) -> np.ndarray:
+    """Inverse over GF(2); ``ValueError`` when the matrix is not square or is singular."""
+    array = _as_bits(matrix)
+    rows, cols = array.shape
+    if rows != cols:
+        raise ValueError(f"only a square matrix has an inverse, got {rows}x{cols}")
+    if rank(array) != rows:
+        raise ValueError(f"matrix is singular over GF(2) (rank {rank(array)} < {rows})")
+    if rows == 0:
+        return array.copy()
+    return _to_numpy(_to_domain(array).inv())
+
+
+def null_space(matrix) -> np.ndarray:
+    """Basis of ``{x : A x = 0}`` as the rows of the result (shape k x cols)."""
+    array = _as_bits(matrix)
+    rows, cols = array.shape
+    if cols == 0:
+        return np.zeros((0, 0), dtype=np.uint8)
+    if rows == 0:
+        return np.eye(cols, dtype=np.uint8)
+    kernel = _to_domain(array).nullspace()
+    if kernel.shape[0] == 0:
+        return np.zeros((0, cols), dtype=np.uint8)
+    return _to_numpy(kernel)
+
+
+def solve_matrix(a, b) -> np.ndarray:
+    """Solve ``A X = B`` over GF(2), free variables set to zero.
+
+    ``A`` is m x n, ``B`` is m x k; the result is n x k. ``ValueError`` when some column of
+    ``B`` is outside the column space of ``A``.
+    """
+    a_bits = _as_bits(a)
+    b_bits = _as_bits(b)
+    rows, cols_a = a_bits.shape
+    if b_bits.shape[0] != rows:
+        raise ValueError(f"A has {rows} rows but B has {b_bits.shape[0]}")
+    cols_b = b_bits.shape[1]
+    solution = np.zeros((cols_a, cols_b), dtype=np.uint8)
+    if rows == 0 or cols_b == 0:
+        return solution
+    reduced, pivots = rref(np.concatenate([a_bits, b_bits], axis=1))
+    for row, pivot in enumerate(pivots):
+        if pivot >= cols_a:
+            raise ValueError("A X = B has no solution: B is not in the column space of A")
+        solution[pivot, :] = reduced[row, cols_a:]
+    return solution
+
+
+def solve(a, b) -> np.ndarray | None:
+    """Solve ``A x = b`` for one vector ``b``; ``None`` when there is no solution."""
+    b_column = _as_bits(np.asarray(b, dtype=np.uint8).reshape(-1, 1))
+    try:
+        return solve_matrix(a, b_column)[:, 0]
+    except ValueError:
+        return None

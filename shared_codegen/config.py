@@ -1,0 +1,141 @@
+"""Every environment variable the project reads, declared once with its type, default and meaning.
+
+Nothing else in the package calls `os.environ` directly: code asks this module, so a user can
+list every knob with `python -m shared_codegen.config` and a reader finds them all in one place.
+Values are read from the environment at call time (not at import), so tests and users can set a
+variable after the package was imported and see it take effect.
+
+    from shared_codegen import config
+    config.get("SC_INTERPRET")     # -> bool
+    config.SC_CACHE_DIR            # the same, attribute style (the full name ...)
+    config.cache_dir               # ... or the lower-case name without the SC_ prefix
+    print(config.describe())       # a table of all of them with their current values
+
+To add a variable: append an `EnvVar` to `_DECLARED` below; nothing else is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+_FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
+# The targets the backend knows how to compile for (see lowering/backend.py).
+_TARGET_PATTERN = re.compile(r"^sm_[0-9]{2,3}[af]?$")
+
+
+class ConfigError(ValueError):
+    """An environment variable holds a value its declared type cannot accept."""
+
+
+def _parse_bool(name: str, text: str) -> bool:
+    word = text.strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise ConfigError(f"{name}={text!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off")
+
+
+def _parse_str(name: str, text: str) -> str:
+    return text
+
+
+def _parse_path(name: str, text: str) -> str:
+    return os.path.abspath(os.path.expanduser(text))
+
+
+def _parse_target(name: str, text: str) -> str:
+    target = text.strip().lower()
+    if not _TARGET_PATTERN.match(target):
+        raise ConfigError(f"{name}={text!r} is not a GPU target; expected e.g. sm_80, sm_90a, sm_100a")
+    return target
+
+
+_PARSERS: dict[str, Callable[[str, str], Any]] = {
+    "bool": _parse_bool,
+    "str": _parse_str,
+    "path": _parse_path,
+    "target": _parse_target,
+}
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One declared environment variable. `default` is the parsed value used when it is unset;
+    a path default is expanded (`~`) when read."""
+
+    name: str
+    type: str  # a key of _PARSERS
+    default: Any
+    meaning: str
+
+    def read(self) -> Any:
+        text = os.environ.get(self.name)
+        if text is None:
+            if self.type == "path" and self.default is not None:
+                return _parse_path(self.name, self.default)
+            return self.default
+        return _PARSERS[self.type](self.name, text)
+
+
+_DECLARED = (
+    EnvVar("SC_INTERPRET", "bool", False,
+           "Run every kernel launch in the CPU interpreter instead of compiling for the GPU."),
+    EnvVar("SC_DUMP_IR_DIR", "path", None,
+           "If set, write the IR after every named pass (and the LLVM IR / PTX) into this folder."),
+    EnvVar("SC_CACHE_DIR", "path", "~/.cache/shared_codegen",
+           "Folder of the on-disk compilation cache."),
+    EnvVar("SC_CACHE_DISABLE", "bool", False,
+           "Neither read nor write the on-disk cache (the in-memory cache still applies)."),
+    EnvVar("SC_DEBUG", "bool", False,
+           "Extra checking and logging: verify IR after every pass, keep nvJitLink info logs, "
+           "emit line info."),
+    EnvVar("SC_PTXAS_OPTS", "str", "",
+           "Extra ptxas options, space separated (e.g. '-warn-spills --maxrregcount=128'); each is "
+           "passed to nvJitLink as -Xptxas=<option>."),
+    EnvVar("SC_TARGET", "target", None,
+           "Compile for this target instead of the current GPU's (sm_80, sm_90a, sm_100a, ...)."),
+)
+
+VARIABLES: dict[str, EnvVar] = {var.name: var for var in _DECLARED}
+
+
+def get(name: str) -> Any:
+    """The current value of a declared variable, parsed to its type; raises for unknown names so
+    a typo fails loudly instead of silently reading the default."""
+    try:
+        var = VARIABLES[name]
+    except KeyError:
+        raise KeyError(f"{name} is not a declared environment variable; "
+                       f"known: {', '.join(VARIABLES)}") from None
+    return var.read()
+
+
+def describe() -> str:
+    """A human-readable table: name, type, default, current value and meaning of every variable."""
+    lines = []
+    for var in _DECLARED:
+        try:
+            current = repr(var.read())
+        except ConfigError as exc:
+            current = f"<invalid: {exc}>"
+        lines.append(f"{var.name}  ({var.type}, default {var.default!r}, now {current})")
+        lines.append(f"    {var.meaning}")
+    return "\n".join(lines)
+
+
+def __getattr__(attr: str) -> Any:
+    # Module-level attribute access reads the environment each time: `config.SC_DEBUG` or
+    # `config.debug`.
+    name = attr if attr.startswith("SC_") else "SC_" + attr.upper()
+    if name in VARIABLES:
+        return VARIABLES[name].read()
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+if __name__ == "__main__":
+    print(describe())

@@ -1,0 +1,124 @@
+"""From a specialization to a compiled kernel: IR -> passes -> LLVM -> PTX -> cubin.
+
+`CompiledKernel.asm` holds every stage: `ir` (frontend IR), `ttgir` (explicit-layout IR after
+the language's passes), `llir`, `ptx`, `cubin`. Compiling needs no GPU: the target is given
+(`sm_90a`, `sm_100a`, ...) or read from the device.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+from .. import config
+from ..ir.passes import run_pipeline
+from ..ir.printer import print_module
+from ..ir.verifier import verify_module
+from .errors import CompilationError
+
+_DISK_CACHE = None
+
+
+def disk_cache():
+    global _DISK_CACHE
+    if _DISK_CACHE is None:
+        from ..runtime.cache import CompilationCache
+
+        directory = None if config.get("SC_CACHE_DISABLE") else config.get("SC_CACHE_DIR")
+        _DISK_CACHE = CompilationCache(directory)
+    return _DISK_CACHE
+
+
+@dataclass
+class CompiledKernel:
+    name: str
+    asm: Dict[str, Any]
+    metadata: Dict[str, Any]
+    _function: Any = None
+    _module: Any = None
+    compile_seconds: float = 0.0
+
+    @property
+    def num_warps(self) -> int:
+        return self.metadata["num_warps"]
+
+    @property
+    def shared(self) -> int:
+        return self.metadata["shared_bytes"]
+
+    @property
+    def param_kinds(self):
+        return tuple(self.metadata["param_kinds"])
+
+    def function(self):
+        """The loaded CUfunction (loads the cubin on first use)."""
+        if self._function is None:
+            from ..runtime import driver
+
+            self._module = driver.load_module(self.asm["cubin"])
+            self._function = driver.get_function(self._module, self.name)
+            if self.shared > 48 * 1024:
+                driver.set_dynamic_shared_memory(self._function, self.shared)
+        return self._function
+
+
+def frontend_ir(jit_fn, spec):
+    module = jit_fn.make_ir(spec)
+    verify_module(module)
+    return module
+
+
+def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKernel:
+    """Compile one specialization for `spec.target`, through the on-disk cache."""
+    from ..runtime.cache import make_key
+
+    start = time.perf_counter()
+    options = {"num_warps": spec.num_warps, "language": jit_fn.language.name,
+               "constants": repr(spec.constants)}
+    key = make_key(source_hash or jit_fn.cache_hash(), spec.key, spec.target, options)
+    cache = disk_cache()
+    entry = cache.get(key)
+    if entry is not None:
+        asm = dict(entry["artifacts"])
+        return CompiledKernel(entry["metadata"]["name"], asm, dict(entry["metadata"]),
+                              compile_seconds=time.perf_counter() - start)
+    kernel = compile_module(jit_fn.make_ir(spec), jit_fn.language, spec.target)
+    kernel.compile_seconds = time.perf_counter() - start
+    cache.put(key, kernel.asm, kernel.metadata)
+    return kernel
+
+
+def compile_module(module, language, target: str) -> CompiledKernel:
+    """Run the language's passes on a frontend-IR module and lower it to a cubin."""
+    from ..lowering.backend import llvm_to_ptx, ptx_to_cubin
+    from ..lowering.lower import lower_module
+
+    asm: Dict[str, Any] = {}
+    verify_module(module)
+    asm["ir"] = print_module(module)
+    module = run_pipeline(module, language.passes(), verify=bool(config.get("SC_DEBUG")))
+    asm["ttgir"] = print_module(module)
+    lowered = lower_module(module)
+    asm["llir"] = lowered.llvm_ir
+    ptx = llvm_to_ptx(lowered.llvm_ir, target)
+    asm["ptx"] = ptx
+    cubin, log = ptx_to_cubin(ptx, target)
+    asm["cubin"] = bytes(cubin)
+    metadata = {"name": lowered.name, "shared_bytes": int(lowered.shared_bytes),
+                "num_warps": int(lowered.num_warps), "param_kinds": list(lowered.param_kinds),
+                "target": target, "jit_log": log or ""}
+    return CompiledKernel(lowered.name, asm, metadata)
+
+
+def explicit_layout_module(jit_fn, spec):
+    """The module after the language's passes (what the converter prints as Gluon)."""
+    module = jit_fn.make_ir(spec)
+    return run_pipeline(module, jit_fn.language.passes(), verify=True)
+
+
+def wrap_internal_error(jit_fn, exc: BaseException) -> CompilationError:
+    info = jit_fn.source_info
+    return CompilationError(f"internal compiler error while compiling `{jit_fn.__name__}`: "
+                            f"{type(exc).__name__}: {exc}", info.file, info.first_line, 0,
+                            info.line_text(info.first_line), exc)

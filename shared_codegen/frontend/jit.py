@@ -1,0 +1,261 @@
+"""`@jit` functions: parsing, specialization, compilation stages, launching, interpreting.
+
+`kernel[grid](*args, num_warps=4, **constexprs)` binds the arguments, computes the
+specialization key (dtypes, 16-byte alignment, ints equal to 1 or divisible by 16, constexpr
+values), finds or builds the compiled variant, and launches it. When the data lives on the
+host (numpy arrays, CPU torch tensors), when no GPU is present, or when `interpret=True` /
+`SC_INTERPRET=1`, the same IR runs in the CPU interpreter instead.
+
+A language plugs in through a `Language` object: its semantic class (what builtins build)
+and its pass pipeline (what turns frontend IR into explicit-layout IR).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import linecache
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..ir.builder import Builder
+from ..ir.core import Function, Location, Module
+from ..ir.ops.control import YieldOp
+from ..ir.ops.tensor import HintOp
+from ..ir.types import PointerType, int1, int32, int64, uint64, float32, BY_NAME
+from .codegen import CodeGenerator
+from .errors import ArgumentError, CompilationError
+from .values import constexpr, tensor
+
+
+@dataclass
+class Language:
+    name: str
+    semantic_class: Any
+    passes: Callable[[], list]  # returns [(name, fn(module) -> module)]
+
+
+class SourceInfo:
+    """A jitted function's source: its AST and where its lines are in its file."""
+
+    def __init__(self, fn):
+        self.name = fn.__name__
+        self.file = inspect.getsourcefile(fn) or "<unknown>"
+        lines, first = inspect.getsourcelines(fn)
+        raw = "".join(lines)
+        src = textwrap.dedent(raw)
+        self.indent = len(lines[0]) - len(lines[0].lstrip())
+        self.source = src
+        module = ast.parse(src)
+        tree = module.body[0]
+        if not isinstance(tree, ast.FunctionDef):
+            raise TypeError(f"@jit needs a function definition, got {type(tree).__name__}")
+        self.tree = tree
+        # Decorators come first in the source; lineno of the AST counts from them.
+        self.first_line = first
+        self._file_lines = None
+
+    def line_text(self, line: int) -> str:
+        text = linecache.getline(self.file, line)
+        return text.rstrip("\n")
+
+
+class JITFunction:
+    """A Python function compiled as a kernel (or inlined into one when called from one)."""
+
+    is_jit_function = True
+
+    def __init__(self, fn, language: Language, do_not_specialize=(), debug=False,
+                 noinline=False, repr=None, launch_metadata=None):
+        self.fn = fn
+        self.language = language
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__module__ = fn.__module__
+        self.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
+        self.signature = inspect.signature(fn)
+        self.params = list(self.signature.parameters.values())
+        self.arg_names = [p.name for p in self.params]
+        self.constexpr_names = {p.name for p in self.params if _is_constexpr_annotation(
+            p.annotation)}
+        self.constexpr_positions = frozenset(i for i, p in enumerate(self.params)
+                                             if p.name in self.constexpr_names)
+        names = [do_not_specialize] if isinstance(do_not_specialize, (str, int)) else \
+            list(do_not_specialize)
+        self.do_not_specialize = frozenset(
+            self.arg_names.index(d) if isinstance(d, str) else int(d) for d in names)
+        self.debug = debug
+        self._source_info: Optional[SourceInfo] = None
+        self._variants: Dict[tuple, Any] = {}
+        self._specializer = None
+        self._src_hash: Optional[str] = None
+        self._defaults = [p.default for p in self.params]
+        self._index = {n: i for i, n in enumerate(self.arg_names)}
+
+    # ---- source --------------------------------------------------------------------------
+    @property
+    def source_info(self) -> SourceInfo:
+        if self._source_info is None:
+            self._source_info = SourceInfo(self.fn)
+        return self._source_info
+
+    @property
+    def closure_vars(self) -> Dict[str, Any]:
+        cv = inspect.getclosurevars(self.fn)
+        return dict(cv.nonlocals)
+
+    def cache_hash(self) -> str:
+        """Hash of this function's source and of every jitted function it calls."""
+        if self._src_hash is None:
+            h = hashlib.sha256(self.source_info.source.encode())
+            seen = {id(self)}
+            for dep in self._dependencies(seen):
+                h.update(dep.source_info.source.encode())
+            self._src_hash = h.hexdigest()
+        return self._src_hash
+
+    def _dependencies(self, seen):
+        g = self.fn.__globals__
+        for node in ast.walk(self.source_info.tree):
+            if isinstance(node, ast.Name) and node.id in g:
+                value = g[node.id]
+                if getattr(value, "is_jit_function", False) and id(value) not in seen:
+                    seen.add(id(value))
+                    yield value
+                    yield from value._dependencies(seen)
+                elif isinstance(value, constexpr):
+                    # Global constexprs are part of the program text.
+                    yield _ConstSource(f"{node.id}={value.value!r}")
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"`{self.__name__}` is a kernel: launch it with "
+                           f"{self.__name__}[grid](...), or call it from another jitted "
+                           "function")
+
+    def __repr__(self):
+        return f"JITFunction({self.__module__}:{self.__qualname__})"
+
+    # ---- launching -----------------------------------------------------------------------
+    def __getitem__(self, grid):
+        def launcher(*args, **kwargs):
+            return self.run(*args, grid=grid, **kwargs)
+
+        return launcher
+
+    def bind_args(self, args, kwargs) -> List[Any]:
+        """Arguments in parameter order, defaults filled in; errors name the parameter."""
+        n = len(self.params)
+        if len(args) > n:
+            raise ArgumentError(f"{self.__name__}() takes {n} arguments but {len(args)} were "
+                                "given")
+        values = list(args) + [inspect.Parameter.empty] * (n - len(args))
+        for key, value in kwargs.items():
+            i = self._index.get(key)
+            if i is None:
+                raise ArgumentError(f"{self.__name__}() got an unexpected keyword argument "
+                                    f"'{key}'")
+            if i < len(args):
+                raise ArgumentError(f"{self.__name__}() got multiple values for argument "
+                                    f"'{key}'")
+            values[i] = value
+        missing = []
+        for i, v in enumerate(values):
+            if v is inspect.Parameter.empty:
+                d = self._defaults[i]
+                if d is inspect.Parameter.empty:
+                    missing.append(self.arg_names[i])
+                else:
+                    values[i] = d
+        if missing:
+            names = ", ".join(f"'{m}'" for m in missing)
+            raise ArgumentError(f"{self.__name__}() missing {len(missing)} required "
+                                f"argument{'s' if len(missing) > 1 else ''}: {names}")
+        return [v.value if isinstance(v, constexpr) else v for v in values]
+
+    def run(self, *args, grid, num_warps=None, num_stages=None, num_ctas=1, interpret=None,
+            target=None, stream=None, warmup=False, **kwargs):
+        from . import launch as launch_mod
+        return launch_mod.run(self, args, kwargs, grid, num_warps, num_stages, interpret,
+                              target, stream, warmup)
+
+    def warmup(self, *args, grid=(1,), **kwargs):
+        return self.run(*args, grid=grid, warmup=True, **kwargs)
+
+    # ---- compilation ---------------------------------------------------------------------
+    def make_ir(self, spec: "Specialization") -> Module:
+        """Trace the function for one specialization into a frontend-IR module."""
+        module = Module({"num_warps": spec.num_warps, "threads_per_warp": 32,
+                         "target": spec.target})
+        runtime = [(i, name) for i, name in enumerate(self.arg_names)
+                   if not spec.is_constexpr(i)]
+        arg_types = [spec.arg_types[i] for i, _ in runtime]
+        fn = Function(self.__name__, arg_types, [n for _, n in runtime], attrs={"kernel": True},
+                      loc=Location(self.source_info.file, self.source_info.first_line))
+        divisibility = {k: 16 for k, (i, _) in enumerate(runtime) if spec.hints[i] == "D"}
+        if divisibility:
+            fn.attrs["arg_divisibility"] = divisibility
+        module.add(fn)
+        semantic = self.language.semantic_class(Builder(fn.body.block))
+        semantic.builder.module = module
+        semantic.num_warps = spec.num_warps
+        scope = {}
+        for i, name in enumerate(self.arg_names):
+            if spec.is_constexpr(i):
+                scope[name] = spec.constants[i]
+        for k, (i, name) in enumerate(runtime):
+            arg = fn.args[k]
+            # Ints equal to 1 are still passed, but the body sees the constant (as Triton).
+            scope[name] = 1 if spec.hints[i] == "1" else tensor(arg, arg.type)
+        gen = CodeGenerator(self, scope, semantic)
+        semantic.codegen = gen
+        gen.generate_body()
+        if gen.return_value is not None:
+            raise CompilationError("a kernel cannot return a value", self.source_info.file,
+                                   self.source_info.first_line)
+        with semantic.builder.location(fn.loc):
+            YieldOp.build(semantic.builder, [], name="tt.return")
+        return module
+
+
+class _ConstSource:
+    def __init__(self, text):
+        self.source_info = type("S", (), {"source": text})()
+
+    def _dependencies(self, seen):
+        return iter(())
+
+
+def _is_constexpr_annotation(annotation) -> bool:
+    if annotation is constexpr:
+        return True
+    if isinstance(annotation, str):
+        return annotation.split(".")[-1] == "constexpr"
+    return False
+
+
+@dataclass
+class Specialization:
+    """What one compiled variant is specialized on."""
+
+    key: tuple
+    arg_types: List[Any]      # IR type per parameter (None for constexpr)
+    constants: List[Any]      # value per constexpr parameter (else None)
+    hints: List[str]          # "D" (divisible by 16), "1", or ""
+    num_warps: int
+    target: str
+
+    def is_constexpr(self, i) -> bool:
+        return self.arg_types[i] is None
+
+
+def type_from_key(entry) -> Any:
+    name, _hint = entry
+    if name == "constexpr":
+        return None
+    if name.startswith("*"):
+        return PointerType(BY_NAME[name[1:]])
+    return BY_NAME[name]

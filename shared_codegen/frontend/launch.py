@@ -1,0 +1,272 @@
+"""The launch path of `kernel[grid](...)`: pick the interpreter or the GPU, specialize, compile
+on a miss, and launch.
+
+The GPU fast path is one argument binding, one specialization key (a tuple built by per-type
+handlers), one dict lookup, and the binder's pack + cuLaunchKernel.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Any, Dict
+
+import numpy as np
+
+from .. import config
+from ..ir.types import BY_NAME, PointerType, from_host_dtype
+from .errors import ArgumentError, CompilationError
+from .jit import Specialization, type_from_key
+
+DEFAULT_NUM_WARPS = 4
+
+
+def _numpy_key(arr) -> tuple:
+    dt = from_host_dtype(arr.dtype)
+    if dt is None:
+        from ..runtime.specialize import SpecializationError
+
+        raise SpecializationError(f"numpy dtype {arr.dtype} is not supported by kernels")
+    aligned = arr.__array_interface__["data"][0] % 16 == 0
+    return ("*" + dt.name, "D" if aligned else "")
+
+
+def _scalar_numpy_key(x) -> tuple:
+    dt = from_host_dtype(np.asarray(x).dtype)
+    if dt is None:
+        return ("fp32", "")
+    if dt.is_floating():
+        return ("fp32" if dt.bits <= 32 else "fp64", "")
+    from ..runtime.specialize import key_of
+
+    return key_of(int(x))
+
+
+def _register_numpy_handlers():
+    from ..runtime.specialize import register_handler
+
+    register_handler(np.ndarray, _numpy_key)
+    for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+              np.uint8, np.uint16, np.uint32, np.uint64, np.bool_):
+        register_handler(t, _scalar_numpy_key)
+
+
+_register_numpy_handlers()
+
+
+def _is_host_array(arg) -> bool:
+    if isinstance(arg, np.ndarray):
+        return True
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(arg, torch.Tensor) and arg.device.type == "cpu"
+
+
+def normalize_grid(jit_fn, grid, meta: Dict[str, Any]):
+    if callable(grid):
+        grid = grid(meta)
+    if isinstance(grid, int):
+        grid = (grid,)
+    if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
+        raise ArgumentError(f"grid of {jit_fn.__name__} must be a tuple of 1 to 3 ints, got "
+                            f"{grid!r}" + (f" ({len(grid)} dimensions)"
+                                           if isinstance(grid, (tuple, list)) else ""))
+    out = []
+    for i, g in enumerate(grid):
+        g = getattr(g, "value", g)
+        if not isinstance(g, (int, np.integer)) or isinstance(g, bool) or g < 0:
+            raise ArgumentError(f"grid dimension {i} of {jit_fn.__name__} must be a "
+                                f"non-negative int, got {g!r}")
+        out.append(int(g))
+    return tuple(out) + (1,) * (3 - len(out))
+
+
+def make_specialization(jit_fn, values, num_warps, target) -> Specialization:
+    from ..runtime.specialize import SpecializationError
+
+    spec = jit_fn._specializer
+    if spec is None:
+        from ..runtime.specialize import Specializer
+
+        spec = jit_fn._specializer = Specializer(jit_fn.constexpr_positions,
+                                                 jit_fn.do_not_specialize)
+    try:
+        key = spec.key(values)
+    except SpecializationError as exc:
+        # Name the parameter: the specializer only knows positions.
+        for i, v in enumerate(values):
+            if i in jit_fn.constexpr_positions:
+                continue
+            try:
+                spec.key([v] if not jit_fn.constexpr_positions else [v])
+            except SpecializationError as inner:
+                raise ArgumentError(f"argument `{jit_fn.arg_names[i]}` of "
+                                    f"{jit_fn.__name__}: {inner}") from None
+        raise ArgumentError(str(exc)) from None
+    arg_types, constants, hints = [], [], []
+    for i, entry in enumerate(key):
+        name, hint = entry
+        if name == "constexpr":
+            arg_types.append(None)
+            constants.append(hint)  # the value (None for None args)
+            hints.append("")
+        else:
+            arg_types.append(type_from_key(entry))
+            constants.append(None)
+            hints.append(hint)
+    return Specialization(key, arg_types, constants, hints, num_warps, target)
+
+
+def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, stream, warmup):
+    values = jit_fn.bind_args(args, kwargs)
+    num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
+    if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
+        raise ArgumentError(f"num_warps must be a power of two >= 1, got {num_warps!r}")
+    if interpret is None:
+        interpret = bool(config.get("SC_INTERPRET")) or any(map(_is_host_array, values))
+        if not interpret:
+            from ..runtime.driver import has_gpu
+
+            interpret = not has_gpu()
+    if interpret:
+        return _run_interpreted(jit_fn, values, grid, num_warps)
+    return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup)
+
+
+# ---- interpreter ---------------------------------------------------------------------------
+
+def _run_interpreted(jit_fn, values, grid, num_warps):
+    from ..interpreter.memory import Memory, host_array
+    from ..interpreter.run import run_kernel
+
+    meta = dict(zip(jit_fn.arg_names, values))
+    grid3 = normalize_grid(jit_fn, grid, meta)
+    host_values = []
+    for i, v in enumerate(values):
+        if i in jit_fn.constexpr_positions:
+            host_values.append(v)
+            continue
+        arr = host_array(v)
+        if arr is None and (hasattr(v, "__cuda_array_interface__") or hasattr(v, "data_ptr")):
+            raise ArgumentError(f"argument `{jit_fn.arg_names[i]}` of {jit_fn.__name__} lives on "
+                                "the GPU; the CPU interpreter needs host arrays (numpy or CPU "
+                                "torch tensors)")
+        host_values.append(arr if arr is not None else v)
+    spec = make_specialization(jit_fn, host_values, num_warps, "interpreter")
+    cache_key = ("interp", spec.key, num_warps)
+    module = jit_fn._variants.get(cache_key)
+    if module is None:
+        module = jit_fn.make_ir(spec)
+        from ..ir.verifier import verify_module
+
+        verify_module(module)
+        jit_fn._variants[cache_key] = module
+    memory = Memory()
+    kernel_args = []
+    for i, v in enumerate(host_values):
+        ty = spec.arg_types[i]
+        if ty is None:
+            continue
+        if isinstance(ty, PointerType):
+            kernel_args.append(np.int64(memory.map(jit_fn.arg_names[i], v)))
+        else:
+            kernel_args.append(np.asarray(v, dtype=ty.np)[()])
+    if 0 in grid3:
+        return None
+    run_kernel(module, kernel_args, grid3, memory)
+    return None
+
+
+# ---- GPU -----------------------------------------------------------------------------------
+
+class _Variant:
+    __slots__ = ("kernel", "function", "binder", "runtime_positions", "shared", "num_warps")
+
+
+def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup):
+    from ..runtime.launcher import current_stream, get_binder
+
+    spec_obj = jit_fn._specializer
+    if spec_obj is None:
+        make_specialization(jit_fn, values, num_warps, "")  # builds the specializer
+        spec_obj = jit_fn._specializer
+    try:
+        key = (spec_obj.key(values), num_warps, target)
+    except Exception:
+        make_specialization(jit_fn, values, num_warps, "")  # raises the named error
+        raise
+    variant = jit_fn._variants.get(key)
+    if variant is None:
+        variant = _compile_variant(jit_fn, values, num_warps, target)
+        jit_fn._variants[key] = variant
+    if warmup:
+        return variant.kernel
+    if callable(grid):
+        grid = grid(dict(zip(jit_fn.arg_names, values)))
+    if type(grid) is not tuple or not 1 <= len(grid) <= 3 or not all(
+            type(g) is int and g >= 0 for g in grid):
+        grid = normalize_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
+    runtime_args = [values[i] for i in variant.runtime_positions]
+    variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared,
+                          current_stream() if stream is None else stream, runtime_args)
+    return variant.kernel
+
+
+def _compile_variant(jit_fn, values, num_warps, target):
+    from ..lowering.backend import target_from_device
+    from ..runtime.launcher import get_binder
+    from .compile import compile_spec, wrap_internal_error
+
+    target = target or config.get("SC_TARGET") or target_from_device()
+    spec = make_specialization(jit_fn, values, num_warps, target)
+    try:
+        kernel = compile_spec(jit_fn, spec)
+    except CompilationError:
+        raise
+    except Exception as exc:  # a compiler bug: say so, with the kernel's name and file
+        raise wrap_internal_error(jit_fn, exc) from exc
+    variant = _Variant()
+    variant.kernel = kernel
+    variant.function = kernel.function()
+    variant.binder = get_binder(kernel.param_kinds)
+    variant.runtime_positions = [i for i, t in enumerate(spec.arg_types) if t is not None]
+    variant.shared = kernel.shared
+    variant.num_warps = kernel.num_warps
+    return variant
+
+
+def compile_for_target(jit_fn, signature: Dict[str, str], constexprs: Dict[str, Any] = None,
+                       target: str = "sm_90a", num_warps: int = DEFAULT_NUM_WARPS):
+    """Compile without a GPU. `signature` maps runtime parameters to Triton-style type strings
+    ("*fp32", "i32", "fp16", ...), optionally with a ":16" suffix for 16-byte divisibility;
+    `constexprs` gives the constexpr parameters' values."""
+    from .compile import compile_spec
+
+    constexprs = dict(constexprs or {})
+    key, arg_types, constants, hints = [], [], [], []
+    for i, name in enumerate(jit_fn.arg_names):
+        if name in constexprs or i in jit_fn.constexpr_positions:
+            if name not in constexprs:
+                default = jit_fn._defaults[i]
+                if default is inspect.Parameter.empty:
+                    raise ArgumentError(f"constexpr parameter `{name}` needs a value")
+                constexprs[name] = getattr(default, "value", default)
+            value = constexprs[name]
+            key.append(("constexpr", value))
+            arg_types.append(None)
+            constants.append(value)
+            hints.append("")
+            continue
+        if name not in signature:
+            raise ArgumentError(f"signature is missing parameter `{name}`")
+        text = signature[name]
+        hint = "D" if text.endswith(":16") else ""
+        text = text.split(":")[0]
+        entry = (text, hint)
+        if text.lstrip("*") not in BY_NAME:
+            raise ArgumentError(f"parameter `{name}`: unknown type {text!r}")
+        key.append(entry)
+        arg_types.append(type_from_key(entry))
+        constants.append(None)
+        hints.append(hint)
+    spec = Specialization(tuple(key), arg_types, constants, hints, num_warps, target)
+    return compile_spec(jit_fn, spec)

@@ -1,0 +1,202 @@
+"""What kernel code holds while it is being traced: compile-time values and tensors.
+
+- Compile-time values are plain Python objects (ints, floats, bools, dtypes, None, strings,
+  tuples of them). `constexpr` exists for annotations and explicit wrapping, and is unwrapped
+  the moment the code generator sees it: below the frontend boundary there are no constexpr
+  objects.
+- `tensor` wraps one IR value (a scalar is a tensor of shape []). Its methods and operators
+  are builtins: the code generator passes them the language's semantic object, which builds
+  the ops. The same class serves both languages; only the semantic object differs.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, List
+
+from ..ir.types import IRType, PointerType, TensorType, scalar_of
+
+
+class constexpr:
+    """A compile-time value. As an annotation (`BLOCK: tl.constexpr`), marks a parameter that
+    is specialized on its value."""
+
+    def __init__(self, value):
+        while isinstance(value, constexpr):
+            value = value.value
+        self.value = value
+
+    def __repr__(self):
+        return f"constexpr[{self.value!r}]"
+
+    def __bool__(self):
+        return bool(self.value)
+
+    def __index__(self):
+        return self.value.__index__()
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __eq__(self, other):
+        return self.value == unwrap(other)
+
+    def __call__(self, *args, **kwargs):
+        return self.value(*args, **kwargs)
+
+
+def unwrap(x):
+    """Plain Python value of a constexpr (recursively inside tuples); others unchanged."""
+    if isinstance(x, constexpr):
+        return x.value
+    if type(x) is tuple:
+        return tuple(unwrap(v) for v in x)
+    return x
+
+
+BUILTIN_FLAG = "__sc_builtin__"
+
+
+def builtin(fn):
+    """Mark a language function as a builtin: callable only inside a kernel, where the code
+    generator passes `_semantic` (the language's semantic object)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, _semantic=None, **kwargs):
+        if _semantic is None:
+            raise RuntimeError(
+                f"{fn.__name__}() is a kernel builtin: call it inside a @jit function (or run "
+                "the kernel, which traces it)")
+        return fn(*args, _semantic=_semantic, **kwargs)
+
+    setattr(wrapper, BUILTIN_FLAG, True)
+    return wrapper
+
+
+def is_builtin(fn) -> bool:
+    return getattr(fn, BUILTIN_FLAG, False)
+
+
+class tensor:
+    """A traced tensor or scalar: an IR value plus its type."""
+
+    def __init__(self, handle, type: IRType):
+        self.handle = handle
+        self.type = type
+
+    # ---- queries that need no builder ---------------------------------------------------
+    @property
+    def dtype(self):
+        return scalar_of(self.type)
+
+    @property
+    def shape(self) -> List[int]:
+        return list(self.type.shape) if isinstance(self.type, TensorType) else []
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def layout(self):
+        return self.type.layout if isinstance(self.type, TensorType) else None
+
+    def is_block(self) -> bool:
+        return isinstance(self.type, TensorType)
+
+    def is_ptr(self) -> bool:
+        return isinstance(self.dtype, PointerType)
+
+    def __repr__(self):
+        return f"tensor({self.type})"
+
+    def __bool__(self):
+        raise TypeError(
+            "a runtime tensor has no compile-time truth value; use it in an `if` at the top "
+            "level of a statement (which becomes a runtime branch) or mark the value "
+            "tl.constexpr")
+
+    def __iter__(self):
+        raise TypeError("cannot iterate over a runtime tensor")
+
+    # ---- methods (builtins) -------------------------------------------------------------
+    @builtin
+    def to(self, dtype, fp_downcast_rounding=None, bitcast=False, _semantic=None):
+        if bitcast:
+            return _semantic.bitcast(self, unwrap(dtype))
+        return _semantic.cast(self, unwrap(dtype), unwrap(fp_downcast_rounding))
+
+    @builtin
+    def reshape(self, *shape, can_reorder=False, _semantic=None):
+        if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
+            shape = unwrap(shape[0])
+        return _semantic.reshape(self, [unwrap(s) for s in shape], unwrap(can_reorder))
+
+    @builtin
+    def view(self, *shape, _semantic=None):
+        if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
+            shape = unwrap(shape[0])
+        return _semantic.reshape(self, [unwrap(s) for s in shape], True)
+
+    @builtin
+    def trans(self, *dims, _semantic=None):
+        if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)):
+            dims = unwrap(dims[0])
+        return _semantic.trans(self, [unwrap(d) for d in dims] or None)
+
+    @builtin
+    def permute(self, *dims, _semantic=None):
+        if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)):
+            dims = unwrap(dims[0])
+        return _semantic.trans(self, [unwrap(d) for d in dims])
+
+    @builtin
+    def expand_dims(self, axis, _semantic=None):
+        return _semantic.expand_dims(self, unwrap(axis))
+
+    @builtin
+    def broadcast_to(self, *shape, _semantic=None):
+        if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
+            shape = unwrap(shape[0])
+        return _semantic.broadcast_to(self, [unwrap(s) for s in shape])
+
+    def _reduction(name):
+        def method(self, axis=None, keep_dims=False, _semantic=None, **kwargs):
+            return _semantic.call_language(name, self, axis=axis, keep_dims=keep_dims, **kwargs)
+
+        method.__name__ = name
+        return builtin(method)
+
+    sum = _reduction("sum")
+    max = _reduction("max")
+    min = _reduction("min")
+    argmax = _reduction("argmax")
+    argmin = _reduction("argmin")
+    cumsum = _reduction("cumsum")
+    cumprod = _reduction("cumprod")
+    del _reduction
+
+    @builtin
+    def reduce(self, axis, combine_fn, keep_dims=False, _semantic=None):
+        return _semantic.call_language("reduce", self, axis, combine_fn, keep_dims=keep_dims)
+
+    @builtin
+    def associative_scan(self, axis, combine_fn, reverse=False, _semantic=None):
+        return _semantic.call_language("associative_scan", self, axis, combine_fn,
+                                       reverse=reverse)
+
+    @property
+    def T(self):
+        # `x.T` needs the builder; the code generator special-cases it via `_transpose_attr`.
+        raise AttributeError("T")
+
+
+# Attribute accesses on tensors that need the semantic object (handled by the generator).
+TENSOR_SEMANTIC_ATTRS = {"T": lambda sem, t: sem.trans(t, None)}
+
+
+def is_tensor(x: Any) -> bool:
+    return isinstance(x, tensor)

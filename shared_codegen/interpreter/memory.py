@@ -1,0 +1,220 @@
+"""The interpreter's global memory: host arrays mapped at fake device addresses.
+
+Pointers are int64 byte addresses. Argument k's array is mapped at `(k + 1) << 40`, so an
+address splits into (buffer, byte offset) with a shift and a mask, and every access of an
+active lane is checked against the buffer's extent and the element alignment. An error names
+the kernel line, the program id, the argument and the offending element offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import numpy as np
+
+_SHIFT = 40
+_OFFSET_MASK = (1 << _SHIFT) - 1
+
+
+class InterpreterError(Exception):
+    """A kernel did something invalid while interpreted (out-of-bounds access, assertion)."""
+
+
+@dataclass
+class Buffer:
+    name: str          # the kernel parameter it was passed as
+    data: np.ndarray   # flat uint8 view of the whole underlying memory
+    start: int         # byte offset of the argument's first element inside `data`
+    dtype: np.dtype    # the argument's element type (for messages)
+
+
+def host_array(arg) -> Optional[np.ndarray]:
+    """A numpy view (sharing memory) of a numpy array or CPU torch tensor, else None."""
+    if isinstance(arg, np.ndarray):
+        return arg
+    mod = type(arg).__module__
+    if mod.startswith("torch"):
+        import torch
+
+        if arg.device.type != "cpu":
+            return None
+        if arg.dtype == torch.bfloat16:
+            import ml_dtypes
+
+            return arg.detach().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        if arg.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+            import ml_dtypes
+
+            npdt = ml_dtypes.float8_e4m3fn if arg.dtype == torch.float8_e4m3fn else \
+                ml_dtypes.float8_e5m2
+            return arg.detach().view(torch.uint8).numpy().view(npdt)
+        return arg.detach().numpy()
+    return None
+
+
+def _whole_memory(arr: np.ndarray):
+    """The flat byte view of the memory `arr` lives in, and arr's byte offset inside it."""
+    owner = arr
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if not owner.flags.c_contiguous:
+        owner = arr  # cannot see the full owner; fall back to the array itself
+    if owner is arr and not arr.flags.c_contiguous:
+        raise InterpreterError("the interpreter needs arrays backed by contiguous memory")
+    flat = owner.reshape(-1).view(np.uint8)
+    start = arr.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+    return flat, start
+
+
+class Memory:
+    def __init__(self):
+        self.buffers: List[Buffer] = []
+        self._views: Dict[tuple, np.ndarray] = {}
+
+    def map(self, name: str, arr: np.ndarray) -> int:
+        """Map `arr` and return the address of its first element."""
+        flat, start = _whole_memory(arr)
+        self.buffers.append(Buffer(name, flat, start, arr.dtype))
+        return (len(self.buffers) << _SHIFT) + start
+
+    # ---- address decoding and checks ---------------------------------------------------
+    def _resolve(self, addrs: np.ndarray, itemsize: int, frame, op, what: str):
+        addrs = np.asarray(addrs, dtype=np.int64)
+        buf_ids = (addrs >> _SHIFT) - 1
+        offsets = addrs & _OFFSET_MASK
+        bad = (buf_ids < 0) | (buf_ids >= len(self.buffers))
+        if bad.any():
+            idx = int(np.flatnonzero(bad.reshape(-1))[0])
+            frame.error(op, f"{what} through an invalid pointer (address {int(addrs.reshape(-1)[idx]):#x}"
+                            " is not inside any argument)")
+        return buf_ids, offsets
+
+    def _check(self, buf: Buffer, offsets: np.ndarray, itemsize: int, frame, op, what: str):
+        nbytes = buf.data.size
+        bad = (offsets < 0) | (offsets + itemsize > nbytes)
+        misaligned = (offsets % itemsize) != 0
+        if bad.any() or misaligned.any():
+            flat = offsets.reshape(-1)
+            idx = int(np.flatnonzero((bad | misaligned).reshape(-1))[0])
+            rel = int(flat[idx]) - buf.start
+            elem = buf.dtype.itemsize
+            count = (nbytes - buf.start) // elem
+            if bad.reshape(-1)[idx]:
+                frame.error(op, f"out-of-bounds {what} of `{buf.name}`: element offset "
+                                f"{rel // elem if rel % elem == 0 else rel / elem} is outside "
+                                f"[0, {count}) ({count} elements of {buf.dtype})")
+            frame.error(op, f"misaligned {what} of `{buf.name}`: byte offset {rel} is not a "
+                            f"multiple of {itemsize}")
+
+    def _view(self, buf_id: int, dtype: np.dtype) -> np.ndarray:
+        key = (buf_id, dtype)
+        view = self._views.get(key)
+        if view is None:
+            data = self.buffers[buf_id].data
+            usable = data.size - data.size % dtype.itemsize
+            view = data[:usable].view(dtype)
+            self._views[key] = view
+        return view
+
+    def _lanes(self, ptrs, mask):
+        ptrs = np.asarray(ptrs, dtype=np.int64)
+        if mask is None:
+            active = np.ones(ptrs.shape, dtype=bool)
+        else:
+            active = np.broadcast_to(np.asarray(mask, dtype=bool), ptrs.shape)
+        return ptrs, active
+
+    # ---- accesses ----------------------------------------------------------------------
+    def load(self, ptrs, mask, other, elem, frame, op):
+        dtype = np.dtype(elem.np) if not hasattr(elem, "element") else np.dtype(np.int64)
+        ptrs, active = self._lanes(ptrs, mask)
+        out = np.zeros(ptrs.shape, dtype=dtype)
+        if other is not None:
+            out[...] = np.asarray(other, dtype=dtype)
+        if active.any():
+            sel = ptrs[active]
+            buf_ids, offsets = self._resolve(sel, dtype.itemsize, frame, op, "load")
+            values = np.empty(sel.shape, dtype=dtype)
+            for b in np.unique(buf_ids):
+                pick = buf_ids == b
+                self._check(self.buffers[b], offsets[pick], dtype.itemsize, frame, op, "load")
+                values[pick] = self._view(int(b), dtype)[offsets[pick] // dtype.itemsize]
+            out[active] = values
+        return out[()] if out.ndim == 0 else out
+
+    def store(self, ptrs, values, mask, elem, frame, op):
+        dtype = np.dtype(elem.np)
+        ptrs, active = self._lanes(ptrs, mask)
+        if not active.any():
+            return
+        values = np.broadcast_to(np.asarray(values, dtype=dtype), ptrs.shape)
+        sel, vals = ptrs[active], values[active]
+        buf_ids, offsets = self._resolve(sel, dtype.itemsize, frame, op, "store")
+        for b in np.unique(buf_ids):
+            pick = buf_ids == b
+            self._check(self.buffers[b], offsets[pick], dtype.itemsize, frame, op, "store")
+            self._view(int(b), dtype)[offsets[pick] // dtype.itemsize] = vals[pick]
+
+    def _locate(self, ptrs, active, dtype, frame, op, what):
+        sel = np.asarray(ptrs, dtype=np.int64)[active]
+        buf_ids, offsets = self._resolve(sel, dtype.itemsize, frame, op, what)
+        for b in np.unique(buf_ids):
+            pick = buf_ids == b
+            self._check(self.buffers[b], offsets[pick], dtype.itemsize, frame, op, what)
+        return buf_ids, offsets // dtype.itemsize
+
+    def atomic_rmw(self, kind, ptrs, values, mask, elem, frame, op):
+        dtype = np.dtype(elem.np)
+        ptrs, active = self._lanes(ptrs, mask)
+        values = np.broadcast_to(np.asarray(values, dtype=dtype), ptrs.shape)
+        old = np.zeros(ptrs.shape, dtype=dtype)
+        if not active.any():
+            return old[()] if old.ndim == 0 else old
+        buf_ids, index = self._locate(ptrs, active, dtype, frame, op, "atomic")
+        olds = np.empty(index.shape, dtype=dtype)
+        vals = values[active]
+        # Lanes apply one after another, in order, like a serialization of the GPU's atomics.
+        for k in range(index.size):
+            view = self._view(int(buf_ids[k]), dtype)
+            cur = view[index[k]]
+            olds[k] = cur
+            view[index[k]] = _combine(kind, cur, vals[k], dtype)
+        old[active] = olds
+        return old[()] if old.ndim == 0 else old
+
+    def atomic_cas(self, ptrs, cmp, values, elem, frame, op):
+        dtype = np.dtype(elem.np)
+        ptrs, active = self._lanes(ptrs, None)
+        cmp = np.broadcast_to(np.asarray(cmp, dtype=dtype), ptrs.shape)
+        values = np.broadcast_to(np.asarray(values, dtype=dtype), ptrs.shape)
+        buf_ids, index = self._locate(ptrs, active, dtype, frame, op, "atomic_cas")
+        old = np.empty(index.shape, dtype=dtype)
+        cmps, vals = cmp[active], values[active]
+        for k in range(index.size):
+            view = self._view(int(buf_ids[k]), dtype)
+            cur = view[index[k]]
+            old[k] = cur
+            if cur == cmps[k]:
+                view[index[k]] = vals[k]
+        out = old.reshape(ptrs.shape)
+        return out[()] if out.ndim == 0 else out
+
+
+def _combine(kind, cur, val, dtype):
+    with np.errstate(all="ignore"):
+        if kind in ("add", "fadd"):
+            return (cur + val).astype(dtype)
+        if kind in ("max", "umax"):
+            return max(cur, val)
+        if kind in ("min", "umin"):
+            return min(cur, val)
+        if kind == "and":
+            return cur & val
+        if kind == "or":
+            return cur | val
+        if kind == "xor":
+            return cur ^ val
+        if kind == "xchg":
+            return val
+    raise ValueError(f"unknown atomic kind {kind!r}")

@@ -1,0 +1,74 @@
+"""Run a module's kernel on the CPU, program by program, whole tiles at a time.
+
+Each op's interpreter rule lives with the op (`shared_codegen.ir.ops.*`); this module only
+walks blocks, keeps the SSA environment and reports errors with the kernel's source line and
+the program id.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+
+from ..ir.core import Block, Module, Operation, Value
+from .memory import InterpreterError, Memory
+
+
+class Frame:
+    """The state of one program while it runs: SSA values, ids, memory."""
+
+    def __init__(self, memory: Memory, grid, out=None):
+        self.memory = memory
+        self.grid = grid
+        self.program_id = (0, 0, 0)
+        self.values: Dict[Value, Any] = {}
+        self._out = out or sys.stdout
+
+    def __getitem__(self, v: Value):
+        try:
+            return self.values[v]
+        except KeyError:
+            raise InterpreterError(f"value {v!r} used before it was computed") from None
+
+    def run_block(self, block: Block, args: Sequence[Any], keep_condition=False) -> List[Any]:
+        values = self.values
+        for a, x in zip(block.args, args):
+            values[a] = x
+        for op in block.ops:
+            if op.name in ("scf.yield", "tt.return", "tt.reduce.return", "scf.condition"):
+                return [values[v] for v in op.operands]
+            results = op.opdef.interpret(op, self)
+            if results:
+                for r, x in zip(op.results, results):
+                    values[r] = x
+        return []
+
+    def error(self, op: Operation, message: str):
+        loc = op.loc
+        where = f"{loc.file}:{loc.line}" if loc.line else "<kernel>"
+        pid = ", ".join(str(int(p)) for p in self.program_id)
+        text = f"{where}: {message} (program id ({pid}))"
+        if loc.source_line:
+            text += f"\n    {loc.source_line.strip()}"
+        raise InterpreterError(text)
+
+    def output(self, text: str):
+        print(text, file=self._out)
+
+
+def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory) -> None:
+    """Run the module's kernel for every program id in `grid` (a 3-tuple)."""
+    fn = module.kernel
+    frame = Frame(memory, tuple(grid))
+    body = fn.body.block
+    old = np.seterr(all="ignore")
+    try:
+        for z, y, x in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
+            frame.program_id = (x, y, z)
+            frame.values = {}
+            frame.run_block(body, list(arg_values))
+    finally:
+        np.seterr(**old)

@@ -1,0 +1,260 @@
+"""The IR's structure: values, operations, blocks, regions, functions and modules.
+
+SSA values; structured control flow with regions that hold one block each (like MLIR's scf):
+`scf.for`, `scf.if` and `scf.while` carry loop values through block arguments and `scf.yield`.
+
+Every op name is defined once, by an `OpDef` subclass in one module of `shared_codegen.ir.ops`
+(or a language's own op module), which keeps the op's builder, type rule, verifier, printer,
+interpreter rule and lowering rule side by side. `Operation.opdef` finds it by name.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+from .types import FunctionType, IRType
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where an op came from in the user's source: file, line, column and the source line."""
+
+    file: str = "<unknown>"
+    line: int = 0
+    col: int = 0
+    source_line: str = ""
+    function: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+UNKNOWN_LOC = Location()
+
+
+class Value:
+    """An SSA value: the result of an op or an argument of a block."""
+
+    __slots__ = ("type", "owner", "index", "name_hint")
+
+    def __init__(self, type: IRType, owner=None, index: int = 0, name_hint: str = ""):
+        self.type = type
+        self.owner = owner  # Operation or Block
+        self.index = index
+        self.name_hint = name_hint
+
+    @property
+    def defining_op(self) -> Optional["Operation"]:
+        return self.owner if isinstance(self.owner, Operation) else None
+
+    def __repr__(self) -> str:
+        return f"<Value {self.name_hint or '?'}: {self.type}>"
+
+
+class Block:
+    """A list of ops with typed arguments. Regions here hold exactly one block."""
+
+    __slots__ = ("args", "ops", "parent")
+
+    def __init__(self, arg_types: Sequence[IRType] = (), parent=None):
+        self.args: List[Value] = [Value(t, self, i) for i, t in enumerate(arg_types)]
+        self.ops: List[Operation] = []
+        self.parent = parent  # the Region
+
+    def add_arg(self, ty: IRType, name_hint: str = "") -> Value:
+        v = Value(ty, self, len(self.args), name_hint)
+        self.args.append(v)
+        return v
+
+    @property
+    def terminator(self) -> Optional["Operation"]:
+        return self.ops[-1] if self.ops else None
+
+
+class Region:
+    __slots__ = ("block", "parent")
+
+    def __init__(self, arg_types: Sequence[IRType] = (), parent=None):
+        self.block = Block(arg_types, self)
+        self.parent = parent  # the Operation or Function
+
+
+class Operation:
+    """One op: a name, operands, typed results, attributes and nested regions."""
+
+    __slots__ = ("name", "operands", "results", "attrs", "regions", "loc", "parent", "opdef")
+
+    def __init__(self, name: str, operands: Sequence[Value], result_types: Sequence[IRType],
+                 attrs: Optional[Dict[str, Any]] = None, regions: Sequence[Region] = (),
+                 loc: Location = UNKNOWN_LOC):
+        self.name = name
+        self.opdef = lookup_opdef(name)
+        self.operands: List[Value] = list(operands)
+        self.results: List[Value] = [Value(t, self, i) for i, t in enumerate(result_types)]
+        self.attrs: Dict[str, Any] = dict(attrs or {})
+        self.regions: List[Region] = list(regions)
+        for r in self.regions:
+            r.parent = self
+        self.loc = loc
+        self.parent: Optional[Block] = None
+
+    @property
+    def result(self) -> Value:
+        assert len(self.results) == 1, f"{self.name} has {len(self.results)} results"
+        return self.results[0]
+
+    def walk(self) -> Iterator["Operation"]:
+        """This op and every op nested in its regions, pre-order."""
+        yield self
+        for r in self.regions:
+            for op in r.block.ops:
+                yield from op.walk()
+
+    def __repr__(self) -> str:
+        return f"<Operation {self.name} at {self.loc}>"
+
+
+class Function:
+    """A function: typed arguments (the entry block's arguments) and a body region."""
+
+    def __init__(self, name: str, arg_types: Sequence[IRType], arg_names: Sequence[str] = (),
+                 result_types: Sequence[IRType] = (), attrs: Optional[Dict[str, Any]] = None,
+                 loc: Location = UNKNOWN_LOC):
+        self.name = name
+        self.body = Region(arg_types, self)
+        for v, n in zip(self.body.block.args, arg_names):
+            v.name_hint = n
+        self.result_types = list(result_types)
+        self.attrs = dict(attrs or {})
+        self.loc = loc
+
+    @property
+    def args(self) -> List[Value]:
+        return self.body.block.args
+
+    @property
+    def type(self) -> FunctionType:
+        return FunctionType(tuple(a.type for a in self.args), tuple(self.result_types))
+
+    def walk(self) -> Iterator[Operation]:
+        for op in self.body.block.ops:
+            yield from op.walk()
+
+
+class Module:
+    """A compiled unit: its functions (the kernel among them) and module attributes such as
+    `num_warps`, `threads_per_warp` and `target`."""
+
+    def __init__(self, attrs: Optional[Dict[str, Any]] = None):
+        self.functions: Dict[str, Function] = {}
+        self.attrs: Dict[str, Any] = dict(attrs or {})
+
+    def add(self, fn: Function) -> Function:
+        self.functions[fn.name] = fn
+        return fn
+
+    @property
+    def kernel(self) -> Function:
+        for fn in self.functions.values():
+            if fn.attrs.get("kernel"):
+                return fn
+        raise LookupError("module has no kernel function")
+
+    def walk(self) -> Iterator[Operation]:
+        for fn in self.functions.values():
+            yield from fn.walk()
+
+
+# ---- op definitions ------------------------------------------------------------------
+
+_OPDEFS: Dict[str, "OpDef"] = {}
+
+
+class OpDef:
+    """The rules for one op name. Subclasses live in the op family's module.
+
+    - `verify(op)` raises `VerificationError` when the op is malformed.
+    - `print_attrs(op)` returns the text printed after the operands (attributes).
+    - `interpret(op, frame)` computes the results from numpy values (see interpreter).
+    - `lower(op, ctx)` emits LLVM IR (see lowering).
+    """
+
+    name: str = ""
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        names = cls.__dict__.get("names") or ((cls.name,) if cls.__dict__.get("name") else ())
+        for n in names:
+            if n in _OPDEFS and type(_OPDEFS[n]) is not cls:
+                raise RuntimeError(f"op {n!r} defined twice: {type(_OPDEFS[n])} and {cls}")
+            _OPDEFS[n] = cls()
+
+    def verify(self, op: Operation) -> None:
+        pass
+
+    def print_attrs(self, op: Operation) -> str:
+        return format_attrs(op.attrs)
+
+    def interpret(self, op: Operation, frame) -> Optional[Sequence[Any]]:
+        raise NotImplementedError(f"no interpreter rule for {op.name}")
+
+    def lower(self, op: Operation, ctx) -> Optional[Sequence[Any]]:
+        raise NotImplementedError(f"no lowering rule for {op.name}")
+
+
+def lookup_opdef(name: str) -> Optional[OpDef]:
+    return _OPDEFS.get(name)
+
+
+def all_opdefs() -> Dict[str, OpDef]:
+    return dict(_OPDEFS)
+
+
+def format_attrs(attrs: Dict[str, Any]) -> str:
+    if not attrs:
+        return ""
+    items = []
+    for k in sorted(attrs):
+        v = attrs[k]
+        if isinstance(v, str):
+            v = f'"{v}"'
+        elif isinstance(v, (list, tuple)):
+            v = "[" + ", ".join(str(x) for x in v) + "]"
+        items.append(f"{k} = {v}")
+    return " {" + ", ".join(items) + "}"
+
+
+class VerificationError(Exception):
+    """Raised by verifiers; carries the op so messages can name its source line."""
+
+    def __init__(self, message: str, op: Optional[Operation] = None):
+        self.op = op
+        if op is not None and op.loc.line:
+            message = f"{op.loc}: {op.name}: {message}"
+        super().__init__(message)
+
+
+_counter = itertools.count()
+
+
+def fresh_id() -> int:
+    return next(_counter)
+
+
+def replace_all_uses(root_ops: List[Operation], old: Value, new: Value) -> None:
+    """Replace every use of `old` by `new` in the ops (and nested ops) of `root_ops`."""
+    for top in root_ops:
+        for op in top.walk():
+            for i, v in enumerate(op.operands):
+                if v is old:
+                    op.operands[i] = new
+
+
+def walk_block(block: Block) -> Iterator[Operation]:
+    for op in block.ops:
+        yield from op.walk()
+
+
+Rule = Callable[[Operation], Optional[Operation]]

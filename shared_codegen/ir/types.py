@@ -1,0 +1,290 @@
+"""IR types: scalar dtypes, pointers, and tensors that may carry a layout.
+
+The scalar dtype objects double as the languages' dtypes (`tl.float16 is
+shared_codegen.ir.types.float16`), so there is one notion of a type from the frontend down
+to lowering. Names follow Triton 3.6 (`fp16`, `bf16`, `fp8e4nv`, `i32`, `u8`, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+try:  # bf16 and fp8 numpy dtypes; a hard dependency, but keep the import error readable
+    import ml_dtypes
+except ImportError as exc:  # pragma: no cover
+    raise ImportError("ml_dtypes is required for bfloat16/fp8 support: pip install ml_dtypes") from exc
+
+
+class IRType:
+    """Base of every IR type. Types are immutable and compare by value."""
+
+    def is_tensor(self) -> bool:
+        return False
+
+    def is_ptr(self) -> bool:
+        return False
+
+    @property
+    def scalar(self) -> "IRType":
+        """The element type of a tensor, or the type itself."""
+        return self
+
+
+@dataclass(frozen=True, eq=True)
+class ScalarType(IRType):
+    """A scalar dtype. `kind` is 'int', 'uint' or 'float'."""
+
+    name: str
+    kind: str
+    bits: int
+
+    # ---- Triton-compatible queries ---------------------------------------------------
+    @property
+    def primitive_bitwidth(self) -> int:
+        return self.bits
+
+    def is_floating(self) -> bool:
+        return self.kind == "float"
+
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    def is_int_signed(self) -> bool:
+        return self.kind == "int"
+
+    def is_int_unsigned(self) -> bool:
+        return self.kind == "uint"
+
+    def is_bool(self) -> bool:
+        return self.name == "i1"
+
+    def is_fp8(self) -> bool:
+        return self.name in ("fp8e4nv", "fp8e5")
+
+    def is_fp16(self) -> bool:
+        return self.name == "fp16"
+
+    def is_bf16(self) -> bool:
+        return self.name == "bf16"
+
+    def is_fp32(self) -> bool:
+        return self.name == "fp32"
+
+    def is_fp64(self) -> bool:
+        return self.name == "fp64"
+
+    def is_void(self) -> bool:
+        return self.name == "void"
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def np(self) -> np.dtype:
+        """The numpy dtype the interpreter stores this type in."""
+        return _NUMPY[self.name]
+
+    def to_ir(self, builder=None) -> "ScalarType":  # Triton API compatibility
+        return self
+
+    def __repr__(self) -> str:
+        return _TRITON_NAME.get(self.name, self.name)
+
+    def __str__(self) -> str:
+        return self.name
+
+    # Triton lets `tl.float16` be called like a cast in some code; we do not.
+
+
+@dataclass(frozen=True, eq=True)
+class VoidType(IRType):
+    name: str = "void"
+
+    def __str__(self) -> str:
+        return "void"
+
+
+@dataclass(frozen=True, eq=True)
+class PointerType(IRType):
+    """A pointer to `element` in global memory (address space 1)."""
+
+    element: ScalarType
+    address_space: int = 1
+    # Set for `tl.const` pointers; has no effect on codegen beyond allowing no stores.
+    const: bool = False
+
+    def is_ptr(self) -> bool:
+        return True
+
+    @property
+    def element_ty(self) -> ScalarType:  # Triton's name
+        return self.element
+
+    @property
+    def name(self) -> str:
+        return f"ptr<{self.element.name}>"
+
+    @property
+    def bits(self) -> int:
+        return 64
+
+    def is_floating(self) -> bool:
+        return False
+
+    def is_int(self) -> bool:
+        return False
+
+    def is_bool(self) -> bool:
+        return False
+
+    def __str__(self) -> str:
+        return f"!ptr<{self.element}>" if self.address_space == 1 else \
+            f"!ptr<{self.element}, {self.address_space}>"
+
+    def __repr__(self) -> str:
+        return f"pointer<{self.element!r}>"
+
+
+@dataclass(frozen=True, eq=True)
+class TensorType(IRType):
+    """A distributed tensor: shape, element type and, once assigned, a layout.
+
+    `layout` is None for tile-DSL tensors before layout assignment; afterwards it is a layout
+    object from `gluon.layouts` (hashable, compared by its linear form).
+    """
+
+    shape: tuple
+    element: IRType
+    layout: Optional[Any] = None
+
+    def is_tensor(self) -> bool:
+        return True
+
+    @property
+    def scalar(self) -> IRType:
+        return self.element
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def with_layout(self, layout) -> "TensorType":
+        return TensorType(self.shape, self.element, layout)
+
+    def with_element(self, element: IRType) -> "TensorType":
+        return TensorType(self.shape, element, self.layout)
+
+    def with_shape(self, shape) -> "TensorType":
+        return TensorType(tuple(shape), self.element, self.layout)
+
+    def __str__(self) -> str:
+        dims = "x".join(str(s) for s in self.shape)
+        lay = "" if self.layout is None else f", {layout_alias(self.layout)}"
+        return f"tensor<{dims}x{self.element}{lay}>"
+
+
+@dataclass(frozen=True, eq=True)
+class FunctionType(IRType):
+    inputs: tuple
+    outputs: tuple
+
+    def __str__(self) -> str:
+        ins = ", ".join(str(t) for t in self.inputs)
+        outs = ", ".join(str(t) for t in self.outputs)
+        return f"({ins}) -> ({outs})"
+
+
+def layout_alias(layout) -> str:
+    """How a layout prints inside a type. The printer swaps in `#name` aliases."""
+    return str(layout)
+
+
+# ---- the scalar dtypes ----------------------------------------------------------------
+int1 = ScalarType("i1", "int", 1)
+int8 = ScalarType("i8", "int", 8)
+int16 = ScalarType("i16", "int", 16)
+int32 = ScalarType("i32", "int", 32)
+int64 = ScalarType("i64", "int", 64)
+uint8 = ScalarType("u8", "uint", 8)
+uint16 = ScalarType("u16", "uint", 16)
+uint32 = ScalarType("u32", "uint", 32)
+uint64 = ScalarType("u64", "uint", 64)
+float8e4nv = ScalarType("fp8e4nv", "float", 8)
+float8e5 = ScalarType("fp8e5", "float", 8)
+float16 = ScalarType("fp16", "float", 16)
+bfloat16 = ScalarType("bf16", "float", 16)
+float32 = ScalarType("fp32", "float", 32)
+float64 = ScalarType("fp64", "float", 64)
+void = VoidType()
+
+ALL_SCALARS = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+               float8e4nv, float8e5, float16, bfloat16, float32, float64)
+BY_NAME = {t.name: t for t in ALL_SCALARS}
+
+_TRITON_NAME = {
+    "i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "fp8e4nv": "float8e4nv", "fp8e5": "float8e5", "fp16": "float16", "bf16": "bfloat16",
+    "fp32": "float32", "fp64": "float64",
+}
+
+_NUMPY = {
+    "i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64),
+    "u8": np.dtype(np.uint8), "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32),
+    "u64": np.dtype(np.uint64),
+    "fp8e4nv": np.dtype(ml_dtypes.float8_e4m3fn), "fp8e5": np.dtype(ml_dtypes.float8_e5m2),
+    "fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
+    "fp32": np.dtype(np.float32), "fp64": np.dtype(np.float64),
+}
+
+# How host arrays' dtypes map to IR dtypes (numpy names and torch's str(dtype) tails).
+_FROM_HOST = {
+    "bool": int1, "int8": int8, "int16": int16, "int32": int32, "int64": int64,
+    "uint8": uint8, "uint16": uint16, "uint32": uint32, "uint64": uint64,
+    "float16": float16, "half": float16, "bfloat16": bfloat16, "float32": float32,
+    "float": float32, "float64": float64, "double": float64,
+    "float8_e4m3fn": float8e4nv, "float8_e5m2": float8e5,
+}
+
+
+def from_host_dtype(dtype) -> Optional[ScalarType]:
+    """Map a numpy/torch/ml_dtypes dtype to an IR dtype, or None if unsupported."""
+    name = str(dtype)
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    try:
+        name = np.dtype(dtype).name if not str(dtype).startswith("torch.") else name
+    except TypeError:
+        pass
+    return _FROM_HOST.get(name)
+
+
+def pointer_type(element: ScalarType, address_space: int = 1) -> PointerType:
+    return PointerType(element, address_space)
+
+
+def scalar_of(ty: IRType) -> IRType:
+    return ty.element if isinstance(ty, TensorType) else ty
+
+
+def block_type(element: IRType, shape, layout=None) -> TensorType:
+    return TensorType(tuple(int(s) for s in shape), element, layout)
+
+
+def same_shape_type(ty: IRType, element: IRType) -> IRType:
+    """`element`, made a tensor of `ty`'s shape and layout when `ty` is a tensor."""
+    if isinstance(ty, TensorType):
+        return TensorType(ty.shape, element, ty.layout)
+    return element

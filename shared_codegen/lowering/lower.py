@@ -1,0 +1,109 @@
+"""Explicit-layout IR -> LLVM IR: one kernel function per module, built with llvmlite.ir.
+
+    kernel = lower_module(module)          # shared_codegen.ir.Module, layouts assigned
+    ptx = backend.llvm_to_ptx(kernel.llvm_ir, "sm_90a")
+
+The driver only sets up the function (parameters, launch bounds, alignment facts) and walks
+the body; each op's `OpDef.lower(op, ctx)` emits its code (see context.py for the contract).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from llvmlite import ir
+
+from ..ir.core import Function, Module
+from ..ir.types import PointerType, ScalarType, TensorType
+from .context import I1, I8, VOID, LoweringContext, LoweringError, llvm_type
+
+
+@dataclass(frozen=True)
+class LoweredKernel:
+    """What lowering hands the backend and the launcher."""
+
+    name: str
+    llvm_ir: str
+    shared_bytes: int
+    param_kinds: Tuple[str, ...]  # launcher kinds: "ptr", "i32", "fp32", ...
+    num_warps: int
+    target: str = "sm_90a"
+
+
+def param_kind(ty) -> str:
+    if isinstance(ty, PointerType):
+        return "ptr"
+    if isinstance(ty, ScalarType):
+        return ty.name
+    raise LoweringError(f"a kernel parameter of type {ty} cannot be passed from the host")
+
+
+def _param_llvm_type(ty) -> ir.Type:
+    # The launcher packs a bool into one byte, and PTX has no 1-bit parameters: take an i8.
+    if isinstance(ty, ScalarType) and ty.bits == 1:
+        return I8
+    return llvm_type(ty)
+
+
+def _analyze_axes(fn: Function):
+    """Run the axis analysis when the analysis package exists (vectorize.py falls back to
+    scalar accesses without it)."""
+    try:
+        from ..analysis import axis_info
+    except ImportError:
+        return None
+    for name in ("analyze", "run"):
+        entry = getattr(axis_info, name, None)
+        if callable(entry):
+            return entry(fn)
+    cls = getattr(axis_info, "AxisInfo", None)
+    if cls is not None and hasattr(cls, "analyze"):
+        return cls.analyze(fn)
+    return None
+
+
+def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
+    """Lower the kernel of `module` to an LLVM module with one `ptx_kernel` function."""
+    fn = module.kernel
+    num_warps = int(module.attrs.get("num_warps", 4))
+    threads_per_warp = int(module.attrs.get("threads_per_warp", 32))
+    target = target or module.attrs.get("target", "sm_90a")
+    for a in fn.args:
+        if isinstance(a.type, TensorType):
+            raise LoweringError(f"kernel argument {a.name_hint or a.index} is a tensor; "
+                                f"kernels take pointers and scalars")
+
+    llmod = ir.Module(name=fn.name)
+    ftype = ir.FunctionType(VOID, [_param_llvm_type(a.type) for a in fn.args])
+    lfn = ir.Function(llmod, ftype, fn.name)
+    lfn.calling_convention = "ptx_kernel"
+    divisibility = fn.attrs.get("arg_divisibility", {}) or {}
+    for i, (arg, larg) in enumerate(zip(fn.args, lfn.args)):
+        larg.name = arg.name_hint or f"arg{i}"
+        # Specialization found the pointer 16-byte aligned; telling LLVM lets it (and our
+        # vectorizer through the axis analysis) use 16-byte accesses.
+        if isinstance(arg.type, PointerType) and divisibility.get(i) == 16:
+            larg.attributes.align = 16
+    # Launch bound: `.maxntid` lets ptxas budget registers for exactly this many threads.
+    # LLVM 22 upgrades the `maxntidx` annotation into its "nvvm.maxntid" attribute.
+    md = llmod.add_metadata([lfn, ir.MetaDataString(llmod, "maxntidx"),
+                             ir.Constant(ir.IntType(32), num_warps * threads_per_warp)])
+    llmod.add_named_metadata("nvvm.annotations", md)
+
+    ctx = LoweringContext(llmod, lfn, num_warps=num_warps, threads_per_warp=threads_per_warp,
+                          target=target, axis_info=_analyze_axes(fn))
+    for arg, larg in zip(fn.args, lfn.args):
+        value = larg
+        if isinstance(arg.type, ScalarType) and arg.type.bits == 1:
+            value = ctx.entry_builder.icmp_unsigned("!=", larg, ir.Constant(I8, 0))
+        ctx.set(arg, value)
+    ctx.lower_block(fn.body.block, list(ctx.get(a) for a in fn.args))
+    if not ctx.builder.block.is_terminated:
+        ctx.builder.ret_void()
+    return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
+                         param_kinds=tuple(param_kind(a.type) for a in fn.args),
+                         num_warps=num_warps, target=target)
+
+
+__all__ = ["LoweredKernel", "lower_module", "param_kind", "I1"]

@@ -1,0 +1,239 @@
+"""The compilation cache: in memory for the process, on disk across processes.
+
+Key: `make_key(...)` hashes (sha256) the kernel's source hash, its specialization, the target,
+the compile options and the versions of everything that changes generated code (our own source
+files, llvmlite, nvJitLink).
+
+Entry: one file `<dir>/<key[:2]>/<key>.entry` holding a small header, a JSON manifest
+(key, metadata, and per artifact its name, kind, size and sha256) and the artifacts' bytes.
+One file, because a file can be published atomically: it is written to a temp file in the same
+folder and `os.replace`d into place, so readers see the old entry, the new one, or none, never
+half of one. A reader checks everything (header, JSON, key, sizes, sha256 of every artifact);
+anything wrong means "miss", the bad file is deleted, and the caller recompiles and `put`s a
+good entry. A corrupt cache is never trusted and never fatal.
+
+    entry = cache.get(key)        # {"metadata": {...}, "artifacts": {"cubin": b"...", ...}}
+    cache.put(key, {"ptx": ptx, "cubin": cubin}, {"name": "add_kernel", "shared": 0})
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from shared_codegen import config
+
+_MAGIC = b"SCCACHE1"
+_HEADER = struct.Struct("<8sQ")  # magic, manifest length
+_FORMAT_VERSION = 1
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+# Our code that shapes compiled output; its content is part of every key, so editing a pass
+# invalidates old entries without anyone bumping a version number.
+_FINGERPRINTED_PACKAGES = ("shared_codegen", "tile", "gluon")
+
+
+@lru_cache(maxsize=None)
+def package_fingerprint() -> str:
+    """sha256 over our own Python sources (paths and contents), computed once per process."""
+    digest = hashlib.sha256()
+    for package in _FINGERPRINTED_PACKAGES:
+        root = _PACKAGE_ROOT / package
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*.py")):
+            digest.update(str(path.relative_to(_PACKAGE_ROOT)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def tool_versions() -> tuple:
+    """(name, version) pairs of the code generators; nvJitLink may be absent on a CPU box."""
+    import llvmlite
+
+    versions = [("format", str(_FORMAT_VERSION)), ("llvmlite", llvmlite.__version__),
+                ("package", package_fingerprint())]
+    try:
+        from cuda.bindings import nvjitlink
+
+        versions.append(("nvjitlink", "%d.%d" % nvjitlink.version()))
+    except Exception:
+        versions.append(("nvjitlink", "unavailable"))
+    return tuple(versions)
+
+
+def make_key(source_hash: str, specialization, target: str, options: dict | None = None) -> str:
+    """The cache key (hex sha256) of one compilation.
+
+    `specialization` is the launch key (nested tuples of str/int/bool/None/float, whose repr is
+    deterministic); `options` holds num_warps, num_stages, num_ctas and anything else that
+    changes the output.
+    """
+    parts = (
+        ("source", source_hash),
+        ("specialization", repr(specialization)),
+        ("target", target),
+        ("options", repr(sorted((options or {}).items()))),
+        ("versions", repr(tool_versions())),
+    )
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+class CorruptEntry(Exception):
+    """An on-disk entry failed a check; never escapes `CompilationCache.get`."""
+
+
+def _encode_entry(key: str, artifacts: dict, metadata: dict) -> bytes:
+    blobs, described = [], []
+    for name, value in artifacts.items():
+        if isinstance(value, str):
+            kind, data = "str", value.encode()
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            kind, data = "bytes", bytes(value)
+        else:
+            raise TypeError(f"cache artifact {name!r} must be bytes or str, got {type(value).__name__}")
+        blobs.append(data)
+        described.append({"name": name, "kind": kind, "size": len(data),
+                          "sha256": hashlib.sha256(data).hexdigest()})
+    manifest = json.dumps({"key": key, "metadata": metadata, "artifacts": described},
+                          sort_keys=True).encode()
+    return b"".join([_HEADER.pack(_MAGIC, len(manifest)), manifest, *blobs])
+
+
+def _decode_entry(key: str, data: bytes) -> dict:
+    if len(data) < _HEADER.size:
+        raise CorruptEntry("shorter than its header")
+    magic, manifest_size = _HEADER.unpack_from(data)
+    if magic != _MAGIC:
+        raise CorruptEntry("bad magic")
+    start = _HEADER.size
+    try:
+        manifest = json.loads(data[start:start + manifest_size])
+    except ValueError as exc:
+        raise CorruptEntry(f"bad manifest JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("key") != key:
+        raise CorruptEntry("manifest names another key")
+    offset = start + manifest_size
+    artifacts = {}
+    try:
+        for artifact in manifest["artifacts"]:
+            blob = data[offset:offset + artifact["size"]]
+            offset += artifact["size"]
+            if len(blob) != artifact["size"]:
+                raise CorruptEntry(f"artifact {artifact['name']!r} is truncated")
+            if hashlib.sha256(blob).hexdigest() != artifact["sha256"]:
+                raise CorruptEntry(f"artifact {artifact['name']!r} fails its sha256")
+            artifacts[artifact["name"]] = blob.decode() if artifact["kind"] == "str" else blob
+        metadata = manifest["metadata"]
+    except (KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise CorruptEntry(f"malformed manifest: {exc!r}") from None
+    if offset != len(data):
+        raise CorruptEntry("trailing bytes after the last artifact")
+    return {"metadata": metadata, "artifacts": artifacts}
+
+
+class CompilationCache:
+    """In-memory dict in front of an on-disk folder (`directory=None`: memory only)."""
+
+    def __init__(self, directory: str | os.PathLike | None):
+        self.directory = Path(directory) if directory is not None else None
+        self._memory: dict[str, dict] = {}
+        self._lock = threading.Lock()
+
+    def path_of(self, key: str) -> Path:
+        if self.directory is None:
+            raise ValueError("this cache has no directory")
+        if len(key) < 3 or not all(c in "0123456789abcdef" for c in key):
+            raise ValueError(f"cache keys are lower-case hex digests, got {key!r}")
+        return self.directory / key[:2] / f"{key}.entry"
+
+    def get(self, key: str) -> dict | None:
+        """{"metadata": dict, "artifacts": {name: bytes|str}} or None on a miss. A corrupt
+        on-disk entry counts as a miss and is removed."""
+        entry = self._memory.get(key)
+        if entry is not None or self.directory is None:
+            return entry
+        path = self.path_of(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            entry = _decode_entry(key, data)
+        except CorruptEntry as exc:
+            self._discard(path, exc)
+            return None
+        with self._lock:
+            self._memory[key] = entry
+        return entry
+
+    def put(self, key: str, artifacts: dict, metadata: dict) -> None:
+        """Store an entry in memory and, atomically, on disk. A failing disk write (read-only
+        or full file system) only loses the disk copy."""
+        data = _encode_entry(key, artifacts, metadata)
+        entry = _decode_entry(key, data)  # normalizes bytearray -> bytes, copies the metadata
+        with self._lock:
+            self._memory[key] = entry
+        if self.directory is None:
+            return
+        path = self.path_of(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}-",
+                                                     suffix=".tmp")
+            try:
+                with os.fdopen(descriptor, "wb") as handle:
+                    handle.write(data)
+                os.replace(temp_name, path)
+            except BaseException:
+                _remove_quietly(temp_name)
+                raise
+        except OSError as exc:
+            if config.get("SC_DEBUG"):
+                print(f"[shared_codegen.cache] could not write {path}: {exc}")
+
+    def forget_memory(self) -> None:
+        """Drop the in-memory layer (tests use it to force a disk read)."""
+        with self._lock:
+            self._memory.clear()
+
+    def _discard(self, path: Path, reason: Exception) -> None:
+        if config.get("SC_DEBUG"):
+            print(f"[shared_codegen.cache] ignoring corrupt entry {path}: {reason}")
+        _remove_quietly(path)
+
+
+def _remove_quietly(path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+_caches: dict[object, CompilationCache] = {}
+_caches_lock = threading.Lock()
+
+
+def default_cache() -> CompilationCache:
+    """The cache for the current SC_CACHE_DIR / SC_CACHE_DISABLE (read at each call, so tests
+    can point it elsewhere); one instance per setting, so the memory layer is shared."""
+    directory = None if config.get("SC_CACHE_DISABLE") else config.get("SC_CACHE_DIR")
+    with _caches_lock:
+        cache = _caches.get(directory)
+        if cache is None:
+            cache = _caches[directory] = CompilationCache(directory)
+        return cache
+
+
+def get(key: str) -> dict | None:
+    return default_cache().get(key)
+
+
+def put(key: str, artifacts: dict, metadata: dict) -> None:
+    default_cache().put(key, artifacts, metadata)

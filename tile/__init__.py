@@ -1,0 +1,20 @@
+"""The tile DSL: Triton's programming model (`@tile.jit`, `tile.language as tl`).
+
+The compiler picks layouts, shared-memory staging and pipelining; kernels run on the GPU or,
+without one, in the CPU interpreter.
+"""
+
+from shared_codegen.frontend.codegen import constexpr_function
+from shared_codegen.frontend.errors import ArgumentError, CompilationError
+from shared_codegen.interpreter.memory import InterpreterError
+
+from .autotune import Config, autotune, heuristics
+from .jit import compile, jit
+
+__all__ = ["jit", "compile", "autotune", "Config", "heuristics", "constexpr_function",
+           "CompilationError", "ArgumentError", "InterpreterError", "cdiv"]
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division on host ints (like triton.cdiv)."""
+    return -(-a // b)

@@ -1,0 +1,46 @@
+"""`@tile.jit` and `tile.compile`: the tile DSL's entry into the shared frontend."""
+
+from __future__ import annotations
+
+from shared_codegen.frontend.jit import JITFunction, Language
+
+
+def _semantic_class():
+    from tile.language.semantic import TileSemantic
+
+    return TileSemantic
+
+
+def _passes():
+    from tile.passes import TILE_PIPELINE
+
+    return list(TILE_PIPELINE)
+
+
+class _LazySemantic:
+    """Defers importing tile.language until a kernel is traced (keeps `import tile` light)."""
+
+    def __call__(self, builder):
+        return _semantic_class()(builder)
+
+
+TILE = Language("tile", _LazySemantic(), _passes)
+
+
+def jit(fn=None, *, do_not_specialize=(), debug=False, noinline=False, repr=None,
+        launch_metadata=None):
+    """Compile a Python function as a tile kernel (Triton's `@triton.jit`)."""
+
+    def decorate(f):
+        return JITFunction(f, TILE, do_not_specialize=do_not_specialize, debug=debug,
+                           noinline=noinline)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", num_warps=4):
+    """Compile `kernel` for `target` without a GPU; returns a CompiledKernel whose `.asm`
+    holds the stages 'ir', 'ttgir', 'llir', 'ptx' and 'cubin'."""
+    from shared_codegen.frontend.launch import compile_for_target
+
+    return compile_for_target(kernel, signature, constexprs, target, num_warps)

@@ -1,0 +1,50 @@
+"""`tile.language` (`import tile.language as tl`): the tile DSL, with `triton.language` 3.6's
+names and semantics and no layouts (the compiler assigns them).
+
+The dtype objects are the IR's own (`tl.float16 is shared_codegen.ir.types.float16`);
+`tl.tensor` and `tl.constexpr` are the shared frontend's classes.
+"""
+
+from shared_codegen.frontend.values import constexpr, tensor
+from shared_codegen.ir.types import (IRType as dtype, PointerType as pointer_type, bfloat16,
+                                     block_type, float8e4nv, float8e5, float16, float32,
+                                     float64, int1, int8, int16, int32, int64, uint8, uint16,
+                                     uint32, uint64, void)
+
+from . import math
+from ._types import TRITON_MAX_TENSOR_NUMEL
+from .core import (CompileTimeAssertionFailure, PropagateNan, arange, associative_scan,
+                   atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
+                   atomic_xchg, atomic_xor, broadcast, broadcast_to, cast, clamp, debug_barrier,
+                   device_assert, device_print, expand_dims, full, load, max_constancy,
+                   max_contiguous, maximum, minimum, multiple_of, num_programs, permute,
+                   program_id, range, reduce, reshape, static_assert, static_print,
+                   static_range, store, trans, view, where)
+from .math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2, rsqrt,
+                   sin, sqrt, sqrt_rn, umulhi)
+from .standard import (argmax, argmin, cdiv, cumprod, cumsum, max, min, ravel, reduce_or,
+                       sigmoid, softmax, sum, xor_sum, zeros, zeros_like)
+
+__all__ = [
+    # types
+    "constexpr", "tensor", "dtype", "pointer_type", "block_type", "void", "int1", "int8",
+    "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float8e4nv", "float8e5",
+    "float16", "bfloat16", "float32", "float64", "PropagateNan", "TRITON_MAX_TENSOR_NUMEL",
+    "CompileTimeAssertionFailure",
+    # programs, creation, shapes
+    "program_id", "num_programs", "arange", "full", "zeros", "zeros_like", "cast", "broadcast",
+    "broadcast_to", "reshape", "view", "ravel", "trans", "permute", "expand_dims",
+    # memory and atomics
+    "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
+    "atomic_xor", "atomic_xchg", "atomic_cas",
+    # elementwise
+    "where", "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
+    "rsqrt", "abs", "sin", "cos", "erf", "floor", "ceil", "fma", "umulhi", "fdiv", "div_rn",
+    "sigmoid", "softmax", "cdiv",
+    # reductions and scans
+    "reduce", "sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce_or",
+    "associative_scan", "cumsum", "cumprod",
+    # hints, debugging, loops
+    "multiple_of", "max_contiguous", "max_constancy", "debug_barrier", "static_assert",
+    "static_print", "device_print", "device_assert", "static_range", "range", "math",
+]

@@ -1,0 +1,114 @@
+"""Elementwise math builtins (`tl.exp`, `tl.sqrt`, `tl.fma`, ...), as `triton.language.math`.
+
+Transcendentals accept only fp32 and fp64, like Triton (libdevice's convention): fp16/bf16
+inputs raise and the user casts explicitly, so precision is never lost silently.
+"""
+
+from __future__ import annotations
+
+from shared_codegen.frontend.values import builtin
+from shared_codegen.ir.ops.math import AbsIntOp, FmaOp, UnaryFloatOp
+from shared_codegen.ir.types import float32, float64, uint32, uint64
+
+from . import _types as T
+
+
+def _check_float(x, fn: str, allowed=(float32, float64)):
+    if x.dtype not in allowed:
+        names = " or ".join(str(t) for t in allowed)
+        raise TypeError(f"tl.{fn} expects {names} input, got {T.type_name(x.dtype)}; cast "
+                        f"first, e.g. x.to(tl.float32)")
+
+
+def _unary(fn_name: str, op_name: str, allowed=(float32, float64), doc=""):
+    def fn(x, _semantic=None):
+        x = _semantic._operand(x)
+        _check_float(x, fn_name, allowed)
+        return _semantic.make_tensor(UnaryFloatOp.build(_semantic.builder, op_name, x.handle))
+
+    fn.__name__ = fn.__qualname__ = fn_name
+    fn.__doc__ = doc or f"Elementwise {fn_name} of `x`."
+    return builtin(fn)
+
+
+exp = _unary("exp", "math.exp")
+exp2 = _unary("exp2", "math.exp2")
+log = _unary("log", "math.log", doc="Elementwise natural logarithm of `x`.")
+log2 = _unary("log2", "math.log2")
+sqrt = _unary("sqrt", "math.sqrt", doc="Elementwise (fast, approximate) square root.")
+sqrt_rn = _unary("sqrt_rn", "tt.precise_sqrt", (float32,),
+                 doc="Elementwise square root rounded to nearest (IEEE).")
+rsqrt = _unary("rsqrt", "math.rsqrt", doc="Elementwise 1 / sqrt(x).")
+sin = _unary("sin", "math.sin")
+cos = _unary("cos", "math.cos")
+erf = _unary("erf", "math.erf", doc="Elementwise error function.")
+floor = _unary("floor", "math.floor")
+ceil = _unary("ceil", "math.ceil")
+
+
+@builtin
+def abs(x, _semantic=None):
+    """Elementwise absolute value (unsigned integers are returned unchanged)."""
+    sem = _semantic
+    x = sem._operand(x)
+    ty = x.dtype
+    if T.is_float(ty):
+        return sem.make_tensor(UnaryFloatOp.build(sem.builder, "math.absf", x.handle))
+    if T.is_signed(ty):
+        return sem.make_tensor(AbsIntOp.build(sem.builder, x.handle))
+    if T.is_unsigned(ty):
+        return x
+    raise TypeError(f"tl.abs needs a number, got {T.type_name(ty)}")
+
+
+@builtin
+def fma(x, y, z, _semantic=None):
+    """x * y + z with one rounding. Operands promote to one type like `+`."""
+    sem = _semantic
+    x, y = sem.binary_operands(x, y, sym="tl.fma")
+    z, x = sem.binary_operands(z, x, sym="tl.fma")
+    z, y = sem.binary_operands(z, y, sym="tl.fma")
+    if not T.is_float(x.dtype):
+        raise TypeError(f"tl.fma needs floating-point operands, got {T.type_name(x.dtype)}")
+    return sem.make_tensor(FmaOp.build(sem.builder, x.handle, y.handle, z.handle))
+
+
+@builtin
+def umulhi(x, y, _semantic=None):
+    """The high 32 bits of the 64-bit product of 32-bit integers read as unsigned."""
+    sem = _semantic
+    x, y = sem.binary_operands(x, y, sym="tl.umulhi")
+    ty = x.dtype
+    if not T.is_int(ty) or ty.bits != 32:
+        raise TypeError(f"tl.umulhi supports int32 and uint32 operands here, got "
+                        f"{T.type_name(ty)}")
+    # Widen as unsigned (zero-extend through the same-width unsigned type), multiply,
+    # keep the high half.
+    wide = [sem.cast(sem.bitcast(v, uint32), uint64) for v in (x, y)]
+    prod = sem._arith("mul", *wide)
+    high = sem.binary("rshift", prod, 32)
+    return sem.bitcast(sem.cast(high, uint32), ty)
+
+
+@builtin
+def fdiv(x, y, ieee_rounding=False, _semantic=None):
+    """Float division (`ieee_rounding` is accepted for Triton compatibility)."""
+    sem = _semantic
+    x, y = sem._operand(x), sem._operand(y)
+    if not (T.is_float(x.dtype) and T.is_float(y.dtype)):
+        raise TypeError("both operands of tl.fdiv must be floating point, got "
+                        f"{T.type_name(x.dtype)} and {T.type_name(y.dtype)}")
+    return sem.truediv(x, y)
+
+
+@builtin
+def div_rn(x, y, _semantic=None):
+    """fp32 division rounded to nearest."""
+    sem = _semantic
+    x, y = sem.binary_operands(x, y, sym="tl.div_rn")
+    _check_float(x, "div_rn", (float32,))
+    return sem.truediv(x, y)
+
+
+__all__ = ["exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "erf",
+           "floor", "ceil", "abs", "fma", "umulhi", "fdiv", "div_rn"]

@@ -1,0 +1,20 @@
+"""Tile-IR passes: turn layout-free IR into explicit-layout IR a Gluon author could write.
+
+`TILE_PIPELINE` is the flat list of named passes, run with
+`shared_codegen.ir.passes.run_pipeline(module, TILE_PIPELINE)`; set `SC_DUMP_IR_DIR` to get
+the IR after each one. Later passes (dot acceleration, pipelining, shared-memory planning)
+append themselves here.
+"""
+
+from .cleanup import cse, remove_redundant_conversions
+from .coalesce import blocked_layout_for
+from .layout_assignment import LayoutAssignmentError, assign_layouts
+
+TILE_PIPELINE = [
+    ("layout_assignment", assign_layouts),
+    ("remove_redundant_conversions", remove_redundant_conversions),
+    ("cse", cse),
+]
+
+__all__ = ["TILE_PIPELINE", "assign_layouts", "remove_redundant_conversions", "cse",
+           "blocked_layout_for", "LayoutAssignmentError"]
