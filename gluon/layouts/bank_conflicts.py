@@ -203,6 +203,24 @@ def inverse_table(offset_bits, numel_log2: int) -> np.ndarray:
 
 # -- wavefronts ------------------------------------------------------------------------------
 
+def wavefronts_of(lane_addresses, access_bytes: int) -> int:
+    """``count_wavefronts`` for one access, in plain Python (planning counts one access per
+    candidate swizzle, where numpy's per-call overhead would dominate)."""
+    words_per_lane = max(1, access_bytes // 4)
+    per_phase = len(lane_addresses) // words_per_lane
+    total = 0
+    for start in range(0, len(lane_addresses), per_phase):
+        banks: dict[int, set] = {}
+        for addr in lane_addresses[start:start + per_phase]:
+            if addr < 0:
+                continue
+            word = addr // 4
+            for w in range(word, word + words_per_lane):
+                banks.setdefault(w % 32, set()).add(w)
+        total += max((len(v) for v in banks.values()), default=1)
+    return total
+
+
 def count_wavefronts(byte_addresses: np.ndarray, access_bytes: int) -> np.ndarray:
     """Wavefronts of each warp-wide access. ``byte_addresses``: (n_accesses, 32) start
     address of each lane (-1 = lane inactive); each lane reads ``access_bytes`` contiguous

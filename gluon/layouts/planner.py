@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .bank_conflicts import (FlatLayout, SharedSwizzle, count_wavefronts, dtype_bits,
+from .bank_conflicts import (FlatLayout, SharedSwizzle, dtype_bits,
                              flatten_layout, inverse_table, matrix_swizzling,
-                             optimal_swizzling, predicted_conflicts, span_table)
+                             optimal_swizzling, predicted_conflicts, span_table,
+                             wavefronts_of)
 
 __all__ = ["ConversionPlan", "PlanCost", "ShuffleRound", "as_linear_layout",
            "conversion_matrix", "plan_conversion", "placement", "simulate"]
@@ -395,7 +396,6 @@ def _flat_cached(layout, shape):
 
 def conversion_matrix(src_layout, dst_layout, shape):
     """``dst^-1 o src`` as a LinearLayout: src (register, lane, warp, block) -> dst's."""
-    from .linear_layout import LinearLayout
     shape = tuple(int(s) for s in shape)
     src = as_linear_layout(src_layout, shape)
     dst = as_linear_layout(dst_layout, shape)
@@ -602,11 +602,9 @@ def _ld_st_access(flat: FlatLayout, swizzle, vec, bits):
     vec_log = vec.bit_length() - 1
     vbits = set(swizzle.vector[:vec_log])
     outer = [r for r in flat.dim("register") if r not in vbits]
-    lane_offsets = span_table(_offsets_of(swizzle, flat.dim("lane")))
-    addrs = lane_offsets * (bits // 8)
+    addrs = [o * (bits // 8) for o in _span(_offsets_of(swizzle, flat.dim("lane")))]
     access = max(vec * bits // 8, bits // 8)
-    waves = count_wavefronts(addrs[None, :], access)
-    return float(waves[0]), 1 << len(outer)
+    return float(wavefronts_of(addrs, access)), 1 << len(outer)
 
 
 def _matrix_access(flat: FlatLayout, swizzle, row, addr, bits):
@@ -614,11 +612,9 @@ def _matrix_access(flat: FlatLayout, swizzle, row, addr, bits):
     matrices, the matrices told apart by the next two registers)."""
     regs = [r for r in flat.dim("register") if r not in row]
     mats, outer = regs[:2], regs[2:]
-    rows = span_table(_offsets_of(swizzle, list(addr) + mats)) * (bits // 8)
-    if rows.size < 32:
-        rows = np.concatenate([rows, np.full(32 - rows.size, -1, dtype=np.int64)])
-    waves = count_wavefronts(rows[None, :], 16)
-    return float(waves[0]), 1 << len(outer)
+    rows = [o * (bits // 8) for o in _span(_offsets_of(swizzle, list(addr) + mats))]
+    rows += [-1] * (32 - len(rows))
+    return float(wavefronts_of(rows, 16)), 1 << len(outer)
 
 
 # -- simulation -------------------------------------------------------------------------------

@@ -752,3 +752,8 @@ def order_from_contiguity(contiguity: Sequence[int]) -> Tuple[int, ...]:
     dims = list(reversed(range(len(contiguity))))
     dims.sort(key=lambda d: -contiguity[d])  # stable: ties keep the reversed order
     return tuple(dims)
+
+
+def analyze(function: Function) -> AxisAnalysis:
+    """Module-level spelling of `AxisInfo.analyze(function)`."""
+    return AxisAnalysis(function)

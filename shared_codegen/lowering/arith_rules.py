@@ -11,6 +11,8 @@ from typing import Callable, List
 from llvmlite import ir
 
 from ..ir.types import PointerType, TensorType, scalar_of
+from ..ir.types import float16 as _F16_TYPE
+from ..ir.types import float32 as _F32_TYPE
 from .context import BF16, F16, F32, F64, I8, I16, I32, I64, LoweringError, llvm_type
 
 
@@ -176,20 +178,12 @@ def convert_float(ctx, xs: List[ir.Value], src, dst) -> List[ir.Value]:
     if src.is_fp8():
         halves = fp8_pairs_to_f16(ctx, xs, src)
         return convert_float(ctx, halves, _F16_TYPE, dst)
-    lsrc, ldst = llvm_type(src), llvm_type(dst)
+    ldst = llvm_type(dst)
     if src.bits == dst.bits:  # fp16 <-> bf16: through f32, which holds both exactly
         return [b.fptrunc(b.fpext(x, F32), ldst) for x in xs]
     if dst.bits > src.bits:
         return [b.fpext(x, ldst) for x in xs]
     return [b.fptrunc(x, ldst) for x in xs]
-
-
-def _scalar_types():
-    from ..ir import types
-    return types.float16, types.float32
-
-
-_F16_TYPE, _F32_TYPE = _scalar_types()
 
 
 # ---- casts ----------------------------------------------------------------------------------

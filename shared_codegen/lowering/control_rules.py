@@ -11,8 +11,8 @@ from typing import Any, List, Tuple
 
 from llvmlite import ir
 
-from ..ir.types import TensorType, scalar_of
-from .context import I1, I8, I32, LoweringError
+from ..ir.types import scalar_of
+from .context import I1, I32, LoweringError
 
 
 def _flatten(values: List[Any]) -> Tuple[List[ir.Value], List[int]]:
@@ -197,4 +197,4 @@ def lower_print(op, ctx):
 
 
 __all__ = ["lower_for", "lower_if", "lower_while", "lower_program_id", "lower_barrier",
-           "lower_assert", "lower_print", "I8", "TensorType"]
+           "lower_assert", "lower_print"]

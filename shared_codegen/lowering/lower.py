@@ -16,7 +16,7 @@ from llvmlite import ir
 
 from ..ir.core import Function, Module
 from ..ir.types import PointerType, ScalarType, TensorType
-from .context import I1, I8, VOID, LoweringContext, LoweringError, llvm_type
+from .context import I8, VOID, LoweringContext, LoweringError, llvm_type
 
 
 @dataclass(frozen=True)
@@ -106,4 +106,4 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
                          num_warps=num_warps, target=target)
 
 
-__all__ = ["LoweredKernel", "lower_module", "param_kind", "I1"]
+__all__ = ["LoweredKernel", "lower_module", "param_kind"]

@@ -20,7 +20,7 @@ from typing import List, Optional
 from llvmlite import ir
 
 from ..ir.types import PointerType, TensorType, scalar_of
-from .context import I1, I8, I16, I32, I64, LoweringError, llvm_type
+from .context import I8, I16, I32, I64, LoweringError, llvm_type
 from .vectorize import vector_width
 
 _CACHE = {"": "", ".ca": ".ca", ".cg": ".cg", ".cv": ".cv", ".cs": ".cs", ".wb": ".wb",
@@ -391,4 +391,4 @@ def lower_atomic_cas(op, ctx):
     return [res if tensor else res[0]]
 
 
-__all__ = ["lower_load", "lower_store", "lower_atomic_rmw", "lower_atomic_cas", "I1"]
+__all__ = ["lower_load", "lower_store", "lower_atomic_rmw", "lower_atomic_cas"]

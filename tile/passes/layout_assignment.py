@@ -83,8 +83,51 @@ def reshaped_layout(layout, src_shape, dst_shape):
 
 def _linear_from_bases(ll, move, dst_shape):
     bases = {name: [move(tuple(v)) for v in vectors] for name, vectors in ll.bases.items()}
-    return DistributedLinearLayout(bases.get("register", []), bases.get("lane", []),
-                                   bases.get("warp", []), bases.get("block", []), dst_shape)
+    linear = DistributedLinearLayout(bases.get("register", []), bases.get("lane", []),
+                                     bases.get("warp", []), bases.get("block", []), dst_shape)
+    return as_blocked(linear, dst_shape) or linear
+
+
+def as_blocked(layout, shape) -> Optional[BlockedLayout]:
+    """The BlockedLayout placing elements exactly like `layout` for `shape`, if there is one.
+
+    Readers (and the Gluon converter) know blocked layouts; a derived linear layout that is
+    secretly blocked is printed as one. The candidate is read off the bases (registers below
+    the first lane step of a dim form the per-thread block, lanes and warps count per dim,
+    the order is the order dims first appear in) and kept only if it matches exactly."""
+    ll = to_linear_layout(layout, shape)
+    bases = ll.bases
+    if bases.get("block"):
+        return None
+    rank = len(shape)
+    dims_seen: List[int] = []
+    counts = {name: [0] * rank for name in ("register", "lane", "warp")}
+    first_thread_step = [None] * rank
+    for name in ("register", "lane", "warp"):
+        for vec in bases.get(name, []):
+            nonzero = [d for d, c in enumerate(vec) if c]
+            if len(nonzero) != 1:
+                return None
+            d = nonzero[0]
+            if d not in dims_seen:
+                dims_seen.append(d)
+            if name != "register" and first_thread_step[d] is None:
+                first_thread_step[d] = vec[d]
+    for vec in bases.get("register", []):
+        d = next(i for i, c in enumerate(vec) if c)
+        if first_thread_step[d] is None or vec[d] < first_thread_step[d]:
+            counts["register"][d] += 1
+    for name in ("lane", "warp"):
+        for vec in bases.get(name, []):
+            counts[name][next(i for i, c in enumerate(vec) if c)] += 1
+    order = dims_seen + [d for d in reversed(range(rank)) if d not in dims_seen]
+    try:
+        candidate = BlockedLayout([1 << n for n in counts["register"]],
+                                  [1 << n for n in counts["lane"]],
+                                  [1 << n for n in counts["warp"]], order)
+    except ValueError:
+        return None
+    return candidate if equivalent(candidate, layout, shape) else None
 
 
 def equivalent(a, b, shape) -> bool:
@@ -212,10 +255,13 @@ def _convert(value: Value, layout, loc) -> Operation:
     return op
 
 
-def convert_operand(op: Operation, index: int, layout) -> None:
-    """Make operand `index` of `op` arrive in `layout` (a convert right before `op`)."""
+def convert_operand(op: Operation, index: int, layout, exact: bool = False) -> None:
+    """Make operand `index` of `op` arrive in `layout` (a convert right before `op`).
+
+    `exact`: the op's verifier wants this very layout object, not just the same placement."""
     v = op.operands[index]
-    if not is_tensor(v) or equivalent(v.type.layout, layout, v.type.shape):
+    if not is_tensor(v) or v.type.layout == layout or (
+            not exact and equivalent(v.type.layout, layout, v.type.shape)):
         return
     cvt = insert_before(op, _convert(v, layout, op.loc))
     op.operands[index] = cvt.result
@@ -247,7 +293,7 @@ def _access_layout(op: Operation, plan: Optional[AccessPlan]):
 
 def fix_expand_dims(fn, op, plans):
     src, dst = op.operands[0], op.result
-    convert_operand(op, 0, SliceLayout(op.attrs["axis"], dst.type.layout))
+    convert_operand(op, 0, SliceLayout(op.attrs["axis"], dst.type.layout), exact=True)
 
 
 def fix_reduce(fn, op, plans):

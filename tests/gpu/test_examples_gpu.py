@@ -1,0 +1,60 @@
+"""The examples and core ops on the GPU, against torch. Skipped without a GPU."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+def test_vector_add_on_gpu(torch):
+    from vector_add import add
+
+    for n in (1, 1000, 98432, 1 << 20):
+        x = torch.randn(n, device="cuda")
+        y = torch.randn(n, device="cuda")
+        torch.testing.assert_close(add(x, y), x + y, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("shape", [(1, 1), (37, 781), (128, 1024), (64, 8192)])
+def test_softmax_on_gpu(torch, dtype, shape):
+    from softmax import softmax
+
+    x = torch.randn(*shape, device="cuda", dtype=getattr(torch, dtype))
+    ref = torch.softmax(x.float(), dim=1)
+    torch.testing.assert_close(softmax(x).float(), ref, atol=2e-3 if dtype != "float32" else 1e-5,
+                               rtol=1e-2 if dtype != "float32" else 1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_layer_norm_on_gpu(torch, dtype):
+    from layer_norm import layer_norm
+
+    x = torch.randn(64, 3000, device="cuda", dtype=getattr(torch, dtype))
+    w = torch.randn(3000, device="cuda", dtype=x.dtype)
+    b = torch.randn(3000, device="cuda", dtype=x.dtype)
+    y, mean, rstd = layer_norm(x, w, b, block_size=1024)
+    ref = torch.nn.functional.layer_norm(x.float(), (3000,), w.float(), b.float())
+    tol = 3e-2 if dtype == "float16" else 1e-4
+    torch.testing.assert_close(y.float(), ref, atol=tol, rtol=tol)
+    torch.testing.assert_close(mean, x.float().mean(dim=1), atol=1e-3, rtol=1e-3)
+
+
+def test_examples_main_on_gpu(torch):
+    import layer_norm
+    import softmax
+    import vector_add
+
+    assert vector_add.main(gpu=True) == 0.0
+    assert softmax.main(gpu=True) < 2e-3
+    assert layer_norm.main(gpu=True) < 2e-2

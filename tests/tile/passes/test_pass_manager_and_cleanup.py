@@ -1,0 +1,97 @@
+"""The pass manager (dumps, verification, names) and the clean-up rules."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernel_kit import Kernel, float32, ptr, vector_add  # noqa: E402
+
+from gluon.layouts import BlockedLayout  # noqa: E402
+from shared_codegen.ir.core import Operation  # noqa: E402
+from shared_codegen.ir.passes import PassError, insert_after, run_pipeline  # noqa: E402
+from tile.passes import TILE_PIPELINE, cse, remove_redundant_conversions  # noqa: E402
+
+
+def test_pipeline_dumps_the_ir_after_every_named_pass(tmp_path):
+    k = vector_add()
+    run_pipeline(k.module, TILE_PIPELINE, dump_dir=str(tmp_path))
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["00-input.mlir", "01-layout_assignment.mlir",
+                     "02-remove_redundant_conversions.mlir", "03-cse.mlir"]
+    assert "#blocked0" not in (tmp_path / "00-input.mlir").read_text()
+    assert "#blocked0" in (tmp_path / "03-cse.mlir").read_text()
+
+
+def test_dump_folder_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SC_DUMP_IR_DIR", str(tmp_path / "dumps"))
+    run_pipeline(vector_add().module, [("noop", lambda m: None)])
+    assert sorted(os.listdir(tmp_path / "dumps")) == ["00-input.mlir", "01-noop.mlir"]
+
+
+def test_a_pass_that_breaks_the_ir_is_named(monkeypatch):
+    monkeypatch.delenv("SC_DUMP_IR_DIR", raising=False)
+
+    def break_it(module):
+        ops = module.kernel.body.block.ops  # move a load after its users
+        ops.append(ops.pop(ops.index(next(o for o in ops if o.name == "tt.load"))))
+
+    with pytest.raises(PassError, match="break_it"):
+        run_pipeline(vector_add().module, [("break_it", break_it)])
+
+
+def test_duplicate_pass_names_are_refused():
+    with pytest.raises(ValueError, match="unique"):
+        run_pipeline(vector_add().module, [("a", lambda m: None), ("a", lambda m: None)])
+
+
+def _converted(layouts):
+    """vector add after layout assignment, its `x` then converted through `layouts`."""
+    k = vector_add()
+    run_pipeline(k.module, TILE_PIPELINE)
+    load = next(op for op in k.fn.walk() if op.name == "tt.load")
+    add = next(op for op in k.fn.walk() if op.name == "arith.addf")
+    value, anchor = load.result, load
+    for layout in layouts:
+        cvt = Operation("ttg.convert_layout", [value], [value.type.with_layout(layout)])
+        insert_after(anchor, cvt)
+        value, anchor = cvt.result, cvt
+    add.operands[0] = value
+    return k
+
+
+def _count(k, name):
+    return sum(op.name == name for op in k.fn.walk())
+
+
+def test_conversion_to_the_same_layout_is_dropped():
+    same = BlockedLayout([4], [32], [4], [0])
+    k = _converted([same])
+    remove_redundant_conversions(k.module)
+    assert _count(k, "ttg.convert_layout") == 0
+
+
+def test_conversion_chains_collapse_and_round_trips_vanish():
+    other = BlockedLayout([1], [32], [4], [0])
+    home = BlockedLayout([4], [32], [4], [0])
+    k = _converted([other, BlockedLayout([2], [32], [4], [0]), home])
+    remove_redundant_conversions(k.module)
+    assert _count(k, "ttg.convert_layout") == 0
+    k = _converted([other, BlockedLayout([2], [32], [4], [0])])
+    remove_redundant_conversions(k.module)
+    assert _count(k, "ttg.convert_layout") == 1
+
+
+def test_cse_merges_identical_pure_ops_only():
+    k = Kernel([("p", ptr(float32))], {0: 16})
+    a, b = k.arange(64), k.arange(64)
+    x = k.load(k.addptr(k["p"], a))
+    y = k.load(k.addptr(k["p"], b))
+    k.store(k.addptr(k["p"], a), k.addf(x, y))
+    k.ret()
+    cse(k.module)
+    assert _count(k, "tt.make_range") == 1
+    assert _count(k, "tt.load") == 2  # loads may observe stores: never merged
