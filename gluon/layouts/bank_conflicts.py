@@ -23,6 +23,8 @@ about 20x20 and this keeps planning in microseconds, where sympy would take mill
 
 from __future__ import annotations
 
+from .gf2 import int_echelon, int_rank
+
 import math
 from dataclasses import dataclass
 
@@ -79,21 +81,8 @@ def dtype_bits(dtype) -> int:
 
 # -- GF(2) on ints ---------------------------------------------------------------------------
 
-def _echelon(vectors) -> dict[int, int]:
-    """Row-reduce: {highest set bit: vector}; the keys are a canonical pivot set."""
-    rows: dict[int, int] = {}
-    for v in vectors:
-        while v:
-            top = v.bit_length() - 1
-            if top not in rows:
-                rows[top] = v
-                break
-            v ^= rows[top]
-    return rows
-
-
 def rank(vectors) -> int:
-    return len(_echelon(vectors))
+    return int_rank(vectors)
 
 
 def in_span(rows: dict[int, int], v: int) -> bool:
@@ -120,7 +109,7 @@ def span_intersection(a, b) -> list[int]:
         return seen
     width = max([x.bit_length() for x in a + b] + [1])
     rows = [(x << width) | x for x in a] + [x << width for x in b]
-    reduced = _echelon(rows)
+    reduced = int_echelon(rows)
     mask = (1 << width) - 1
     return [v & mask for top, v in sorted(reduced.items()) if top < width and v & mask]
 
@@ -210,14 +199,12 @@ def wavefronts_of(lane_addresses, access_bytes: int) -> int:
     per_phase = len(lane_addresses) // words_per_lane
     total = 0
     for start in range(0, len(lane_addresses), per_phase):
-        banks: dict[int, set] = {}
-        for addr in lane_addresses[start:start + per_phase]:
-            if addr < 0:
-                continue
-            word = addr // 4
-            for w in range(word, word + words_per_lane):
-                banks.setdefault(w % 32, set()).add(w)
-        total += max((len(v) for v in banks.values()), default=1)
+        words = {addr // 4 + k for addr in lane_addresses[start:start + per_phase]
+                 if addr >= 0 for k in range(words_per_lane)}
+        counts = [0] * 32
+        for word in words:
+            counts[word & 31] += 1
+        total += max(max(counts), 1)
     return total
 
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from sympy import GF
-from sympy.polys.matrices import DomainMatrix
 
 __all__ = [
     "FIELD",
@@ -30,9 +28,49 @@ __all__ = [
     "solve_matrix",
 ]
 
-FIELD = GF(2)
-_ZERO = FIELD(0)
-_ONE = FIELD(1)
+_SYMPY = None
+
+
+def _sympy():
+    """(GF(2), DomainMatrix, zero, one), imported on first use: importing sympy costs ~0.25 s,
+    more than compiling a kernel, and most kernels never solve anything."""
+    global _SYMPY
+    if _SYMPY is None:
+        from sympy import GF
+        from sympy.polys.matrices import DomainMatrix
+
+        field = GF(2)
+        _SYMPY = (field, DomainMatrix, field(0), field(1))
+    return _SYMPY
+
+
+def __getattr__(name):
+    if name == "FIELD":
+        return _sympy()[0]
+    raise AttributeError(name)
+
+
+def int_echelon(vectors) -> dict:
+    """Bit-packed row echelon form: {top bit: row} of the GF(2) span of `vectors` (ints).
+
+    This is the hot-path form for rank and span queries (every layout construction asks
+    whether it is surjective): XOR on Python ints is exact and ~100x cheaper than building a
+    DomainMatrix. `tests/gluon/layouts` checks it against the sympy results."""
+    rows = {}
+    for v in vectors:
+        v = int(v)
+        while v:
+            top = v.bit_length() - 1
+            if top not in rows:
+                rows[top] = v
+                break
+            v ^= rows[top]
+    return rows
+
+
+def int_rank(vectors) -> int:
+    """Rank over GF(2) of bit-packed vectors."""
+    return len(int_echelon(vectors))
 
 
 def _as_bits(matrix) -> np.ndarray:
@@ -51,12 +89,13 @@ def _from_key(key: tuple[tuple[int, int], bytes]) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8).reshape(shape)
 
 
-def _to_domain(array: np.ndarray) -> DomainMatrix:
-    rows = [[_ONE if bit else _ZERO for bit in row] for row in array.tolist()]
-    return DomainMatrix(rows, array.shape, FIELD)
+def _to_domain(array: np.ndarray):
+    field, domain_matrix, zero, one = _sympy()
+    rows = [[one if bit else zero for bit in row] for row in array.tolist()]
+    return domain_matrix(rows, array.shape, field)
 
 
-def _to_numpy(matrix: DomainMatrix) -> np.ndarray:
+def _to_numpy(matrix) -> np.ndarray:
     rows, cols = matrix.shape
     out = np.zeros((rows, cols), dtype=np.uint8)
     for r, row in enumerate(matrix.to_list()):
@@ -70,7 +109,9 @@ def _rank_cached(key) -> int:
     array = _from_key(key)
     if 0 in array.shape:
         return 0
-    return int(_to_domain(array).rank())
+    # Rows packed as ints: rank is the number of pivots (see int_echelon).
+    packed = [int("".join(map(str, row)), 2) if len(row) else 0 for row in array.tolist()]
+    return int_rank(packed)
 
 
 @functools.lru_cache(maxsize=8192)

@@ -68,8 +68,10 @@ def _draw(ax, layout, shape, title):
         for i in range(rows):
             for j in range(cols):
                 text = f"T{warp[i, j] * 32 + lane[i, j]}\nR{reg[i, j]}"
+                # the darker half of the lane shades needs light text
+                color = "white" if lane[i, j] >= 20 else "black"
                 ax.text(j, i, text, ha="center", va="center", fontsize=size,
-                        color="black", linespacing=0.9)
+                        color=color, linespacing=0.9)
     ax.set_xticks(np.arange(-0.5, cols, 1), minor=True)
     ax.set_yticks(np.arange(-0.5, rows, 1), minor=True)
     if max(rows, cols) <= 64:

@@ -370,7 +370,9 @@ def _tmem_linear_layout(shape, block_m, block_n, col_stride, split_m, split_n, t
     if block_m == 64:
         tile = tile * LinearLayout.identity_1d(16, "row", "dim0") \
             * LinearLayout.identity_1d(block_n, "col", "dim1")
-        bases = tile.bases
+        # The product lists dim1 first; name the order so the bases appended below, written
+        # as (dim0, dim1), land on the dims they mean.
+        bases = tile.transpose_outs(["dim0", "dim1"]).bases
         # Rows 16..63 of a 64-lane block: lanes 16-31 of each 32-lane quadrant hold the
         # next rows or the next column block, or nothing (a zero basis: undefined).
         if shape[0] > block_m:

@@ -175,9 +175,27 @@ class tensor:
     min = _reduction("min")
     argmax = _reduction("argmax")
     argmin = _reduction("argmin")
-    cumsum = _reduction("cumsum")
-    cumprod = _reduction("cumprod")
     del _reduction
+
+    @builtin
+    def cumsum(self, axis=0, reverse=False, _semantic=None):
+        return _semantic.call_language("cumsum", self, axis=axis, reverse=reverse)
+
+    @builtin
+    def cumprod(self, axis=0, reverse=False, _semantic=None):
+        return _semantic.call_language("cumprod", self, axis=axis, reverse=reverse)
+
+    def __getattr__(self, name):
+        # Triton exposes most language functions as tensor methods too (`x.exp()`,
+        # `x.store(...)`); forward any public name to the language with `self` first.
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def method(*args, _semantic=None, **kwargs):
+            return _semantic.call_language(name, self, *args, **kwargs)
+
+        method.__name__ = name
+        return builtin(method)
 
     @builtin
     def reduce(self, axis, combine_fn, keep_dims=False, _semantic=None):

@@ -21,9 +21,8 @@ from shared_codegen.ir.ops.program import AssertOp, PrintOp, ProgramIdOp
 from shared_codegen.ir.ops.reduction import ReduceOp, ScanOp
 from shared_codegen.ir.ops.tensor import (BroadcastOp, ExpandDimsOp, MakeRangeOp, ReshapeOp,
                                           SplatOp, TransOp)
-from shared_codegen.ir.types import (IRType, PointerType, ScalarType, TensorType, bfloat16,
-                                     float16, float32, float64, int1, int32, int64, uint32,
-                                     uint64)
+from shared_codegen.ir.types import (IRType, ScalarType, TensorType, bfloat16, float16,
+                                     float32, float64, int1, int32, int64, uint32, uint64)
 
 from . import _types as T
 from ._memory import MemorySemantic
@@ -620,6 +619,10 @@ class TileSemantic(MemorySemantic):
         AssertOp.build(self.builder, cond.handle, str(unwrap(msg)))
 
     def device_print(self, prefix: str, args, hex=False):
+        args = [unwrap(a) for a in args]
+        # Python's `print("x =", x)` arrives as prefix "" and a leading string argument.
+        while args and isinstance(args[0], str):
+            prefix = f"{prefix} {args.pop(0)}" if prefix else args.pop(0)
         # Triton's formatting: a non-empty prefix starts with a space and ends with ': '.
         if args and not prefix.endswith(" "):
             prefix += " "
@@ -718,4 +721,4 @@ class TileSemantic(MemorySemantic):
         return [self.make_tensor(r) for r in op.results]
 
 
-__all__ = ["TileSemantic", "PointerType"]
+__all__ = ["TileSemantic"]

@@ -196,3 +196,16 @@ def test_gf2_solve_inverse_and_null_space():
     assert gf2.solve(np.zeros((1, 1), dtype=np.uint8), [1]) is None
     with pytest.raises(ValueError, match="singular"):
         gf2.inverse(np.zeros((2, 2), dtype=np.uint8))
+
+
+@given(st.lists(st.integers(min_value=0, max_value=(1 << 12) - 1), min_size=1, max_size=14))
+def test_bit_packed_rank_agrees_with_sympy(vectors):
+    # The hot-path rank (bit-packed elimination) must equal sympy's DomainMatrix rank.
+    from sympy import GF
+    from sympy.polys.matrices import DomainMatrix
+
+    from gluon.layouts import gf2
+
+    field = GF(2)
+    rows = [[field((v >> b) & 1) for b in range(12)] for v in vectors]
+    assert gf2.int_rank(vectors) == DomainMatrix(rows, (len(vectors), 12), field).rank()

@@ -411,3 +411,18 @@ def test_umulhi():
     out = np.zeros(N, np.uint32)
     umulhi_kernel[(1,)](x, y, out, N=N)
     np.testing.assert_array_equal(out, ((x.astype(np.uint64) * y.astype(np.uint64)) >> 32))
+
+
+@tile.jit
+def div_kernel(x_ptr, y_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    tl.store(out_ptr + offs, tl.fdiv(x, y) + tl.div_rn(x, y) + tl.math.exp(x * 0))
+
+
+def test_fdiv_div_rn_and_the_math_module():
+    x, y = rand(N, "float32", 34), rand(N, "float32", 35, 0.5, 2)
+    out = np.zeros(N, np.float32)
+    div_kernel[(1,)](x, y, out, N=N)
+    np.testing.assert_allclose(out, 2 * f64(x) / f64(y) + 1, rtol=1e-6)

@@ -6,7 +6,7 @@ import pytest
 
 import tile
 import tile.language as tl
-from tl_test_util import FLOATS, NP, TL, assert_close, f64, rand
+from tl_test_util import FLOATS, NP, assert_close, f64, rand
 
 
 @tile.jit

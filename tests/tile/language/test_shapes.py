@@ -6,7 +6,7 @@ import pytest
 
 import tile
 import tile.language as tl
-from tl_test_util import FLOATS, NP, TL, assert_close, bare_semantic, f64, rand
+from tl_test_util import FLOATS, NP, TL, assert_close, bare_semantic, rand
 from shared_codegen.ir.types import TensorType
 
 
@@ -144,6 +144,7 @@ def print_assert_kernel(x_ptr, LIMIT: tl.constexpr):
     x = tl.load(x_ptr + tl.arange(0, 4))
     tl.static_print("compiling with LIMIT =", LIMIT)
     tl.device_print("x", x)
+    print("sum", tl.sum(x))
     tl.device_assert(x < LIMIT, "x too large")
 
 
@@ -153,6 +154,7 @@ def test_device_print_static_print_and_device_assert(capsys):
     text = capsys.readouterr().out
     assert "compiling with LIMIT = 10" in text
     assert "pid (0, 0, 0):  x: [0 1 2 3]" in text and "pid (1, 0, 0)" in text
+    assert "pid (0, 0, 0):  sum: 6" in text
     with pytest.raises(tile.InterpreterError, match="device assertion failed: x too large"):
         print_assert_kernel[(1,)](x, LIMIT=2)
 

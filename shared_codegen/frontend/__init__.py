@@ -1,0 +1,1 @@
+"""The shared frontend: Python AST to IR, jitted functions, compilation and launching."""

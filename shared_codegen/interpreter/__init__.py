@@ -1,0 +1,1 @@
+"""The CPU interpreter: runs the IR of either language on numpy arrays."""

@@ -1,0 +1,1 @@
+"""The runtime: CUDA driver access, argument specialization, the launcher, the compile cache."""
