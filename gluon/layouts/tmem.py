@@ -66,19 +66,17 @@ def get_tmem_reg_layout(element_ty, shape, layout: TensorMemoryLayout, num_warps
         raise ValueError(f"{_OWNER}: instr_variant must be one of "
                          f"{', '.join(TMEM_INSTR_VARIANTS)}, got {instr_variant!r}")
     cga = _check_cga_layout(cga_layout)
-    if cga or layout.cta_split_num not in (None, (1, 1)) or layout.two_ctas:
-        # Multi-CTA TMEM layouts add a block dim to the TMEM side; not validated yet.
-        raise ValueError(f"{_OWNER}: only single-CTA layouts are supported (cga_layout=(), "
-                         f"no cta_split_num, two_ctas=False), got {layout!r} with "
-                         f"cga_layout={list(map(list, cga))}")
     if bitwidth * layout.col_stride > 32:
         raise ValueError(f"{_OWNER}: element bitwidth * layout.col_stride must be <= 32 (one "
                          f"TMEM column), got {bitwidth} * {layout.col_stride}")
-    block_m, block_n = layout.block
-    if shape[0] < block_m or shape[1] < block_n:
-        raise ValueError(f"{_OWNER}: shape {list(shape)} must be at least the layout's block "
-                         f"{[block_m, block_n]}")
+    split = layout.cta_split_num or (1, 1)
+    least = [layout.block[0] * split[0], layout.block[1] * split[1]]
+    if shape[0] < least[0] or shape[1] < least[1]:
+        raise ValueError(f"{_OWNER}: shape {list(shape)} must be at least block * "
+                         f"cta_split_num = {least}")
     result = _tmem_reg_layout(bitwidth, shape, layout, num_warps, instr_variant)
+    if cga:  # every CTA holds the whole tensor: the block bases broadcast
+        result = result * LinearLayout.zeros_1d(1 << len(cga), BLOCK, "dim0")
     return DistributedLinearLayout.from_linear_layout(result)
 
 
@@ -108,6 +106,11 @@ def _check_cga_layout(cga_layout) -> tuple[tuple[int, ...], ...]:
         if len(basis) != 2:
             raise ValueError(f"{_OWNER}: every cga_layout basis must have 2 entries (the "
                              f"rank), got {list(basis)}")
+        if any(basis):
+            # Triton 3.6 aborts on these (its CGA layout is not surjective), so there is no
+            # reference to follow; a CTA-split tensor is described by cta_split_num instead.
+            raise ValueError(f"{_OWNER}: cga_layout bases must be [0, 0] (every CTA holds "
+                             f"the whole tensor), got {list(basis)}")
     return bases
 
 

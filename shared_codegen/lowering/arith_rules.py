@@ -43,7 +43,7 @@ _BUILDER_OPS = {
     "arith.divui": "udiv", "arith.remsi": "srem", "arith.remui": "urem", "arith.andi": "and_",
     "arith.ori": "or_", "arith.xori": "xor", "arith.shli": "shl", "arith.shrsi": "ashr",
     "arith.shrui": "lshr", "arith.addf": "fadd", "arith.subf": "fsub", "arith.mulf": "fmul",
-    "arith.divf": "fdiv", "arith.remf": "frem",
+    "arith.divf": "fdiv", "arith.remf": "frem", "tt.precise_divf": "fdiv",
 }
 # min/max through LLVM intrinsics: NVPTX selects min/max.{s,u}32 and, for floats, max.f32
 # (maxnum: a NaN operand is ignored) or max.NaN.f32 (maximum: NaN propagates, sm_80+).
@@ -69,6 +69,12 @@ def lower_binary(op, ctx):
         lty = llvm_type(elem)
         name = f"{_MINMAX[op.name]}.{_suffix(lty)}"
         return elementwise(ctx, op, lambda x, y: ctx.intrinsic(name, lty, [x, y]))
+    if op.name == "arith.divf" and elem.is_fp32():
+        # Triton's fp32 `/` is `div.full.f32` (PTX ISA 9.7.3.8: approximate, max 2 ulp), a
+        # few instructions instead of the IEEE `div.rn.f32` subroutine; `tl.div_rn` keeps the
+        # exact one (tt.precise_divf).
+        return elementwise(ctx, op, lambda x, y: ctx.inline_asm(
+            "div.full.f32 $0, $1, $2;", "=f,f,f", F32, [x, y]))
     method = getattr(b, _BUILDER_OPS[op.name])
     if elem.bits == 1 and op.name in ("arith.addi", "arith.subi"):
         method = b.xor  # i1 arithmetic wraps: add == sub == xor

@@ -6,6 +6,7 @@ inputs raise and the user casts explicitly, so precision is never lost silently.
 
 from __future__ import annotations
 
+from shared_codegen.ir.ops.arith import BinaryOp
 from shared_codegen.frontend.values import builtin
 from shared_codegen.ir.ops.math import AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ir.types import float32, float64, uint32, uint64
@@ -98,6 +99,8 @@ def fdiv(x, y, ieee_rounding=False, _semantic=None):
     if not (T.is_float(x.dtype) and T.is_float(y.dtype)):
         raise TypeError("both operands of tl.fdiv must be floating point, got "
                         f"{T.type_name(x.dtype)} and {T.type_name(y.dtype)}")
+    if ieee_rounding:
+        return div_rn(x, y, _semantic=sem)
     return sem.truediv(x, y)
 
 
@@ -107,7 +110,7 @@ def div_rn(x, y, _semantic=None):
     sem = _semantic
     x, y = sem.binary_operands(x, y, sym="tl.div_rn")
     _check_float(x, "div_rn", (float32,))
-    return sem.truediv(x, y)
+    return sem.make_tensor(BinaryOp.build(sem.builder, "tt.precise_divf", x.handle, y.handle))
 
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "erf",

@@ -122,6 +122,8 @@ BINARY_RULES = {
     "arith.subi": np.subtract, "arith.subf": np.subtract,
     "arith.muli": np.multiply, "arith.mulf": np.multiply,
     "arith.divf": np.divide,
+    # IEEE round-to-nearest division (`tl.div_rn`); plain `/` on fp32 may be approximate.
+    "tt.precise_divf": np.divide,
     "arith.divsi": _trunc_div, "arith.divui": _as_unsigned(_udiv),
     "arith.remsi": _trunc_rem, "arith.remui": _as_unsigned(_urem), "arith.remf": _remf,
     "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor,

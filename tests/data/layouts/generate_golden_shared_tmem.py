@@ -58,16 +58,25 @@ def shared_cases(seed=2):
 
 def tmem_cases():
     cases = []
-    dtypes = [("float32", 1), ("float16", 1), ("float16", 2)]
+    dtypes = [("float32", 1), ("float16", 1), ("float16", 2), ("int8", 1), ("int8", 4)]
     variants = ["32x32b", "16x64b", "16x128b", "16x256b", "32x32b_splitn"]
     for m, n, (dtype, col_stride), block_m, warps, variant in itertools.product(
             [64, 128, 256], DIMS, dtypes, [64, 128], [4, 8, 16], variants):
-        if m == 256 and warps == 16:
+        if m == 256 and warps == 16 or dtype == "int8" and warps != 4:
             continue
         for block_n in sorted({n, min(n, 64)}):
             cases.append({"dtype": dtype, "shape": [m, n], "num_warps": warps,
                           "instr_variant": variant,
                           "layout": {"block": [block_m, block_n], "col_stride": col_stride}})
+    # Multi-CTA parameters: CTA splits of the TMEM layout, two-CTA mode, and cga_layout
+    # (Triton 3.6 aborts on a cga_layout with non-zero bases, so those cases record that).
+    for (m, n), split, two_ctas, block_m, cga, variant in itertools.product(
+            [(128, 128), (256, 64), (256, 256)], [[2, 1], [1, 2], [2, 2]], [False, True],
+            [64, 128], [[], [[0, 0]], [[0, 0], [0, 0]], [[64, 0]]], variants):
+        cases.append({"dtype": "float32", "shape": [m, n], "num_warps": 4,
+                      "instr_variant": variant, "cga_layout": cga,
+                      "layout": {"block": [block_m, 64], "col_stride": 1,
+                                 "cta_split_num": split, "two_ctas": two_ctas}})
     return cases
 
 
@@ -111,9 +120,13 @@ def _tmem_bases(case):
     import triton.experimental.gluon.language as gl
     from triton.experimental.gluon.language._semantic import _compute_tmem_reg_layout
     from triton.experimental.gluon.language.nvidia.blackwell import TensorMemoryLayout
-    layout = TensorMemoryLayout(tuple(case["layout"]["block"]), case["layout"]["col_stride"])
+    spec = case["layout"]
+    split = spec.get("cta_split_num")
+    layout = TensorMemoryLayout(tuple(spec["block"]), spec["col_stride"],
+                                tuple(split) if split else None, spec.get("two_ctas", False))
     result = _compute_tmem_reg_layout(getattr(gl, case["dtype"]), case["shape"], layout,
-                                      case["num_warps"], case["instr_variant"], [])
+                                      case["num_warps"], case["instr_variant"],
+                                      case.get("cga_layout", []))
     return [result.reg_bases, result.lane_bases, result.warp_bases, result.block_bases]
 
 

@@ -209,3 +209,18 @@ def test_bit_packed_rank_agrees_with_sympy(vectors):
     field = GF(2)
     rows = [[field((v >> b) & 1) for b in range(12)] for v in vectors]
     assert gf2.int_rank(vectors) == DomainMatrix(rows, (len(vectors), 12), field).rank()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 9), st.data())
+def test_bit_packed_elimination_agrees_with_sympy(rows, cols, data):
+    bits = data.draw(st.lists(st.integers(0, 1), min_size=rows * cols, max_size=rows * cols))
+    matrix = np.array(bits, dtype=np.uint8).reshape(rows, cols)
+    reduced, pivots = gf2.rref(matrix)
+    ref_reduced, ref_pivots = gf2.reference_rref(matrix)
+    assert pivots == ref_pivots
+    np.testing.assert_array_equal(reduced, ref_reduced)
+    np.testing.assert_array_equal(gf2.null_space(matrix), gf2.reference_null_space(matrix))
+    if rows == cols and gf2.rank(matrix) == rows:
+        inv = gf2.inverse(matrix)
+        np.testing.assert_array_equal((matrix.astype(int) @ inv) % 2, np.eye(rows, dtype=int))
