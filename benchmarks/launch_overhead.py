@@ -116,7 +116,9 @@ def _raw(x, y, out, n):
     params, stream = ctypes.addressof(pointers), current_stream()
     launch = cuda.cuLaunchKernel
 
-    def run(_slots=values):  # the default argument keeps the slots alive, at no per-call cost
+    # The default argument keeps the slots and the pointer array alive, at no per-call cost:
+    # `params` is only an address, so without it `pointers` would be freed under the driver.
+    def run(_slots=(values, pointers)):
         return launch(function, 1, 1, 1, 128, 1, 1, 0, stream, params, 0)
     return run
 

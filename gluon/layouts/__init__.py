@@ -11,6 +11,7 @@ from .distributed import (BlockedLayout, DistributedLayout, DistributedLinearLay
 from .linear_layout import LinearLayout
 from .shared import (NVMMASharedLayout, SharedLayout, SharedLinearLayout, SwizzledSharedLayout,
                      TensorMemoryLayout, TensorMemoryScalesLayout)
+from .tmem import get_tmem_reg_layout
 
 __all__ = [
     "LinearLayout",
@@ -26,6 +27,7 @@ __all__ = [
     "SharedLinearLayout",
     "TensorMemoryLayout",
     "TensorMemoryScalesLayout",
+    "get_tmem_reg_layout",
     "default_blocked_layout",
     "to_linear_layout",
     "layout_equivalent",

@@ -2,7 +2,8 @@
 
 Shared layouts map ``offset`` (element index in the allocation) and ``block`` (CTA of the
 cluster) to tensor coordinates ``dim0..``; tensor-memory layouts map ``row`` (TMEM lane) and
-``col`` (32-bit TMEM column) to ``dim0, dim1``.
+``col`` to ``dim0, dim1``, where ``col`` counts element-wide columns (like Triton: a packed
+16-bit layout has two ``col`` per 32-bit TMEM column, an unpacked one a zero basis first).
 """
 
 from __future__ import annotations

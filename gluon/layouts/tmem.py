@@ -132,7 +132,7 @@ def _atom_tile(atom: str) -> LinearLayout:
     if atom == "32x32b":
         bases = {REGISTER: [], LANE: [(1 << i, 0) for i in range(5)]}
         rows, cols = 32, 1
-    elif atom == "16x64b":  # lane pairs split 64 bits; lane 1 is row 8, lanes 4.. rows 1..
+    elif atom == "16x64b":  # lane bit 0 picks row 8, bit 1 the column, bits 2-4 rows 1-4
         bases = {REGISTER: [], LANE: [(8, 0), (0, 1), (1, 0), (2, 0), (4, 0)]}
         rows, cols = 16, 2
     elif atom == "16x128b":

@@ -13,9 +13,11 @@ and its pass pipeline (what turns frontend IR into explicit-layout IR).
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
 import linecache
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -95,6 +97,9 @@ class JITFunction:
         self._src_hash: Optional[str] = None
         self._defaults = [p.default for p in self.params]
         self._index = {n: i for i, n in enumerate(self.arg_names)}
+        self._fast_variants: Dict[tuple, Any] = {}
+        self._fast_launch = None
+        self._fast_has_torch = False
 
     # ---- source --------------------------------------------------------------------------
     @property
@@ -141,10 +146,21 @@ class JITFunction:
 
     # ---- launching -----------------------------------------------------------------------
     def __getitem__(self, grid):
-        def launcher(*args, **kwargs):
-            return self.run(*args, grid=grid, **kwargs)
+        fast = self._fast_launch
+        if fast is None or (not self._fast_has_torch and "torch" in sys.modules):
+            fast = self._build_fast_launch()
+        return functools.partial(fast, grid=grid)
 
-        return launcher
+    def _build_fast_launch(self):
+        from .fastpath import build_fast_launcher
+        from .launch import run_bound
+
+        def slow(values, options, grid, num_warps, stream, fast_key=None):
+            return run_bound(self, list(values), options, grid, num_warps, stream, fast_key)
+
+        self._fast_has_torch = "torch" in sys.modules
+        self._fast_launch = build_fast_launcher(self, slow)
+        return self._fast_launch
 
     def bind_args(self, args, kwargs) -> List[Any]:
         """Arguments in parameter order, defaults filled in; errors name the parameter."""

@@ -116,8 +116,27 @@ def make_specialization(jit_fn, values, num_warps, target) -> Specialization:
     return Specialization(key, arg_types, constants, hints, num_warps, target)
 
 
+def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
+    """The full path for the fast launcher: `values` are already in parameter order."""
+    options = dict(options)
+    known = {"num_stages", "num_ctas", "interpret", "target", "warmup", "maxnreg"}
+    unknown = [k for k in options if k not in known]
+    if unknown:
+        raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
+                            f"'{unknown[0]}'")
+    values = [v.value if hasattr(v, "value") and type(v).__name__ == "constexpr" else v
+              for v in values]
+    return _dispatch(jit_fn, values, grid, num_warps, options.get("interpret"),
+                     options.get("target"), stream, options.get("warmup", False), fast_key)
+
+
 def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, stream, warmup):
     values = jit_fn.bind_args(args, kwargs)
+    return _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup)
+
+
+def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
+              fast_key=None):
     num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
     if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
         raise ArgumentError(f"num_warps must be a power of two >= 1, got {num_warps!r}")
@@ -129,7 +148,7 @@ def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, st
             interpret = not has_gpu()
     if interpret:
         return _run_interpreted(jit_fn, values, grid, num_warps)
-    return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup)
+    return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key)
 
 
 # ---- interpreter ---------------------------------------------------------------------------
@@ -182,7 +201,7 @@ class _Variant:
     __slots__ = ("kernel", "function", "binder", "runtime_positions", "shared", "num_warps")
 
 
-def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup):
+def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None):
     from ..runtime.launcher import current_stream, get_binder
 
     spec_obj = jit_fn._specializer
@@ -198,6 +217,9 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup):
     if variant is None:
         variant = _compile_variant(jit_fn, values, num_warps, target)
         jit_fn._variants[key] = variant
+    if fast_key is not None and target is None:
+        # Later launches with the same fast key skip this whole function (fastpath.py).
+        jit_fn._fast_variants[fast_key] = variant
     if warmup:
         return variant.kernel
     if callable(grid):

@@ -1,0 +1,134 @@
+"""The launch fast path: one generated Python function per kernel.
+
+`kernel[grid](*args, **kw)` spends most of its time in Python, so like Triton we generate, once
+per kernel, a function whose parameters are the kernel's own (defaults included). It builds a
+flat key with one cheap expression per argument, looks the compiled variant up in a dict, and
+launches through the variant's binder. Anything unusual (a miss, host arrays, the interpreter,
+a callable grid, unknown keywords) falls through to the full path in `launch.py`, which
+compiles and then registers the variant under the same fast key.
+
+Per-argument keys (must separate everything the full specialization separates):
+
+    torch tensor      (dtype, 16-byte aligned, is_cuda)
+    int               0..6 code: i32/i64/u64 x (==1 | %16==0 | other)
+    float, bool, None the type itself
+    other             the type (such arguments always take the full path)
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Dict
+
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def int_code(v: int) -> int:
+    """Which specialization an int gets: size class and hint, as one small int."""
+    if v == 1:
+        return 0
+    size = 0 if _INT32_MIN <= v <= _INT32_MAX else (1 if -(1 << 63) <= v < (1 << 63) else 2)
+    return 1 + 2 * size + (v % 16 == 0)
+
+
+def tensor_code(t):
+    return (t.dtype, t.data_ptr() % 16 == 0, t.is_cuda)
+
+
+def arg_code(a):
+    """The fast key of one argument (generic version, used on the slow path)."""
+    kind = type(a)
+    if kind is int:
+        return int_code(a)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(a, torch.Tensor):
+        return tensor_code(a)
+    return kind
+
+
+def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
+    """Generate `launch(<kernel params>, *, grid, num_warps=None, stream=None, **options)`."""
+    params = jit_fn.params
+    # The kernel's own parameter names, so constexprs passed by keyword bind as usual; the
+    # generated function's other names carry a `_sc_` prefix to stay out of their way.
+    names = [p.name for p in params]
+    defaults: Dict[str, Any] = {}
+    sig = []
+    for i, p in enumerate(params):
+        if p.default is not p.empty:
+            defaults[f"_sc_d{i}"] = getattr(p.default, "value", p.default)
+            sig.append(f"{names[i]}=_sc_d{i}")
+        else:
+            # A sentinel default lets a missing argument reach the full path, whose error
+            # names the kernel and the parameter (Python's own would name `launch`).
+            sig.append(f"{names[i]}=_sc_MISSING")
+    key_parts = []
+    for i, p in enumerate(params):
+        n = names[i]
+        if i in jit_fn.constexpr_positions:
+            key_parts.append(n)  # constexpr values are part of the key
+        elif i in jit_fn.do_not_specialize:
+            key_parts.append(f"type({n})")
+        else:
+            # Ints and tensors dominate: test them first, inline.
+            key_parts.append(f"(_sc_int_code({n}) if type({n}) is int else _sc_tensor_code({n}) "
+                             f"if type({n}) is _sc_Tensor else _sc_arg_code({n}))")
+    runtime = [names[i] for i in range(len(params)) if i not in jit_fn.constexpr_positions]
+    reserved = {"grid", "num_warps", "stream"}
+    clash = [n for n in names if n in reserved]
+    if clash:
+        raise TypeError(f"kernel parameter name `{clash[0]}` is reserved for launch options")
+    runtime_tuple = "(" + "".join(f"{n}, " for n in runtime) + ")"
+    all_args = ", ".join(names)
+    args_tuple = "(" + "".join(f"{n}, " for n in names) + ")"
+    required = [names[i] for i, p in enumerate(params) if p.default is p.empty]
+    missing_test = "".join(f" or {n} is _sc_MISSING" for n in required)
+    key_expr = "(" + ", ".join(key_parts + ["_sc_num_warps"]) + ",)"
+    src = f"""
+def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None, stream=None,
+           **_sc_options):
+    _sc_num_warps = num_warps
+    if (_sc_options or _sc_extra or type(grid) is not tuple or len(grid) > 3{missing_test}):
+        return _sc_slow_call({args_tuple} + _sc_extra, _sc_options, grid, num_warps, stream)
+    _sc_key = {key_expr}
+    _sc_v = _sc_variants.get(_sc_key)
+    if _sc_v is None:
+        return _sc_slow({args_tuple}, _sc_options, grid, num_warps, stream, fast_key=_sc_key)
+    _sc_v.binder.launch(_sc_v.function, grid, _sc_v.num_warps, _sc_v.shared,
+                        _sc_current_stream() if stream is None else stream, {runtime_tuple})
+    return _sc_v.kernel
+"""
+    from ..runtime.launcher import current_stream
+
+    torch = sys.modules.get("torch")
+    Tensor = torch.Tensor if torch is not None else _NoTensor
+    namespace = {"_sc_int_code": int_code, "_sc_tensor_code": tensor_code,
+                 "_sc_arg_code": arg_code, "_sc_Tensor": Tensor,
+                 "_sc_variants": jit_fn._fast_variants, "_sc_slow": slow,
+                 "_sc_current_stream": current_stream, "_sc_MISSING": _MISSING,
+                 "_sc_slow_call": _slow_call(jit_fn, slow), **defaults}
+    exec(compile(src, f"<launcher of {jit_fn.__name__}>", "exec"), namespace)
+    return namespace["launch"]
+
+
+_MISSING = object()
+
+
+def _slow_call(jit_fn, slow):
+    """The full path for calls the fast path does not take: re-binds the arguments (giving the
+    usual errors for missing or extra ones) before dispatching."""
+
+    def call(values, options, grid, num_warps, stream):
+        n = len(jit_fn.params)
+        if len(values) > n:
+            jit_fn.bind_args(tuple(values), {})  # raises "takes n arguments but m were given"
+        named = {name: v for name, v in zip(jit_fn.arg_names, values) if v is not _MISSING}
+        if len(named) < n:
+            jit_fn.bind_args((), named)  # raises "missing k required arguments: ..."
+        return slow(tuple(values), options, grid, num_warps, stream)
+
+    return call
+
+
+class _NoTensor:
+    """Stands in for torch.Tensor when torch is not imported (nothing is ever of this type)."""
