@@ -457,6 +457,17 @@ def _reduce_across_warps(ctx, op, ll, axis, accs, warp_bits, ltys, out_shape):
         store_partials()
     ctx.barrier()
 
+    if not out_shape and n_warps_axis <= ctx.threads_per_warp:
+        # A scalar result: lane l reads warp (l mod W)'s partial, then butterflies over the
+        # low log2(W) lane bits leave the total in every lane. One shared load and a few
+        # shuffles per thread, instead of W loads that keep W values live (register pressure
+        # there cost softmax a quarter of its occupancy on the H100).
+        slot = b.and_(ctx.lane_id(), _i32(n_warps_axis - 1))
+        acc = [smem_load(ctx, base, slot, lty, off) for lty, off in zip(ltys, offsets)]
+        for bit in range(len(warp_bits)):
+            other = [ctx.shuffle_xor(v, 1 << bit) for v in acc]
+            acc = _combine(ctx, block, acc, other)
+        return acc
     if out_shape:
         res_ll = ctx.linear_layout(op.results[0].type)
         want = register_coords(res_ll)
