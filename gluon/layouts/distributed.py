@@ -144,23 +144,34 @@ def default_blocked_layout(shape, num_warps: int, threads_per_warp: int = WARP_S
     check.permutation(owner, "order", order, rank)
     check.power_of_two(owner, "num_warps", num_warps)
     check.power_of_two(owner, "threads_per_warp", threads_per_warp)
-    lanes = [1] * rank
-    warps = [1] * rank
-    remaining_lanes, remaining_warps = threads_per_warp, num_warps
-    remaining_threads = num_warps * threads_per_warp
+    lanes, warps = distribute_threads(shape, [1] * rank, order, num_warps, threads_per_warp)
+    return BlockedLayout([1] * rank, lanes, warps, order)
+
+
+def distribute_threads(shape, size_per_thread, order, num_warps, threads_per_warp=32):
+    """Lanes and warps per dim for a blocked layout (Triton's `BlockedEncodingAttr::get`).
+
+    Walking dims fastest first, each takes as many threads as it has per-thread blocks (lanes
+    before warps, never more than remain); the slowest dim takes the lanes and warps left over,
+    so every layout uses exactly `num_warps * threads_per_warp` threads."""
+    rank = len(shape)
+    lanes, warps = [1] * rank, [1] * rank
+    left_lanes, left_warps = threads_per_warp, num_warps
+    left_threads = num_warps * threads_per_warp
     used_lanes = used_warps = 1
-    for dim in order[:-1]:
-        threads = max(1, min(remaining_threads, max(1, shape[dim])))
-        lanes[dim] = max(1, min(threads, remaining_lanes))
-        warps[dim] = max(1, min(threads // lanes[dim], remaining_warps))
-        remaining_warps //= warps[dim]
-        remaining_lanes //= lanes[dim]
-        remaining_threads //= threads
-        used_lanes *= lanes[dim]
-        used_warps *= warps[dim]
+    for d in order[:-1]:
+        blocks = max(1, shape[d] // size_per_thread[d])
+        threads = max(1, min(left_threads, blocks))
+        lanes[d] = max(1, min(threads, left_lanes))
+        warps[d] = max(1, min(threads // lanes[d], left_warps))
+        left_warps //= warps[d]
+        left_lanes //= lanes[d]
+        left_threads //= threads
+        used_lanes *= lanes[d]
+        used_warps *= warps[d]
     lanes[order[-1]] = threads_per_warp // used_lanes
     warps[order[-1]] = num_warps // used_warps
-    return BlockedLayout([1] * rank, lanes, warps, order)
+    return lanes, warps
 
 
 @dataclass(frozen=True, repr=False)

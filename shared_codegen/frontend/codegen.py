@@ -388,22 +388,32 @@ class CodeGenerator(ast.NodeVisitor):
         block = op.regions[0].block
         before = dict(self.scope)
         with self.builder.at_end_of(block):
-            for n, arg, init in zip(names, block.args[1:], inits):
-                arg.name_hint = n
-                self.scope[n] = tensor(arg, init.type)
+            self.bind_carried(names, block.args[1:], inits)
             iv = tensor(block.args[0], lb.type)
             if descending:
                 iv = self.binary(ast.Add, start, self.binary(ast.Mult, iv, step, node), node)
             self.assign(node.target, iv)
-            self.runtime_nesting += 1
-            try:
-                self.visit_statements(node.body)
-            finally:
-                self.runtime_nesting -= 1
-            outs = self.loop_outputs(node, names, inits)
-            YieldOp.build(self.builder, [v.handle for v in outs])
+            self.loop_body(node, names, inits)
         self.scope = before
-        for n, res, init in zip(names, op.results, inits):
+        self.bind_loop_results(names, op.results, inits)
+
+    def bind_carried(self, names, args, inits):
+        for n, arg, init in zip(names, args, inits):
+            arg.name_hint = n
+            self.scope[n] = tensor(arg, init.type)
+
+    def loop_body(self, node, names, inits):
+        """Trace a loop body inside its region, then yield the carried variables."""
+        self.runtime_nesting += 1
+        try:
+            self.visit_statements(node.body)
+        finally:
+            self.runtime_nesting -= 1
+        outs = self.loop_outputs(node, names, inits)
+        YieldOp.build(self.builder, [v.handle for v in outs])
+
+    def bind_loop_results(self, names, results, inits):
+        for n, res, init in zip(names, results, inits):
             res.name_hint = n
             self.scope[n] = tensor(res, init.type)
 
@@ -456,9 +466,7 @@ class CodeGenerator(ast.NodeVisitor):
         before_block, after_block = op.regions[0].block, op.regions[1].block
         saved = dict(self.scope)
         with self.builder.at_end_of(before_block):
-            for n, arg, init in zip(names, before_block.args, inits):
-                arg.name_hint = n
-                self.scope[n] = tensor(arg, init.type)
+            self.bind_carried(names, before_block.args, inits)
             cond = self.visit(node.test)
             if not is_tensor(cond):
                 raise self.error(node.test, "a `while` condition must be a runtime value; a "
@@ -468,20 +476,10 @@ class CodeGenerator(ast.NodeVisitor):
                           name="scf.condition")
         self.scope = dict(saved)
         with self.builder.at_end_of(after_block):
-            for n, arg, init in zip(names, after_block.args, inits):
-                arg.name_hint = n
-                self.scope[n] = tensor(arg, init.type)
-            self.runtime_nesting += 1
-            try:
-                self.visit_statements(node.body)
-            finally:
-                self.runtime_nesting -= 1
-            outs = self.loop_outputs(node, names, inits)
-            YieldOp.build(self.builder, [v.handle for v in outs])
+            self.bind_carried(names, after_block.args, inits)
+            self.loop_body(node, names, inits)
         self.scope = saved
-        for n, res, init in zip(names, op.results, inits):
-            res.name_hint = n
-            self.scope[n] = tensor(res, init.type)
+        self.bind_loop_results(names, op.results, inits)
 
     # ---- expressions ---------------------------------------------------------------------
     def describe(self, value) -> str:

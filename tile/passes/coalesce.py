@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from gluon.layouts import BlockedLayout
+from gluon.layouts.distributed import distribute_threads
 from shared_codegen.analysis.axis_info import AxisAnalysis, order_from_contiguity
 from shared_codegen.ir.core import Operation, Value
 from shared_codegen.ir.types import PointerType, TensorType, scalar_of
@@ -33,26 +34,8 @@ def blocked_layout_for(shape: Sequence[int], size_per_thread: Sequence[int],
                        threads_per_warp: int = 32) -> BlockedLayout:
     """A blocked layout for `shape` with the given per-thread block and order.
 
-    Walking dims fastest first, each takes as many threads as it has per-thread blocks (lanes
-    before warps, never more than remain); the slowest dim takes the lanes and warps left over,
-    so every layout uses exactly `num_warps * threads_per_warp` threads."""
-    rank = len(shape)
-    lanes, warps = [1] * rank, [1] * rank
-    left_lanes, left_warps = threads_per_warp, num_warps
-    left_threads = num_warps * threads_per_warp
-    used_lanes = used_warps = 1
-    for d in order[:-1]:
-        blocks = max(1, shape[d] // size_per_thread[d])
-        threads = max(1, min(left_threads, blocks))
-        lanes[d] = max(1, min(threads, left_lanes))
-        warps[d] = max(1, min(threads // lanes[d], left_warps))
-        left_warps //= warps[d]
-        left_lanes //= lanes[d]
-        left_threads //= threads
-        used_lanes *= lanes[d]
-        used_warps *= warps[d]
-    lanes[order[-1]] = threads_per_warp // used_lanes
-    warps[order[-1]] = num_warps // used_warps
+    The thread distribution is Triton's `BlockedEncodingAttr::get` (`distribute_threads`)."""
+    lanes, warps = distribute_threads(shape, size_per_thread, order, num_warps, threads_per_warp)
     return BlockedLayout(list(size_per_thread), lanes, warps, list(order))
 
 
