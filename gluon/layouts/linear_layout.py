@@ -454,32 +454,33 @@ class LinearLayout:
         components shifted above ``self``'s."""
         if not isinstance(outer, LinearLayout):
             return NotImplemented
-        in_sizes: dict[str, int] = {}
-        for name, vectors in self._bases:
-            in_sizes[name] = len(vectors)
-        for name, vectors in outer._bases:
-            in_sizes[name] = in_sizes.get(name, 0) + len(vectors)
+        # Index maps built once: this product runs ~20 times per layout construction, so the
+        # loops below use dict lookups only (layout building must stay well under 1 ms).
         out_log2: dict[str, int] = {}
         for name, size in self._out_dims:
             out_log2[name] = _log2(size)
+        inner_log2 = dict(out_log2)
         for name, size in outer._out_dims:
             out_log2[name] = out_log2.get(name, 0) + _log2(size)
-        out_names = list(out_log2)
+        position = {name: i for i, name in enumerate(out_log2)}
+        width = len(position)
+        inner_slots = [position[name] for name, _ in self._out_dims]
+        outer_slots = [(position[name], inner_log2.get(name, 0)) for name, _ in outer._out_dims]
+        inner_bases = dict(self._bases)
+        outer_bases = dict(outer._bases)
         new_bases = []
-        for in_dim, count in in_sizes.items():
-            vectors = [[0] * len(out_names) for _ in range(count)]
-            offset = 0
-            if self.has_in_dim(in_dim):
-                inner_vectors = self._bases[self._in_index(in_dim)][1]
-                offset = len(inner_vectors)
-                for i, vector in enumerate(inner_vectors):
-                    for (out_dim, _), component in zip(self._out_dims, vector):
-                        vectors[i][out_names.index(out_dim)] = component
-            if outer.has_in_dim(in_dim):
-                for i, vector in enumerate(outer._bases[outer._in_index(in_dim)][1]):
-                    for (out_dim, _), component in zip(outer._out_dims, vector):
-                        shift = self.out_dim_size_log2(out_dim) if self.has_out_dim(out_dim) else 0
-                        vectors[offset + i][out_names.index(out_dim)] = component << shift
+        for in_dim in dict.fromkeys([n for n, _ in self._bases] + [n for n, _ in outer._bases]):
+            vectors = []
+            for vector in inner_bases.get(in_dim, ()):
+                row = [0] * width
+                for slot, component in zip(inner_slots, vector):
+                    row[slot] = component
+                vectors.append(row)
+            for vector in outer_bases.get(in_dim, ()):
+                row = [0] * width
+                for (slot, shift), component in zip(outer_slots, vector):
+                    row[slot] = component << shift
+                vectors.append(row)
             new_bases.append((in_dim, vectors))
         if self._surjective is False or outer._surjective is False:
             surjective = False  # the rank of a tensor product is the sum of the ranks
