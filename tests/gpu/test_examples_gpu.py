@@ -58,3 +58,37 @@ def test_examples_main_on_gpu(torch):
     assert vector_add.main(gpu=True) == 0.0
     assert softmax.main(gpu=True) < 2e-3
     assert layer_norm.main(gpu=True) < 2e-2
+
+
+def test_autotune_times_configs_on_gpu_and_caches_per_key(torch):
+    import tile
+    import tile.language as tl
+
+    @tile.autotune(configs=[tile.Config({"BLOCK": 128}, num_warps=1),
+                            tile.Config({"BLOCK": 1024}, num_warps=4)], key=["n"])
+    @tile.jit
+    def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+
+    for n in (1000, 1 << 20):
+        x = torch.randn(n, device="cuda")
+        out = torch.empty_like(x)
+        scale[lambda meta: (tile.cdiv(n, meta["BLOCK"]),)](x, out, n)
+        torch.testing.assert_close(out, x * 2)
+    assert len(scale.cache) == 2
+    assert all(len(times) == 2 for times in scale.bench_results.values())
+
+
+def test_launch_on_a_named_stream_and_callable_grid(torch):
+    from vector_add import add_kernel
+
+    n = 4096
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        add_kernel[lambda meta: (n // meta["BLOCK_SIZE"],)](x, y, out, n, BLOCK_SIZE=256)
+    s.synchronize()
+    torch.testing.assert_close(out, x + y)
