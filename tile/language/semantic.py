@@ -68,15 +68,20 @@ class TileSemantic(MemorySemantic):
             value = self.scalar_constant(x, elem)
             return self._broadcast_to(value, list(ty.shape)) if isinstance(ty, TensorType) \
                 else value
+        return self.scalar_constant(x, self.literal_type(x))
+
+    @classmethod
+    def literal_type(cls, x) -> ScalarType:
+        """The dtype Triton gives a Python number (without building anything)."""
         if isinstance(x, bool):
-            return self.scalar_constant(x, int1)
+            return int1
         if isinstance(x, int):
-            return self.scalar_constant(x, self._int_literal_type(x))
+            return cls._int_literal_type(x)
         if isinstance(x, float):
             ax = abs(x)
             fits = ax == 0.0 or x != x or ax == float("inf") or \
                 2.0 ** -126 <= ax <= (2 - 2.0 ** -23) * 2.0 ** 127
-            return self.scalar_constant(x, float32 if fits else float64)
+            return float32 if fits else float64
         raise TypeError(f"cannot convert {x!r} of type {type(x).__name__} to a tensor")
 
     @staticmethod
@@ -159,9 +164,11 @@ class TileSemantic(MemorySemantic):
         them to one shape (Triton's `binary_op_type_checking_impl`)."""
         lhs, rhs = T.plain_number(unwrap(lhs)), T.plain_number(unwrap(rhs))
         l_num, r_num = T.is_number(lhs), T.is_number(rhs)
-        a = self._operand(lhs)
-        b = self._operand(rhs)
-        at, bt = a.dtype, b.dtype
+        # Numbers are typed without being built, then built once at their final type.
+        a = None if l_num else self._operand(lhs)
+        b = None if r_num else self._operand(rhs)
+        at = self.literal_type(lhs) if l_num else a.dtype
+        bt = self.literal_type(rhs) if r_num else b.dtype
         self._check_ptr(at, bt, allow_lhs_ptr, sym, True)
         self._check_ptr(bt, at, allow_rhs_ptr, sym, False)
         if arithmetic and not T.is_ptr(at) and not T.is_ptr(bt):
@@ -171,6 +178,9 @@ class TileSemantic(MemorySemantic):
                     self._check_int_literal(int(value), ret)
             a = self.scalar_constant(lhs, ret) if l_num else self.cast(a, ret)
             b = self.scalar_constant(rhs, ret) if r_num else self.cast(b, ret)
+        else:
+            a = self.to_tensor(lhs) if l_num else a
+            b = self.to_tensor(rhs) if r_num else b
         return self._broadcast_pair(a, b)
 
     @staticmethod
