@@ -195,6 +195,42 @@ class TensorType(IRType):
 
 
 @dataclass(frozen=True, eq=True)
+class SharedMemoryType(IRType):
+    """A shared-memory descriptor (Gluon's `shared_memory_descriptor_type`, TTG's memdesc):
+    a view of `shape` elements of `element` inside an allocation of `alloc_shape`, placed by
+    the shared `layout` (a `gluon.layouts` shared layout). Views (index, slice, permute,
+    reshape) keep the allocation's shape so the element -> offset map stays computable from
+    the type; see `shared_codegen.ir.ops.shared_memory.offset_map`."""
+
+    shape: tuple
+    element: ScalarType
+    layout: Any
+    alloc_shape: tuple
+
+    @property
+    def element_ty(self) -> ScalarType:  # Triton's name
+        return self.element
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def __str__(self) -> str:
+        dims = "x".join(str(s) for s in self.shape)
+        text = f"!ttg.memdesc<{dims}x{self.element}, {layout_alias(self.layout)}"
+        if tuple(self.alloc_shape) != tuple(self.shape):
+            text += ", alloc " + "x".join(str(s) for s in self.alloc_shape)
+        return text + ">"
+
+
+@dataclass(frozen=True, eq=True)
 class FunctionType(IRType):
     inputs: tuple
     outputs: tuple

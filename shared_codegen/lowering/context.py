@@ -115,6 +115,17 @@ class LoweringContext:
         self.target = target
         self.axis_info = axis_info  # the axis analysis result, or None (see vectorize.py)
         self.shared_bytes = 0
+        # Static allocations (`ttg.local_alloc`), planned by shared_alloc.plan_shared_memory
+        # before the body is lowered: their byte offsets, which allocations each descriptor
+        # may view, and their total size; scratch (`request_shared`) starts after them.
+        self.shared_offsets: Dict[Operation, int] = {}
+        self.shared_aliases: Dict[Value, Any] = {}
+        self.static_shared_bytes = 0
+        self._scratch = None
+        # Barrier bookkeeping for shared-memory hazard tracking (shared_memory_rules.py):
+        # how many `bar.sync` were emitted, and the basic block of the last one.
+        self.barrier_count = 0
+        self.barrier_block = None
         self._values: Dict[Value, Any] = {}
         self._layouts: Dict[Any, Any] = {}
         self._thread_coords: Dict[Any, List[ir.Value]] = {}
@@ -313,17 +324,25 @@ class LoweringContext:
         return self._smem
 
     def request_shared(self, nbytes: int) -> ir.Value:
-        """Record that the current op needs `nbytes` of scratch shared memory at offset 0 and
-        return its base. Scratch is reused by every op, so a rule must `ctx.barrier()` before
+        """Record that the current op needs `nbytes` of scratch shared memory and return its
+        base (offset 0, or right after the static allocations when the kernel has any). Scratch is reused by every op, so a rule must `ctx.barrier()` before
         writing it (an earlier op's threads may still be reading) and between its own writes
         and reads. The kernel's `shared_bytes` is the maximum over ops."""
-        self.shared_bytes = max(self.shared_bytes, int(nbytes))
-        return self.shared_base()
+        self.shared_bytes = max(self.shared_bytes, self.static_shared_bytes + int(nbytes))
+        if not self.static_shared_bytes:
+            return self.shared_base()
+        if self._scratch is None:
+            self._scratch = self.entry_builder.gep(
+                self.shared_base(), [self.i32(self.static_shared_bytes)], source_etype=I8,
+                name="scratch")
+        return self._scratch
 
     def barrier(self) -> None:
         """`bar.sync 0` for the whole CTA (PTX ISA 9.7.13.1 barrier; LLVM 22 spells it
         `llvm.nvvm.barrier.cta.sync.aligned.all`)."""
         self.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", VOID, [self.i32(0)])
+        self.barrier_count += 1
+        self.barrier_block = self.builder.block
 
     # ---- calls ----------------------------------------------------------------------------
     def declare(self, name: str, ret_type: ir.Type, arg_types: Sequence[ir.Type]) -> ir.Function:

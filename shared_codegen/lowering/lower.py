@@ -17,6 +17,7 @@ from llvmlite import ir
 from ..ir.core import Function, Module
 from ..ir.types import PointerType, ScalarType, TensorType
 from .context import I8, VOID, LoweringContext, LoweringError, llvm_type
+from .shared_alloc import check_shared_limit, plan_shared_memory
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,11 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         if isinstance(arg.type, ScalarType) and arg.type.bits == 1:
             value = ctx.entry_builder.icmp_unsigned("!=", larg, ir.Constant(I8, 0))
         ctx.set(arg, value)
+    plan_shared_memory(ctx, fn)
     ctx.lower_block(fn.body.block, list(ctx.get(a) for a in fn.args))
     if not ctx.builder.block.is_terminated:
         ctx.builder.ret_void()
+    check_shared_limit(ctx, fn)
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
                          param_kinds=tuple(param_kind(a.type) for a in fn.args),
                          num_warps=num_warps, target=target)

@@ -1,3 +1,4 @@
 """Op families. Importing this package registers every op definition."""
 
-from . import arith, control, math, memory, program, reduction, tensor  # noqa: F401
+from . import (arith, async_copy, control, dot, math, memory, program, reduction,  # noqa: F401
+               shared_memory, tensor)

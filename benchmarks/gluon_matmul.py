@@ -1,0 +1,116 @@
+"""fp16 matmul on the GPU: our Gluon mma_v2 + cp.async kernel vs torch.matmul (cuBLAS) vs
+Triton 3.6, interleaved in one process.
+
+mma.sync is Ampere's tensor-core instruction; on Hopper it reaches well under wgmma's peak, so
+compare against Triton's own mma_v2 path only when it is forced (Triton picks wgmma on sm_90).
+Reports TFLOP/s (2*M*N*K per matmul) and ratios, medians over rounds.
+
+    PYTHONPATH=. python benchmarks/gluon_matmul.py [--size 4096] [--rounds 10] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples", "gluon"))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+
+def cuda_time_ms(fn, torch, inner: int) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(inner):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / inner
+
+
+def triton_matmul():
+    """Triton 3.6's tutorial-style matmul (one fixed config), or None without Triton."""
+    try:
+        import triton
+        import triton.language as tl
+    except Exception:
+        return None
+
+    @triton.jit
+    def kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr):
+        pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        rk = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+    def run(a, b, c):
+        m, k = a.shape
+        n = b.shape[1]
+        kernel[(m // 128, n // 128)](a, b, c, m, n, k, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
+                                     num_warps=8, num_stages=3)
+
+    return run
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, default=4096)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("gluon_matmul.py needs torch and a GPU; nothing measured")
+        return 0
+    from shared_codegen.runtime.driver import has_gpu
+
+    if not has_gpu() or not torch.cuda.is_available():
+        print("gluon_matmul.py needs a GPU; nothing measured")
+        return 0
+    from matmul_mma_v2 import matmul
+
+    n = args.size
+    a = torch.randn((n, n), device="cuda", dtype=torch.float16)
+    b = torch.randn((n, n), device="cuda", dtype=torch.float16)
+    ours_c = torch.empty((n, n), device="cuda", dtype=torch.float16)
+    ref_c = torch.empty_like(ours_c)
+    impls = {"gluon mma_v2": lambda: matmul(a, b, ours_c),
+             "torch.matmul": lambda: torch.matmul(a, b, out=ref_c)}
+    tri = triton_matmul()
+    if tri is not None:
+        tri_c = torch.empty_like(ours_c)
+        impls["triton 3.6"] = lambda: tri(a, b, tri_c)
+    for fn in impls.values():  # compile and warm up
+        fn()
+    torch.cuda.synchronize()
+    err = (ours_c.float() - torch.matmul(a, b).float()).abs().max().item()
+    flops = 2.0 * n ** 3
+    times = {name: [] for name in impls}
+    for _ in range(args.rounds):
+        for name, fn in impls.items():
+            times[name].append(cuda_time_ms(fn, torch, inner=5))
+    result = {name: flops / (statistics.median(ts) * 1e-3) / 1e12 for name, ts in times.items()}
+    print(f"fp16 matmul {n}^3 on {torch.cuda.get_device_name()} (max |error| {err:.3g}):")
+    for name, tflops in result.items():
+        ratio = tflops / result["torch.matmul"]
+        print(f"  {name:14s} {tflops:8.1f} TFLOP/s  ({ratio:.2f}x torch)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"size": n, "tflops": result, "max_abs_error": err}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""`@gluon.jit` and `gluon.compile`: the explicit-layout language's entry into the shared
+frontend.
+
+A Gluon kernel is traced by the shared code generator with `GluonSemantic`; its IR already
+has a layout on every tensor (or an `AutoLayout()` placeholder), so the language's pipeline
+is only `gluon.passes.GLUON_PIPELINE` (resolve AutoLayout, verify layouts). That pipeline
+also runs right after tracing (`GluonJITFunction.make_ir`), so the CPU interpreter, which
+runs frontend IR, sees resolved layouts and rejects the same kernels the compiler rejects,
+with the same messages.
+"""
+
+from __future__ import annotations
+
+from shared_codegen.frontend.codegen import constexpr_function
+from shared_codegen.frontend.jit import JITFunction, Language
+
+
+class _LazySemantic:
+    """Defers importing gluon.language (and tile.language under it) until a kernel is traced,
+    so `import gluon.layouts` stays light."""
+
+    def __call__(self, builder):
+        from gluon.language._semantic import GluonSemantic
+
+        return GluonSemantic(builder)
+
+
+def _passes():
+    from gluon.passes import GLUON_PIPELINE
+
+    return list(GLUON_PIPELINE)
+
+
+GLUON = Language("gluon", _LazySemantic(), _passes)
+
+
+class GluonJITFunction(JITFunction):
+    def make_ir(self, spec):
+        from shared_codegen.ir.passes import run_pipeline
+
+        module = super().make_ir(spec)
+        # verify=False: the shared verifier runs on the result where the IR is used.
+        return run_pipeline(module, _passes(), dump_dir=None, verify=False)
+
+
+def jit(fn=None, *, do_not_specialize=(), debug=False, noinline=False, repr=None,
+        launch_metadata=None):
+    """Compile a Python function as a Gluon kernel (`@gluon.jit`)."""
+
+    def decorate(f):
+        return GluonJITFunction(f, GLUON, do_not_specialize=do_not_specialize, debug=debug,
+                                noinline=noinline)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", num_warps=4):
+    """Compile a Gluon kernel for `target` without a GPU (like `tile.compile`): `signature`
+    maps runtime parameters to type strings ("*fp32", "i32", "*fp16:16", ...). Returns a
+    CompiledKernel whose `.asm` holds 'ir', 'ttgir', 'llir', 'ptx' and 'cubin'."""
+    from shared_codegen.frontend.launch import compile_for_target
+
+    return compile_for_target(kernel, signature, constexprs, target, num_warps)
+
+
+__all__ = ["jit", "compile", "constexpr_function", "GluonJITFunction", "GLUON"]

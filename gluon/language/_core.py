@@ -1,0 +1,120 @@
+"""Gluon's own builtins: the ones whose signature or meaning differs from the tile language
+(creation with a `layout`, layout conversion and queries, warps and barriers).
+
+Everything else in `gl.*` is the tile language's builtin itself (see `__init__.py`): those
+delegate to `_semantic`, and `GluonSemantic` supplies Gluon's layout rules underneath. Names,
+parameters and defaults follow `triton.experimental.gluon.language` 3.6.
+"""
+
+from __future__ import annotations
+
+from shared_codegen.frontend.codegen import constexpr_function
+from shared_codegen.frontend.values import builtin, tensor, unwrap
+from shared_codegen.ir.types import TensorType
+from tile.language import _types as T
+
+# ---- creation ------------------------------------------------------------------------------
+
+
+@builtin
+def arange(start, end, layout=None, _semantic=None):
+    """The int32 values [start, end) in `layout` (AutoLayout() when omitted)."""
+    return _semantic.arange(start, end, unwrap(layout))
+
+
+@builtin
+def full(shape, value, dtype, layout=None, _semantic=None):
+    """A `shape` tensor of `dtype` filled with `value`, in `layout` (AutoLayout() when
+    omitted)."""
+    return _semantic.full(shape, value, dtype, unwrap(layout))
+
+
+@builtin
+def zeros(shape, dtype, layout=None, _semantic=None):
+    return _semantic.full(shape, 0, dtype, unwrap(layout))
+
+
+@builtin
+def full_like(input, value, shape=None, dtype=None, layout=None, _semantic=None):
+    """Like `input` (its shape, dtype and layout unless given), filled with `value`."""
+    x = unwrap(input)
+    if not isinstance(x, tensor):
+        raise TypeError(f"gl.full_like needs a tensor, got {T.describe(x)}")
+    return _semantic.full(x.shape if unwrap(shape) is None else shape, value,
+                          x.dtype if unwrap(dtype) is None else dtype,
+                          x.layout if unwrap(layout) is None else unwrap(layout))
+
+
+@builtin
+def zeros_like(input, shape=None, dtype=None, layout=None, _semantic=None):
+    return full_like(input, 0, shape=shape, dtype=dtype, layout=layout, _semantic=_semantic)
+
+
+@builtin
+def to_tensor(x, _semantic=None):
+    """A compile-time number as a scalar tensor (Triton's typing of literals)."""
+    return _semantic.to_tensor(x)
+
+
+# ---- layouts -------------------------------------------------------------------------------
+
+
+@builtin
+def convert_layout(value, layout, assert_trivial=False, _semantic=None):
+    """`value` redistributed in `layout`. With `assert_trivial`, compilation fails unless no
+    data crosses threads (a no-op or a register permutation)."""
+    return _semantic.convert_layout(value, unwrap(layout), unwrap(assert_trivial))
+
+
+@builtin
+def set_auto_layout(value, layout, _semantic=None):
+    """Give a tensor that has AutoLayout() the concrete `layout` (and, through the resolve
+    pass, every AutoLayout tensor it was computed from)."""
+    return _semantic.set_auto_layout(value, unwrap(layout))
+
+
+@builtin
+def to_linear_layout(layout, shape, _semantic=None):
+    """The `LinearLayout` of `layout` for a tensor of `shape`, a compile-time value."""
+    return _semantic.to_linear_layout(layout, shape)
+
+
+@builtin
+def bank_conflicts(distr_ty, shared_ty, _semantic=None) -> int:
+    """Extra shared-memory wavefronts per instruction when a tensor of type `distr_ty`
+    (`x.type`) is written to / read from a descriptor of type `shared_ty` with
+    st.shared / ld.shared (0: conflict free). A compile-time int."""
+    return _semantic.bank_conflicts(distr_ty, shared_ty)
+
+
+@constexpr_function
+def distributed_type(element_ty, shape, layout):
+    """The type of a register tensor (Gluon's `distributed_type`): ours is the IR's
+    TensorType, which `x.type` also returns."""
+    return TensorType(tuple(int(s) for s in shape), unwrap(element_ty), unwrap(layout))
+
+
+# ---- warps, barriers -----------------------------------------------------------------------
+
+
+@builtin
+def num_warps(_semantic=None):
+    """The number of warps running the kernel (a compile-time int)."""
+    return _semantic.num_warps
+
+
+@builtin
+def num_ctas(_semantic=None):
+    """The number of CTAs of a cluster (always 1 here: no clusters yet)."""
+    return 1
+
+
+@builtin
+def thread_barrier(_semantic=None):
+    """Synchronize the threads of the CTA (`bar.sync 0`)."""
+    _semantic.thread_barrier()
+
+
+__all__ = ["arange", "full", "zeros", "full_like", "zeros_like", "to_tensor", "convert_layout",
+           "set_auto_layout", "to_linear_layout", "bank_conflicts", "distributed_type",
+           "num_warps", "num_ctas", "thread_barrier"]

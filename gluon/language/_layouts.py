@@ -1,0 +1,97 @@
+"""Layouts as kernels see them (`gl.BlockedLayout`, `gl.SliceLayout`, ..., `gl.AutoLayout`).
+
+The families are `gluon.layouts`' own classes, re-exported so `gl.BlockedLayout is
+gluon.layouts.BlockedLayout`. This module adds what only the language needs:
+
+- `AutoLayout()`: a placeholder for "not chosen yet". Tensors built without a layout
+  (`gl.arange(0, 128)`) carry it; `gluon/passes.py` replaces it by propagating the layouts
+  of the tensors it meets, and rejects a kernel where none reaches it.
+- `check_layout`: whether a layout can describe a tensor of a given shape on a kernel with a
+  given number of warps. The semantic layer calls it wherever a user hands in a layout, and
+  the verify pass calls it on every tensor, so the interpreter and the compiler reject the
+  same kernels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gluon.layouts import (BlockedLayout, DistributedLayout, DistributedLinearLayout,
+                           DotOperandLayout, LinearLayout, NVMMADistributedLayout,
+                           NVMMASharedLayout, SharedLayout, SharedLinearLayout, SliceLayout,
+                           SwizzledSharedLayout, TensorMemoryLayout, TensorMemoryScalesLayout,
+                           default_blocked_layout, get_tmem_reg_layout)
+from gluon.layouts import to_linear_layout as _to_linear_layout
+
+WARP_SIZE = 32
+
+
+@dataclass(frozen=True)
+class AutoLayout(DistributedLayout):
+    """A layout left to the compiler: resolved from the layouts of connected tensors."""
+
+    alias_prefix = "auto"
+
+    def __repr__(self):
+        return "AutoLayout()"
+
+    @property
+    def rank(self):
+        raise ValueError("AutoLayout has no rank")
+
+    def to_linear_layout(self, shape):
+        raise ValueError("AutoLayout has no linear form until the compiler resolves it; give "
+                         "the tensor a layout (or gl.set_auto_layout) to inspect it")
+
+
+def is_auto(layout) -> bool:
+    return isinstance(layout, AutoLayout)
+
+
+def linear_form(layout, shape) -> str:
+    """The printed LinearLayout of `layout` over `shape` (Triton's text), or why there is
+    none; used in error messages so users see *why* two layouts differ."""
+    try:
+        text = str(_to_linear_layout(layout, list(shape)))
+    except (ValueError, TypeError) as exc:
+        return f"(no linear form: {exc})"
+    return text.strip("\n")
+
+
+def check_layout(layout, shape, num_warps=None, what="tensor") -> None:
+    """Raise (ValueError / TypeError) unless `layout` is a distributed layout whose linear
+    form covers exactly `shape` with 32-thread warps and `num_warps` warps."""
+    if is_auto(layout):
+        return
+    if not isinstance(layout, DistributedLayout):
+        raise TypeError(f"{what}: expected a distributed layout (gl.BlockedLayout, "
+                        f"gl.SliceLayout, ...), got {layout!r}")
+    shape = [int(s) for s in shape]
+    if layout.rank != len(shape):
+        raise ValueError(f"{what}: layout {layout!r} has rank {layout.rank} but the tensor "
+                         f"has shape {shape} (rank {len(shape)})")
+    try:
+        ll = _to_linear_layout(layout, shape)
+    except ValueError as exc:
+        raise ValueError(f"{what}: layout {layout!r} cannot describe a tensor of shape "
+                         f"{shape}: {exc}") from None
+    covered = [ll.out_dim_size(f"dim{i}") for i in range(len(shape))]
+    if covered != shape:
+        raise ValueError(f"{what}: layout {layout!r} covers shape {covered}, not the tensor's "
+                         f"shape {shape}")
+    lanes = ll.in_dim_size("lane")
+    if lanes != WARP_SIZE:
+        raise ValueError(f"{what}: layout has {lanes} threads per warp but a warp has "
+                         f"{WARP_SIZE} threads\n  layout: {layout!r}")
+    warps = ll.in_dim_size("warp")
+    if num_warps is not None and warps != num_warps:
+        raise ValueError(f"layout has {warps} warps but the kernel runs with "
+                         f"num_warps={num_warps}\n  {what} layout: {layout!r}")
+
+
+__all__ = ["AutoLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
+           "DistributedLinearLayout", "DotOperandLayout", "NVMMADistributedLayout",
+           "SharedLayout", "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout",
+           "TensorMemoryLayout", "TensorMemoryScalesLayout", "LinearLayout",
+           "default_blocked_layout", "get_tmem_reg_layout", "check_layout", "linear_form",
+           "is_auto"]

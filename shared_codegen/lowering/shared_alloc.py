@@ -1,0 +1,192 @@
+"""Static shared memory: an offset for every `ttg.local_alloc`, packed by liveness.
+
+    offsets, total = assign_offsets(fn)        # {local_alloc op: byte offset}, bytes
+
+Liveness. Ops are numbered in program order (pre-order through regions). An allocation is
+live from its `local_alloc` to the last use of any descriptor that may view it; a use nested
+in a region counts as a use of the op, in the allocation's own block, that encloses it, so an
+allocation used inside a loop lives for the whole loop. Views (index, subslice, trans,
+reshape, reinterpret) and loop-carried / if-yielded descriptors alias the allocations they
+may come from (`alias_sets`).
+
+Packing (the idea of Triton's Allocation.cpp, in a few lines): largest first, each buffer
+goes to the lowest offset, aligned for its layout, that overlaps no already placed buffer
+whose live range intersects its own. Two allocations with disjoint lifetimes can therefore
+share bytes.
+
+The layout of the kernel's dynamic shared memory is then
+
+    [0, static)                 the allocations
+    [static, static + scratch)  scratch of layout conversions / reductions (`request_shared`)
+
+so scratch never aliases a user buffer; `shared_bytes` is their sum, and the launcher
+raises the kernel's dynamic shared-memory limit when it is above 48 KB.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, FrozenSet, List, Optional, Tuple
+
+from ..ir.core import Block, Function, Operation, Value
+from ..ir.ops.shared_memory import ALLOC, VIEW_OPS, alloc_alignment, alloc_bytes
+from ..ir.types import SharedMemoryType
+from .context import LoweringError
+
+# The most shared memory one CTA may use on sm_90 / sm_100 (227 KB; CUDA programming guide,
+# "Compute capabilities", technical specifications).
+MAX_SHARED_BYTES = 227 * 1024
+
+
+def _is_memdesc(v: Value) -> bool:
+    return isinstance(v.type, SharedMemoryType)
+
+
+def alias_sets(fn: Function) -> Dict[Value, FrozenSet[Operation]]:
+    """For every descriptor value, the allocations it may view. Values from ops this module
+    does not know (another family's descriptor-returning op) may view any allocation."""
+    ops = list(fn.walk())
+    allocs = frozenset(op for op in ops if op.name == ALLOC)
+    sets: Dict[Value, FrozenSet[Operation]] = {}
+
+    def join(v: Value, more) -> bool:
+        if not _is_memdesc(v):
+            return False
+        old = sets.get(v, frozenset())
+        new = old | (more or frozenset())
+        if new != old:
+            sets[v] = new
+            return True
+        return False
+
+    def of(v: Value):
+        return sets.get(v, frozenset())
+
+    changed = True
+    while changed:
+        changed = False
+        for op in ops:
+            if op.name == ALLOC:
+                changed |= join(op.result, frozenset([op]))
+            elif op.name in VIEW_OPS:
+                changed |= join(op.result, of(op.operands[0]))
+            elif op.name == "scf.for":
+                body = op.regions[0].block
+                yields = body.terminator.operands if body.terminator else []
+                for k, init in enumerate(op.operands[3:]):
+                    both = of(init) | (of(yields[k]) if k < len(yields) else frozenset())
+                    changed |= join(body.args[1 + k], both)
+                    changed |= join(op.results[k], both)
+            elif op.name == "scf.if":
+                for region in op.regions:
+                    term = region.block.terminator
+                    for k, v in enumerate(term.operands if term else []):
+                        changed |= join(op.results[k], of(v))
+            elif op.name == "scf.while":
+                before, after = op.regions[0].block, op.regions[1].block
+                cond = before.terminator.operands[1:] if before.terminator else []
+                again = after.terminator.operands if after.terminator else []
+                for k, init in enumerate(op.operands):
+                    changed |= join(before.args[k], of(init) | (of(again[k]) if k < len(again)
+                                                                else frozenset()))
+                for k, v in enumerate(cond):
+                    changed |= join(after.args[k], of(v))
+                    changed |= join(op.results[k], of(v))
+            else:
+                for r in op.results:
+                    if _is_memdesc(r):
+                        changed |= join(r, allocs)
+    return sets
+
+
+def _number(block: Block, start: Dict[Operation, int], end: Dict[Operation, int], n: List[int]):
+    for op in block.ops:
+        start[op] = n[0]
+        n[0] += 1
+        for region in op.regions:
+            _number(region.block, start, end, n)
+        end[op] = n[0] - 1
+
+
+def _enclosing_in(op: Operation, block: Block) -> Optional[Operation]:
+    """The op of `block` that is `op` or contains it; None when `op` is outside `block`."""
+    while op is not None:
+        if op.parent is block:
+            return op
+        region = op.parent.parent if op.parent is not None else None
+        op = region.parent if region is not None else None
+        if not isinstance(op, Operation):
+            return None
+    return None
+
+
+def live_ranges(fn: Function, aliases=None) -> Dict[Operation, Tuple[int, int]]:
+    """{local_alloc: (first, last)} op numbers during which the allocation is live."""
+    aliases = alias_sets(fn) if aliases is None else aliases
+    start: Dict[Operation, int] = {}
+    end: Dict[Operation, int] = {}
+    _number(fn.body.block, start, end, [0])
+    ranges = {op: (start[op], start[op]) for op in start if op.name == ALLOC}
+    for user in start:
+        for v in user.operands:
+            for alloc in aliases.get(v, ()):
+                outer = _enclosing_in(user, alloc.parent)
+                lo, hi = ranges[alloc]
+                if outer is None:
+                    lo, hi = min(lo, start[user]), max(hi, end[user])
+                else:
+                    # A use before the alloc in its own block reads a loop-carried view of the
+                    # previous iteration's buffer: live across the back edge, from that use on.
+                    lo, hi = min(lo, start[outer]), max(hi, end[outer])
+                ranges[alloc] = (lo, hi)
+    return ranges
+
+
+def _align_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+def assign_offsets(fn: Function) -> Tuple[Dict[Operation, int], int]:
+    """Byte offsets for every `ttg.local_alloc` of `fn` and the bytes they span."""
+    ranges = live_ranges(fn)
+    order = sorted(ranges, key=lambda op: (-alloc_bytes(op.result.type), ranges[op][0]))
+    placed: List[Tuple[Operation, int, int]] = []  # (op, offset, size)
+    offsets: Dict[Operation, int] = {}
+    for op in order:
+        size = alloc_bytes(op.result.type)
+        align = alloc_alignment(op.result.type.layout)
+        lo, hi = ranges[op]
+        busy = sorted((off, off + sz) for other, off, sz in placed
+                      if not (ranges[other][1] < lo or hi < ranges[other][0]))
+        offset = 0
+        for b_lo, b_hi in busy:
+            if offset + size <= b_lo:
+                break
+            offset = max(offset, _align_up(b_hi, align))
+        offsets[op] = offset
+        placed.append((op, offset, size))
+    total = max((off + sz for _, off, sz in placed), default=0)
+    return offsets, _align_up(total, 16)
+
+
+def plan_shared_memory(ctx, fn: Function) -> None:
+    """Give the lowering context the allocations' offsets, their aliasing (for barrier
+    placement) and the scratch base (after them)."""
+    if not any(op.name == ALLOC for op in fn.walk()):
+        return
+    offsets, total = assign_offsets(fn)
+    if total > MAX_SHARED_BYTES:
+        sizes = ", ".join(f"{alloc_bytes(op.result.type)} B at {op.loc}" for op in offsets)
+        raise LoweringError(f"kernel `{fn.name}` needs {total} bytes of shared memory, more "
+                            f"than the {MAX_SHARED_BYTES} a CTA can have (allocations: "
+                            f"{sizes})")
+    ctx.shared_offsets = offsets
+    ctx.shared_aliases = alias_sets(fn)
+    ctx.static_shared_bytes = total
+    ctx.shared_bytes = max(ctx.shared_bytes, total)
+
+
+def check_shared_limit(ctx, fn: Function) -> None:
+    if ctx.shared_bytes > MAX_SHARED_BYTES:
+        raise LoweringError(f"kernel `{fn.name}` needs {ctx.shared_bytes} bytes of shared "
+                            f"memory ({ctx.static_shared_bytes} allocated, the rest scratch), "
+                            f"more than the {MAX_SHARED_BYTES} a CTA can have")
