@@ -263,7 +263,13 @@ def compile_for_target(jit_fn, signature: Dict[str, str], constexprs: Dict[str, 
     `constexprs` gives the constexpr parameters' values."""
     from .compile import compile_spec
 
-    constexprs = dict(constexprs or {})
+    spec = specialization_for_signature(jit_fn, signature, constexprs or {}, num_warps, target)
+    return compile_spec(jit_fn, spec)
+
+
+def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: Dict[str, Any],
+                                 num_warps: int, target: str) -> Specialization:
+    constexprs = dict(constexprs)
     key, arg_types, constants, hints = [], [], [], []
     for i, name in enumerate(jit_fn.arg_names):
         if name in constexprs or i in jit_fn.constexpr_positions:
@@ -290,5 +296,4 @@ def compile_for_target(jit_fn, signature: Dict[str, str], constexprs: Dict[str, 
         arg_types.append(type_from_key(entry))
         constants.append(None)
         hints.append(hint)
-    spec = Specialization(tuple(key), arg_types, constants, hints, num_warps, target)
-    return compile_spec(jit_fn, spec)
+    return Specialization(tuple(key), arg_types, constants, hints, num_warps, target)

@@ -92,3 +92,37 @@ def test_launch_on_a_named_stream_and_callable_grid(torch):
         add_kernel[lambda meta: (n // meta["BLOCK_SIZE"],)](x, y, out, n, BLOCK_SIZE=256)
     s.synchronize()
     torch.testing.assert_close(out, x + y)
+
+
+def _converted(tmp_path, name, text):
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_converted_examples_match_the_originals_on_gpu(torch, tmp_path):
+    import softmax
+    import vector_add
+    from tile.convert import to_gluon
+
+    n = 1 << 20
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    a, b = torch.empty_like(x), torch.empty_like(x)
+    vector_add.add_kernel[(n // 1024,)](x, y, a, n, BLOCK_SIZE=1024)
+    conv = _converted(tmp_path, "conv_add", to_gluon(vector_add.add_kernel, x, y, a, n,
+                                                     BLOCK_SIZE=1024))
+    conv.add_kernel[(n // 1024,)](x, y, b, n)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+    s = torch.randn(512, 8192, device="cuda", dtype=torch.float16)
+    o1, o2 = torch.empty_like(s), torch.empty_like(s)
+    softmax.softmax_kernel[(512,)](o1, s, 8192, 8192, 8192, BLOCK_SIZE=8192, num_warps=16)
+    conv = _converted(tmp_path, "conv_softmax", to_gluon(
+        softmax.softmax_kernel, o1, s, 8192, 8192, 8192, BLOCK_SIZE=8192, num_warps=16))
+    conv.softmax_kernel[(512,)](o2, s, 8192, 8192, 8192, num_warps=16)
+    torch.testing.assert_close(o1, o2, rtol=0, atol=0)

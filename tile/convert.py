@@ -1,0 +1,578 @@
+"""The converter: a tile kernel, specialized, printed as readable Gluon source.
+
+The tile passes turn a kernel into explicit-layout IR, exactly what a Gluon author could have
+written. This module prints that IR back as a `@gluon.jit` function:
+
+- every layout becomes a named module-level constant (`BLOCKED0 = gl.constexpr(...)`);
+- `ttg.convert_layout` appears where the compiler put it;
+- variables keep their source names where they survived (`name_hint`), others get `v<N>`;
+- scalar constants are literals, splats rely on Gluon's implicit broadcasting, structured
+  control flow becomes Python `for`/`if`/`while`, and reduction combine regions become small
+  `@gluon.jit` helpers.
+
+The output compiles with `gluon` and computes what the original computes; it is the starting
+point for hand tuning. Entry points: `to_gluon(kernel, *example_args, **constexprs)`,
+`to_gluon_for_signature(kernel, signature, constexprs)`, and the `tile-to-gluon` CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import keyword
+import math
+import os
+import sys
+from typing import Dict, List, Optional
+
+from shared_codegen.frontend.compile import explicit_layout_module
+from shared_codegen.frontend.launch import make_specialization
+from shared_codegen.ir.core import Block, Function, Module, Operation, Value
+from shared_codegen.ir.types import PointerType, ScalarType, TensorType, scalar_of
+
+_BINARY = {
+    "arith.addi": "+", "arith.addf": "+", "arith.subi": "-", "arith.subf": "-",
+    "arith.muli": "*", "arith.mulf": "*", "arith.divf": "/", "arith.divsi": "//",
+    "arith.divui": "//", "arith.remsi": "%", "arith.remui": "%", "arith.remf": "%",
+    "arith.andi": "&", "arith.ori": "|", "arith.xori": "^", "arith.shli": "<<",
+    "arith.shrsi": ">>", "arith.shrui": ">>", "tt.addptr": "+",
+}
+_CALL2 = {
+    "arith.maxsi": "gl.maximum", "arith.maxui": "gl.maximum", "arith.minsi": "gl.minimum",
+    "arith.minui": "gl.minimum", "arith.maxnumf": "gl.maximum", "arith.minnumf": "gl.minimum",
+    "tt.precise_divf": "gl.div_rn",
+}
+_NAN_CALL2 = {"arith.maximumf": "gl.maximum", "arith.minimumf": "gl.minimum"}
+_COMPARE = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
+            "ult": "<", "ule": "<=", "ugt": ">", "uge": ">=", "oeq": "==", "one": "!=",
+            "olt": "<", "ole": "<=", "ogt": ">", "oge": ">=", "une": "!="}
+_UNARY = {
+    "math.exp": "gl.exp", "math.exp2": "gl.exp2", "math.log": "gl.log", "math.log2": "gl.log2",
+    "math.sqrt": "gl.sqrt", "tt.precise_sqrt": "gl.sqrt_rn", "math.rsqrt": "gl.rsqrt",
+    "math.sin": "gl.sin", "math.cos": "gl.cos", "math.erf": "gl.erf", "math.floor": "gl.floor",
+    "math.ceil": "gl.ceil", "math.absf": "gl.abs", "math.absi": "gl.abs",
+}
+_CASTS = {"arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
+          "arith.fptoui", "arith.extsi", "arith.extui", "arith.trunci", "tt.fp_to_fp",
+          "tt.ptr_to_int", "tt.int_to_ptr"}
+_ATOMIC = {"add": "gl.atomic_add", "fadd": "gl.atomic_add", "max": "gl.atomic_max",
+           "umax": "gl.atomic_max", "min": "gl.atomic_min", "umin": "gl.atomic_min",
+           "and": "gl.atomic_and", "or": "gl.atomic_or", "xor": "gl.atomic_xor",
+           "xchg": "gl.atomic_xchg"}
+_ELEMENTWISE_USERS = set(_BINARY) | set(_CALL2) | set(_NAN_CALL2) | {
+    "arith.cmpi", "arith.cmpf", "arith.select"}
+
+
+class ConversionError(Exception):
+    """The IR holds something the converter cannot print as Gluon."""
+
+
+def dtype_source(ty) -> str:
+    if isinstance(ty, PointerType):
+        return f"gl.pointer_type({dtype_source(ty.element)})"
+    return f"gl.{ty!r}"
+
+
+def _literal(value, ty) -> str:
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "float('inf')" if value > 0 else "-float('inf')"
+        if math.isnan(value):
+            return "float('nan')"
+        return repr(value)
+    if isinstance(ty, ScalarType) and ty.is_floating():
+        return repr(float(value))
+    if isinstance(value, bool) or (isinstance(ty, ScalarType) and ty.is_bool()):
+        return "True" if value else "False"
+    return repr(int(value))
+
+
+def _default_literal_type(value, ty) -> bool:
+    """Whether Gluon would give the literal `value` the type `ty` on its own."""
+    from tile.language.semantic import TileSemantic
+
+    try:
+        return TileSemantic.literal_type(value) == ty
+    except TypeError:
+        return False
+
+
+class _Names:
+    def __init__(self, reserved):
+        self.used = set(reserved)
+        self.counter = 0
+
+    def fresh(self, hint: str = "") -> str:
+        base = hint if hint and hint.isidentifier() and not keyword.iskeyword(hint) else ""
+        if not base:
+            while f"v{self.counter}" in self.used:
+                self.counter += 1
+            base = f"v{self.counter}"
+        name, k = base, 1
+        while name in self.used:
+            name = f"{base}_{k}"
+            k += 1
+        self.used.add(name)
+        return name
+
+
+class GluonPrinter:
+    def __init__(self, module: Module):
+        self.module = module
+        self.layout_names: Dict[object, str] = {}
+        self.layout_defs: List[str] = []
+        self.helpers: List[str] = []
+        self.helper_bodies: Dict[str, str] = {}
+        self.literals = set()  # values printed as Python literals
+        self.uses: Dict[Value, List[Operation]] = {}
+        for op in module.walk():
+            for v in op.operands:
+                self.uses.setdefault(v, []).append(op)
+
+    # ---- layouts -----------------------------------------------------------------------
+    def layout(self, layout) -> str:
+        got = self.layout_names.get(layout)
+        if got is not None:
+            return got
+        parent = getattr(layout, "parent", None)
+        kind = type(layout).__name__
+        if kind == "SliceLayout":
+            text = f"gl.SliceLayout({layout.dim}, {self.layout(parent)})"
+        elif kind == "DotOperandLayout":
+            text = (f"gl.DotOperandLayout({layout.operand_index}, {self.layout(parent)}, "
+                    f"{layout.k_width})")
+        else:
+            text = "gl." + repr(layout)
+        prefix = (getattr(layout, "alias_prefix", None) or kind.replace("Layout", "")).upper()
+        count = sum(1 for n in self.layout_names.values() if n.rstrip("0123456789") == prefix)
+        name = f"{prefix}{count}"
+        self.layout_names[layout] = name
+        self.layout_defs.append(f"{name} = gl.constexpr({text})")
+        return name
+
+    # ---- the kernel ----------------------------------------------------------------------
+    def print(self, header: str) -> str:
+        fn = self.module.kernel
+        names = _Names(set(dir(__builtins__)) | {"gl", "gluon"})
+        self.names = names
+        self.expr: Dict[Value, str] = {}
+        params = []
+        for a in fn.args:
+            n = names.fresh(a.name_hint)
+            self.expr[a] = n
+            params.append(n)
+        body: List[str] = []
+        self.block(fn.body.block, body, 1)
+        if not any(line.strip() for line in body):
+            body.append("    pass")
+        out = [f'"""{header}"""', "", "import gluon", "from gluon import language as gl", ""]
+        out += self.layout_defs
+        if self.layout_defs:
+            out.append("")
+        for h in self.helpers:
+            out += ["", h]
+        out += ["", "", "@gluon.jit", f"def {fn.name}({', '.join(params)}):"]
+        out += body
+        return "\n".join(out) + "\n"
+
+    def value(self, v: Value) -> str:
+        try:
+            return self.expr[v]
+        except KeyError:
+            raise ConversionError(f"value {v!r} is used before it is defined") from None
+
+    def bind(self, v: Value, text: str, out: List[str], indent: int):
+        name = self.names.fresh(v.name_hint)
+        out.append("    " * indent + f"{name} = {text}")
+        self.expr[v] = name
+
+    def block(self, block: Block, out: List[str], indent: int):
+        for op in block.ops:
+            self.op(op, out, indent)
+
+    def op(self, op: Operation, out: List[str], indent: int):
+        pad = "    " * indent
+        name = op.name
+        args = [self.expr.get(v) for v in op.operands]
+        res = op.results[0] if op.results else None
+        if name in ("tt.return", "scf.yield", "tt.reduce.return", "scf.condition"):
+            return
+        if name == "arith.constant":
+            self.constant(op, out, indent)
+        elif name in _BINARY:
+            self.bind(res, f"{args[0]} {_BINARY[name]} {args[1]}", out, indent)
+        elif name in _CALL2:
+            self.bind(res, f"{_CALL2[name]}({args[0]}, {args[1]})", out, indent)
+        elif name in _NAN_CALL2:
+            self.bind(res, f"{_NAN_CALL2[name]}({args[0]}, {args[1]}, "
+                           "propagate_nan=gl.PropagateNan.ALL)", out, indent)
+        elif name in ("arith.cmpi", "arith.cmpf"):
+            self.bind(res, f"{args[0]} {_COMPARE[op.attrs['predicate']]} {args[1]}", out,
+                      indent)
+        elif name == "arith.select":
+            self.bind(res, f"gl.where({args[0]}, {args[1]}, {args[2]})", out, indent)
+        elif name in _CASTS or name == "tt.bitcast":
+            src = args[0]
+            if op.operands[0] in self.literals:  # `.to` needs a tensor, not a Python number
+                src = f"gl.to_tensor({src})"
+            bitcast = ", bitcast=True" if name == "tt.bitcast" else ""
+            self.bind(res, f"{src}.to({dtype_source(scalar_of(res.type))}{bitcast})", out,
+                      indent)
+        elif name in _UNARY:
+            self.bind(res, f"{_UNARY[name]}({args[0]})", out, indent)
+        elif name == "math.fma":
+            self.bind(res, f"gl.fma({args[0]}, {args[1]}, {args[2]})", out, indent)
+        elif name == "tt.get_program_id":
+            self.bind(res, f"gl.program_id({op.attrs['axis']})", out, indent)
+        elif name == "tt.get_num_programs":
+            self.bind(res, f"gl.num_programs({op.attrs['axis']})", out, indent)
+        elif name == "tt.make_range":
+            self.bind(res, f"gl.arange({op.attrs['start']}, {op.attrs['end']}, "
+                           f"layout={self.layout(res.type.layout)})", out, indent)
+        elif name == "tt.splat":
+            self.splat(op, out, indent)
+        elif name == "tt.broadcast":
+            self.bind(res, f"gl.broadcast_to({args[0]}, {list(res.type.shape)})", out, indent)
+        elif name == "tt.expand_dims":
+            self.bind(res, f"gl.expand_dims({args[0]}, {op.attrs['axis']})", out, indent)
+        elif name == "tt.reshape":
+            self.bind(res, f"gl.reshape({args[0]}, {list(res.type.shape)})", out, indent)
+        elif name == "tt.trans":
+            self.bind(res, f"gl.permute({args[0]}, {list(op.attrs['order'])})", out, indent)
+        elif name == "ttg.convert_layout":
+            self.bind(res, f"gl.convert_layout({args[0]}, {self.layout(res.type.layout)})",
+                      out, indent)
+        elif name == "tt.hint":
+            text = args[0]
+            if "divisibility" in op.attrs:
+                text = f"gl.multiple_of({text}, {op.attrs['divisibility']})"
+            if "contiguity" in op.attrs:
+                text = f"gl.max_contiguous({text}, {op.attrs['contiguity']})"
+            self.bind(res, text, out, indent)
+        elif name == "tt.load":
+            self.load(op, out, indent)
+        elif name == "tt.store":
+            self.store(op, out, indent)
+        elif name == "tt.atomic_rmw":
+            mask = f", mask={args[2]}" if op.attrs.get("has_mask") else ""
+            self.bind(res, f"{_ATOMIC[op.attrs['kind']]}({args[0]}, {args[1]}{mask}, "
+                           f"sem={op.attrs['sem']!r}, scope={op.attrs['scope']!r})", out, indent)
+        elif name == "tt.atomic_cas":
+            self.bind(res, f"gl.atomic_cas({args[0]}, {args[1]}, {args[2]}, "
+                           f"sem={op.attrs['sem']!r}, scope={op.attrs['scope']!r})", out, indent)
+        elif name == "gpu.barrier":
+            out.append(pad + "gl.thread_barrier()")
+        elif name == "tt.print":
+            out.append(pad + f"gl.device_print({op.attrs['prefix']!r}, {', '.join(args)})")
+        elif name == "tt.assert":
+            out.append(pad + f"gl.device_assert({args[0]}, {op.attrs['message']!r})")
+        elif name in ("tt.reduce", "tt.scan"):
+            self.reduction(op, out, indent)
+        elif name == "scf.for":
+            self.for_loop(op, out, indent)
+        elif name == "scf.if":
+            self.if_op(op, out, indent)
+        elif name == "scf.while":
+            self.while_loop(op, out, indent)
+        else:
+            raise ConversionError(f"{op.loc}: no Gluon form for `{name}`")
+
+    # ---- individual forms ----------------------------------------------------------------
+    def constant(self, op, out, indent):
+        res = op.result
+        ty = res.type
+        value = op.attrs["value"]
+        if isinstance(ty, TensorType):
+            self.bind(res, f"gl.full({list(ty.shape)}, {_literal(value, ty.element)}, "
+                           f"{dtype_source(ty.element)}, layout={self.layout(ty.layout)})",
+                      out, indent)
+            return
+        users = self.uses.get(res, [])
+        # A bare literal is typed by the other operand (or by Triton's literal rules); keep
+        # it bare when that gives the constant's own type, else spell the type out.
+        elementwise_peer = users and all(
+            u.name in _ELEMENTWISE_USERS and any(
+                w is not res and scalar_of(w.type) == ty for w in u.operands)
+            for u in users)
+        if elementwise_peer or _default_literal_type(value, ty):
+            self.expr[res] = _literal(value, ty)
+            self.literals.add(res)
+        else:
+            self.bind(res, f"gl.to_tensor({_literal(value, ty)}).to({dtype_source(ty)})",
+                      out, indent)
+
+    def splat(self, op, out, indent):
+        res = op.result
+        users = self.uses.get(res, [])
+        # Gluon broadcasts a scalar against a tensor operand with that tensor's layout.
+        if users and all(u.name in _ELEMENTWISE_USERS and any(
+                isinstance(w.type, TensorType) and w is not res for w in u.operands)
+                for u in users):
+            self.expr[res] = self.value(op.operands[0])
+            return
+        ty = res.type
+        zero = "0" if not isinstance(ty.element, PointerType) else None
+        if zero is None:
+            self.bind(res, f"{self.value(op.operands[0])} + gl.zeros({list(ty.shape)}, gl.int32, "
+                           f"layout={self.layout(ty.layout)})", out, indent)
+        else:
+            self.bind(res, f"gl.full({list(ty.shape)}, 0, {dtype_source(ty.element)}, "
+                           f"layout={self.layout(ty.layout)}) + {self.value(op.operands[0])}",
+                      out, indent)
+
+    def load(self, op, out, indent):
+        parts = [self.value(op.operands[0])]
+        i = 1
+        if op.attrs.get("has_mask"):
+            parts.append(f"mask={self.value(op.operands[i])}")
+            i += 1
+        if op.attrs.get("has_other"):
+            parts.append(f"other={self.value(op.operands[i])}")
+        if op.attrs.get("cache"):
+            parts.append(f"cache_modifier={op.attrs['cache']!r}")
+        if op.attrs.get("evict"):
+            parts.append(f"eviction_policy={op.attrs['evict']!r}")
+        if op.attrs.get("volatile"):
+            parts.append("volatile=True")
+        self.bind(op.result, f"gl.load({', '.join(parts)})", out, indent)
+
+    def store(self, op, out, indent):
+        parts = [self.value(op.operands[0]), self.value(op.operands[1])]
+        if op.attrs.get("has_mask"):
+            parts.append(f"mask={self.value(op.operands[2])}")
+        if op.attrs.get("cache"):
+            parts.append(f"cache_modifier={op.attrs['cache']!r}")
+        if op.attrs.get("evict"):
+            parts.append(f"eviction_policy={op.attrs['evict']!r}")
+        out.append("    " * indent + f"gl.store({', '.join(parts)})")
+
+    def combine_helper(self, block: Block, kind: str) -> str:
+        """A `@gluon.jit` function for a combine region (shared between equal regions)."""
+        saved_expr, saved_names = self.expr, self.names
+        self.expr = dict(saved_expr)
+        self.names = _Names({"gl", "gluon"})
+        params = []
+        for a in block.args:
+            n = self.names.fresh(a.name_hint if a.name_hint and not a.name_hint[0].isdigit()
+                                 else "")
+            self.expr[a] = n
+            params.append(n)
+        lines: List[str] = []
+        self.block(block, lines, 1)
+        returned = ", ".join(self.value(v) for v in block.terminator.operands)
+        lines.append(f"    return {returned}")
+        body = "\n".join(lines)
+        self.expr, self.names = saved_expr, saved_names
+        key = f"{len(params)}|{body}"
+        name = self.helper_bodies.get(key)
+        if name is None:
+            name = f"_{kind}_combine_{len(self.helper_bodies)}"
+            self.helper_bodies[key] = name
+            self.helpers.append(f"\n@gluon.jit\ndef {name}({', '.join(params)}):\n{body}")
+        return name
+
+    def reduction(self, op, out, indent):
+        helper = self.combine_helper(op.regions[0].block, "reduce" if op.name == "tt.reduce"
+                                     else "scan")
+        ins = [self.value(v) for v in op.operands]
+        arg = ins[0] if len(ins) == 1 else f"({', '.join(ins)})"
+        if op.name == "tt.reduce":
+            call = f"gl.reduce({arg}, {op.attrs['axis']}, {helper})"
+        else:
+            call = (f"gl.associative_scan({arg}, {op.attrs['axis']}, {helper}, "
+                    f"reverse={bool(op.attrs.get('reverse'))})")
+        if len(op.results) == 1:
+            self.bind(op.results[0], call, out, indent)
+            return
+        names = [self.names.fresh(r.name_hint) for r in op.results]
+        out.append("    " * indent + f"{', '.join(names)} = {call}")
+        for r, n in zip(op.results, names):
+            self.expr[r] = n
+
+    def carried(self, values_init: List[str], results, block_args, out, indent) -> List[str]:
+        names = []
+        for init, r, a in zip(values_init, results, block_args):
+            n = self.names.fresh(r.name_hint or a.name_hint)
+            out.append("    " * indent + f"{n} = {init}")
+            names.append(n)
+            self.expr[a] = n
+        return names
+
+    def assign_yield(self, names, term, out, indent):
+        if not names:
+            return
+        values = [self.value(v) for v in term.operands]
+        if values != names:
+            out.append("    " * indent + f"{', '.join(names)} = {', '.join(values)}")
+
+    def for_loop(self, op, out, indent):
+        lb, ub, step = (self.value(v) for v in op.operands[:3])
+        block = op.regions[0].block
+        inits = [self.value(v) for v in op.operands[3:]]
+        names = self.carried(inits, op.results, block.args[1:], out, indent)
+        iv = self.names.fresh(block.args[0].name_hint or "i")
+        self.expr[block.args[0]] = iv
+        rng = f"range({lb}, {ub})" if step == "1" else f"range({lb}, {ub}, {step})"
+        out.append("    " * indent + f"for {iv} in {rng}:")
+        start = len(out)
+        self.block(block, out, indent + 1)
+        self.assign_yield(names, block.terminator, out, indent + 1)
+        if len(out) == start:
+            out.append("    " * (indent + 1) + "pass")
+        for r, n in zip(op.results, names):
+            self.expr[r] = n
+
+    def if_op(self, op, out, indent):
+        names = [self.names.fresh(r.name_hint) for r in op.results]
+        out.append("    " * indent + f"if {self.value(op.operands[0])}:")
+        for k, region in enumerate(op.regions):
+            if k == 1:
+                out.append("    " * indent + "else:")
+            start = len(out)
+            self.block(region.block, out, indent + 1)
+            self.assign_yield(names, region.block.terminator, out, indent + 1)
+            if len(out) == start:
+                out.append("    " * (indent + 1) + "pass")
+        for r, n in zip(op.results, names):
+            self.expr[r] = n
+
+    def while_loop(self, op, out, indent):
+        before, after = op.regions[0].block, op.regions[1].block
+        inits = [self.value(v) for v in op.operands]
+        names = self.carried(inits, op.results, before.args, out, indent)
+        for a, n in zip(after.args, names):
+            self.expr[a] = n
+        # The condition's ops go into a helper so the `while` test stays one expression.
+        helper, extra = self.condition_helper(before)
+        out.append("    " * indent + f"while {helper}({', '.join(names + extra)}):")
+        start = len(out)
+        self.block(after, out, indent + 1)
+        self.assign_yield(names, after.terminator, out, indent + 1)
+        if len(out) == start:
+            out.append("    " * (indent + 1) + "pass")
+        for r, n in zip(op.results, names):
+            self.expr[r] = n
+
+    def condition_helper(self, block: Block) -> str:
+        saved_expr, saved_names = self.expr, self.names
+        self.expr = {v: e for v, e in saved_expr.items() if isinstance(v.owner, Function)}
+        self.names = _Names({"gl", "gluon"} | set(self.expr.values()))
+        params = []
+        for a in block.args:
+            n = self.names.fresh(a.name_hint)
+            self.expr[a] = n
+            params.append(n)
+        # Kernel arguments the condition reads are passed too.
+        outer = [v for op in block.ops for v in op.operands if isinstance(v.owner, Function)]
+        extra = list(dict.fromkeys(self.expr[v] for v in outer))
+        lines: List[str] = []
+        self.block(block, lines, 1)
+        lines.append(f"    return {self.value(block.terminator.operands[0])}")
+        name = f"_while_condition_{len(self.helpers)}"
+        self.helpers.append(f"\n@gluon.jit\ndef {name}({', '.join(params + extra)}):\n"
+                            + "\n".join(lines))
+        self.expr, self.names = saved_expr, saved_names
+        return name, extra
+
+
+def module_to_gluon(module: Module, header: str = "") -> str:
+    return GluonPrinter(module).print(header)
+
+
+def _describe_spec(kernel, spec) -> str:
+    parts = [f"{n}={spec.constants[i]!r}" for i, n in enumerate(kernel.arg_names)
+             if spec.is_constexpr(i)]
+    parts += [f"{n}={spec.key[i][0]}" + (":16" if spec.hints[i] == "D" else "")
+              + (" (==1)" if spec.hints[i] == "1" else "")
+              for i, n in enumerate(kernel.arg_names) if not spec.is_constexpr(i)]
+    return ", ".join(parts)
+
+
+def _convert(kernel, spec) -> str:
+    module = explicit_layout_module(kernel, spec)
+    path = kernel.source_info.file
+    try:
+        relative = os.path.relpath(path)
+        path = relative if not relative.startswith("..") else os.path.basename(path)
+    except ValueError:  # another drive (Windows)
+        path = os.path.basename(path)
+    header = (f"Gluon source converted from the tile kernel `{kernel.__name__}` "
+              f"({path}).\n\nSpecialization: {_describe_spec(kernel, spec)}."
+              f"\nLaunch with num_warps={spec.num_warps}; constexpr parameters are folded in.\n")
+    return module_to_gluon(module, header)
+
+
+def to_gluon(kernel, *example_args, num_warps: int = 4, target: str = "sm_90a",
+             **kwargs) -> str:
+    """Gluon source for `kernel` specialized like a launch with these arguments would be
+    (arrays give dtypes and alignment; constexprs are passed by keyword)."""
+    values = kernel.bind_args(example_args, kwargs)
+    spec = make_specialization(kernel, values, num_warps, target)
+    return _convert(kernel, spec)
+
+
+def to_gluon_for_signature(kernel, signature: Dict[str, str], constexprs=None,
+                           num_warps: int = 4, target: str = "sm_90a") -> str:
+    """Like `tile.compile`'s arguments: `signature` maps runtime parameters to "*fp16:16",
+    "i32", ...; `constexprs` gives the constexpr values."""
+    from shared_codegen.frontend.launch import specialization_for_signature
+
+    spec = specialization_for_signature(kernel, signature, constexprs or {}, num_warps,
+                                        target)
+    return _convert(kernel, spec)
+
+
+def _load_kernel(path_and_name: str):
+    path, _, name = path_and_name.rpartition(":")
+    if not path or not name:
+        raise SystemExit(f"expected FILE.py:KERNEL, got {path_and_name!r}")
+    spec = importlib.util.spec_from_file_location("_converted_source", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(__import__("pathlib").Path(path).resolve().parent))
+    spec.loader.exec_module(module)
+    kernel = getattr(module, name, None)
+    if kernel is None or not getattr(kernel, "is_jit_function", False):
+        raise SystemExit(f"{path} has no @tile.jit kernel named {name!r}")
+    return kernel
+
+
+def _parse_pairs(text: Optional[str]) -> Dict[str, str]:
+    out = {}
+    for item in filter(None, (text or "").split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"expected NAME=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tile-to-gluon", description="Print a tile kernel as Gluon source.")
+    parser.add_argument("kernel", help="FILE.py:KERNEL")
+    parser.add_argument("--signature", required=True,
+                        help="runtime parameters, e.g. x_ptr=*fp32:16,n=i32")
+    parser.add_argument("--constexpr", default="", help="e.g. BLOCK=1024")
+    parser.add_argument("--num-warps", type=int, default=4)
+    parser.add_argument("--target", default="sm_90a")
+    parser.add_argument("-o", "--output", help="write here instead of stdout")
+    args = parser.parse_args(argv)
+    kernel = _load_kernel(args.kernel)
+    constexprs = {}
+    for k, v in _parse_pairs(args.constexpr).items():
+        try:
+            constexprs[k] = int(v)
+        except ValueError:
+            constexprs[k] = {"True": True, "False": False}.get(v, v)
+    text = to_gluon_for_signature(kernel, _parse_pairs(args.signature), constexprs,
+                                  args.num_warps, args.target)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
