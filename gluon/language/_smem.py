@@ -14,7 +14,7 @@ accepted.
 
 from __future__ import annotations
 
-from shared_codegen.frontend.values import builtin, tensor, unwrap
+from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
 from shared_codegen.ir.core import VerificationError
 from shared_codegen.ir.ops.shared_memory import (LocalAllocOp, LocalDeallocOp, LocalLoadOp,
                                                  LocalStoreOp, MemDescIndexOp,
@@ -211,3 +211,8 @@ def allocate_shared_memory(element_ty, shape, layout, value=None,
     ty = SharedMemoryType(tuple(shape), element_ty, layout, tuple(shape))
     op = LocalAllocOp.build(_semantic.builder, ty, init).owner
     return shared_memory_descriptor(_checked(op).result)
+
+
+# Values of descriptor type rebuilt by the code generator (loop-carried, branch results) come
+# back as descriptors, with their methods.
+VALUE_CLASSES[SharedMemoryType] = shared_memory_descriptor

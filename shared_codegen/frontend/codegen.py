@@ -22,7 +22,8 @@ from ..ir.core import Location, Operation, Region
 from ..ir.ops.control import ForOp, WhileOp, YieldOp
 from ..ir.types import TensorType, int1
 from .errors import CompilationError
-from .values import TENSOR_SEMANTIC_ATTRS, constexpr, is_builtin, is_tensor, tensor, unwrap
+from .values import (TENSOR_SEMANTIC_ATTRS, constexpr, is_builtin, is_tensor, tensor, unwrap,
+                     wrap)
 
 _NO_VALUE = object()
 
@@ -299,7 +300,7 @@ class CodeGenerator(ast.NodeVisitor):
         self.builder.insert(op)
         for name, res, ty in zip(names, op.results, types):
             res.name_hint = name
-            self.scope[name] = tensor(res, ty)
+            self.scope[name] = wrap(res, ty)
 
     def unify_branch_values(self, node, name, a, b, regions):
         """Give a variable assigned in both branches one runtime type."""
@@ -400,7 +401,7 @@ class CodeGenerator(ast.NodeVisitor):
     def bind_carried(self, names, args, inits):
         for n, arg, init in zip(names, args, inits):
             arg.name_hint = n
-            self.scope[n] = tensor(arg, init.type)
+            self.scope[n] = wrap(arg, init.type)
 
     def loop_body(self, node, names, inits):
         """Trace a loop body inside its region, then yield the carried variables."""
@@ -415,7 +416,7 @@ class CodeGenerator(ast.NodeVisitor):
     def bind_loop_results(self, names, results, inits):
         for n, res, init in zip(names, results, inits):
             res.name_hint = n
-            self.scope[n] = tensor(res, init.type)
+            self.scope[n] = wrap(res, init.type)
 
     def loop_bounds(self, node, lb, ub, st):
         vals = [lb, ub, st]

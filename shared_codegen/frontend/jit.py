@@ -31,7 +31,7 @@ from ..ir.ops.tensor import HintOp
 from ..ir.types import PointerType, int1, int32, int64, uint64, float32, BY_NAME
 from .codegen import CodeGenerator
 from .errors import ArgumentError, CompilationError
-from .values import constexpr, tensor
+from .values import constexpr, tensor, wrap
 
 
 @dataclass
@@ -225,7 +225,7 @@ class JITFunction:
         for k, (i, name) in enumerate(runtime):
             arg = fn.args[k]
             # Ints equal to 1 are still passed, but the body sees the constant (as Triton).
-            scope[name] = 1 if spec.hints[i] == "1" else tensor(arg, arg.type)
+            scope[name] = 1 if spec.hints[i] == "1" else wrap(arg, arg.type)
         gen = CodeGenerator(self, scope, semantic)
         semantic.codegen = gen
         gen.generate_body()

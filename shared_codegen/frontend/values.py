@@ -218,3 +218,14 @@ TENSOR_SEMANTIC_ATTRS = {"T": lambda sem, t: sem.trans(t, None)}
 
 def is_tensor(x: Any) -> bool:
     return isinstance(x, tensor)
+
+
+# IR type class -> the frontend class that wraps values of it (default `tensor`). Languages
+# register richer handles, e.g. Gluon's shared-memory descriptors, so that values rebuilt by
+# the code generator (loop-carried values, branch results) keep their methods.
+VALUE_CLASSES: dict = {}
+
+
+def wrap(handle, ty=None):
+    ty = handle.type if ty is None else ty
+    return VALUE_CLASSES.get(type(ty), tensor)(handle, ty)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Sequence
 
-from shared_codegen.frontend.values import is_builtin, tensor, unwrap
+from shared_codegen.frontend.values import is_builtin, tensor, unwrap, wrap
 from shared_codegen.ir.ops.arith import (AddPtrOp, BinaryOp, CastOp, CompareOp, ConstantOp,
                                          SelectOp, cast_op_name)
 from shared_codegen.ir.ops.control import YieldOp
@@ -46,7 +46,7 @@ class TileSemantic(MemorySemantic):
 
     # ---- wrapping and constants ---------------------------------------------------------
     def make_tensor(self, value) -> tensor:
-        return tensor(value, value.type)
+        return wrap(value, value.type)
 
     def scalar_constant(self, value, dtype: ScalarType) -> tensor:
         return self.make_tensor(ConstantOp.build(self.builder, T.constant_value(value, dtype),
