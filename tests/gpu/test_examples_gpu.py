@@ -126,3 +126,18 @@ def test_converted_examples_match_the_originals_on_gpu(torch, tmp_path):
         softmax.softmax_kernel, o1, s, 8192, 8192, 8192, BLOCK_SIZE=8192, num_warps=16))
     conv.softmax_kernel[(512,)](o2, s, 8192, 8192, 8192, num_warps=16)
     torch.testing.assert_close(o1, o2, rtol=0, atol=0)
+
+    import layer_norm
+
+    xs = torch.randn(64, 3000, device="cuda", dtype=torch.float16)
+    w = torch.randn(3000, device="cuda", dtype=torch.float16)
+    bias = torch.randn(3000, device="cuda", dtype=torch.float16)
+    outs = [(torch.empty_like(xs), torch.empty(64, device="cuda"), torch.empty(64, device="cuda"))
+            for _ in range(2)]
+    args = lambda o: (xs, o[0], w, bias, o[1], o[2], 3000, 3000, 1e-5)  # noqa: E731
+    layer_norm.layer_norm_fwd_kernel[(64,)](*args(outs[0]), BLOCK_SIZE=1024, num_warps=4)
+    conv = _converted(tmp_path, "conv_ln", to_gluon(layer_norm.layer_norm_fwd_kernel,
+                                                    *args(outs[0]), BLOCK_SIZE=1024))
+    conv.layer_norm_fwd_kernel[(64,)](*args(outs[1]), num_warps=4)
+    for p, q in zip(*outs):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)

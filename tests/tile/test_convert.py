@@ -86,3 +86,22 @@ def test_cli_prints_gluon_source(tmp_path, capsys):
     text = out_file.read_text()
     assert "Launch with num_warps=2" in text and "@gluon.jit\ndef add_kernel(" in text
     assert "gl.arange(0, 256, layout=BLOCKED0)" in text
+
+
+def test_launch_overhead_benchmark_kernel_converts_to_matching_gluon(tmp_path):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    import launch_overhead
+
+    import tile
+    import tile.language
+
+    launch_overhead.tl = tile.language
+    kernel = tile.jit(launch_overhead.k)
+    x = np.arange(128, dtype=np.float32)
+    y = np.ones(128, np.float32)
+    a, b = np.zeros_like(x), np.zeros_like(x)
+    kernel[(1,)](x, y, a, 100)
+    converted = load_source(tmp_path, "converted_k", to_gluon(kernel, x, y, a, 100))
+    converted.k[(1,)](x, y, b, 100)
+    np.testing.assert_array_equal(a, b)
+    assert a[99] == 100.0 and a[100] == 0.0
