@@ -8,8 +8,9 @@ a reduction" and "where does this element go in shared memory" are all bit arith
 - `lower_reduce` (tt.reduce): combine in the thread, then across lanes with butterfly
   shuffles (PTX ISA 9.7.9.6, shfl.sync.bfly), then across warps through shared memory
   (st.shared / bar.sync / ld.shared, PTX ISA 9.7.9.9, 9.7.9.8, 9.7.13.1).
-- `lower_convert_layout` (ttg.convert_layout): the planner's no-op and register permutation
-  plans; everything else through a padded shared-memory round trip (`exchange_through_smem`).
+- `lower_convert_layout` (ttg.convert_layout): the planner's plan (register renames, warp
+  shuffles in `xthread_shuffle.py`, swizzled shared memory in `xthread_swizzle.py`); a padded
+  shared-memory round trip (`exchange_through_smem`) for what they cannot run.
 - Shape ops (splat, broadcast, expand_dims, reshape, trans, make_range): a register
   reindexing when the linear layouts say the data already sits in the right thread, else the
   shared-memory round trip (`remap_or_exchange`).
@@ -508,9 +509,11 @@ def _plan(src_ty: TensorType, dst_ty: TensorType, ctx):
 
 
 def lower_convert_layout(op, ctx):
-    """ttg.convert_layout: no-op and register-permutation plans rename registers; every other
-    conversion (the planner's warp_shuffle and shared_memory plans included, for now) is a
-    padded shared-memory round trip."""
+    """ttg.convert_layout as the planner says: no-op and register-permutation plans rename
+    registers; warp_shuffle plans are `shfl.sync.idx` rounds (`xthread_shuffle.py`, no shared
+    memory); shared_memory plans store to the planned swizzled scratch and load back
+    (`xthread_swizzle.py`: st/ld.shared.vN or stmatrix/ldmatrix). A plan those cannot run
+    (or no plan) falls back to the padded shared-memory round trip."""
     src_ty: TensorType = op.operands[0].type
     dst_ty: TensorType = op.result.type
     regs = ctx.get(op.operands[0])
@@ -525,6 +528,12 @@ def lower_convert_layout(op, ctx):
             and len(plan.permutation) == n_dst and all(0 <= s < len(regs)
                                                         for s in plan.permutation):
         return [[regs[s] for s in plan.permutation]]
+    if plan is not None and plan.kind == "warp_shuffle":
+        from .xthread_shuffle import try_lower_shuffle
+
+        out = try_lower_shuffle(ctx, plan, src_ll, regs, dst_ll, ctx.llvm_type(src_ty.element))
+        if out is not None:
+            return [out]
     if plan is not None and plan.kind == "shared_memory":
         from .xthread_swizzle import swizzled_round_trip
 

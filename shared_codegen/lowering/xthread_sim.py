@@ -2,9 +2,12 @@
 
 `SimContext` stands in for `LoweringContext`: every emitted value is a numpy array with one
 entry per thread of the CTA, so one pass over a rule executes all threads in lock step. It
-implements the builder subset the rules in `cross_thread.py` / `xthread_scan.py` use (integer
-bit ops, compares, selects, shared-memory GEP/load/store, `if_then`), `shfl.sync` bfly/idx
-across each warp's 32 lanes, and barriers.
+implements the builder subset the rules in `cross_thread.py`, `xthread_scan.py`,
+`xthread_shuffle.py` and `xthread_swizzle.py` use (integer bit ops, compares, selects, bitcasts
+on real bit patterns, shared-memory GEP/load/store, `if_then`), `shfl.sync` bfly/idx across each
+warp's 32 lanes, stmatrix/ldmatrix (per the PTX fragment layout), and barriers. Shared memory
+is byte-addressed, so a side that stores 16-byte vectors and one that reads 2-byte halves see
+the same bytes.
 
 Shared memory is checked like a race detector: between two barriers, an address written by
 one thread and read (or written with a different value) by another is an error, as is reading
@@ -20,6 +23,7 @@ passing by luck.
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Callable, Dict, List
 
 import numpy as np
@@ -50,7 +54,80 @@ def _is_float(t) -> bool:
 def _size(t) -> int:
     if isinstance(t, ir.IntType):
         return max(1, t.width // 8)
+    if isinstance(t, ir.PointerType):
+        return 8
     return {"half": 2, "bfloat": 2, "float": 4, "double": 8}[str(t)]
+
+
+def _width(t) -> int:
+    if isinstance(t, ir.VectorType):
+        return _width(t.element) * t.count
+    if isinstance(t, ir.IntType):
+        return t.width
+    return 8 * _size(t)
+
+
+def to_raw(t, arr) -> np.ndarray:
+    """Values of LLVM type `t` -> their bits (uint64 per thread; vectors element 0 lowest),
+    so that bitcasts and shared memory see real bit patterns (fp16 packed in an i32 word,
+    a double split into two words)."""
+    arr = np.asarray(arr)
+    if isinstance(t, ir.VectorType):
+        raise TypeError("vectors go through to_bytes (they may be wider than 64 bits)")
+    if str(t) == "half":
+        return arr.astype(np.float16).view(np.uint16).astype(np.uint64)
+    if str(t) == "bfloat":
+        return (arr.astype(np.float32).view(np.uint32) >> 16).astype(np.uint64)
+    if isinstance(t, ir.FloatType):
+        return arr.astype(np.float32).view(np.uint32).astype(np.uint64)
+    if isinstance(t, ir.DoubleType):
+        return arr.astype(np.float64).view(np.uint64)
+    width = _width(t)
+    raw = arr.astype(np.int64).view(np.uint64)
+    return raw & np.uint64((1 << width) - 1) if width < 64 else raw
+
+
+def to_bytes(t, arr) -> np.ndarray:
+    """[thread, byte] little-endian bytes of values of type `t` (vectors element 0 first)."""
+    arr = np.asarray(arr)
+    if isinstance(t, ir.VectorType):
+        return np.concatenate([to_bytes(t.element, arr[:, k]) for k in range(t.count)], axis=1)
+    raw = to_raw(t, arr)
+    return np.stack([(raw >> np.uint64(8 * j)) & np.uint64(0xFF) for j in range(_size(t))],
+                    axis=1).astype(np.uint64)
+
+
+def from_bytes(t, data) -> np.ndarray:
+    if isinstance(t, ir.VectorType):
+        size = _size(t.element)
+        cols = [from_bytes(t.element, data[:, k * size:(k + 1) * size]) for k in range(t.count)]
+        return np.stack(cols, axis=1)
+    raw = np.zeros(data.shape[0], dtype=np.uint64)
+    for j in range(data.shape[1]):
+        raw |= data[:, j].astype(np.uint64) << np.uint64(8 * j)
+    return from_raw(t, raw)
+
+
+def from_raw(t, raw) -> np.ndarray:
+    """The inverse of `to_raw` (integers come back signed, as they went in)."""
+    raw = np.asarray(raw).astype(np.uint64)
+    if isinstance(t, ir.VectorType):
+        raise TypeError("vectors go through from_bytes (they may be wider than 64 bits)")
+    if str(t) == "half":
+        return raw.astype(np.uint16).view(np.float16).astype(np.float64)
+    if str(t) == "bfloat":
+        return (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if isinstance(t, ir.FloatType):
+        return raw.astype(np.uint32).view(np.float32).astype(np.float64)
+    if isinstance(t, ir.DoubleType):
+        return raw.view(np.float64)
+    width = _width(t)
+    if width == 1:
+        return (raw & np.uint64(1)).astype(np.int64)
+    signed = raw.view(np.int64) if width == 64 else raw.astype(np.int64)
+    if width < 64:
+        signed = np.where(signed >= 1 << (width - 1), signed - (1 << width), signed)
+    return signed
 
 
 class SimBuilder:
@@ -105,7 +182,7 @@ class SimBuilder:
         return SimVal(a.type, np.where(self._v(cond).astype(bool), self._v(a), self._v(b)))
 
     def zext(self, v, t, name=""):
-        return SimVal(t, self._v(v).astype(np.int64))
+        return SimVal(t, self._v(v).astype(np.int64) & ((1 << v.type.width) - 1))
 
     def trunc(self, v, t, name=""):
         return SimVal(t, self._v(v) & ((1 << t.width) - 1))
@@ -117,7 +194,16 @@ class SimBuilder:
         return SimVal(t, self._v(v))
 
     def bitcast(self, v, t, name=""):
-        return SimVal(t, self._v(v))
+        if isinstance(v.type, ir.PointerType) or isinstance(t, ir.PointerType):
+            return SimVal(t, self._v(v))
+        src = to_bytes(v.type, self._v(v))
+        size = _size(t.element) * t.count if isinstance(t, ir.VectorType) else _size(t)
+        if src.shape[1] != size:
+            raise SimError(f"bitcast {v.type} -> {t} changes the size")
+        return SimVal(t, from_bytes(t, src))
+
+    def extract_value(self, agg, idx, name=""):
+        return SimVal(agg.type.elements[int(idx)], agg.arr[:, int(idx)])
 
     def gep(self, ptr, indices, inbounds=False, name="", source_etype=None):
         size = _size(source_etype)
@@ -130,9 +216,16 @@ class SimBuilder:
             if np.any(addr % (size * value.type.count)):
                 raise SimError("misaligned vector store")
             for k in range(value.type.count):
-                self.sim._store(addr + k * size, value.arr[:, k])
+                self.sim._store(addr + k * size, to_raw(value.type.element, value.arr[:, k]),
+                                size)
+                for t in np.nonzero(self.sim._active())[0]:
+                    self.sim._smem[int(addr[t]) + k * size] = (value.arr[t, k], int(t),
+                                                               self.sim._epoch)
             return
-        self.sim._store(addr, self._v(value))
+        vals = self._v(value)
+        self.sim._store(addr, to_raw(value.type, vals), _size(value.type))
+        for t in np.nonzero(self.sim._active())[0]:
+            self.sim._smem[int(addr[t])] = (vals[t], int(t), self.sim._epoch)
 
     def load(self, ptr, name="", align=None, typ=None):
         addr = self._v(ptr)
@@ -140,9 +233,12 @@ class SimBuilder:
             size = _size(typ.element)
             if np.any(addr % (size * typ.count)):
                 raise SimError("misaligned vector load")
-            cols = [self.sim._load(addr + k * size) for k in range(typ.count)]
+            cols = [from_raw(typ.element, self.sim._load(addr + k * size, size))
+                    for k in range(typ.count)]
             return SimVal(typ, np.stack(cols, axis=1))
-        return SimVal(typ, self.sim._load(addr))
+        if np.any(addr % _size(typ)):
+            raise SimError("misaligned load")
+        return SimVal(typ, from_raw(typ, self.sim._load(addr, _size(typ))))
 
     def insert_element(self, vec, value, idx, name=""):
         n = vec.type.count
@@ -175,9 +271,13 @@ class SimContext:
         self.shared_bytes = 0
         self.barriers = 0
         self.shuffles = 0
+        self.matrix_ops: List[str] = []      # stmatrix/ldmatrix forms executed, in order
         self._values: Dict = {}
         self._masks: List[np.ndarray] = []
-        self._smem: Dict[int, tuple] = {}    # address -> (value, writer thread, epoch)
+        self._mem: Dict[int, tuple] = {}     # byte address -> (byte, writer thread, epoch)
+        # Start address -> (typed value, writer, epoch) of the last typed store there, for
+        # tests that inspect the buffer element by element.
+        self._smem: Dict[int, tuple] = {}
         self._reads: Dict[int, set] = {}     # address -> readers in this epoch
         self._epoch = 0
         tid = np.arange(self.nthreads)
@@ -246,6 +346,45 @@ class SimContext:
             if isinstance(lane, ir.Constant) else np.full(self.nthreads, int(lane))
         return self._shuffle(value, lane_arr)
 
+    _MATRIX = re.compile(r"llvm\.nvvm\.(st|ld)matrix\.sync\.aligned\.m8n8\.x([124])"
+                         r"(\.trans)?\.b16(\.p3)?")
+
+    def intrinsic(self, name, ret, args):
+        """ldmatrix / stmatrix (PTX ISA 9.7.14.5.15 / 9.7.14.5.16), per warp: lanes 8i..8i+7
+        give the row addresses of matrix i; lane T's word i holds the matrix elements
+        (T / 4, 2 (T % 4) + e), e = 0 in the low half; `.trans` swaps row and column of
+        where they sit in memory."""
+        m = self._MATRIX.fullmatch(name)
+        if m is None:
+            raise SimError(f"intrinsic {name} is not simulated")
+        if self._masks:
+            raise SimError(f"{name} inside a branch (.sync.aligned needs every lane)")
+        store, count, trans = m.group(1) == "st", int(m.group(2)), bool(m.group(3))
+        self.matrix_ops.append(name)
+        addr = args[0].arr.astype(np.int64)
+        words = [to_raw(a.type, a.arr) for a in args[1:]] if store else None
+        out = np.zeros((self.nthreads, count), dtype=np.int64)
+        for w in range(self.num_warps):
+            base = w * self.threads_per_warp
+            rows = addr[base:base + 8 * count]
+            if np.any(rows % 16):
+                raise SimError(f"{name}: a row address is not 16-byte aligned")
+            for i in range(count):
+                for lane in range(32):
+                    t = base + lane
+                    for e in range(2):
+                        row, col = lane // 4, 2 * (lane % 4) + e
+                        if trans:
+                            row, col = col, row
+                        a = int(rows[8 * i + row]) + 2 * col
+                        if store:
+                            self._store_bytes(t, a, int(words[i][t]) >> (16 * e) & 0xFFFF, 2)
+                        else:
+                            out[t, i] |= self._load_bytes(t, a, 2) << (16 * e)
+        if store:
+            return None
+        return SimVal(ret, out[:, 0] if isinstance(ret, ir.IntType) else out)
+
     def lower_block(self, block, args):
         n = len(args) // 2
         lhs = [a.arr for a in args[:n]]
@@ -259,34 +398,45 @@ class SimContext:
             mask &= m
         return mask
 
-    def _store(self, addrs, values):
+    def _store(self, addrs, raw, size: int):
+        """Per active thread, `size` bytes of `raw` (little-endian) at its address."""
+        raw = np.asarray(raw).astype(np.uint64)
         for t in np.nonzero(self._active())[0]:
-            a, v = int(addrs[t]), values[t]
-            if not 0 <= a < self.shared_bytes:
-                raise SimError(f"thread {t} stores outside scratch: byte {a}")
-            prev = self._smem.get(a)
-            if prev is not None and prev[2] == self._epoch and prev[1] != t and prev[0] != v:
-                raise SimError(f"threads {prev[1]} and {t} store different values to byte "
-                               f"{a} between barriers")
-            readers = self._reads.get(a, set()) - {t}
-            if readers:
-                raise SimError(f"thread {t} overwrites byte {a} that thread "
-                               f"{min(readers)} read since the last barrier")
-            self._smem[a] = (v, t, self._epoch)
+            self._store_bytes(int(t), int(addrs[t]), int(raw[t]), size)
 
-    def _load(self, addrs):
-        out = []
-        for t in range(self.nthreads):
-            a = int(addrs[t])
-            entry = self._smem.get(a)
-            if entry is None:
-                raise SimError(f"thread {t} reads byte {a} that nobody wrote")
-            if entry[2] == self._epoch and entry[1] != t:
-                raise SimError(f"thread {t} reads byte {a} written by thread {entry[1]} "
-                               f"without a barrier in between")
-            self._reads.setdefault(a, set()).add(t)
-            out.append(entry[0])
-        return np.asarray(out)
+    def _store_bytes(self, t: int, addr: int, raw: int, size: int) -> None:
+        for j in range(size):
+            self._store_one(t, addr + j, raw >> (8 * j) & 0xFF)
+
+    def _store_one(self, t: int, a: int, v: int) -> None:
+        if not 0 <= a < self.shared_bytes:
+            raise SimError(f"thread {t} stores outside scratch: byte {a}")
+        prev = self._mem.get(a)
+        if prev is not None and prev[2] == self._epoch and prev[1] != t and prev[0] != v:
+            raise SimError(f"threads {prev[1]} and {t} store different values to byte "
+                           f"{a} between barriers")
+        readers = self._reads.get(a, set()) - {t}
+        if readers:
+            raise SimError(f"thread {t} overwrites byte {a} that thread "
+                           f"{min(readers)} read since the last barrier")
+        self._mem[a] = (v, t, self._epoch)
+
+    def _load(self, addrs, size: int):
+        return np.asarray([self._load_bytes(t, int(addrs[t]), size)
+                           for t in range(self.nthreads)], dtype=np.uint64)
+
+    def _load_bytes(self, t: int, addr: int, size: int) -> int:
+        return sum(self._load_one(t, addr + j) << (8 * j) for j in range(size))
+
+    def _load_one(self, t: int, a: int) -> int:
+        entry = self._mem.get(a)
+        if entry is None:
+            raise SimError(f"thread {t} reads byte {a} that nobody wrote")
+        if entry[2] == self._epoch and entry[1] != t:
+            raise SimError(f"thread {t} reads byte {a} written by thread {entry[1]} "
+                           f"without a barrier in between")
+        self._reads.setdefault(a, set()).add(t)
+        return entry[0]
 
     # -- moving tensors in and out -------------------------------------------------------------
     def _coords(self, ty: TensorType):
