@@ -87,6 +87,12 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
     b_smem = gl.allocate_shared_memory(gl.float16, [NUM_STAGES, BLOCK_K, BLOCK_N],
                                        operand_smem_layout(BLOCK_N))
 
+    # matmul() checks K and N are multiples of 8 (16-byte rows for cp.async); say so, since the
+    # launch only specializes on multiples of 16.
+    K = gl.multiple_of(K, 8)
+    N = gl.multiple_of(N, 8)
+    stride_am = gl.multiple_of(stride_am, 8)
+    stride_bk = gl.multiple_of(stride_bk, 8)
     off_m = gl.program_id(0) * BLOCK_M
     off_n = gl.program_id(1) * BLOCK_N
     num_k = gl.cdiv(K, BLOCK_K)
@@ -126,7 +132,8 @@ def matmul(a, b, c=None, config=None):
     m, k = a.shape
     k2, n = b.shape
     assert k == k2, f"inner dimensions differ: {a.shape} @ {b.shape}"
-    assert k % 8 == 0, "cp.async moves 16-byte rows: K must be a multiple of 8"
+    assert k % 8 == 0 and n % 8 == 0, \
+        f"cp.async moves 16-byte rows: K and N must be multiples of 8, got K={k}, N={n}"
     if c is None:
         if isinstance(a, np.ndarray):
             c = np.empty((m, n), np.float16)
