@@ -32,8 +32,12 @@ def cuda_time_ms(fn, torch, inner: int) -> float:
     return start.elapsed_time(end) / inner
 
 
-def triton_matmul():
-    """Triton 3.6's tutorial-style matmul (one fixed config), or None without Triton."""
+def triton_matmul(force_mma_v2: bool = False):
+    """Triton 3.6's tutorial-style matmul (one fixed config), or None without Triton.
+
+    With `force_mma_v2`, the kernel is compiled with DISABLE_MMA_V3=1 (Triton's switch that
+    keeps sm_90 on mma.sync, read when a kernel is compiled), so it uses the same instruction
+    family as our mma_v2 kernel; the function returned also reports the instructions used."""
     try:
         import triton
         import triton.language as tl
@@ -54,12 +58,32 @@ def triton_matmul():
             acc = tl.dot(a, b, acc)
         tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
 
-    def run(a, b, c):
+    def launch(a, b, c):
         m, k = a.shape
         n = b.shape[1]
-        kernel[(m // 128, n // 128)](a, b, c, m, n, k, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
-                                     num_warps=8, num_stages=3)
+        return kernel[(m // 128, n // 128)](a, b, c, m, n, k, BLOCK_M=128, BLOCK_N=128,
+                                            BLOCK_K=64, num_warps=8, num_stages=3)
 
+    def run(a, b, c):
+        if run.instructions is None:  # first call compiles: set the switch just for it
+            saved = os.environ.get("DISABLE_MMA_V3")
+            if force_mma_v2:
+                os.environ["DISABLE_MMA_V3"] = "1"
+            try:
+                compiled = launch(a, b, c)
+            finally:
+                if force_mma_v2:
+                    if saved is None:
+                        os.environ.pop("DISABLE_MMA_V3", None)
+                    else:
+                        os.environ["DISABLE_MMA_V3"] = saved
+            ptx = compiled.asm["ptx"]
+            run.instructions = "wgmma" if "wgmma" in ptx else (
+                "mma.sync" if "mma.sync" in ptx else "other")
+            return
+        launch(a, b, c)
+
+    run.instructions = None
     return run
 
 
@@ -89,9 +113,11 @@ def main(argv=None):
     impls = {"gluon mma_v2": lambda: matmul(a, b, ours_c),
              "torch.matmul": lambda: torch.matmul(a, b, out=ref_c)}
     tri = triton_matmul()
+    tri_v2 = triton_matmul(force_mma_v2=True)
     if tri is not None:
         tri_c = torch.empty_like(ours_c)
         impls["triton 3.6"] = lambda: tri(a, b, tri_c)
+        impls["triton mma_v2"] = lambda: tri_v2(a, b, tri_c)
     for fn in impls.values():  # compile and warm up
         fn()
     torch.cuda.synchronize()
@@ -105,7 +131,13 @@ def main(argv=None):
     print(f"fp16 matmul {n}^3 on {torch.cuda.get_device_name()} (max |error| {err:.3g}):")
     for name, tflops in result.items():
         ratio = tflops / result["torch.matmul"]
-        print(f"  {name:14s} {tflops:8.1f} TFLOP/s  ({ratio:.2f}x torch)")
+        note = ""
+        if name.startswith("triton"):
+            runner = tri if name == "triton 3.6" else tri_v2
+            note = f"  [{runner.instructions}]"
+        print(f"  {name:14s} {tflops:8.1f} TFLOP/s  ({ratio:.2f}x torch){note}")
+    if "triton mma_v2" in result:
+        print(f"  ours / Triton on mma.sync: {result['gluon mma_v2'] / result['triton mma_v2']:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"size": n, "tflops": result, "max_abs_error": err}, f, indent=2)
