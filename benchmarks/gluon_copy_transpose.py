@@ -13,22 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "gluon"))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 
-
-def cuda_time_ms(fn, torch, inner: int) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(inner):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / inner
+from _bench import bandwidth_table, gpu_torch, interleaved_medians  # noqa: E402
 
 
 def main(argv=None):
@@ -36,15 +28,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("gluon_copy_transpose.py needs a GPU (and torch); nothing measured")
-        return 0
-    from shared_codegen.runtime.driver import has_gpu
-
-    if not has_gpu() or not torch.cuda.is_available():
-        print("gluon_copy_transpose.py needs a GPU; nothing measured")
+    torch = gpu_torch("gluon_copy_transpose.py")
+    if torch is None:
         return 0
     from copy_kernel import copy_kernel
     from transpose_kernel import transpose
@@ -71,22 +56,10 @@ def main(argv=None):
         "transpose (torch)": (lambda: mat_t.copy_(mat.t()), 2 * mat.numel() * 4),
         "transpose (gluon)": (gluon_transpose, 2 * mat.numel() * 4),
     }
-    for fn, _ in cases.values():  # warm up: compile, load, caches
-        fn()
-    torch.cuda.synchronize()
-    times = {name: [] for name in cases}
-    for _ in range(args.rounds):
-        for name, (fn, _bytes) in cases.items():
-            times[name].append(cuda_time_ms(fn, torch, 5))
-    copy_gbs = cases["copy (torch)"][1] / statistics.median(times["copy (torch)"]) / 1e6
+    medians = interleaved_medians({name: fn for name, (fn, _) in cases.items()}, args.rounds,
+                                  torch)
     print(f"device: {torch.cuda.get_device_name()}  rounds: {args.rounds}")
-    print(f"{'kernel':22s} {'ms':>8s} {'GB/s':>8s} {'% copy':>7s}")
-    results = {}
-    for name, (_fn, nbytes) in cases.items():
-        ms = statistics.median(times[name])
-        gbs = nbytes / ms / 1e6
-        results[name] = {"ms": ms, "GB/s": gbs, "pct_copy": 100 * gbs / copy_gbs}
-        print(f"{name:22s} {ms:8.3f} {gbs:8.0f} {100 * gbs / copy_gbs:6.1f}%")
+    results = bandwidth_table(cases, medians, "copy (torch)", width=22)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -13,23 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples", "gluon"))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 
-
-def cuda_time_ms(fn, torch, inner: int) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(inner):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / inner
+from _bench import gpu_torch, interleaved_medians  # noqa: E402
 
 
 def triton_matmul(force_mma_v2: bool = False):
@@ -93,15 +85,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("gluon_matmul.py needs torch and a GPU; nothing measured")
-        return 0
-    from shared_codegen.runtime.driver import has_gpu
-
-    if not has_gpu() or not torch.cuda.is_available():
-        print("gluon_matmul.py needs a GPU; nothing measured")
+    torch = gpu_torch("gluon_matmul.py")
+    if torch is None:
         return 0
     from matmul_mma_v2 import matmul
 
@@ -123,11 +108,8 @@ def main(argv=None):
     torch.cuda.synchronize()
     err = (ours_c.float() - torch.matmul(a, b).float()).abs().max().item()
     flops = 2.0 * n ** 3
-    times = {name: [] for name in impls}
-    for _ in range(args.rounds):
-        for name, fn in impls.items():
-            times[name].append(cuda_time_ms(fn, torch, inner=5))
-    result = {name: flops / (statistics.median(ts) * 1e-3) / 1e12 for name, ts in times.items()}
+    medians = interleaved_medians(impls, args.rounds, torch)
+    result = {name: flops / (ms * 1e-3) / 1e12 for name, ms in medians.items()}
     print(f"fp16 matmul {n}^3 on {torch.cuda.get_device_name()} (max |error| {err:.3g}):")
     for name, tflops in result.items():
         ratio = tflops / result["torch.matmul"]

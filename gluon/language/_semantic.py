@@ -284,23 +284,10 @@ class GluonSemantic(TileSemantic):
     # ---- shapes ---------------------------------------------------------------------------
     def expand_dims(self, x, axis) -> tensor:
         x = self._operand(x, "expand_dims input")
-        axis = unwrap(axis)
-        axes = [unwrap(a) for a in axis] if isinstance(axis, (list, tuple)) else [axis]
         if not x.is_block():
             raise TypeError("gl.expand_dims needs a tensor with a layout, got a scalar; build "
                             "it with gl.full(shape, value, dtype, layout) instead")
-        new_rank = len(x.shape) + len(axes)
-        norm = []
-        for a in axes:
-            if isinstance(a, bool) or not isinstance(a, int):
-                raise TypeError(f"expand_dims: `axis` must be a compile-time int, got "
-                                f"{T.describe(a)}")
-            if not -new_rank <= a < new_rank:
-                raise ValueError(f"expand_dims: invalid axis {a}, expected {-new_rank} <= axis "
-                                 f"< {new_rank}")
-            norm.append(a % new_rank)
-        if len(set(norm)) != len(norm):
-            raise ValueError(f"expand_dims received duplicate axes, normalized axes = {norm}")
+        norm = self.expand_dims_axes(x, axis)
         for a in sorted(norm):
             layout = x.layout
             if is_auto(layout):

@@ -517,8 +517,9 @@ class TileSemantic(MemorySemantic):
         x = self._operand(x, "broadcast_to input")
         return self._broadcast_to(x, T.canonical_shape(shape))
 
-    def expand_dims(self, x, axis) -> tensor:
-        x = self._operand(x, "expand_dims input")
+    @staticmethod
+    def expand_dims_axes(x, axis) -> List[int]:
+        """`axis` (an int or a sequence) as non-negative, distinct axes of the result."""
         axis = unwrap(axis)
         axes = [unwrap(a) for a in axis] if isinstance(axis, (list, tuple)) else [axis]
         new_rank = len(x.shape) + len(axes)
@@ -533,6 +534,11 @@ class TileSemantic(MemorySemantic):
             norm.append(a % new_rank)
         if len(set(norm)) != len(norm):
             raise ValueError(f"expand_dims received duplicate axes, normalized axes = {norm}")
+        return norm
+
+    def expand_dims(self, x, axis) -> tensor:
+        x = self._operand(x, "expand_dims input")
+        norm = self.expand_dims_axes(x, axis)
         for a in sorted(norm):
             if x.is_block():
                 x = self.make_tensor(ExpandDimsOp.build(self.builder, x.handle, a))

@@ -1,0 +1,60 @@
+"""What the GPU benchmarks share: finding torch and a GPU, CUDA-event timing, interleaving.
+
+Every benchmark times ours and the references in one process, round by round, and compares
+medians: the H100 lowers its clock under sustained load, so only same-run ratios mean much.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+
+def gpu_torch(script: str):
+    """torch when it and a GPU are present; otherwise print why nothing is measured."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{script} needs torch and a GPU; nothing measured")
+        return None
+    from shared_codegen.runtime.driver import has_gpu
+
+    if not has_gpu() or not torch.cuda.is_available():
+        print(f"{script} needs a GPU; nothing measured")
+        return None
+    return torch
+
+
+def cuda_time_ms(fn, torch, inner: int = 5) -> float:
+    """Mean milliseconds of `inner` back-to-back calls, timed with CUDA events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(inner):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / inner
+
+
+def interleaved_medians(fns: dict, rounds: int, torch, inner: int = 5) -> dict:
+    """{name: median ms}: every function once per round, rounds repeated (after a warm-up)."""
+    for fn in fns.values():  # compile, load, fill caches
+        fn()
+    torch.cuda.synchronize()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(cuda_time_ms(fn, torch, inner))
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def bandwidth_table(cases: dict, medians: dict, copy_name: str, width: int = 26) -> dict:
+    """Print ms, GB/s and % of the copy row for `cases` ({name: (fn, bytes moved)})."""
+    copy_gbs = cases[copy_name][1] / medians[copy_name] / 1e6
+    print(f"{'kernel':{width}s} {'ms':>8s} {'GB/s':>8s} {'% copy':>7s}")
+    results = {}
+    for name, (_fn, nbytes) in cases.items():
+        ms = medians[name]
+        gbs = nbytes / ms / 1e6
+        results[name] = {"ms": ms, "GB/s": gbs, "pct_copy": 100 * gbs / copy_gbs}
+        print(f"{name:{width}s} {ms:8.3f} {gbs:8.0f} {100 * gbs / copy_gbs:6.1f}%")
+    return results
