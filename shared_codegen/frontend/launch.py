@@ -17,6 +17,7 @@ from .. import config
 from ..ir.types import BY_NAME, PointerType, from_host_dtype
 from .errors import ArgumentError, CompilationError
 from .jit import Specialization, type_from_key
+from .values import constexpr
 
 DEFAULT_NUM_WARPS = 4
 
@@ -81,7 +82,7 @@ def normalize_grid(jit_fn, grid, meta: Dict[str, Any]):
 
 
 def make_specialization(jit_fn, values, num_warps, target) -> Specialization:
-    from ..runtime.specialize import SpecializationError
+    from ..runtime.specialize import SpecializationError, key_of
 
     spec = jit_fn._specializer
     if spec is None:
@@ -97,7 +98,7 @@ def make_specialization(jit_fn, values, num_warps, target) -> Specialization:
             if i in jit_fn.constexpr_positions:
                 continue
             try:
-                spec.key([v] if not jit_fn.constexpr_positions else [v])
+                key_of(v)
             except SpecializationError as inner:
                 raise ArgumentError(f"argument `{jit_fn.arg_names[i]}` of "
                                     f"{jit_fn.__name__}: {inner}") from None
@@ -124,8 +125,7 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
     if unknown:
         raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
                             f"'{unknown[0]}'")
-    values = [v.value if hasattr(v, "value") and type(v).__name__ == "constexpr" else v
-              for v in values]
+    values = [v.value if isinstance(v, constexpr) else v for v in values]
     return _dispatch(jit_fn, values, grid, num_warps, options.get("interpret"),
                      options.get("target"), stream, options.get("warmup", False), fast_key)
 
