@@ -205,6 +205,11 @@ def _combine(kind, cur, val, dtype):
     with np.errstate(all="ignore"):
         if kind in ("add", "fadd"):
             return (cur + val).astype(dtype)
+        if kind in ("umax", "umin") and dtype.kind == "i":
+            # Unsigned comparison of signed storage: compare the same bits as unsigned.
+            unsigned = np.dtype(f"u{dtype.itemsize}")
+            a, b = np.asarray(cur).astype(unsigned), np.asarray(val).astype(unsigned)
+            return cur if (a >= b) == (kind == "umax") else val
         if kind in ("max", "umax"):
             return max(cur, val)
         if kind in ("min", "umin"):
