@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import operator
 from typing import Any, Dict, List, Optional
 
@@ -683,8 +684,11 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(fn, type) and (hasattr(fn, "static_range_marker") or
                                      hasattr(fn, "runtime_range_marker")):
             return fn(*args, **kwargs)
+        # Methods of compile-time objects (`x.dtype.is_floating()`, `layout.to_linear_layout(
+        # shape)`) run now, like any compile-time Python.
+        bound_to_constant = inspect.ismethod(fn) and not is_tensor(fn.__self__)
         if getattr(fn, CONSTEXPR_FUNCTION_FLAG, False) or _is_python_builtin(fn) or \
-                isinstance(fn, type):
+                isinstance(fn, type) or bound_to_constant:
             if runtime and fn not in (tuple, list, len, isinstance, getattr, hasattr, type,
                                       zip, enumerate, reversed):
                 raise self.error(node, f"`{name}` runs at compile time and cannot take a "

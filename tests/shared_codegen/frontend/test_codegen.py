@@ -282,3 +282,21 @@ def test_calling_a_kernel_directly_explains_the_launch_syntax():
 def test_builtins_outside_kernels_explain_themselves():
     with pytest.raises(RuntimeError, match=r"program_id\(\) is a kernel builtin"):
         tl.program_id(0)
+
+
+@tile.jit
+def k_dtype_method(x_ptr, out_ptr):
+    x = tl.load(x_ptr)
+    if x.dtype.is_floating():
+        tl.store(out_ptr, x * 2)
+    else:
+        tl.store(out_ptr, x + 100)
+
+
+def test_methods_of_compile_time_values_run_at_compile_time():
+    out = np.zeros(1, np.float32)
+    k_dtype_method[(1,)](np.array([3.0], np.float32), out)
+    assert out[0] == 6.0
+    out_i = np.zeros(1, np.int32)
+    k_dtype_method[(1,)](np.array([3], np.int32), out_i)
+    assert out_i[0] == 103
