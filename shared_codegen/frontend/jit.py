@@ -135,6 +135,10 @@ class JITFunction:
                 elif isinstance(value, constexpr):
                     # Global constexprs are part of the program text.
                     yield _ConstSource(f"{node.id}={value.value!r}")
+                elif not (callable(value) or inspect.ismodule(value)):
+                    # Other values a kernel reads (layouts, dtypes) are program text too: a
+                    # changed layout must not hit an old cache entry.
+                    yield _ConstSource(f"{node.id}={value!r}")
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"`{self.__name__}` is a kernel: launch it with "
