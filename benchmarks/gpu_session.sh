@@ -16,4 +16,6 @@ if [[ $what == bench || $what == all ]]; then
   python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/launch_overhead.log"
   python3 benchmarks/memory_bound.py --json "$OUT/memory_bound.json" 2>&1 | tee "$OUT/memory_bound.log"
   python3 benchmarks/compile_time.py 2>&1 | tee "$OUT/compile_time.log"
+  python3 benchmarks/gluon_copy_transpose.py 2>&1 | tee "$OUT/gluon_copy_transpose.log"
+  python3 benchmarks/gluon_matmul.py 2>&1 | tee "$OUT/gluon_matmul.log"
 fi
