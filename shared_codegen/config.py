@@ -55,8 +55,16 @@ def _parse_target(name: str, text: str) -> str:
     return target
 
 
+def _parse_int(name: str, text: str) -> int:
+    try:
+        return int(text.strip(), 0)
+    except ValueError:
+        raise ConfigError(f"{name}={text!r} is not an integer") from None
+
+
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "bool": _parse_bool,
+    "int": _parse_int,
     "str": _parse_str,
     "path": _parse_path,
     "target": _parse_target,
@@ -85,6 +93,9 @@ class EnvVar:
 _DECLARED = (
     EnvVar("SC_INTERPRET", "bool", False,
            "Run every kernel launch in the CPU interpreter instead of compiling for the GPU."),
+    EnvVar("SC_INTERPRET_SEED", "int", 0,
+           "Seed of the interpreter's choices of when asynchronous operations (TMA loads) "
+           "complete; change it to try other legal orders."),
     EnvVar("SC_DUMP_IR_DIR", "path", None,
            "If set, write the IR after every named pass (and the LLVM IR / PTX) into this folder."),
     EnvVar("SC_CACHE_DIR", "path", "~/.cache/shared_codegen",

@@ -12,13 +12,16 @@ Per-argument keys (must separate everything the full specialization separates):
     torch tensor      (dtype, 16-byte aligned, is_cuda)
     int               0..6 code: i32/i64/u64 x (==1 | %16==0 | other)
     float, bool, None the type itself
-    other             the type (such arguments always take the full path)
+    registered types  their specialization key (`specialize.register_handler(fast_key=True)`)
+    other             the type
 """
 
 from __future__ import annotations
 
 import sys
 from typing import Any, Callable, Dict
+
+from ..runtime.specialize import FAST_KEYED
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -43,7 +46,8 @@ def arg_code(a):
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(a, torch.Tensor):
         return tensor_code(a)
-    return kind
+    keyed = FAST_KEYED.get(kind)
+    return kind if keyed is None else keyed(a)
 
 
 def build_fast_launcher(jit_fn, slow: Callable) -> Callable:

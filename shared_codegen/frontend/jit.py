@@ -274,6 +274,8 @@ class Specialization:
 
 def type_from_key(entry) -> Any:
     name, _hint = entry
+    if not isinstance(name, str):
+        return name  # argument types whose key is their IR type (tensor descriptors)
     if name == "constexpr":
         return None
     if name.startswith("*"):

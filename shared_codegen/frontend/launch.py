@@ -14,7 +14,7 @@ from typing import Any, Dict
 import numpy as np
 
 from .. import config
-from ..ir.types import BY_NAME, PointerType, from_host_dtype
+from ..ir.types import BY_NAME, IRType, PointerType, TensorDescriptorType, from_host_dtype
 from .errors import ArgumentError, CompilationError
 from .jit import Specialization, type_from_key
 from .values import constexpr
@@ -57,6 +57,8 @@ _register_numpy_handlers()
 
 def _is_host_array(arg) -> bool:
     if isinstance(arg, np.ndarray):
+        return True
+    if getattr(arg, "on_host", False) is True:  # a tensor descriptor over a host array
         return True
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(arg, torch.Tensor) and arg.device.type == "cpu"
@@ -187,6 +189,9 @@ def _run_interpreted(jit_fn, values, grid, num_warps):
             continue
         if isinstance(ty, PointerType):
             kernel_args.append(np.int64(memory.map(jit_fn.arg_names[i], v)))
+        elif isinstance(ty, TensorDescriptorType):
+            # A host tensor descriptor maps its base array and gives the interpreter's view.
+            kernel_args.append(v.interpreter_value(memory, jit_fn.arg_names[i]))
         else:
             kernel_args.append(np.asarray(v, dtype=ty.np)[()])
     if 0 in grid3:
@@ -287,6 +292,17 @@ def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: 
         if name not in signature:
             raise ArgumentError(f"signature is missing parameter `{name}`")
         text = signature[name]
+        if not isinstance(text, str):
+            # An IR type (TensorDescriptorType), or a host object specialized like an argument
+            # (a gluon.nvidia.hopper.TensorDescriptor).
+            from ..runtime.specialize import key_of
+
+            entry = (text, "") if isinstance(text, IRType) else key_of(text)
+            key.append(entry)
+            arg_types.append(type_from_key(entry))
+            constants.append(None)
+            hints.append(entry[1] or "")
+            continue
         hint = "D" if text.endswith(":16") else ""
         text = text.split(":")[0]
         entry = (text, hint)

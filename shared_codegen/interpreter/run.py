@@ -17,6 +17,18 @@ from ..ir.core import Block, Module, Operation, Value
 from .memory import InterpreterError, Memory
 
 
+class Unready:
+    """Base of values an asynchronous op has not delivered yet (an in-flight wgmma's
+    accumulator). `frame[v]` calls `read(frame)`, which returns the value once it is ready and
+    otherwise reports a race at `frame.op`, the op being interpreted. Ops that may legally
+    pass such a value on (waits, chained MMAs, yields) read `frame.values` directly."""
+
+    __slots__ = ()
+
+    def read(self, frame):
+        raise NotImplementedError
+
+
 class Frame:
     """The state of one program while it runs: SSA values, ids, memory."""
 
@@ -25,9 +37,20 @@ class Frame:
         self.grid = grid
         self.program_id = (0, 0, 0)
         self.values: Dict[Value, Any] = {}
+        self.op: Operation = None  # the op being interpreted (for Unready reports)
         self._out = out or sys.stdout
 
     def __getitem__(self, v: Value):
+        try:
+            x = self.values[v]
+        except KeyError:
+            raise InterpreterError(f"value {v!r} used before it was computed") from None
+        if isinstance(x, Unready):
+            return x.read(self)
+        return x
+
+    def raw(self, v: Value):
+        """`frame[v]` without the Unready check: for ops that only pass values on."""
         try:
             return self.values[v]
         except KeyError:
@@ -40,6 +63,7 @@ class Frame:
         for op in block.ops:
             if op.name in ("scf.yield", "tt.return", "tt.reduce.return", "scf.condition"):
                 return [values[v] for v in op.operands]
+            self.op = op
             results = op.opdef.interpret(op, self)
             if results:
                 for r, x in zip(op.results, results):

@@ -231,6 +231,37 @@ class SharedMemoryType(IRType):
 
 
 @dataclass(frozen=True, eq=True)
+class TensorDescriptorType(IRType):
+    """A TMA tensor descriptor (a `CUtensorMap`) passed as a kernel parameter: each copy
+    moves one `block_shape` box of `element` between global memory and a shared-memory view
+    placed by the `NVMMASharedLayout` `layout`. The global shape and strides live in the
+    descriptor's bytes (encoded on the host), not in the type. Ops and rules:
+    `gluon/async_/tma.py`; host side: `gluon/nvidia/hopper.py`."""
+
+    block_shape: tuple
+    element: ScalarType
+    layout: Any
+
+    # Launcher parameter kind: 128 opaque bytes passed by value (`runtime/launcher.py`).
+    param_kind = "tensormap"
+
+    @property
+    def rank(self) -> int:
+        return len(self.block_shape)
+
+    @property
+    def block_bytes(self) -> int:
+        n = self.element.itemsize
+        for s in self.block_shape:
+            n *= s
+        return n
+
+    def __str__(self) -> str:
+        dims = "x".join(str(s) for s in self.block_shape)
+        return f"!tt.tensordesc<{dims}x{self.element}, {layout_alias(self.layout)}>"
+
+
+@dataclass(frozen=True, eq=True)
 class FunctionType(IRType):
     inputs: tuple
     outputs: tuple

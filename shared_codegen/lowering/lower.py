@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 from llvmlite import ir
 
 from ..ir.core import Function, Module
-from ..ir.types import PointerType, ScalarType, TensorType
+from ..ir.types import PointerType, ScalarType, TensorDescriptorType, TensorType
 from .context import I8, VOID, LoweringContext, LoweringError, llvm_type
 from .shared_alloc import check_shared_limit, plan_shared_memory
 
@@ -32,11 +32,16 @@ class LoweredKernel:
     target: str = "sm_90a"
 
 
+TENSOR_MAP_BYTES = 128
+
+
 def param_kind(ty) -> str:
     if isinstance(ty, PointerType):
         return "ptr"
     if isinstance(ty, ScalarType):
         return ty.name
+    if isinstance(ty, TensorDescriptorType):
+        return ty.param_kind
     raise LoweringError(f"a kernel parameter of type {ty} cannot be passed from the host")
 
 
@@ -44,7 +49,24 @@ def _param_llvm_type(ty) -> ir.Type:
     # The launcher packs a bool into one byte, and PTX has no 1-bit parameters: take an i8.
     if isinstance(ty, ScalarType) and ty.bits == 1:
         return I8
+    if isinstance(ty, TensorDescriptorType):
+        # A pointer with a pointee type: llvmlite spells `byval(<type>)` from it.
+        return ir.PointerType(ir.ArrayType(I8, TENSOR_MAP_BYTES))
     return llvm_type(ty)
+
+
+def _tensor_map_param(llmod, lfn, index: int, larg) -> None:
+    """A CUtensorMap parameter: 128 bytes passed by value in the kernel's parameter space
+    (`.param .align 64 .b8 p[128]`). `cp.async.bulk.tensor` reads it through a generic
+    address, which is only legal for a `nvvm.grid_constant` parameter: without it NVPTX
+    would copy the struct to local memory, and TMA cannot read a tensor map from there
+    (CUDA programming guide, "Using TMA to transfer multi-dimensional arrays")."""
+    larg.add_attribute("byval")
+    larg.attributes.align = 64
+    # LLVM 22 upgrades the annotation (1-based parameter index) to the parameter attribute.
+    md = llmod.add_metadata([lfn, ir.MetaDataString(llmod, "grid_constant"),
+                             llmod.add_metadata([ir.Constant(ir.IntType(32), index + 1)])])
+    llmod.add_named_metadata("nvvm.annotations", md)
 
 
 def _analyze_axes(fn: Function):
@@ -86,6 +108,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         # vectorizer through the axis analysis) use 16-byte accesses.
         if isinstance(arg.type, PointerType) and divisibility.get(i) == 16:
             larg.attributes.align = 16
+        if isinstance(arg.type, TensorDescriptorType):
+            _tensor_map_param(llmod, lfn, i, larg)
     # Launch bound: `.maxntid` lets ptxas budget registers for exactly this many threads.
     # LLVM 22 upgrades the `maxntidx` annotation into its "nvvm.maxntid" attribute.
     md = llmod.add_metadata([lfn, ir.MetaDataString(llmod, "maxntidx"),

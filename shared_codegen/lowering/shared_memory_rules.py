@@ -13,6 +13,12 @@ Registers whose offsets are 1, 2, 4, ... elements from a base register, with no 
 touching those low offset bits and a base aligned for it, form one vector access of up to 16
 bytes (PTX ISA 9.7.9.8 ld, 9.7.9.9 st: `.v2` / `.v4`).
 
+Matrices. For 16-bit elements whose plain vectors are narrower than 16 bytes, a register
+layout that fits the 8x8 matrix fragment (mma operands and accumulators over row-major or
+swizzled tiles, see `smem_matrix.py`) moves with `ldmatrix` (sm_75+) / `stmatrix` (sm_90+),
+`.trans` where the 16 contiguous bytes run along the other dim (in the mma_v2 example, a
+K step's B operand, row-major [K, N], is 8 `ldmatrix.x4.trans` instead of 64 `ld.shared.b16`).
+
 Barriers. Like Triton's membar analysis (which runs on Gluon kernels too), lowering inserts
 `bar.sync 0` (PTX ISA 9.7.13.1) where an access to shared memory may conflict with one
 another thread made since the last barrier: a read after a write, or a write after a read
@@ -38,6 +44,7 @@ from ..ir.types import SharedMemoryType, TensorType
 from .context import I8, LoweringError, llvm_type
 from .cross_thread import (LANE, REGISTER, WARP, bases, from_storage, storage_type,
                            thread_coord_values, to_storage)
+from . import smem_matrix
 
 MAX_VECTOR_BYTES = 16
 
@@ -267,6 +274,7 @@ class _Access:
                 self.thread_mask |= v
         self.xor_mask = 0 if m.foldable else m.slice_mask
         align = base_alignment(desc_value)
+        self.base_align = align
         want = max(1, min(MAX_VECTOR_BYTES, align) // self.itemsize)
         self.vec_bits = self._vector_bits(want)
 
@@ -309,17 +317,28 @@ class _Access:
             out.append((const, members))
         return out
 
-    def address(self, ctx, base, xor, thread, const: int, st):
-        b = ctx.builder
-        if not const:
-            idx = thread
-        elif not const & self.thread_mask:
-            idx = b.or_(thread, ctx.i32(const))
-        else:
-            idx = b.xor(thread, ctx.i32(const))
-        if not _is_zero(xor):
-            idx = b.xor(idx, xor)
-        return b.gep(base, [idx], source_etype=st)
+    def address(self, ctx, base, xor, thread, const: int, st, thread_mask=None):
+        mask = self.thread_mask if thread_mask is None else thread_mask
+        return smem_matrix.address(ctx.builder, base, thread, const, mask, st,
+                                   None if _is_zero(xor) else xor)
+
+    def matrix_plan(self, ctx, op: str):
+        """The ld/stmatrix side for this access (`op` "ld" / "st"), or None where the plain
+        vectors are as wide (16 bytes) or the instruction does not apply: not 16-bit, below
+        its architecture, rows not 16-byte aligned, or a layout the fragment does not fit."""
+        need = smem_matrix.LDMATRIX_ARCH if op == "ld" else smem_matrix.STMATRIX_ARCH
+        if self.itemsize != 2 or smem_matrix.arch_of(ctx) < need:
+            return None
+        if (self.itemsize << len(self.vec_bits)) >= MAX_VECTOR_BYTES:
+            return None  # one ld/st.shared.v4 already moves what one .x4 would
+        row_bytes = smem_matrix.ROW_ELEMENTS * self.itemsize
+        if self.base_align < row_bytes or self.xor_mask % smem_matrix.ROW_ELEMENTS:
+            return None
+        side = smem_matrix.find_matrix_side(self.offsets)
+        # Fewer bytes per instruction than the plain vectors (an .x1 against a .v2): keep them.
+        if side is None or 4 * side.width <= self.itemsize << len(self.vec_bits):
+            return None
+        return side
 
 
 def _store(ctx, op, value, desc_value):
@@ -330,6 +349,10 @@ def _store(ctx, op, value, desc_value):
     lty = llvm_type(mty.element)
     st = storage_type(lty)
     sync_shared(ctx, op, desc_value, "write")
+    side = acc.matrix_plan(ctx, "st")
+    if side is not None:
+        _store_matrices(ctx, acc, side, base, xor, regs, st)
+        return
     (thread,) = thread_coord_values(ctx, acc.offsets)
     b = ctx.builder
     for const, members in acc.groups():
@@ -341,6 +364,24 @@ def _store(ctx, op, value, desc_value):
         for k, r in enumerate(members):
             vec = b.insert_element(vec, to_storage(b, regs[r]), ctx.i32(k))
         b.store(vec, addr, align=acc.itemsize * len(members))
+
+
+def _store_matrices(ctx, acc, side, base, xor, regs, st):
+    """stmatrix (PTX ISA 9.7.14.5.16) per planned access; see `smem_matrix`."""
+    (thread,) = thread_coord_values(ctx, side.thread_ll)
+    for a in side.accesses:
+        addr = acc.address(ctx, base, xor, thread, a.offset, st, side.thread_mask)
+        smem_matrix.store_matrix(ctx, side, a, addr, regs)
+
+
+def _load_matrices(ctx, acc, side, base, xor, lty, st):
+    """ldmatrix (PTX ISA 9.7.14.5.15) per planned access; broadcast registers are copies."""
+    (thread,) = thread_coord_values(ctx, side.thread_ll)
+    by_register: Dict[int, ir.Value] = {}
+    for a in side.accesses:
+        addr = acc.address(ctx, base, xor, thread, a.offset, st, side.thread_mask)
+        by_register.update(smem_matrix.load_matrix(ctx, side, a, addr, lty))
+    return smem_matrix.gather_registers(by_register, acc.offsets)
 
 
 def lower_local_store(op, ctx):
@@ -356,6 +397,9 @@ def lower_local_load(op, ctx):
     lty = llvm_type(mty.element)
     st = storage_type(lty)
     sync_shared(ctx, op, desc_value, "read")
+    side = acc.matrix_plan(ctx, "ld")
+    if side is not None:
+        return [_load_matrices(ctx, acc, side, base, xor, lty, st)]
     (thread,) = thread_coord_values(ctx, acc.offsets)
     b = ctx.builder
     by_offset: Dict[int, ir.Value] = {}

@@ -20,6 +20,7 @@ Per side, one of two instruction shapes (both checked against the plan's promise
   lane `T`'s word `i` holds matrix `i`'s elements `(T / 4, 2 (T % 4) + e)`, e in the low /
   high half. The plan's row (16 contiguous bytes) is (register 0, lane 0, lane 1) in the
   plain form and lanes (2, 3, 4) in `.trans`; the other three of those six bases pick the row.
+  Planning and emission live in `smem_matrix.py` (shared with local_load / local_store).
 
 `bar.sync` (PTX ISA 9.7.13.1) before each round's stores (an earlier op or round may still be
 reading the scratch) and between its stores and loads.
@@ -27,18 +28,15 @@ reading the scratch) and between its stores and loads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional
 
 from llvmlite import ir
 
-from .context import I32, VOID
+from .context import I32
 from .cross_thread import (LANE, REGISTER, WARP, _i32, bases, from_storage, register_coords,
                            storage_bytes, storage_type, thread_coord_values, to_storage)
-from .xthread_shuffle import from_bits, pack_words, to_bits, unpack_words
-
-ROW_ELEMENTS = 8            # one 16-byte row of an 8x8 b16 matrix
-STMATRIX_ARCH, LDMATRIX_ARCH = 90, 75
+from .smem_matrix import (LDMATRIX_ARCH, STMATRIX_ARCH, Access, SidePlan, address, arch_of,
+                          gather_registers, load_matrix, matrix_side, store_matrix)
 
 
 def _log2(n: int) -> int:
@@ -144,34 +142,6 @@ def _thread_mask(off_ll) -> int:
 
 # ---- one side of the round trip, planned in pure Python ------------------------------------
 
-@dataclass(frozen=True)
-class Access:
-    round: int                 # which scratch round (the reps bits of its offset)
-    offset: int                # constant offset in the scratch, in elements
-    regs: Tuple[int, ...]      # plain: the vector's registers in offset order; matrix:
-    #                            2 per matrix (word i = regs[2i] low half, regs[2i+1] high)
-    full_offset: int           # offset with the reps bits (names the registers on the dst)
-
-
-@dataclass(frozen=True)
-class SidePlan:
-    kind: str                  # "plain" or "matrix"
-    accesses: Tuple[Access, ...]
-    thread_ll: object          # 1-D layout of this thread's offset part (lane, warp)
-    thread_mask: int
-    width: int                 # plain: elements per access; matrix: matrices (1, 2, 4)
-    trans: bool = False
-
-    def instruction(self, op: str, bits: int) -> str:
-        """The PTX spelling this side emits (compare with the plan's)."""
-        if self.kind == "matrix":
-            return f"{op}matrix{'.trans' if self.trans else ''}.x{self.width}.b16"
-        total = self.width * bits
-        if total > 32:
-            return f"{op}.shared.v{total // 32}.b32"
-        return f"{op}.shared.b{total}"
-
-
 def _plain_side(off_ll, want: int, scratch_log2: int, skip_duplicates: bool
                 ) -> Optional[SidePlan]:
     mask = _thread_mask(off_ll)
@@ -184,69 +154,6 @@ def _plain_side(off_ll, want: int, scratch_log2: int, skip_duplicates: bool
     accesses = tuple(Access(off >> scratch_log2, off & low, tuple(members), off)
                      for _, members, off in _accesses(off_ll, vec_bits, skip_duplicates))
     return SidePlan("plain", accesses, off_ll, mask, 1 << len(vec_bits))
-
-
-def _matrix_side(ll, off_ll, trans: bool, scratch_log2: int) -> Optional[SidePlan]:
-    """Accesses of stmatrix/ldmatrix (see the module docstring) for this side's layout."""
-    from gluon.layouts import LinearLayout
-
-    reg_vecs = bases(ll, REGISTER)
-    lane_vecs = bases(ll, LANE)
-    reg_off = [v[0] for v in bases(off_ll, REGISTER)]
-    lane_off = [v[0] for v in bases(off_ll, LANE)]
-    warp_off = [v[0] for v in bases(off_ll, WARP)]
-    real = [i for i, v in enumerate(reg_vecs) if any(v)]
-    if len(lane_vecs) != 5 or not all(any(v) for v in lane_vecs) or not real:
-        return None
-    r0 = real[0]
-    if trans:
-        row, addr = lane_off[2:5], [reg_off[r0]] + lane_off[0:2]
-    else:
-        row, addr = [reg_off[r0]] + lane_off[0:2], lane_off[2:5]
-    if row != [1, 2, 4]:
-        return None
-    # The matrices of one instruction are told apart by two more registers. They must be in
-    # the same round (no reps bits: the lane gives their address), so registers that are
-    # rounds go to the outer loop even where the plan counted them as matrices.
-    rest = real[1:]
-    mats = [i for i in rest if not reg_off[i] >> scratch_log2][:2]
-    outer = [i for i in rest if i not in mats]
-    lane_addr = addr + [reg_off[m] for m in mats] + [0] * (2 - len(mats))
-    low = (1 << scratch_log2) - 1
-    # Every row must start on a 16-byte boundary, inside this round's buffer.
-    thread_parts = lane_addr + warp_off
-    if any(o % ROW_ELEMENTS for o in thread_parts + [reg_off[o] for o in outer]):
-        return None
-    if any(o >> scratch_log2 for o in thread_parts):
-        return None
-    thread_ll = LinearLayout({REGISTER: [], LANE: [(o,) for o in lane_addr],
-                              WARP: [(o,) for o in warp_off]},
-                             list(off_ll.out_dim_sizes.items()), require_surjective=False)
-    mask = 0
-    for o in thread_parts:
-        mask |= o
-    accesses = []
-    for k in range(1 << len(outer)):
-        reg, off = 0, 0
-        for j, bit in enumerate(outer):
-            if k >> j & 1:
-                reg |= 1 << bit
-                off ^= reg_off[bit]
-        regs = []
-        for i in range(1 << len(mats)):
-            r = reg
-            for j, bit in enumerate(mats):
-                if i >> j & 1:
-                    r |= 1 << bit
-            regs += [r, r | 1 << r0]
-        accesses.append(Access(off >> scratch_log2, off & low, tuple(regs), off))
-    return SidePlan("matrix", tuple(accesses), thread_ll, mask, 1 << len(mats), trans)
-
-
-def _arch(ctx) -> int:
-    target = getattr(ctx, "target", "sm_90a")
-    digits = "".join(ch for ch in target.split("_")[-1] if ch.isdigit())
-    return int(digits) if digits else 0
 
 
 def plan_sides(plan, src_ll, dst_ll, shape, arch: int = 90):
@@ -270,7 +177,7 @@ def plan_sides(plan, src_ll, dst_ll, shape, arch: int = 90):
         if "matrix" in name:
             if plan.bits != 16 or arch < need:
                 return None
-            side = _matrix_side(ll, off, ".trans" in name, scratch_log2)
+            side = matrix_side(off, ".trans" in name, scratch_log2)
         else:
             side = _plain_side(off, vec, scratch_log2, skip_duplicates=True)
         if side is None:
@@ -280,16 +187,6 @@ def plan_sides(plan, src_ll, dst_ll, shape, arch: int = 90):
 
 
 # ---- emission ------------------------------------------------------------------------------
-
-def _address(b, base, thread_off: ir.Value, const_off: int, thread_mask: int, st):
-    if not const_off:
-        idx = thread_off
-    elif not thread_mask & const_off:
-        idx = b.or_(thread_off, _i32(const_off))
-    else:
-        idx = b.xor(thread_off, _i32(const_off))
-    return b.gep(base, [idx], source_etype=st)
-
 
 def _word_type(st: ir.Type, count: int, nbytes: int) -> ir.Type:
     """What a plain access moves: whole 32-bit words when it is at least one, so the PTX is
@@ -302,7 +199,7 @@ def _word_type(st: ir.Type, count: int, nbytes: int) -> ir.Type:
 
 def _store_plain(ctx, side: SidePlan, acc: Access, base, src_regs, st, nbytes, thread_off):
     b = ctx.builder
-    addr = _address(b, base, thread_off, acc.offset, side.thread_mask, st)
+    addr = address(b, base, thread_off, acc.offset, side.thread_mask, st)
     if len(acc.regs) == 1:
         b.store(to_storage(b, src_regs[acc.regs[0]]), addr, align=nbytes)
         return
@@ -316,7 +213,7 @@ def _store_plain(ctx, side: SidePlan, acc: Access, base, src_regs, st, nbytes, t
 def _load_plain(ctx, side: SidePlan, acc: Access, base, st, nbytes, thread_off, lty
                 ) -> Dict[int, ir.Value]:
     b = ctx.builder
-    addr = _address(b, base, thread_off, acc.offset, side.thread_mask, st)
+    addr = address(b, base, thread_off, acc.offset, side.thread_mask, st)
     if len(acc.regs) == 1:
         return {acc.full_offset: from_storage(b, b.load(addr, typ=st, align=nbytes), lty)}
     wty = _word_type(st, len(acc.regs), nbytes)
@@ -328,42 +225,10 @@ def _load_plain(ctx, side: SidePlan, acc: Access, base, st, nbytes, thread_off, 
     return {acc.full_offset ^ k: from_storage(b, v, lty) for k, v in enumerate(vals)}
 
 
-def _matrix_name(op: str, side: SidePlan) -> str:
-    return (f"llvm.nvvm.{op}matrix.sync.aligned.m8n8.x{side.width}"
-            f"{'.trans' if side.trans else ''}.b16.p3")
-
-
-def _store_matrix(ctx, side: SidePlan, acc: Access, base, src_regs, st, thread_off):
-    b = ctx.builder
-    addr = _address(b, base, thread_off, acc.offset, side.thread_mask, st)
-    words = []
-    for i in range(side.width):
-        pair = [to_bits(b, src_regs[r], 16) for r in acc.regs[2 * i: 2 * i + 2]]
-        words += pack_words(b, pair, 16)
-    ctx.intrinsic(_matrix_name("st", side), VOID, [addr] + words)
-
-
-def _load_matrix(ctx, side: SidePlan, acc: Access, base, st, thread_off, lty
-                 ) -> Dict[int, ir.Value]:
-    """ldmatrix; returns {register: value} (registers, not offsets, name matrix results)."""
-    b = ctx.builder
-    addr = _address(b, base, thread_off, acc.offset, side.thread_mask, st)
-    n = side.width
-    ret = I32 if n == 1 else ir.LiteralStructType([I32] * n)
-    got = ctx.intrinsic(_matrix_name("ld", side), ret, [addr])
-    out = {}
-    for i in range(n):
-        word = got if n == 1 else b.extract_value(got, i)
-        lo, hi = unpack_words(b, [word], 16, 2)
-        out[acc.regs[2 * i]] = from_bits(b, lo, lty)
-        out[acc.regs[2 * i + 1]] = from_bits(b, hi, lty)
-    return out
-
-
 def swizzled_round_trip(ctx, plan, src_ll, src_regs, dst_ll, shape,
                         lty: ir.Type) -> Optional[List[ir.Value]]:
     """Run the planner's `shared_memory` plan; None when it is a form not handled here."""
-    sides = plan_sides(plan, src_ll, dst_ll, shape, _arch(ctx))
+    sides = plan_sides(plan, src_ll, dst_ll, shape, arch_of(ctx))
     if sides is None:
         return None
     store, load, offset_of, scratch_log2 = sides
@@ -385,7 +250,8 @@ def swizzled_round_trip(ctx, plan, src_ll, src_regs, dst_ll, shape,
             if acc.round != rnd:
                 continue
             if store.kind == "matrix":
-                _store_matrix(ctx, store, acc, base, src_regs, st, src_thread)
+                addr = address(b, base, src_thread, acc.offset, store.thread_mask, st)
+                store_matrix(ctx, store, acc, addr, src_regs)
             else:
                 _store_plain(ctx, store, acc, base, src_regs, st, nbytes, src_thread)
         ctx.barrier()
@@ -393,15 +259,11 @@ def swizzled_round_trip(ctx, plan, src_ll, src_regs, dst_ll, shape,
             if acc.round != rnd:
                 continue
             if load.kind == "matrix":
-                by_register.update(_load_matrix(ctx, load, acc, base, st, dst_thread, lty))
+                addr = address(b, base, dst_thread, acc.offset, load.thread_mask, st)
+                by_register.update(load_matrix(ctx, load, acc, addr, lty))
             else:
                 by_offset.update(_load_plain(ctx, load, acc, base, st, nbytes, dst_thread,
                                              lty))
     if load.kind == "matrix":
-        # Broadcast registers (zero bases) copy the register with those bits cleared.
-        bmask = 0
-        for bit, v in enumerate(bases(dst_ll, REGISTER)):
-            if not any(v):
-                bmask |= 1 << bit
-        return [by_register[r & ~bmask] for r in range(len(register_coords(dst_ll)))]
+        return gather_registers(by_register, dst_ll)
     return [by_offset[offset_of(c)] for c in register_coords(dst_ll)]

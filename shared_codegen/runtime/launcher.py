@@ -34,7 +34,10 @@ def _float_to_bf16_bits(value: float) -> int:
 
 def _tensor_map_bytes(value) -> bytes:
     # A CUtensorMap is an opaque 128-byte, 64-byte-aligned struct passed by value
-    # (`.param .align 64 .b8 p[128]` with nvvm.grid_constant).
+    # (`.param .align 64 .b8 p[128]` with nvvm.grid_constant). Host tensor descriptors
+    # (gluon.nvidia.hopper.TensorDescriptor) carry their encoded bytes as `tensor_map`.
+    if not isinstance(value, bytes):
+        value = getattr(value, "tensor_map", value)
     data = bytes(memoryview(value).cast("B")) if not isinstance(value, bytes) else value
     if len(data) != 128:
         raise ValueError(f"a tensor map parameter must be 128 bytes, got {len(data)}")

@@ -135,9 +135,19 @@ _HANDLERS: dict[type, object] = {
 }
 
 
-def register_handler(kind: type, handler) -> None:
-    """Teach the specializer a new argument type: `handler(arg) -> hashable tuple`."""
+# Types whose launch fast-path key (`frontend/fastpath.py`) is their full specialization key,
+# because two arguments of the type can compile differently (tensor descriptors: block shape,
+# dtype, layout).
+FAST_KEYED: dict[type, object] = {}
+
+
+def register_handler(kind: type, handler, fast_key: bool = False) -> None:
+    """Teach the specializer a new argument type: `handler(arg) -> hashable tuple`. With
+    `fast_key`, the launch fast path keys such arguments by `handler(arg)` too (otherwise by
+    their type alone)."""
     _HANDLERS[kind] = handler
+    if fast_key:
+        FAST_KEYED[kind] = handler
 
 
 def _resolve_handler(arg):
@@ -224,7 +234,7 @@ def parameter_kinds(key: tuple) -> tuple:
     """The launcher parameter kinds of the runtime (non-constexpr) arguments of a key:
     pointers become 'ptr', scalars keep their type name. Arguments equal to 1 stay parameters
     (the compiled code may ignore them), so the launch path never filters arguments by value."""
-    return tuple("ptr" if name.startswith("*") else name
+    return tuple(getattr(name, "param_kind", None) or ("ptr" if name.startswith("*") else name)
                  for name, _hint in key if name != "constexpr")
 
 

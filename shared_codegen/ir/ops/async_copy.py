@@ -74,21 +74,42 @@ def check_async_copy(mem_ty, ptr_ty, mask_ty=None) -> None:
 # ---- interpreter state ----------------------------------------------------------------------
 
 class _PendingBytes:
-    """Per shared buffer: which bytes an unretired copy will still write. SharedView consults
-    it on every access (`interpreter/shared_memory.py`)."""
+    """Per shared buffer: which bytes an unretired async op still owns. SharedView consults
+    it on every access (`interpreter/shared_memory.py`).
+
+    cp.async copies use positive ids (per program). Other async families (TMA,
+    `gluon/async_/tma.py`) use negative ids and `describe` their own message: what the op
+    is, the advice, and whether it only *reads* the bytes (then reads do not race)."""
 
     def __init__(self, nbytes: int):
-        self.owner = np.zeros(nbytes, dtype=np.int64)  # copy id + 1, 0 when none
+        self.owner = np.zeros(nbytes, dtype=np.int64)  # op id, 0 when none
         self.where: Dict[int, str] = {}
+        self.described: Dict[int, tuple] = {}  # id -> (noun, verb, advice, reads_only)
 
-    def check(self, idx, frame, op, what=None) -> None:
+    def describe(self, op_id: int, where: str, noun: str, verb: str, advice: str,
+                 reads_only: bool = False) -> None:
+        self.where[op_id] = where
+        self.described[op_id] = (noun, verb, advice, reads_only)
+
+    def check(self, idx, frame, op, what=None, reading=None) -> None:
         hit = self.owner[idx]
         if not hit.any():
             return
-        copy = int(hit[hit != 0][0])
+        if reading is None:
+            reading = op.name == "ttg.local_load"
+        ids = [int(i) for i in np.unique(hit[hit != 0])]
+        if reading:
+            ids = [i for i in ids if not self.described.get(i, (0, 0, 0, False))[3]]
+            if not ids:
+                return
+        copy = int(hit[np.isin(hit, ids)][0])
         what = what or {"ttg.local_load": "local_load reads",
                         "ttg.local_store": "local_store writes"}.get(op.name,
                                                                      f"{op.name} accesses")
+        if copy in self.described:
+            noun, verb, advice, _ = self.described[copy]
+            frame.error(op, f"race: {what} shared memory that the {noun} at "
+                            f"{self.where[copy]} may still be {verb}; {advice}")
         frame.error(op, f"race: {what} shared memory that the async copy at "
                         f"{self.where[copy]} may still be writing; wait for its group first "
                         f"(async_copy.commit_group() after the copy, then "

@@ -53,7 +53,7 @@ class ForOp(OpDef):
 
     def interpret(self, op, frame):
         lb, ub, step = (int(frame[v]) for v in op.operands[:3])
-        carried = [frame[v] for v in op.operands[3:]]
+        carried = [frame.raw(v) for v in op.operands[3:]]  # may be Unready
         iv_dtype = scalar_of(op.operands[0].type).np
         block = op.regions[0].block
         if step == 0:
@@ -109,7 +109,7 @@ class WhileOp(OpDef):
         _check_yield(op, op.regions[1], [v.type for v in op.operands], "after")
 
     def interpret(self, op, frame):
-        carried = [frame[v] for v in op.operands]
+        carried = [frame.raw(v) for v in op.operands]  # may be Unready
         before, after = op.regions[0].block, op.regions[1].block
         while True:
             values = frame.run_block(before, carried, keep_condition=True)

@@ -49,5 +49,23 @@ def test_pipelined_kernel_ptx_has_cp_async_16_byte_copies_and_one_barrier_per_st
     assert re.findall(r"cp\.async\.wait_group \d+;", ptx) == ["cp.async.wait_group 1;",
                                                               "cp.async.wait_group 0;"]
     loop = ptx[ptx.index("cp.async.wait_group 1;"):ptx.index("cp.async.wait_group 0;")]
-    assert loop.count("bar.sync") == 1 and loop.index("bar.sync") < loop.index("ld.shared")
+    assert loop.count("bar.sync") == 1 and loop.index("bar.sync") < loop.index("ldmatrix")
     assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_operands_come_from_shared_memory_through_ldmatrix(target):
+    """Per K step (BLOCK_K 32) each warp loads its 32x32 of A as 4 `ldmatrix.x4` (K
+    contiguous) and its 32x64 of B as 8 `ldmatrix.x4.trans` (N contiguous), where the plain
+    path took 16 `ld.shared.b32` and 64 `ld.shared.b16`."""
+    import matmul_mma_v2
+
+    compiled = gluon.compile(matmul_mma_v2.matmul_kernel, SIG, matmul_mma_v2.DEFAULT_CONFIG,
+                             target=target, num_warps=8)
+    ptx = compiled.asm["ptx"]
+    assert compiled.asm["cubin"]
+    loop = ptx[ptx.index("cp.async.wait_group 1;"):ptx.index("cp.async.wait_group 0;")]
+    assert loop.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+    assert loop.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 8
+    assert len(re.findall(r"ld\.shared\.b16", ptx)) < 8
+    assert not re.search(r"ld\.shared", loop)

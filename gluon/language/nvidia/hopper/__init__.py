@@ -1,0 +1,31 @@
+"""Hopper-class (sm_90a) builtins with the names of
+`triton.experimental.gluon.language.nvidia.hopper` 3.6: `mbarrier`, `tma`,
+`fence_async_shared`, `warpgroup_mma` / `warpgroup_mma_wait` (when present), and Ampere's
+`async_copy` / `mma_v2`, which Hopper kernels use too.
+
+The ops behind them live in `gluon/async_/` (one module per op family).
+"""
+
+from __future__ import annotations
+
+from gluon.async_.fence import FenceAsyncSharedOp
+from shared_codegen.frontend.values import builtin, unwrap
+
+from ..ampere import async_copy, mma_v2
+from . import mbarrier, tma
+
+__all__ = ["async_copy", "fence_async_shared", "mbarrier", "mma_v2", "tma"]
+
+try:  # wgmma is built in a sibling module; this package works without it.
+    from ._wgmma import warpgroup_mma, warpgroup_mma_wait  # noqa: F401
+    __all__ += ["warpgroup_mma", "warpgroup_mma_wait"]
+except ImportError:
+    pass
+
+
+@builtin
+def fence_async_shared(cluster=False, _semantic=None):
+    """Order this thread's earlier shared-memory accesses before its later asynchronous ones
+    (TMA, wgmma) and vice versa (`fence.proxy.async`). With `cluster=True`, for the
+    cluster's shared memory."""
+    FenceAsyncSharedOp.build(_semantic.builder, bool(unwrap(cluster)))

@@ -1,0 +1,79 @@
+"""`gluon.language.nvidia.hopper.mbarrier`: shared-memory barriers (sm_90), with the names and
+parameters of `triton.experimental.gluon.language.nvidia.hopper.mbarrier` 3.6.
+
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(desc, [m, k], bar, smem)
+    mbarrier.wait(bar, phase=0)
+    mbarrier.invalidate(bar)
+
+Semantics, interpreter checks and PTX: `gluon/async_/mbarrier.py`.
+"""
+
+from __future__ import annotations
+
+from gluon.async_.mbarrier import (ArriveBarrierOp, BarrierExpectOp, InitBarrierOp,
+                                   InvalBarrierOp, MBarrierLayout, WaitBarrierOp, check_barrier,
+                                   check_count)
+from shared_codegen.frontend.values import builtin, unwrap
+
+from ..._smem import _checked
+from ._common import i32_arg, int_arg, pred_arg, smem_arg
+
+__all__ = ["MBarrierLayout", "init", "expect", "arrive", "wait", "invalidate"]
+
+
+def _barrier(value, name):
+    bar = smem_arg(value, name, "mbarrier")
+    try:
+        check_barrier(bar.type)
+    except ValueError as exc:
+        raise TypeError(f"{name}: {exc}") from None
+    return bar
+
+
+@builtin
+def init(mbarrier, count, _semantic=None):
+    """Start phase 0 with `count` pending arrivals (`mbarrier.init`)."""
+    bar = _barrier(mbarrier, "mbarrier.init")
+    count = check_count(int_arg(count, "mbarrier.init", "count"), "count")
+    _checked(InitBarrierOp.build(_semantic.builder, bar.handle, count))
+
+
+@builtin
+def expect(mbarrier, bytes, pred=True, _semantic=None):
+    """Expect `bytes` more transaction bytes in the current phase and arrive once
+    (`mbarrier.arrive.expect_tx`); the TMA loads signalling the barrier deliver them."""
+    bar = _barrier(mbarrier, "mbarrier.expect")
+    nbytes = check_count(int_arg(bytes, "mbarrier.expect", "bytes"), "bytes", low=0)
+    _checked(BarrierExpectOp.build(_semantic.builder, bar.handle, nbytes,
+                                   pred_arg(pred, _semantic, "mbarrier.expect")))
+
+
+@builtin
+def arrive(mbarrier, *, count=1, pred=True, _semantic=None):
+    """Arrive `count` times on the current phase (`mbarrier.arrive`)."""
+    bar = _barrier(mbarrier, "mbarrier.arrive")
+    count = check_count(int_arg(count, "mbarrier.arrive", "count"), "count")
+    _checked(ArriveBarrierOp.build(_semantic.builder, bar.handle, count,
+                                   pred_arg(pred, _semantic, "mbarrier.arrive")))
+
+
+@builtin
+def wait(mbarrier, phase, pred=True, deps=(), _semantic=None):
+    """Block until the phase with parity `phase` (0 or 1; a runtime value may be passed) has
+    completed (`mbarrier.try_wait.parity`). `deps` are the shared memory descriptors the
+    barrier guards; they stay allocated at least until here."""
+    bar = _barrier(mbarrier, "mbarrier.wait")
+    deps = [smem_arg(d, "mbarrier.wait", "each of deps").handle for d in unwrap(deps) or ()]
+    _checked(WaitBarrierOp.build(_semantic.builder, bar.handle,
+                                 i32_arg(phase, _semantic, "mbarrier.wait", "phase"),
+                                 pred_arg(pred, _semantic, "mbarrier.wait"), deps))
+
+
+@builtin
+def invalidate(mbarrier, _semantic=None):
+    """End the barrier's life (`mbarrier.inval`); its word may then be reused."""
+    bar = _barrier(mbarrier, "mbarrier.invalidate")
+    _checked(InvalBarrierOp.build(_semantic.builder, bar.handle))

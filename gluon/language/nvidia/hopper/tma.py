@@ -1,0 +1,141 @@
+"""`gluon.language.nvidia.hopper.tma`: TMA bulk tensor copies (sm_90), with the names and
+parameters of `triton.experimental.gluon.language.nvidia.hopper.tma` 3.6.
+
+    @gluon.jit
+    def kernel(in_desc, out_desc):
+        smem = gl.allocate_shared_memory(in_desc.dtype, in_desc.block_shape, in_desc.layout)
+        ...
+        tma.async_copy_global_to_shared(in_desc, [m, n], bar, smem)
+        mbarrier.wait(bar, 0)
+        ...
+        tma.async_copy_shared_to_global(out_desc, [m, n], smem)
+        tma.store_wait(0)
+
+Descriptors come from the host (`gluon.nvidia.hopper.TensorDescriptor`); in the kernel they
+are `tensor_descriptor` values whose type fixes the block shape, dtype and layout (the global
+shape and strides are in the descriptor's bytes only). Semantics and PTX:
+`gluon/async_/tma.py`. Not here yet: device-side `make_tensor_descriptor`.
+"""
+
+from __future__ import annotations
+
+from gluon.async_.tma import (AsyncTMACopyGlobalToLocalOp, AsyncTMACopyLocalToGlobalOp,
+                              AsyncTMAStoreWaitOp, check_smem)
+from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
+from shared_codegen.ir.types import TensorDescriptorType
+
+from ..._smem import _checked
+from ._common import i32_arg, int_arg, pred_arg, smem_arg
+from .mbarrier import _barrier
+
+__all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
+           "tensor_descriptor"]
+
+
+class tensor_descriptor(tensor):
+    """A kernel's tensor descriptor parameter: `block_shape`, `dtype`, `layout`,
+    `block_type` (`block_type.nbytes` is what one copy moves)."""
+
+    @property
+    def block_shape(self):
+        return list(self.type.block_shape)
+
+    @property
+    def dtype(self):
+        return self.type.element
+
+    @property
+    def layout(self):
+        return self.type.layout
+
+    @property
+    def block_type(self):
+        return _BlockType(self.type)
+
+    @property
+    def nbytes(self) -> int:
+        return self.type.block_bytes
+
+    def __repr__(self):
+        return f"tensor_descriptor({self.type})"
+
+
+class _BlockType:
+    """The block's type (Triton's `block_type`): `shape`, `element_ty`, `numel`, `nbytes`."""
+
+    def __init__(self, desc_ty):
+        self.shape = list(desc_ty.block_shape)
+        self.element_ty = desc_ty.element
+        self.numel = 1
+        for s in self.shape:
+            self.numel *= s
+        self.nbytes = desc_ty.block_bytes
+
+    def __repr__(self):
+        return f"block_type({self.shape}, {self.element_ty!r})"
+
+
+VALUE_CLASSES[TensorDescriptorType] = tensor_descriptor
+
+
+def _desc(value, name):
+    value = unwrap(value)
+    if not isinstance(value, tensor) or not isinstance(value.type, TensorDescriptorType):
+        raise TypeError(f"{name}: tensor_desc must be a tensor descriptor kernel argument "
+                        f"(gluon.nvidia.hopper.TensorDescriptor), got {value!r}")
+    return value
+
+
+def _coords(coord, desc, semantic, name):
+    coord = unwrap(coord)
+    if not isinstance(coord, (list, tuple)):
+        raise TypeError(f"{name}: coord must be a list of {desc.type.rank} ints, got {coord!r}")
+    if len(coord) != desc.type.rank:
+        raise ValueError(f"{name}: the descriptor has rank {desc.type.rank} but coord has "
+                         f"{len(coord)} entries")
+    return [i32_arg(c, semantic, name, "each coordinate") for c in coord]
+
+
+def _check(desc, smem, name, what):
+    try:
+        check_smem(desc.type, smem.type, what)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+@builtin
+def async_copy_global_to_shared(tensor_desc, coord, barrier, result, pred=True,
+                                _semantic=None):
+    """Start copying the block at `coord` into `result`; when it lands it completes its byte
+    count on `barrier` (pair it with `mbarrier.expect(barrier, nbytes)`). Elements outside
+    the tensor are zero."""
+    name = "tma.async_copy_global_to_shared"
+    desc = _desc(tensor_desc, name)
+    smem = smem_arg(result, name, "result")
+    bar = _barrier(barrier, name)
+    _check(desc, smem, name, "result")
+    coords = _coords(coord, desc, _semantic, name)
+    _checked(AsyncTMACopyGlobalToLocalOp.build(_semantic.builder, desc.handle, coords,
+                                               bar.handle, smem.handle,
+                                               pred_arg(pred, _semantic, name)))
+
+
+@builtin
+def async_copy_shared_to_global(tensor_desc, coord, src, _semantic=None):
+    """Start copying `src` to the block at `coord` (clipped to the tensor). `src` must not be
+    overwritten before `store_wait` retires the copy; write it with `fence_async_shared()`
+    between the stores and this call."""
+    name = "tma.async_copy_shared_to_global"
+    desc = _desc(tensor_desc, name)
+    smem = smem_arg(src, name, "src")
+    _check(desc, smem, name, "src")
+    coords = _coords(coord, desc, _semantic, name)
+    _checked(AsyncTMACopyLocalToGlobalOp.build(_semantic.builder, desc.handle, coords,
+                                               smem.handle))
+
+
+@builtin
+def store_wait(pendings, _semantic=None):
+    """Wait until at most `pendings` TMA stores still read their shared memory."""
+    n = int_arg(pendings, "tma.store_wait", "pendings")
+    _checked(AsyncTMAStoreWaitOp.build(_semantic.builder, n))
