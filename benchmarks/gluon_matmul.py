@@ -84,11 +84,16 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--sweep", action="store_true",
+                        help="time several configs of our kernel (each checked) and exit")
     args = parser.parse_args(argv)
     torch = gpu_torch("gluon_matmul.py")
     if torch is None:
         return 0
     from matmul_mma_v2 import matmul
+
+    if args.sweep:
+        return sweep(torch, matmul, args.size, args.rounds)
 
     n = args.size
     a = torch.randn((n, n), device="cuda", dtype=torch.float16)
@@ -123,6 +128,34 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"size": n, "tflops": result, "max_abs_error": err}, f, indent=2)
+    return 0
+
+
+SWEEP = [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NUM_STAGES=st, WARPS_M=wm, WARPS_N=wn)
+         for bm, bn, bk, st, wm, wn in [
+             (128, 128, 32, 3, 4, 2), (128, 128, 64, 3, 4, 2), (128, 128, 64, 4, 4, 2),
+             (128, 128, 32, 4, 2, 4), (128, 256, 32, 3, 4, 2), (128, 256, 64, 3, 2, 4),
+             (256, 128, 32, 3, 4, 2), (128, 128, 64, 3, 2, 2)]]
+
+
+def sweep(torch, matmul, n, rounds):
+    a = torch.randn((n, n), device="cuda", dtype=torch.float16)
+    b = torch.randn((n, n), device="cuda", dtype=torch.float16)
+    ref = torch.matmul(a, b)
+    fns = {}
+    for cfg in SWEEP:
+        c = torch.empty_like(ref)
+        try:
+            matmul(a, b, c, config=cfg)
+        except Exception as exc:  # a config that does not fit (shared memory, registers)
+            print(f"{cfg}: skipped ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})")
+            continue
+        torch.testing.assert_close(c, ref, atol=1e-1, rtol=2e-2)
+        fns[str(cfg)] = (lambda cfg=cfg, c=c: matmul(a, b, c, config=cfg))
+    fns["torch.matmul"] = lambda: torch.matmul(a, b)
+    medians = interleaved_medians(fns, rounds, torch)
+    for name, ms in medians.items():
+        print(f"{2.0 * n ** 3 / (ms * 1e-3) / 1e12:8.1f} TFLOP/s  {name}")
     return 0
 
 
