@@ -1,6 +1,5 @@
 """The README's kernels are real code: extract them, run them in the interpreter."""
 
-import importlib.util
 import os
 import re
 
@@ -14,28 +13,19 @@ def python_blocks():
         return re.findall(r"```python\n(.*?)```", f.read(), re.S)
 
 
-def load(tmp_path, name, source):
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_readme_kernels_compute_vector_addition(tmp_path):
+def test_readme_kernels_compute_vector_addition(load_source):
     blocks = python_blocks()
     tile_src = next(b for b in blocks if "@tile.jit" in b)
     gluon_src = next(b for b in blocks if "@gluon.jit" in b)
     x = np.random.default_rng(0).standard_normal(3000).astype(np.float32)
     y = np.random.default_rng(1).standard_normal(3000).astype(np.float32)
     # The tile block ends with its own launch line; run it with the names it uses.
-    tile_module = load(tmp_path, "readme_tile", tile_src.replace(
+    tile_module = load_source("readme_tile", tile_src.replace(
         "add_kernel[(tile.cdiv(n, 1024),)](x, y, out, n, BLOCK_SIZE=1024)", ""))
     out = np.zeros_like(x)
     tile_module.add_kernel[(3,)](x, y, out, 3000, BLOCK_SIZE=1024)
     np.testing.assert_array_equal(out, x + y)
-    gluon_module = load(tmp_path, "readme_gluon", gluon_src)
+    gluon_module = load_source("readme_gluon", gluon_src)
     out2 = np.zeros_like(x)
     gluon_module.add_kernel[(6,)](x, y, out2, 3000, BLOCK=512)
     np.testing.assert_array_equal(out2, x + y)

@@ -3,7 +3,6 @@
 import os
 import sys
 
-import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
@@ -94,18 +93,7 @@ def test_launch_on_a_named_stream_and_callable_grid(torch):
     torch.testing.assert_close(out, x + y)
 
 
-def _converted(tmp_path, name, text):
-    import importlib.util
-
-    path = tmp_path / f"{name}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_converted_examples_match_the_originals_on_gpu(torch, tmp_path):
+def test_converted_examples_match_the_originals_on_gpu(torch, load_source):
     import softmax
     import vector_add
     from tile.convert import to_gluon
@@ -114,7 +102,7 @@ def test_converted_examples_match_the_originals_on_gpu(torch, tmp_path):
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     a, b = torch.empty_like(x), torch.empty_like(x)
     vector_add.add_kernel[(n // 1024,)](x, y, a, n, BLOCK_SIZE=1024)
-    conv = _converted(tmp_path, "conv_add", to_gluon(vector_add.add_kernel, x, y, a, n,
+    conv = load_source("conv_add", to_gluon(vector_add.add_kernel, x, y, a, n,
                                                      BLOCK_SIZE=1024))
     conv.add_kernel[(n // 1024,)](x, y, b, n)
     torch.testing.assert_close(a, b, rtol=0, atol=0)
@@ -122,7 +110,7 @@ def test_converted_examples_match_the_originals_on_gpu(torch, tmp_path):
     s = torch.randn(512, 8192, device="cuda", dtype=torch.float16)
     o1, o2 = torch.empty_like(s), torch.empty_like(s)
     softmax.softmax_kernel[(512,)](o1, s, 8192, 8192, 8192, BLOCK_SIZE=8192, num_warps=16)
-    conv = _converted(tmp_path, "conv_softmax", to_gluon(
+    conv = load_source("conv_softmax", to_gluon(
         softmax.softmax_kernel, o1, s, 8192, 8192, 8192, BLOCK_SIZE=8192, num_warps=16))
     conv.softmax_kernel[(512,)](o2, s, 8192, 8192, 8192, num_warps=16)
     torch.testing.assert_close(o1, o2, rtol=0, atol=0)
@@ -136,7 +124,7 @@ def test_converted_examples_match_the_originals_on_gpu(torch, tmp_path):
             for _ in range(2)]
     args = lambda o: (xs, o[0], w, bias, o[1], o[2], 3000, 3000, 1e-5)  # noqa: E731
     layer_norm.layer_norm_fwd_kernel[(64,)](*args(outs[0]), BLOCK_SIZE=1024, num_warps=4)
-    conv = _converted(tmp_path, "conv_ln", to_gluon(layer_norm.layer_norm_fwd_kernel,
+    conv = load_source("conv_ln", to_gluon(layer_norm.layer_norm_fwd_kernel,
                                                     *args(outs[0]), BLOCK_SIZE=1024))
     conv.layer_norm_fwd_kernel[(64,)](*args(outs[1]), num_warps=4)
     for p, q in zip(*outs):

@@ -1,6 +1,5 @@
 """The tile -> Gluon converter: converted examples run and match the originals."""
 
-import importlib.util
 import os
 import sys
 
@@ -14,16 +13,7 @@ from tile.convert import main as convert_main  # noqa: E402
 from tile.convert import to_gluon  # noqa: E402
 
 
-def load_source(tmp_path, name, text):
-    path = tmp_path / f"{name}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_vector_add_converts_to_matching_gluon(tmp_path):
+def test_vector_add_converts_to_matching_gluon(load_source):
     import vector_add
 
     rng = np.random.default_rng(0)
@@ -33,7 +23,7 @@ def test_vector_add_converts_to_matching_gluon(tmp_path):
     assert "BLOCKED0 = gl.constexpr(gl.BlockedLayout(size_per_thread=[4], " \
            "threads_per_warp=[32], warps_per_cta=[4], order=[0]))" in text
     assert "    offsets = v0 + v1\n    mask = offsets < n_elements\n" in text
-    converted = load_source(tmp_path, "converted_add", text)
+    converted = load_source("converted_add", text)
     out = np.zeros_like(x)
     converted.add_kernel[(3,)](x, y, out, 3000)
     np.testing.assert_array_equal(out, x + y)
@@ -44,20 +34,20 @@ def test_vector_add_converts_to_matching_gluon(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
-def test_softmax_converts_to_matching_gluon(tmp_path, dtype):
+def test_softmax_converts_to_matching_gluon(load_source, dtype):
     import softmax
 
     x = np.random.default_rng(1).standard_normal((6, 300)).astype(dtype)
     text = to_gluon(softmax.softmax_kernel, x, x, 300, 300, 300, BLOCK_SIZE=512, num_warps=4)
     assert "gl.reduce(" in text and "_reduce_combine_0" in text
-    converted = load_source(tmp_path, f"converted_softmax_{np.dtype(dtype).name}", text)
+    converted = load_source(f"converted_softmax_{np.dtype(dtype).name}", text)
     ours, original = np.zeros_like(x), np.zeros_like(x)
     softmax.softmax_kernel[(6,)](original, x, 300, 300, 300, BLOCK_SIZE=512)
     converted.softmax_kernel[(6,)](ours, x, 300, 300, 300)
     np.testing.assert_array_equal(ours, original)
 
 
-def test_layer_norm_converts_to_matching_gluon(tmp_path):
+def test_layer_norm_converts_to_matching_gluon(load_source):
     import layer_norm
 
     rng = np.random.default_rng(2)
@@ -69,7 +59,7 @@ def test_layer_norm_converts_to_matching_gluon(tmp_path):
             for _ in range(2)]
     text = to_gluon(layer_norm.layer_norm_fwd_kernel, *args(*bufs[0]), BLOCK_SIZE=128)
     assert text.count("for off") == 3
-    converted = load_source(tmp_path, "converted_layer_norm", text)
+    converted = load_source("converted_layer_norm", text)
     layer_norm.layer_norm_fwd_kernel[(4,)](*args(*bufs[0]), BLOCK_SIZE=128)
     converted.layer_norm_fwd_kernel[(4,)](*args(*bufs[1]))
     for a, b_ in zip(*bufs):
@@ -88,7 +78,7 @@ def test_cli_prints_gluon_source(tmp_path, capsys):
     assert "gl.arange(0, 256, layout=BLOCKED0)" in text
 
 
-def test_launch_overhead_benchmark_kernel_converts_to_matching_gluon(tmp_path):
+def test_launch_overhead_benchmark_kernel_converts_to_matching_gluon(load_source):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
     import launch_overhead
 
@@ -101,7 +91,7 @@ def test_launch_overhead_benchmark_kernel_converts_to_matching_gluon(tmp_path):
     y = np.ones(128, np.float32)
     a, b = np.zeros_like(x), np.zeros_like(x)
     kernel[(1,)](x, y, a, 100)
-    converted = load_source(tmp_path, "converted_k", to_gluon(kernel, x, y, a, 100))
+    converted = load_source("converted_k", to_gluon(kernel, x, y, a, 100))
     converted.k[(1,)](x, y, b, 100)
     np.testing.assert_array_equal(a, b)
     assert a[99] == 100.0 and a[100] == 0.0
