@@ -204,9 +204,12 @@ def resolve_auto_layouts(module: Module) -> None:
 
 def verify_layouts(module: Module) -> None:
     """Pass: every tensor value has a concrete layout covering its shape with the module's
-    warps."""
+    warps (a worker partition's warps inside `gl.warp_specialize`)."""
+    from shared_codegen.ir.ops.warp_specialize import partition_warps
     num_warps = int(module.attrs.get("num_warps", 4))
     for fn in module.functions.values():
+        # Inside a worker partition, layouts cover that partition's warps.
+        warps_of = partition_warps(fn, num_warps)
         for v, op in _tensor_values(fn):
             layout = v.type.layout
             if layout is None or isinstance(layout, AutoLayout):
@@ -216,7 +219,7 @@ def verify_layouts(module: Module) -> None:
             if isinstance(layout, SharedLayout):
                 continue  # not a register tensor: its own ops check it
             try:
-                check_layout(layout, v.type.shape, num_warps, "tensor")
+                check_layout(layout, v.type.shape, warps_of.get(id(op), num_warps), "tensor")
             except (ValueError, TypeError) as exc:
                 raise _error(op, str(exc)) from None
 

@@ -20,13 +20,14 @@ barrier blocks until phase 0 completes, waiting on parity 1 returns at once.
 
 Interpreter: the state above is exact, per barrier (buffer, byte offset), per program. A wait
 whose phase cannot complete first lands the TMA loads still in flight on that barrier (they
-must complete before the wait can return); if the phase is still open, no one else can
-arrive (one partition runs), and the wait is reported as a deadlock naming the barrier's
-allocation, the wait's line and the phase, instead of hanging. Warp-specialized partitions
-will turn that report into a switch to another partition.
+must complete before the wait can return); if the phase is still open and only one partition
+runs, no one else can arrive, and the wait is reported as a deadlock naming the barrier's
+allocation, the wait's line and the phase, instead of hanging. Inside `gl.warp_specialize`
+the wait switches to another partition instead (`interpreter/partitions.py`), which reports
+the deadlock once every partition is blocked.
 
-Lowering: inline PTX. Thread 0 initializes, expects, arrives and invalidates (one arrival
-per call, as Triton does); every thread waits in a `try_wait.parity` loop. Barrier words are
+Lowering: inline PTX. Thread 0 (of the partition, under warp specialization) initializes,
+expects, arrives and invalidates (one arrival per call, as Triton does); every thread waits in a `try_wait.parity` loop. Barrier words are
 shared memory: `init` / `inval` count as writes and the others as reads for the barrier
 insertion of `lowering/shared_memory_rules.sync_shared`, so the `bar.sync` that makes an
 `init` visible to the other threads' waits comes from the same analysis as any other store.
@@ -198,6 +199,21 @@ def _observe(state: BarrierState) -> None:
     state.landed = keep
 
 
+def lacks(state: BarrierState) -> str:
+    """Why the current phase of `state` is still open, for deadlock reports."""
+    missing = []
+    if state.pending:
+        missing.append(f"{state.pending} of {state.count} arrivals")
+    if state.tx > 0:
+        missing.append(f"{state.tx} transaction bytes")
+    why = f"the phase still lacks {' and '.join(missing)}" if missing else ""
+    if state.tx < 0:
+        why += (", and " if why else "") + (
+            f"the phase received {-state.tx} transaction bytes more than "
+            f"mbarrier.expect announced")
+    return why
+
+
 def _where(op) -> str:
     return f"{op.loc.file}:{op.loc.line}" if op.loc.line else "<kernel>"
 
@@ -213,7 +229,9 @@ def _bar_address(ctx, op, bar):
 
 
 def thread_zero(ctx, pred=None):
-    """`tid == 0` (and the op's predicate): the one thread that issues a CTA-wide op."""
+    """`tid == 0` (and the op's predicate): the one thread that issues a CTA-wide op. Inside
+    a warp-specialized partition `ctx.thread_id()` counts from the partition's first thread
+    and the cache is per partition (`lowering/warp_spec_rules.py`)."""
     first = getattr(ctx, "_tid_is_zero", None)
     if first is None:
         first = ctx._tid_is_zero = ctx.entry_builder.icmp_unsigned(
@@ -351,8 +369,11 @@ class ArriveBarrierOp(OpDef):
     def lower(self, op, ctx):
         bar = op.operands[0]
         _sync(ctx, op, bar, "read")
-        # One thread arrives for the whole CTA, so every thread must be done with what the
-        # arrival releases (typically its reads of a buffer a producer refills next).
+        # One thread arrives for all the threads running this code, so each of them must be
+        # done with what the arrival releases (typically its reads of a buffer a producer
+        # refills next). `ctx.barrier()` syncs exactly those threads: the CTA, or inside a
+        # warp-specialized partition only that partition's warps (its named barrier); a
+        # CTA-wide bar.sync there would wait for warps that never come.
         ctx.barrier()
         _asm(ctx, f"@$0 mbarrier.arrive.shared::cta.b64 _, [$1], {op.attrs['count']};",
              "b,l", [thread_zero(ctx, _pred_of(op, 1)), _bar_address(ctx, op, bar)])
@@ -403,24 +424,22 @@ class WaitBarrierOp(OpDef):
         state = barrier_state(frame, op, frame[bar])
         state._require_valid(frame, op)
         parity = int(frame[phase]) & 1
-        # The async ops signalling this barrier complete before the wait returns (at the
-        # latest); one at a time, oldest first, until the phase is over.
-        while state.phase % 2 == parity and state.in_flight:
-            state.in_flight[0].land()
-        if state.phase % 2 == parity:
-            missing = []
-            if state.pending:
-                missing.append(f"{state.pending} of {state.count} arrivals")
-            if state.tx > 0:
-                missing.append(f"{state.tx} transaction bytes")
-            why = f"the phase still lacks {' and '.join(missing)}" if missing else ""
-            if state.tx < 0:
-                why += (", and " if why else "") + (
-                    f"the phase received {-state.tx} transaction bytes more than "
-                    f"mbarrier.expect announced")
-            frame.error(op, f"deadlock: mbarrier.wait for phase {parity} of {state.describe()}"
-                            f" can never return: {why}; no async copy in flight will arrive "
-                            f"on it, and no other partition is running")
+        while True:
+            # The async ops signalling this barrier complete before the wait returns (at the
+            # latest); one at a time, oldest first, until the phase is over.
+            while state.phase % 2 == parity and state.in_flight:
+                state.in_flight[0].land()
+            if state.phase % 2 != parity:
+                break
+            if frame.partition is None:
+                frame.error(op, f"deadlock: mbarrier.wait for phase {parity} of "
+                                f"{state.describe()} can never return: {lacks(state)}; no "
+                                f"async copy in flight will arrive on it, and no other "
+                                f"partition is running")
+            # Warp-specialized: another partition may still arrive. Switch to it; the
+            # scheduler resumes this wait once the phase can complete, or reports a deadlock
+            # when every partition is blocked (interpreter/partitions.py).
+            frame.partition.block(op, state, parity)
         _observe(state)
         return []
 
@@ -473,5 +492,5 @@ class InvalBarrierOp(OpDef):
 
 __all__ = ["MBarrierLayout", "InitBarrierOp", "BarrierExpectOp", "ArriveBarrierOp",
            "WaitBarrierOp", "InvalBarrierOp", "BarrierState", "barrier_state",
-           "check_barrier", "check_count", "thread_zero", "progress", "ENGINE_KEY",
+           "check_barrier", "check_count", "thread_zero", "progress", "lacks", "ENGINE_KEY",
            "MAX_COUNT"]

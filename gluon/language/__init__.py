@@ -33,6 +33,7 @@ from ._layouts import (AutoLayout, BlockedLayout, DistributedLayout, Distributed
                        SharedLayout, SharedLinearLayout, SliceLayout, SwizzledSharedLayout)
 from ._smem import (allocate_shared_memory, shared_memory_descriptor,
                     shared_memory_descriptor_type)
+from ._warp_spec import warp_specialize
 from .nvidia.ampere import dot_fma  # Triton exports it at the top level too
 
 __all__ = [
@@ -63,4 +64,6 @@ __all__ = [
     # hints, debugging, synchronization, loops
     "multiple_of", "max_contiguous", "max_constancy", "thread_barrier", "static_assert",
     "static_print", "device_print", "device_assert", "static_range", "nvidia",
+    # warp specialization
+    "warp_specialize",
 ]

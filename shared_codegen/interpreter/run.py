@@ -30,15 +30,28 @@ class Unready:
 
 
 class Frame:
-    """The state of one program while it runs: SSA values, ids, memory."""
+    """The state of one program while it runs: SSA values, ids, memory. Inside
+    `gl.warp_specialize`, each partition runs on a `fork` of the program's frame (see
+    interpreter/partitions.py); `partition` is then that partition (else None)."""
 
-    def __init__(self, memory: Memory, grid, out=None):
+    partition = None
+
+    def __init__(self, memory: Memory, grid, out=None, num_warps: int = 4):
         self.memory = memory
         self.grid = grid
+        self.num_warps = num_warps
         self.program_id = (0, 0, 0)
         self.values: Dict[Value, Any] = {}
         self.op: Operation = None  # the op being interpreted (for Unready reports)
         self._out = out or sys.stdout
+
+    def fork(self, partition) -> "Frame":
+        """A frame for one partition: the same program, values and memory, its own `op`."""
+        child = Frame(self.memory, self.grid, self._out, self.num_warps)
+        child.program_id = self.program_id
+        child.values = self.values
+        child.partition = partition
+        return child
 
     def __getitem__(self, v: Value):
         try:
@@ -86,7 +99,7 @@ class Frame:
 def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory) -> None:
     """Run the module's kernel for every program id in `grid` (a 3-tuple)."""
     fn = module.kernel
-    frame = Frame(memory, tuple(grid))
+    frame = Frame(memory, tuple(grid), num_warps=int(module.attrs.get("num_warps", 4)))
     body = fn.body.block
     old = np.seterr(all="ignore")
     try:

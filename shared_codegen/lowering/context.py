@@ -126,6 +126,9 @@ class LoweringContext:
         # how many `bar.sync` were emitted, and the basic block of the last one.
         self.barrier_count = 0
         self.barrier_block = None
+        # (barrier id, thread count) that `barrier()` uses instead of `bar.sync 0`, set while
+        # lowering a warp-specialized kernel (warp_spec_rules.py).
+        self.named_barrier = None
         self._values: Dict[Value, Any] = {}
         self._layouts: Dict[Any, Any] = {}
         self._thread_coords: Dict[Any, List[ir.Value]] = {}
@@ -338,9 +341,17 @@ class LoweringContext:
         return self._scratch
 
     def barrier(self) -> None:
-        """`bar.sync 0` for the whole CTA (PTX ISA 9.7.13.1 barrier; LLVM 22 spells it
-        `llvm.nvvm.barrier.cta.sync.aligned.all`)."""
-        self.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", VOID, [self.i32(0)])
+        """Synchronize the threads running the current code: `bar.sync 0` for the whole CTA
+        (PTX ISA 9.7.13.1 barrier; LLVM 22 spells it
+        `llvm.nvvm.barrier.cta.sync.aligned.all`), or, when `named_barrier` is set (code of
+        a warp-specialized kernel, see warp_spec_rules.py), `bar.sync id, nthreads` for just
+        the partition's warps."""
+        if self.named_barrier is not None:
+            ident, nthreads = self.named_barrier
+            self.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.count", VOID,
+                           [self.i32(ident), self.i32(nthreads)])
+        else:
+            self.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", VOID, [self.i32(0)])
         self.barrier_count += 1
         self.barrier_block = self.builder.block
 

@@ -28,7 +28,7 @@ class LoweredKernel:
     llvm_ir: str
     shared_bytes: int
     param_kinds: Tuple[str, ...]  # launcher kinds: "ptr", "i32", "fp32", ...
-    num_warps: int
+    num_warps: int  # warps to launch (num_warps + warp-specialized workers, padded)
     target: str = "sm_90a"
 
 
@@ -97,6 +97,11 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
             raise LoweringError(f"kernel argument {a.name_hint or a.index} is a tensor; "
                                 f"kernels take pointers and scalars")
 
+    # Warp specialization launches extra warps and fixes a starting register cap.
+    from .warp_spec_rules import plan_kernel
+    warp_spec = plan_kernel(fn, num_warps)
+    launch_warps = warp_spec.total_warps if warp_spec else num_warps
+
     llmod = ir.Module(name=fn.name)
     ftype = ir.FunctionType(VOID, [_param_llvm_type(a.type) for a in fn.args])
     lfn = ir.Function(llmod, ftype, fn.name)
@@ -113,8 +118,14 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     # Launch bound: `.maxntid` lets ptxas budget registers for exactly this many threads.
     # LLVM 22 upgrades the `maxntidx` annotation into its "nvvm.maxntid" attribute.
     md = llmod.add_metadata([lfn, ir.MetaDataString(llmod, "maxntidx"),
-                             ir.Constant(ir.IntType(32), num_warps * threads_per_warp)])
+                             ir.Constant(ir.IntType(32), launch_warps * threads_per_warp)])
     llmod.add_named_metadata("nvvm.annotations", md)
+    if warp_spec is not None:
+        # `.maxnreg`: the cap every warp starts from, which setmaxnreg moves per warpgroup
+        # (PTX ISA 9.7.17.1).
+        md = llmod.add_metadata([lfn, ir.MetaDataString(llmod, "maxnreg"),
+                                 ir.Constant(ir.IntType(32), warp_spec.plan.entry_regs)])
+        llmod.add_named_metadata("nvvm.annotations", md)
 
     ctx = LoweringContext(llmod, lfn, num_warps=num_warps, threads_per_warp=threads_per_warp,
                           target=target, axis_info=_analyze_axes(fn))
@@ -124,13 +135,15 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
             value = ctx.entry_builder.icmp_unsigned("!=", larg, ir.Constant(I8, 0))
         ctx.set(arg, value)
     plan_shared_memory(ctx, fn)
+    if warp_spec is not None:
+        warp_spec.enter(ctx)
     ctx.lower_block(fn.body.block, list(ctx.get(a) for a in fn.args))
     if not ctx.builder.block.is_terminated:
         ctx.builder.ret_void()
     check_shared_limit(ctx, fn)
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
                          param_kinds=tuple(param_kind(a.type) for a in fn.args),
-                         num_warps=num_warps, target=target)
+                         num_warps=launch_warps, target=target)
 
 
 __all__ = ["LoweredKernel", "lower_module", "param_kind"]

@@ -76,6 +76,12 @@ def alias_sets(fn: Function) -> Dict[Value, FrozenSet[Operation]]:
                     both = of(init) | (of(yields[k]) if k < len(yields) else frozenset())
                     changed |= join(body.args[1 + k], both)
                     changed |= join(op.results[k], both)
+            elif op.name == "ttg.warp_specialize":
+                # A worker region's arguments view what the op's operands view.
+                from ..ir.ops.warp_specialize import worker_operands
+                for region, caps in zip(op.regions[1:], worker_operands(op)):
+                    for arg, v in zip(region.block.args, caps):
+                        changed |= join(arg, of(v))
             elif op.name == "scf.if":
                 for region in op.regions:
                     term = region.block.terminator

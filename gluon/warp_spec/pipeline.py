@@ -1,0 +1,101 @@
+"""A producer/consumer ring of mbarrier pairs that owns stage indices and phases.
+
+    pipe = pipeline.create(STAGES)                     # before gl.warp_specialize
+    # producer partition (e.g. one TMA warp)
+    for i in range(n):
+        s, ready = pipeline.producer_acquire(pipe, i)   # waits until stage s is free
+        mbarrier.expect(ready, desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(desc, [i * BM, 0], ready, ring.index(s))
+    # consumer partition
+    for i in range(n):
+        s = pipeline.consumer_wait(pipe, i)             # waits until stage s is full
+        x = ring.index(s).load(layout)
+        pipeline.consumer_release(pipe, i)              # hands stage s back
+
+`pipe` is a tuple `(ready, empty)` of `[STAGES, 1]` mbarrier allocations, so it passes to
+partitions like any other arguments. Both sides count the same item index `i`; the helpers
+derive the stage (`i % STAGES`) and the phase parity (`(i // STAGES) & 1`) from it, so a
+kernel never counts phases by hand (ThunderKittens' producer/consumer template does the
+same bookkeeping).
+
+Phases (PTX ISA 9.7.13.15, mbarrier). `ready[s]` completes a phase each time stage s is
+filled: by the producer's `mbarrier.expect` plus its TMA bytes, or by `producer_commit`
+(one arrival, for producers that store with registers). `empty[s]` completes a phase each
+time every consumer released the stage (`consumer_arrivals` arrivals). Round r of stage s
+waits for phase r of `ready[s]`, parity `r & 1`. The producer's first round must not wait:
+a fresh barrier's phase "-1" (parity 1) counts as complete, so it waits on parity
+`(r & 1) ^ 1`.
+"""
+
+from __future__ import annotations
+
+import gluon
+from gluon import language as gl
+from gluon.language.nvidia.hopper import fence_async_shared, mbarrier
+
+
+@gluon.jit
+def create(NUM_STAGES: gl.constexpr, CONSUMER_ARRIVALS: gl.constexpr = 1):
+    """Allocate and initialize the barrier pairs of a NUM_STAGES-deep ring (call it before
+    gl.warp_specialize and pass the result to both sides). CONSUMER_ARRIVALS partitions
+    must release a stage before the producer may refill it."""
+    ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(NUM_STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=CONSUMER_ARRIVALS)
+    return ready, empty
+
+
+@gluon.jit
+def producer_acquire(pipe, i):
+    """Wait until the stage of item `i` is free; returns (stage index, its `ready` barrier),
+    on which the producer then expects TMA bytes or calls `producer_commit`."""
+    ready = pipe[0]
+    empty = pipe[1]
+    NUM_STAGES: gl.constexpr = ready.shape[0]
+    s = i % NUM_STAGES
+    mbarrier.wait(empty.index(s), ((i // NUM_STAGES) & 1) ^ 1)
+    return s, ready.index(s)
+
+
+@gluon.jit
+def producer_commit(pipe, i):
+    """Mark the stage of item `i` full after writing it with generic stores (the fence makes
+    them visible to async readers such as wgmma)."""
+    ready = pipe[0]
+    NUM_STAGES: gl.constexpr = ready.shape[0]
+    fence_async_shared()
+    mbarrier.arrive(ready.index(i % NUM_STAGES))
+
+
+@gluon.jit
+def consumer_wait(pipe, i):
+    """Wait until the stage of item `i` is full; returns the stage index."""
+    ready = pipe[0]
+    NUM_STAGES: gl.constexpr = ready.shape[0]
+    s = i % NUM_STAGES
+    mbarrier.wait(ready.index(s), (i // NUM_STAGES) & 1)
+    return s
+
+
+@gluon.jit
+def consumer_release(pipe, i):
+    """Hand the stage of item `i` back to the producer (after the last read of it)."""
+    empty = pipe[1]
+    NUM_STAGES: gl.constexpr = empty.shape[0]
+    mbarrier.arrive(empty.index(i % NUM_STAGES))
+
+
+@gluon.jit
+def invalidate(pipe):
+    """End the barriers' lives (after gl.warp_specialize returns)."""
+    ready = pipe[0]
+    empty = pipe[1]
+    for s in gl.static_range(ready.shape[0]):
+        mbarrier.invalidate(ready.index(s))
+        mbarrier.invalidate(empty.index(s))
+
+
+__all__ = ["create", "producer_acquire", "producer_commit", "consumer_wait",
+           "consumer_release", "invalidate"]
