@@ -405,6 +405,14 @@ class GluonPrinter:
         if values != names:
             out.append("    " * indent + f"{', '.join(names)} = {', '.join(values)}")
 
+    def body(self, block, names, out, indent):
+        """A nested block, its yielded values assigned to `names` (`pass` if empty)."""
+        start = len(out)
+        self.block(block, out, indent)
+        self.assign_yield(names, block.terminator, out, indent)
+        if len(out) == start:
+            out.append("    " * indent + "pass")
+
     def for_loop(self, op, out, indent):
         lb, ub, step = (self.value(v) for v in op.operands[:3])
         block = op.regions[0].block
@@ -414,11 +422,7 @@ class GluonPrinter:
         self.expr[block.args[0]] = iv
         rng = f"range({lb}, {ub})" if step == "1" else f"range({lb}, {ub}, {step})"
         out.append("    " * indent + f"for {iv} in {rng}:")
-        start = len(out)
-        self.block(block, out, indent + 1)
-        self.assign_yield(names, block.terminator, out, indent + 1)
-        if len(out) == start:
-            out.append("    " * (indent + 1) + "pass")
+        self.body(block, names, out, indent + 1)
         for r, n in zip(op.results, names):
             self.expr[r] = n
 
@@ -428,11 +432,7 @@ class GluonPrinter:
         for k, region in enumerate(op.regions):
             if k == 1:
                 out.append("    " * indent + "else:")
-            start = len(out)
-            self.block(region.block, out, indent + 1)
-            self.assign_yield(names, region.block.terminator, out, indent + 1)
-            if len(out) == start:
-                out.append("    " * (indent + 1) + "pass")
+            self.body(region.block, names, out, indent + 1)
         for r, n in zip(op.results, names):
             self.expr[r] = n
 
@@ -445,11 +445,7 @@ class GluonPrinter:
         # The condition's ops go into a helper so the `while` test stays one expression.
         helper, extra = self.condition_helper(before)
         out.append("    " * indent + f"while {helper}({', '.join(names + extra)}):")
-        start = len(out)
-        self.block(after, out, indent + 1)
-        self.assign_yield(names, after.terminator, out, indent + 1)
-        if len(out) == start:
-            out.append("    " * (indent + 1) + "pass")
+        self.body(after, names, out, indent + 1)
         for r, n in zip(op.results, names):
             self.expr[r] = n
 

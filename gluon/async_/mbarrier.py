@@ -98,6 +98,19 @@ def _verify_bar(op) -> None:
         raise VerificationError(str(exc), op) from None
 
 
+def _verify_counted_arrival(op, attr: str, what: str, low: int = 1) -> None:
+    """Shared by expect and arrive: operands [bar, pred?] and a non-negative count attribute."""
+    _verify_bar(op)
+    if len(op.operands) != 1 + bool(op.attrs.get("has_pred")):
+        raise VerificationError("expected operands [bar, pred?]", op)
+    if op.attrs.get("has_pred"):
+        _check_pred(op, op.operands[1])
+    try:
+        check_count(op.attrs.get(attr), what, low=low)
+    except ValueError as exc:
+        raise VerificationError(str(exc), op) from None
+
+
 def _pred_of(op, index: int):
     return op.operands[index] if op.attrs.get("has_pred") else None
 
@@ -305,15 +318,7 @@ class BarrierExpectOp(OpDef):
         return format_attrs({"size": op.attrs["size"]})
 
     def verify(self, op):
-        _verify_bar(op)
-        if len(op.operands) != 1 + bool(op.attrs.get("has_pred")):
-            raise VerificationError("expected operands [bar, pred?]", op)
-        if op.attrs.get("has_pred"):
-            _check_pred(op, op.operands[1])
-        try:
-            check_count(op.attrs.get("size"), "the expected byte count", low=0)
-        except ValueError as exc:
-            raise VerificationError(str(exc), op) from None
+        _verify_counted_arrival(op, "size", "the expected byte count", low=0)
 
     def interpret(self, op, frame):
         progress(frame)
@@ -349,15 +354,7 @@ class ArriveBarrierOp(OpDef):
         return format_attrs({"count": op.attrs["count"]})
 
     def verify(self, op):
-        _verify_bar(op)
-        if len(op.operands) != 1 + bool(op.attrs.get("has_pred")):
-            raise VerificationError("expected operands [bar, pred?]", op)
-        if op.attrs.get("has_pred"):
-            _check_pred(op, op.operands[1])
-        try:
-            check_count(op.attrs.get("count"), "count")
-        except ValueError as exc:
-            raise VerificationError(str(exc), op) from None
+        _verify_counted_arrival(op, "count", "count")
 
     def interpret(self, op, frame):
         progress(frame)
