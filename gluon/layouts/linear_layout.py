@@ -734,3 +734,17 @@ def _least_squares(a: LinearLayout, b: LinearLayout) -> LinearLayout:
     flattened = LinearLayout._trusted([(in_name, flat_vectors)], [(in_name, a.total_in_size)])
     return (flattened.reshape_ins([(n, b.in_dim_size(n)) for n in b.in_dims])
             .reshape_outs([(n, a.in_dim_size(n)) for n in a.in_dims]))
+
+
+def reshape_coords(coords, old_shape, new_shape) -> tuple:
+    """`coords` in `old_shape`, moved to `new_shape` through the row-major flat index (the
+    element order of a row-major reshape). With power-of-two sizes this maps a basis vector
+    of a layout to a basis vector of the reshaped layout."""
+    flat = 0
+    for c, size in zip(coords, old_shape):
+        flat = flat * size + c
+    out = []
+    for size in reversed(new_shape):
+        out.append(flat % size)
+        flat //= size
+    return tuple(reversed(out))

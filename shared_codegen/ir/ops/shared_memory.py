@@ -307,17 +307,9 @@ def reshape_result(ty: SharedMemoryType, shape) -> SharedMemoryType:
     if not all(_pow2(s) for s in new_tile):
         raise ValueError(f"reshaped tile dims must be powers of two, got {new_tile}")
 
-    def remap(vec):
-        flat = 0
-        for c, s in zip(vec, old_tile):
-            flat = flat * s + c
-        out = []
-        for s in reversed(new_tile):
-            out.append(flat % s)
-            flat //= s
-        return tuple(reversed(out))
+    from gluon.layouts.linear_layout import reshape_coords
 
-    new_bases = [remap(v) for v in bases]
+    new_bases = [reshape_coords(v, old_tile, new_tile) for v in bases]
     cands = []
     if isinstance(ty.layout, NVMMASharedLayout) and not ty.layout.cga_layout:
         cands.append(dataclasses.replace(ty.layout, rank=len(new_tile)))
