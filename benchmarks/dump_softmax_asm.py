@@ -7,7 +7,6 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import torch  # noqa: E402
 
-import tile  # noqa: E402
 from softmax import softmax, softmax_kernel  # noqa: E402
 
 out_dir = os.environ.get("OUT", "out")

@@ -12,7 +12,6 @@ CPU interpreter timing means nothing, so the first config is used.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Dict, List, Optional
 
 

@@ -8,7 +8,7 @@ the language's passes), `llir`, `ptx`, `cubin`. Compiling needs no GPU: the targ
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from .. import config

@@ -83,7 +83,6 @@ def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
     if clash:
         raise TypeError(f"kernel parameter name `{clash[0]}` is reserved for launch options")
     runtime_tuple = "(" + "".join(f"{n}, " for n in runtime) + ")"
-    all_args = ", ".join(names)
     args_tuple = "(" + "".join(f"{n}, " for n in names) + ")"
     required = [names[i] for i, p in enumerate(params) if p.default is p.empty]
     missing_test = "".join(f" or {n} is _sc_MISSING" for n in required)

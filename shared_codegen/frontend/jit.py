@@ -19,19 +19,16 @@ import inspect
 import linecache
 import sys
 import textwrap
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional
 
 from ..ir.builder import Builder
 from ..ir.core import Function, Location, Module
 from ..ir.ops.control import YieldOp
-from ..ir.ops.tensor import HintOp
-from ..ir.types import PointerType, int1, int32, int64, uint64, float32, BY_NAME
+from ..ir.types import BY_NAME, PointerType
 from .codegen import CodeGenerator
 from .errors import ArgumentError, CompilationError
-from .values import constexpr, tensor, wrap
+from .values import constexpr, wrap
 
 
 @dataclass

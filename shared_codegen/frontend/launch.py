@@ -207,7 +207,7 @@ class _Variant:
 
 
 def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None):
-    from ..runtime.launcher import current_stream, get_binder
+    from ..runtime.launcher import current_stream
 
     spec_obj = jit_fn._specializer
     if spec_obj is None:

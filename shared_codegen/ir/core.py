@@ -11,7 +11,7 @@ interpreter rule and lowering rule side by side. `Operation.opdef` finds it by n
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from .types import FunctionType, IRType

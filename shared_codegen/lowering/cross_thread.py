@@ -22,7 +22,7 @@ op's readers are done, and one between its writes and its reads.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from llvmlite import ir
 
@@ -360,8 +360,6 @@ def lower_reduce(op, ctx):
     ll = ctx.linear_layout(src_ty)
     check_axis_separable(ll, axis, "tt.reduce")
     block = op.regions[0].block
-    b = ctx.builder
-    rank = len(src_ty.shape)
     operands = [ctx.get(v) for v in op.operands]
     ltys = [ctx.llvm_type(v.type.element) for v in op.operands]
 

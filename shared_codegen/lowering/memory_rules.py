@@ -248,7 +248,6 @@ def _atom_type(kind: str, elem, op) -> str:
 def _atomic(ctx, op, kind_ptx: str, elem, ptr, operands, pred) -> ir.Value:
     """One `atom` on a single element; returns the old value (the `other` of a false predicate
     is undefined, as in Triton)."""
-    b = ctx.builder
     lty = llvm_type(elem)
     bits = _mem_bits(elem)
     ity = ir.IntType(bits)

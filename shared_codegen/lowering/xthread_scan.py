@@ -29,7 +29,7 @@ from typing import Dict, List, Sequence
 from llvmlite import ir
 
 from ..ir.types import TensorType
-from .context import I32, LoweringError
+from .context import LoweringError
 from .cross_thread import (LANE, REGISTER, WARP, _combine, _i32, bases, check_axis_separable,
                            element_coord_values, linear_index, map_layout, register_coords,
                            smem_load, smem_store, storage_bytes, thread_bits_value)
@@ -87,7 +87,6 @@ def lower_scan(op, ctx):
     check_axis_separable(ll, axis, "tt.scan")
     stages = _axis_bit_plan(ll, axis, ty.shape[axis])
     block = op.regions[0].block
-    b = ctx.builder
     operands = [ctx.get(v) for v in op.operands]
     ltys = [ctx.llvm_type(v.type.element) for v in op.operands]
 

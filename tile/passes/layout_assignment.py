@@ -30,10 +30,10 @@ from typing import Dict, List, Optional, Tuple
 
 from gluon.layouts import (BlockedLayout, DistributedLinearLayout, SliceLayout,
                            default_blocked_layout, to_linear_layout)
+from gluon.layouts.linear_layout import reshape_coords
 from shared_codegen.analysis.axis_info import AxisInfo
 from shared_codegen.ir.core import Function, Module, Operation, Value, replace_all_uses
 from shared_codegen.ir.passes import insert_after, insert_before
-from shared_codegen.ir.types import TensorType
 
 from .coalesce import AccessPlan, memory_pointer, plan_all_accesses
 from .layout_constraints import Constraints, Relation, collect_constraints, is_tensor
@@ -67,18 +67,7 @@ def reshaped_layout(layout, src_shape, dst_shape):
     With power-of-two sizes, the row-major flat index is the concatenation of the coordinate
     bits, so each basis vector maps to a basis vector of the new shape."""
     ll = to_linear_layout(layout, src_shape)
-
-    def move(vec):
-        flat = 0
-        for c, size in zip(vec, src_shape):
-            flat = flat * size + c
-        out = []
-        for size in reversed(dst_shape):
-            out.append(flat % size)
-            flat //= size
-        return tuple(reversed(out))
-
-    return _linear_from_bases(ll, move, dst_shape)
+    return _linear_from_bases(ll, lambda v: reshape_coords(v, src_shape, dst_shape), dst_shape)
 
 
 def _linear_from_bases(ll, move, dst_shape):
@@ -292,8 +281,7 @@ def _access_layout(op: Operation, plan: Optional[AccessPlan]):
 
 
 def fix_expand_dims(fn, op, plans):
-    src, dst = op.operands[0], op.result
-    convert_operand(op, 0, SliceLayout(op.attrs["axis"], dst.type.layout), exact=True)
+    convert_operand(op, 0, SliceLayout(op.attrs["axis"], op.result.type.layout), exact=True)
 
 
 def fix_reduce(fn, op, plans):
