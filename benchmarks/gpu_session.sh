@@ -11,6 +11,7 @@ if [[ $what == tests || $what == all ]]; then
   python3 examples/vector_add.py 2>&1 | tee -a "$OUT/examples.log"
   python3 examples/softmax.py 2>&1 | tee -a "$OUT/examples.log"
   python3 examples/layer_norm.py 2>&1 | tee -a "$OUT/examples.log"
+  python3 examples/gemm/gemm.py 2>&1 | tee -a "$OUT/examples.log"
 fi
 if [[ $what == bench || $what == all ]]; then
   python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/launch_overhead.log"
@@ -18,4 +19,5 @@ if [[ $what == bench || $what == all ]]; then
   python3 benchmarks/compile_time.py 2>&1 | tee "$OUT/compile_time.log"
   python3 benchmarks/gluon_copy_transpose.py 2>&1 | tee "$OUT/gluon_copy_transpose.log"
   python3 benchmarks/gluon_matmul.py 2>&1 | tee "$OUT/gluon_matmul.log"
+  python3 benchmarks/gemm_vs_cublas.py --json "$OUT/gemm.json" 2>&1 | tee "$OUT/gemm.log"
 fi

@@ -108,6 +108,9 @@ _DECLARED = (
     EnvVar("SC_PTXAS_OPTS", "str", "",
            "Extra ptxas options, space separated (e.g. '-warn-spills --maxrregcount=128'); each is "
            "passed to nvJitLink as -Xptxas=<option>."),
+    EnvVar("SC_DRIVER_JIT", "bool", True,
+           "Load a kernel whose setmaxnreg nvJitLink dropped (ptxas warning C7504) from its PTX "
+           "through the driver JIT, which keeps it; 0 always loads nvJitLink's cubin."),
     EnvVar("SC_TARGET", "target", None,
            "Compile for this target instead of the current GPU's (sm_80, sm_90a, sm_100a, ...)."),
 )

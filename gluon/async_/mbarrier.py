@@ -254,7 +254,7 @@ def thread_zero(ctx, pred=None):
 
 def _sync(ctx, op, bar, kind: str) -> None:
     from shared_codegen.lowering.shared_memory_rules import sync_shared
-    sync_shared(ctx, op, bar, kind)
+    sync_shared(ctx, op, bar, kind, mbarrier_use=kind == "read")
 
 
 def _asm(ctx, text: str, constraints: str, args) -> None:

@@ -318,7 +318,7 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
         # The copy overwrites the buffer: order it after other threads' earlier reads. Its
         # bytes arrive later and are ordered by the mbarrier wait, not by bar.sync.
         sync_shared(ctx, op, smem, "write", record=False)
-        sync_shared(ctx, op, bar, "read")
+        sync_shared(ctx, op, bar, "read", mbarrier_use=True)
         rank = desc.type.rank
         lead = [thread_zero(ctx, pred), ctx.get(desc), _bar_address(ctx, op, bar)]
         for dst, box_coords in _boxes(ctx, op, desc, smem, coords):

@@ -56,7 +56,11 @@ class CompiledKernel:
         if self._function is None:
             from ..runtime import driver
 
-            self._module = driver.load_module(self.asm["cubin"])
+            if self.metadata.get("driver_jit") and config.get("SC_DRIVER_JIT"):
+                self._module, self.metadata["driver_jit_log"] = driver.load_ptx_module(
+                    self.asm["ptx"])
+            else:
+                self._module = driver.load_module(self.asm["cubin"])
             self._function = driver.get_function(self._module, self.name)
             if self.shared > 48 * 1024:
                 driver.set_dynamic_shared_memory(self._function, self.shared)
@@ -107,7 +111,10 @@ def compile_module(module, language, target: str) -> CompiledKernel:
     asm["cubin"] = bytes(cubin)
     metadata = {"name": lowered.name, "shared_bytes": int(lowered.shared_bytes),
                 "num_warps": int(lowered.num_warps), "param_kinds": list(lowered.param_kinds),
-                "target": target, "jit_log": log or ""}
+                "target": target, "jit_log": log or "",
+                # nvJitLink's ptxas ignored setmaxnreg (C7504): load the PTX through the
+                # driver JIT instead, which keeps it (runtime/driver.load_ptx_module).
+                "driver_jit": "(C7504)" in (log or "")}
     return CompiledKernel(lowered.name, asm, metadata)
 
 

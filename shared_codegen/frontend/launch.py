@@ -122,23 +122,63 @@ def make_specialization(jit_fn, values, num_warps, target) -> Specialization:
 def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
     """The full path for the fast launcher: `values` are already in parameter order."""
     options = dict(options)
-    known = {"num_stages", "num_ctas", "interpret", "target", "warmup", "maxnreg"}
+    known = {"num_stages", "num_ctas", "interpret", "target", "warmup", "maxnreg",
+             "cluster_dims"}
     unknown = [k for k in options if k not in known]
     if unknown:
         raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
                             f"'{unknown[0]}'")
+    _check_num_ctas(jit_fn, options.get("num_ctas", 1))
     values = [v.value if isinstance(v, constexpr) else v for v in values]
     return _dispatch(jit_fn, values, grid, num_warps, options.get("interpret"),
-                     options.get("target"), stream, options.get("warmup", False), fast_key)
+                     options.get("target"), stream, options.get("warmup", False), fast_key,
+                     options.get("cluster_dims"))
 
 
-def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, stream, warmup):
+def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, stream, warmup,
+        num_ctas=1, cluster_dims=None):
+    _check_num_ctas(jit_fn, num_ctas)
     values = jit_fn.bind_args(args, kwargs)
-    return _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup)
+    return _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
+                     cluster_dims=cluster_dims)
+
+
+# Thread-block clusters (CUDA guide, "Thread Block Clusters"; sm_90+): at most 8 CTAs is the
+# portable size.
+MAX_CLUSTER_CTAS = 8
+
+
+def _check_num_ctas(jit_fn, num_ctas) -> None:
+    # Triton's num_ctas > 1 makes a cluster one program whose tensors are split across CTAs by
+    # CGA layouts; our layouts have no CTA dimension, so say so rather than run something else.
+    if num_ctas != 1:
+        raise ArgumentError(f"{jit_fn.__name__}: num_ctas={num_ctas!r} is not supported (layouts "
+                            f"here have no CTA split); launch clusters of independent programs "
+                            f"with cluster_dims=(x, y, z)")
+
+
+def check_cluster_dims(jit_fn, cluster_dims, grid3):
+    """The (x, y, z) cluster shape, checked against the grid; None for an ordinary launch."""
+    if cluster_dims is None:
+        return None
+    dims = (cluster_dims,) if isinstance(cluster_dims, int) else tuple(cluster_dims)
+    if not 1 <= len(dims) <= 3 or not all(type(d) is int and d >= 1 for d in dims):
+        raise ArgumentError(f"{jit_fn.__name__}: cluster_dims must be 1 to 3 positive ints, got "
+                            f"{cluster_dims!r}")
+    dims = dims + (1,) * (3 - len(dims))
+    if dims[0] * dims[1] * dims[2] > MAX_CLUSTER_CTAS:
+        raise ArgumentError(f"{jit_fn.__name__}: cluster_dims={dims} has "
+                            f"{dims[0] * dims[1] * dims[2]} CTAs; the portable cluster size is "
+                            f"at most {MAX_CLUSTER_CTAS}")
+    for axis, (g, c) in enumerate(zip(grid3, dims)):
+        if g % c:
+            raise ArgumentError(f"{jit_fn.__name__}: grid {tuple(grid3)} is not a multiple of "
+                                f"cluster_dims {dims} (axis {axis}: {g} % {c} != 0)")
+    return dims
 
 
 def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
-              fast_key=None):
+              fast_key=None, cluster_dims=None):
     num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
     if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
         raise ArgumentError(f"num_warps must be a power of two >= 1, got {num_warps!r}")
@@ -149,18 +189,22 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
 
             interpret = not has_gpu()
     if interpret:
-        return _run_interpreted(jit_fn, values, grid, num_warps)
-    return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key)
+        return _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims)
+    return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key,
+                    cluster_dims)
 
 
 # ---- interpreter ---------------------------------------------------------------------------
 
-def _run_interpreted(jit_fn, values, grid, num_warps):
+def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
     from ..interpreter.memory import Memory, host_array
     from ..interpreter.run import run_kernel
 
     meta = dict(zip(jit_fn.arg_names, values))
     grid3 = normalize_grid(jit_fn, grid, meta)
+    # Programs of a cluster are independent here (no distributed shared memory or multicast
+    # yet), so the interpreter runs them as usual once the shape is checked.
+    check_cluster_dims(jit_fn, cluster_dims, grid3)
     host_values = []
     for i, v in enumerate(values):
         if i in jit_fn.constexpr_positions:
@@ -206,7 +250,8 @@ class _Variant:
     __slots__ = ("kernel", "function", "binder", "runtime_positions", "shared", "num_warps")
 
 
-def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None):
+def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None,
+             cluster_dims=None):
     from ..runtime.launcher import current_stream
 
     spec_obj = jit_fn._specializer
@@ -233,8 +278,19 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
             type(g) is int and g >= 0 for g in grid):
         grid = normalize_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     runtime_args = [values[i] for i in variant.runtime_positions]
-    variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared,
-                          current_stream() if stream is None else stream, runtime_args)
+    stream = current_stream() if stream is None else stream
+    if cluster_dims is not None:
+        cluster = check_cluster_dims(jit_fn, cluster_dims, tuple(grid) + (1,) * (3 - len(grid)))
+        from ..lowering.backend import parse_target
+
+        if parse_target(variant.kernel.metadata["target"])[0] < 90:
+            raise ArgumentError(f"{jit_fn.__name__}: cluster_dims needs sm_90 or newer, the "
+                                f"kernel targets {variant.kernel.metadata['target']}")
+        variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
+                                      variant.shared, stream, runtime_args)
+        return variant.kernel
+    variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared, stream,
+                          runtime_args)
     return variant.kernel
 
 

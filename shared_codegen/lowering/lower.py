@@ -33,6 +33,7 @@ class LoweredKernel:
 
 
 TENSOR_MAP_BYTES = 128
+MAX_MAXNREG = 255  # the largest per-thread register cap ptxas accepts
 
 
 def param_kind(ty) -> str:
@@ -122,9 +123,10 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     llmod.add_named_metadata("nvvm.annotations", md)
     if warp_spec is not None:
         # `.maxnreg`: the cap every warp starts from, which setmaxnreg moves per warpgroup
-        # (PTX ISA 9.7.17.1).
+        # (PTX ISA 9.7.17.1); ptxas takes at most 255 ("Too many maxnreg" above).
         md = llmod.add_metadata([lfn, ir.MetaDataString(llmod, "maxnreg"),
-                                 ir.Constant(ir.IntType(32), warp_spec.plan.entry_regs)])
+                                 ir.Constant(ir.IntType(32),
+                                             min(warp_spec.plan.entry_regs, MAX_MAXNREG))])
         llmod.add_named_metadata("nvvm.annotations", md)
 
     ctx = LoweringContext(llmod, lfn, num_warps=num_warps, threads_per_warp=threads_per_warp,

@@ -189,13 +189,21 @@ def _overlap(ctx, a, b) -> bool:
     return oa < ob + alloc_bytes(tb) and ob < oa + alloc_bytes(ta)
 
 
-def sync_shared(ctx, op, desc, kind: str, check: bool = True, record: bool = True) -> None:
+def sync_shared(ctx, op, desc, kind: str, check: bool = True, record: bool = True,
+                mbarrier_use: bool = False) -> None:
     """Emit `bar.sync` before `op` reads (`kind="read"`) or writes through `desc` when an
     earlier access since the last barrier may conflict (see the module docstring).
 
     cp.async (async_copy_rules.py) splits the two halves: issuing a copy orders it after
     earlier accesses (`record=False`: its bytes land later), and the `wait_group` that
-    retires it records the write without a barrier of its own (`check=False`)."""
+    retires it records the write without a barrier of its own (`check=False`).
+
+    `mbarrier_use`: `desc` is an mbarrier that `op` waits on, arrives on or expects bytes on.
+    Those are atomic operations on the barrier word; only `mbarrier.init` / `invalidate`
+    write it non-atomically. Inside a warp-specialized partition without init/invalidate
+    (`ctx.mbarrier_words_settled`, set by lowering/warp_spec_rules.py) every init happened
+    before the hand-off `bar.sync`, so an unknown history (a loop header) needs no barrier:
+    without this, each pipelined loop iteration would pay one `bar.sync` before its wait."""
     allocs = ctx.shared_aliases.get(desc) or frozenset(ctx.shared_offsets)
     state = getattr(ctx, "_smem_state", None)
     block = ctx.builder.block
@@ -205,6 +213,8 @@ def sync_shared(ctx, op, desc, kind: str, check: bool = True, record: bool = Tru
         pending = state[2]
     elif state is None and not _inside_loop(op):
         pending = {}  # the kernel's first shared access, straight-line: nothing to order
+    elif mbarrier_use and getattr(ctx, "mbarrier_words_settled", False):
+        pending = {}  # only atomic barrier operations can be outstanding
     else:
         pending = None  # entered a new block: any access may be outstanding
     conflict = pending is None

@@ -45,11 +45,14 @@ from typing import List, Optional
 
 from llvmlite import ir
 
-from ..ir.core import Function
+from ..ir.core import Function, walk_block
 from ..ir.ops.warp_specialize import NAME, WarpPlan, worker_operands
 from ..ir.types import (PointerType, ScalarType, SharedMemoryType, TensorDescriptorType)
 from .context import I8, I32, I64, VOID, LoweringError
 
+# The non-atomic writes of an mbarrier word (gluon/async_/mbarrier.py); a partition without
+# them needs no bar.sync before its waits and arrives (shared_memory_rules.sync_shared).
+BARRIER_WORD_WRITERS = ("ttng.init_barrier", "ttng.inval_barrier")
 ALL_THREADS_BARRIER = 0
 DEFAULT_BARRIER = 1
 SCRATCH_ALIGN = 128
@@ -237,12 +240,17 @@ def _receive_captures(ctx, ws: WarpSpecLowering) -> List[List]:
 # ---- partitions ------------------------------------------------------------------------------
 
 _SCOPED = ("entry_builder", "builder", "_tid", "_lane", "_warp", "num_warps", "_thread_coords",
-           "_tid_is_zero", "_scratch", "static_shared_bytes", "named_barrier", "_smem_state")
+           "_tid_is_zero", "_scratch", "static_shared_bytes", "named_barrier", "_smem_state",
+           "mbarrier_words_settled")
+
+
+def _settles_barrier_words(block) -> bool:
+    return not any(op.name in BARRIER_WORD_WRITERS for op in walk_block(block))
 
 
 @contextmanager
 def _partition_scope(ctx, name: str, first_warp: int, warps: int, barrier_id: int,
-                     scratch_base: int):
+                     scratch_base: int, region_block):
     """Lower code for the warps [first_warp, first_warp + warps) as if they were a kernel of
     their own: ids from 0, `warps` warps, their named barrier, their own prologue (values
     rules cache there dominate only this partition's code) and scratch."""
@@ -267,6 +275,7 @@ def _partition_scope(ctx, name: str, first_warp: int, warps: int, barrier_id: in
     ctx.builder = ir.IRBuilder(body)
     # The hand-off bar.sync ordered every earlier shared-memory access: nothing pending.
     ctx._smem_state = (body, ctx.barrier_count, {})
+    ctx.mbarrier_words_settled = _settles_barrier_words(region_block)
     try:
         yield
     finally:
@@ -289,7 +298,9 @@ def lower_warp_specialize(op, ctx):
     _setmaxnreg(ctx, plan.default_regs, plan.entry_regs)
 
     # Step 2: the default region, on these warps (ids and barrier unchanged).
+    ctx.mbarrier_words_settled = _settles_barrier_words(op.regions[0].block)
     results = ctx.lower_block(op.regions[0].block, [])
+    ctx.mbarrier_words_settled = False
     _cta_barrier(ctx)
     ctx._smem_state = (ctx.builder.block, ctx.barrier_count, {})
 
@@ -338,7 +349,7 @@ def _worker_path(ctx, ws: WarpSpecLowering, scratch: int) -> None:
         b.position_at_end(mine)
         before = ctx.shared_bytes
         with _partition_scope(ctx, f"partition{i}", first, warps, plan.barrier_id(i),
-                              scratch):
+                              scratch, region.block):
             ctx.lower_block(region.block, args[i])
         end = ctx.partition_end
         if not end.block.is_terminated:

@@ -196,6 +196,26 @@ def load_module(cubin: bytes):
     return check(_driver().cuModuleLoadData(cubin), "cuModuleLoadData")
 
 
+def load_ptx_module(ptx: str):
+    """JIT-compile PTX with the driver's own ptxas and load it -> (CUmodule, info log).
+
+    For kernels whose `setmaxnreg` nvJitLink's ptxas drops (warning C7504: it compiles every
+    input as a separately linked unit, and register reallocation needs the whole program);
+    the driver JIT compiles the module as a whole program and honours it. The driver caches
+    the result on disk (CUDA_CACHE_PATH), so only the first load pays the JIT."""
+    ensure_context()
+    driver = _driver()
+    log = bytearray(1 << 14)
+    options = [driver.CUjit_option.CU_JIT_INFO_LOG_BUFFER,
+               driver.CUjit_option.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+               driver.CUjit_option.CU_JIT_LOG_VERBOSE]
+    values = [log, len(log), 1]
+    image = ptx.encode() + b"\0"
+    module = check(driver.cuModuleLoadDataEx(image, len(options), options, values),
+                   "cuModuleLoadDataEx (driver JIT of PTX)")
+    return module, bytes(log).split(b"\0", 1)[0].decode(errors="replace")
+
+
 def unload_module(module) -> None:
     check(_driver().cuModuleUnload(module), "cuModuleUnload")
 
