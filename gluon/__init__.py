@@ -7,7 +7,7 @@
 
 from shared_codegen.frontend.codegen import constexpr_function
 
-from .jit import compile, jit
+from gluon.jit import compile, jit
 
 __all__ = ["jit", "compile", "constexpr_function", "language"]
 

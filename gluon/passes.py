@@ -27,8 +27,8 @@ from shared_codegen.ir.core import Function, Module, Operation, Value, replace_a
 from shared_codegen.ir.passes import erase_op
 from shared_codegen.ir.types import TensorType
 
-from .language._layouts import AutoLayout, SharedLayout, SliceLayout, check_layout, is_auto
-from .language._semantic import SET_AUTO_LAYOUT_ATTR, layout_mismatch_message
+from gluon.language._layouts import AutoLayout, SharedLayout, SliceLayout, check_layout, is_auto
+from gluon.language._semantic import SET_AUTO_LAYOUT_ATTR, layout_mismatch_message
 
 # Ops whose tensor operands and results all share one layout.
 _SAME_LAYOUT_OPS = {"tt.addptr", "arith.select", "arith.cmpi", "arith.cmpf", "tt.load",

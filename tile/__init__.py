@@ -8,8 +8,8 @@ from shared_codegen.frontend.codegen import constexpr_function
 from shared_codegen.frontend.errors import ArgumentError, CompilationError
 from shared_codegen.interpreter.memory import InterpreterError
 
-from .autotune import Config, autotune, heuristics
-from .jit import compile, jit
+from tile.autotune import Config, autotune, heuristics
+from tile.jit import compile, jit
 
 __all__ = ["jit", "compile", "autotune", "Config", "heuristics", "constexpr_function",
            "CompilationError", "ArgumentError", "InterpreterError", "cdiv"]

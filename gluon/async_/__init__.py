@@ -10,6 +10,6 @@ names); the host-side `TensorDescriptor` is in `gluon.nvidia.hopper`. Importing 
 registers the ops.
 """
 
-from . import fence, mbarrier, tma
+from gluon.async_ import fence, mbarrier, tma
 
 __all__ = ["fence", "mbarrier", "tma"]

@@ -47,7 +47,7 @@ from shared_codegen.ir.ops.shared_memory import offset_map
 from shared_codegen.ir.types import (SharedMemoryType, TensorDescriptorType, TensorType, int1,
                                      int32)
 
-from .mbarrier import ENGINE_KEY, _where, barrier_state, check_barrier, thread_zero
+from gluon.async_.mbarrier import ENGINE_KEY, _where, barrier_state, check_barrier, thread_zero
 
 LOAD, STORE, STORE_WAIT = ("ttng.async_tma_copy_global_to_local",
                            "ttng.async_tma_copy_local_to_global", "ttng.async_tma_store_wait")
@@ -314,7 +314,7 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
     def lower(self, op, ctx):
         desc, smem, bar, coords, pred = self.parts(op)
         from shared_codegen.lowering.shared_memory_rules import sync_shared
-        from .mbarrier import _bar_address
+        from gluon.async_.mbarrier import _bar_address
         # The copy overwrites the buffer: order it after other threads' earlier reads. Its
         # bytes arrive later and are ordered by the mbarrier wait, not by bar.sync.
         sync_shared(ctx, op, smem, "write", record=False)

@@ -24,17 +24,17 @@ from tile.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, fl
 from tile.language.standard import (argmax, argmin, cdiv, cumprod, cumsum, max, min, ravel,
                                     reduce_or, sigmoid, softmax, sum, xor_sum)
 
-from . import nvidia
-from ._core import (arange, bank_conflicts, convert_layout, distributed_type, full, full_like,
+from gluon.language import nvidia
+from gluon.language._core import (arange, bank_conflicts, convert_layout, distributed_type, full, full_like,
                     num_ctas, num_warps, set_auto_layout, thread_barrier, to_linear_layout,
                     to_tensor, zeros, zeros_like)
-from ._layouts import (AutoLayout, BlockedLayout, DistributedLayout, DistributedLinearLayout,
+from gluon.language._layouts import (AutoLayout, BlockedLayout, DistributedLayout, DistributedLinearLayout,
                        DotOperandLayout, NVMMADistributedLayout, NVMMASharedLayout,
                        SharedLayout, SharedLinearLayout, SliceLayout, SwizzledSharedLayout)
-from ._smem import (allocate_shared_memory, shared_memory_descriptor,
+from gluon.language._smem import (allocate_shared_memory, shared_memory_descriptor,
                     shared_memory_descriptor_type)
-from ._warp_spec import warp_specialize
-from .nvidia.ampere import dot_fma  # Triton exports it at the top level too
+from gluon.language._warp_spec import warp_specialize
+from gluon.language.nvidia.ampere import dot_fma  # Triton exports it at the top level too
 
 __all__ = [
     # types

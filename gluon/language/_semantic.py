@@ -31,7 +31,7 @@ from shared_codegen.ir.types import TensorType
 from tile.language import _types as T
 from tile.language.semantic import TileSemantic
 
-from ._layouts import (AutoLayout, DistributedLayout, SharedLayout, SliceLayout, check_layout,
+from gluon.language._layouts import (AutoLayout, DistributedLayout, SharedLayout, SliceLayout, check_layout,
                        is_auto, linear_form)
 
 SET_AUTO_LAYOUT_ATTR = "set_auto_layout"

@@ -5,13 +5,13 @@ Every family (``BlockedLayout``, ``NVMMASharedLayout``, ...) is a frozen datacla
 basis what Triton 3.6 gives.
 """
 
-from .distributed import (BlockedLayout, DistributedLayout, DistributedLinearLayout,
+from gluon.layouts.distributed import (BlockedLayout, DistributedLayout, DistributedLinearLayout,
                           DotOperandLayout, NVMMADistributedLayout, SliceLayout,
                           default_blocked_layout)
-from .linear_layout import LinearLayout
-from .shared import (NVMMASharedLayout, SharedLayout, SharedLinearLayout, SwizzledSharedLayout,
+from gluon.layouts.linear_layout import LinearLayout
+from gluon.layouts.shared import (NVMMASharedLayout, SharedLayout, SharedLinearLayout, SwizzledSharedLayout,
                      TensorMemoryLayout, TensorMemoryScalesLayout)
-from .tmem import get_tmem_reg_layout
+from gluon.layouts.tmem import get_tmem_reg_layout
 
 __all__ = [
     "LinearLayout",

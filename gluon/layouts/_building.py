@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .linear_layout import LinearLayout
+from gluon.layouts.linear_layout import LinearLayout
 
 REGISTER, LANE, WARP, BLOCK, OFFSET = "register", "lane", "warp", "block", "offset"
 

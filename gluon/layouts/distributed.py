@@ -12,10 +12,10 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from . import _validate as check
-from ._building import (BLOCK, LANE, REGISTER, WARP, combine_cta_cga_with_shape, identity_nd,
+from gluon.layouts import _validate as check
+from gluon.layouts._building import (BLOCK, LANE, REGISTER, WARP, combine_cta_cga_with_shape, identity_nd,
                         matrix_order, standard_out_dims)
-from .linear_layout import LinearLayout
+from gluon.layouts.linear_layout import LinearLayout
 
 __all__ = [
     "DistributedLayout",

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import gf2
+from gluon.layouts import gf2
 
 __all__ = ["LinearLayout"]
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .bank_conflicts import (FlatLayout, SharedSwizzle, dtype_bits,
+from gluon.layouts.bank_conflicts import (FlatLayout, SharedSwizzle, dtype_bits,
                              flatten_layout, inverse_table, matrix_swizzling,
                              optimal_swizzling, predicted_conflicts, span_table,
                              wavefronts_of)
@@ -49,11 +49,11 @@ KINDS = ("noop", "register_permutation", "warp_shuffle", "shared_memory")
 # -- inputs -----------------------------------------------------------------------------------
 
 def _to_ll_uncached(layout, shape):
-    from .linear_layout import LinearLayout
+    from gluon.layouts.linear_layout import LinearLayout
     if isinstance(layout, LinearLayout):
         return layout
     try:
-        from . import to_linear_layout
+        from gluon.layouts import to_linear_layout
     except ImportError:
         to_linear_layout = None
     if to_linear_layout is not None:

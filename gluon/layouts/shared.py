@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from . import _validate as check
-from ._building import (OFFSET, combine_cta_cga_with_shape, ensure_not_smaller_than,
+from gluon.layouts import _validate as check
+from gluon.layouts._building import (OFFSET, combine_cta_cga_with_shape, ensure_not_smaller_than,
                         shape_per_cta, standard_out_dims)
-from .linear_layout import LinearLayout
+from gluon.layouts.linear_layout import LinearLayout
 
 __all__ = [
     "SharedLayout",

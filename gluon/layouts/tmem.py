@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import functools
 
-from ._building import BLOCK, LANE, REGISTER, WARP, log2
-from .distributed import DistributedLinearLayout
-from .linear_layout import LinearLayout
-from .shared import TensorMemoryLayout
+from gluon.layouts._building import BLOCK, LANE, REGISTER, WARP, log2
+from gluon.layouts.distributed import DistributedLinearLayout
+from gluon.layouts.linear_layout import LinearLayout
+from gluon.layouts.shared import TensorMemoryLayout
 
 __all__ = ["get_tmem_reg_layout", "TMEM_INSTR_VARIANTS"]
 

@@ -10,6 +10,6 @@
 
 from shared_codegen.ir.ops.warp_specialize import WarpPlan
 
-from . import pipeline
+from gluon.warp_spec import pipeline
 
 __all__ = ["WarpPlan", "pipeline"]

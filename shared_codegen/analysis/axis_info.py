@@ -44,8 +44,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..ir.core import Block, Function, Operation, Value
-from ..ir.types import PointerType, ScalarType, TensorType, scalar_of
+from shared_codegen.ir.core import Block, Function, Operation, Value
+from shared_codegen.ir.types import PointerType, ScalarType, TensorType, scalar_of
 
 # 2**62, Triton's value for "divisible by every power of two we care about" (the value 0).
 MAX_DIVISOR = 1 << 62
@@ -548,8 +548,8 @@ def rule_unknown(op, ins):
 
 
 def _build_rules() -> Dict[str, Rule]:
-    from ..ir.ops.arith import CAST_OPS, FLOAT_BINARY
-    from ..ir.ops.math import UNARY_FLOAT_RULES
+    from shared_codegen.ir.ops.arith import CAST_OPS, FLOAT_BINARY
+    from shared_codegen.ir.ops.math import UNARY_FLOAT_RULES
 
     rules: Dict[str, Rule] = {
         "tt.make_range": rule_make_range, "arith.constant": rule_constant,

@@ -19,11 +19,11 @@ import inspect
 import operator
 from typing import Any, Dict, List, Optional
 
-from ..ir.core import Location, Operation, Region
-from ..ir.ops.control import ForOp, WhileOp, YieldOp
-from ..ir.types import TensorType, int1
-from .errors import CompilationError
-from .values import (TENSOR_SEMANTIC_ATTRS, constexpr, is_builtin, is_tensor, tensor, unwrap,
+from shared_codegen.ir.core import Location, Operation, Region
+from shared_codegen.ir.ops.control import ForOp, WhileOp, YieldOp
+from shared_codegen.ir.types import TensorType, int1
+from shared_codegen.frontend.errors import CompilationError
+from shared_codegen.frontend.values import (TENSOR_SEMANTIC_ATTRS, constexpr, is_builtin, is_tensor, tensor, unwrap,
                      wrap)
 
 _NO_VALUE = object()
@@ -430,7 +430,7 @@ class CodeGenerator(ast.NodeVisitor):
             big = any(abs(int(v)) >= 2 ** 31 for v in vals)
             vals = [self.semantic.to_tensor(int(v)) for v in vals]
             if big:
-                from ..ir.types import int64
+                from shared_codegen.ir.types import int64
                 vals = [self.semantic.cast(v, int64) for v in vals]
             return vals
         widest = max(tensors, key=lambda t: t.dtype.bits).dtype

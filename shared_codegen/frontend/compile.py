@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from .. import config
-from ..ir.passes import run_pipeline
-from ..ir.printer import print_module
-from ..ir.verifier import verify_module
-from .errors import CompilationError
+from shared_codegen import config
+from shared_codegen.ir.passes import run_pipeline
+from shared_codegen.ir.printer import print_module
+from shared_codegen.ir.verifier import verify_module
+from shared_codegen.frontend.errors import CompilationError
 
 _DISK_CACHE = None
 
@@ -23,7 +23,7 @@ _DISK_CACHE = None
 def disk_cache():
     global _DISK_CACHE
     if _DISK_CACHE is None:
-        from ..runtime.cache import CompilationCache
+        from shared_codegen.runtime.cache import CompilationCache
 
         directory = None if config.get("SC_CACHE_DISABLE") else config.get("SC_CACHE_DIR")
         _DISK_CACHE = CompilationCache(directory)
@@ -54,7 +54,7 @@ class CompiledKernel:
     def function(self):
         """The loaded CUfunction (loads the cubin on first use)."""
         if self._function is None:
-            from ..runtime import driver
+            from shared_codegen.runtime import driver
 
             if self.metadata.get("driver_jit") and config.get("SC_DRIVER_JIT"):
                 self._module, self.metadata["driver_jit_log"] = driver.load_ptx_module(
@@ -75,7 +75,7 @@ def frontend_ir(jit_fn, spec):
 
 def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKernel:
     """Compile one specialization for `spec.target`, through the on-disk cache."""
-    from ..runtime.cache import make_key
+    from shared_codegen.runtime.cache import make_key
 
     start = time.perf_counter()
     options = {"num_warps": spec.num_warps, "language": jit_fn.language.name,
@@ -95,8 +95,8 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
 
 def compile_module(module, language, target: str) -> CompiledKernel:
     """Run the language's passes on a frontend-IR module and lower it to a cubin."""
-    from ..lowering.backend import llvm_to_ptx, ptx_to_cubin
-    from ..lowering.lower import lower_module
+    from shared_codegen.lowering.backend import llvm_to_ptx, ptx_to_cubin
+    from shared_codegen.lowering.lower import lower_module
 
     asm: Dict[str, Any] = {}
     verify_module(module)

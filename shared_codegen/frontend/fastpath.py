@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Dict
 
-from ..runtime.specialize import FAST_KEYED
+from shared_codegen.runtime.specialize import FAST_KEYED
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -101,7 +101,7 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
                         _sc_current_stream() if stream is None else stream, {runtime_tuple})
     return _sc_v.kernel
 """
-    from ..runtime.launcher import current_stream
+    from shared_codegen.runtime.launcher import current_stream
 
     torch = sys.modules.get("torch")
     Tensor = torch.Tensor if torch is not None else _NoTensor

@@ -22,13 +22,13 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from ..ir.builder import Builder
-from ..ir.core import Function, Location, Module
-from ..ir.ops.control import YieldOp
-from ..ir.types import BY_NAME, PointerType
-from .codegen import CodeGenerator
-from .errors import ArgumentError, CompilationError
-from .values import constexpr, wrap
+from shared_codegen.ir.builder import Builder
+from shared_codegen.ir.core import Function, Location, Module
+from shared_codegen.ir.ops.control import YieldOp
+from shared_codegen.ir.types import BY_NAME, PointerType
+from shared_codegen.frontend.codegen import CodeGenerator
+from shared_codegen.frontend.errors import ArgumentError, CompilationError
+from shared_codegen.frontend.values import constexpr, wrap
 
 
 @dataclass
@@ -153,8 +153,8 @@ class JITFunction:
         return functools.partial(fast, grid=grid)
 
     def _build_fast_launch(self):
-        from .fastpath import build_fast_launcher
-        from .launch import run_bound
+        from shared_codegen.frontend.fastpath import build_fast_launcher
+        from shared_codegen.frontend.launch import run_bound
 
         def slow(values, options, grid, num_warps, stream, fast_key=None):
             return run_bound(self, list(values), options, grid, num_warps, stream, fast_key)
@@ -195,7 +195,7 @@ class JITFunction:
 
     def run(self, *args, grid, num_warps=None, num_stages=None, num_ctas=1, interpret=None,
             target=None, stream=None, warmup=False, cluster_dims=None, **kwargs):
-        from . import launch as launch_mod
+        from shared_codegen.frontend import launch as launch_mod
         return launch_mod.run(self, args, kwargs, grid, num_warps, num_stages, interpret,
                               target, stream, warmup, num_ctas, cluster_dims)
 

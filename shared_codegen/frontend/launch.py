@@ -13,11 +13,11 @@ from typing import Any, Dict
 
 import numpy as np
 
-from .. import config
-from ..ir.types import BY_NAME, IRType, PointerType, TensorDescriptorType, from_host_dtype
-from .errors import ArgumentError, CompilationError
-from .jit import Specialization, type_from_key
-from .values import constexpr
+from shared_codegen import config
+from shared_codegen.ir.types import BY_NAME, IRType, PointerType, TensorDescriptorType, from_host_dtype
+from shared_codegen.frontend.errors import ArgumentError, CompilationError
+from shared_codegen.frontend.jit import Specialization, type_from_key
+from shared_codegen.frontend.values import constexpr
 
 DEFAULT_NUM_WARPS = 4
 
@@ -25,7 +25,7 @@ DEFAULT_NUM_WARPS = 4
 def _numpy_key(arr) -> tuple:
     dt = from_host_dtype(arr.dtype)
     if dt is None:
-        from ..runtime.specialize import SpecializationError
+        from shared_codegen.runtime.specialize import SpecializationError
 
         raise SpecializationError(f"numpy dtype {arr.dtype} is not supported by kernels")
     aligned = arr.__array_interface__["data"][0] % 16 == 0
@@ -38,13 +38,13 @@ def _scalar_numpy_key(x) -> tuple:
         return ("fp32", "")
     if dt.is_floating():
         return ("fp32" if dt.bits <= 32 else "fp64", "")
-    from ..runtime.specialize import key_of
+    from shared_codegen.runtime.specialize import key_of
 
     return key_of(int(x))
 
 
 def _register_numpy_handlers():
-    from ..runtime.specialize import register_handler
+    from shared_codegen.runtime.specialize import register_handler
 
     register_handler(np.ndarray, _numpy_key)
     for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
@@ -84,11 +84,11 @@ def normalize_grid(jit_fn, grid, meta: Dict[str, Any]):
 
 
 def make_specialization(jit_fn, values, num_warps, target) -> Specialization:
-    from ..runtime.specialize import SpecializationError, key_of
+    from shared_codegen.runtime.specialize import SpecializationError, key_of
 
     spec = jit_fn._specializer
     if spec is None:
-        from ..runtime.specialize import Specializer
+        from shared_codegen.runtime.specialize import Specializer
 
         spec = jit_fn._specializer = Specializer(jit_fn.constexpr_positions,
                                                  jit_fn.do_not_specialize)
@@ -185,7 +185,7 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
     if interpret is None:
         interpret = bool(config.get("SC_INTERPRET")) or any(map(_is_host_array, values))
         if not interpret:
-            from ..runtime.driver import has_gpu
+            from shared_codegen.runtime.driver import has_gpu
 
             interpret = not has_gpu()
     if interpret:
@@ -197,8 +197,8 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
 # ---- interpreter ---------------------------------------------------------------------------
 
 def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
-    from ..interpreter.memory import Memory, host_array
-    from ..interpreter.run import run_kernel
+    from shared_codegen.interpreter.memory import Memory, host_array
+    from shared_codegen.interpreter.run import run_kernel
 
     meta = dict(zip(jit_fn.arg_names, values))
     grid3 = normalize_grid(jit_fn, grid, meta)
@@ -221,7 +221,7 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
     module = jit_fn._variants.get(cache_key)
     if module is None:
         module = jit_fn.make_ir(spec)
-        from ..ir.verifier import verify_module
+        from shared_codegen.ir.verifier import verify_module
 
         verify_module(module)
         jit_fn._variants[cache_key] = module
@@ -252,7 +252,7 @@ class _Variant:
 
 def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None,
              cluster_dims=None):
-    from ..runtime.launcher import current_stream
+    from shared_codegen.runtime.launcher import current_stream
 
     spec_obj = jit_fn._specializer
     if spec_obj is None:
@@ -281,7 +281,7 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     stream = current_stream() if stream is None else stream
     if cluster_dims is not None:
         cluster = check_cluster_dims(jit_fn, cluster_dims, tuple(grid) + (1,) * (3 - len(grid)))
-        from ..lowering.backend import parse_target
+        from shared_codegen.lowering.backend import parse_target
 
         if parse_target(variant.kernel.metadata["target"])[0] < 90:
             raise ArgumentError(f"{jit_fn.__name__}: cluster_dims needs sm_90 or newer, the "
@@ -295,9 +295,9 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
 
 
 def _compile_variant(jit_fn, values, num_warps, target):
-    from ..lowering.backend import target_from_device
-    from ..runtime.launcher import get_binder
-    from .compile import compile_spec, wrap_internal_error
+    from shared_codegen.lowering.backend import target_from_device
+    from shared_codegen.runtime.launcher import get_binder
+    from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
 
     target = target or config.get("SC_TARGET") or target_from_device()
     spec = make_specialization(jit_fn, values, num_warps, target)
@@ -322,7 +322,7 @@ def compile_for_target(jit_fn, signature: Dict[str, str], constexprs: Dict[str, 
     """Compile without a GPU. `signature` maps runtime parameters to Triton-style type strings
     ("*fp32", "i32", "fp16", ...), optionally with a ":16" suffix for 16-byte divisibility;
     `constexprs` gives the constexpr parameters' values."""
-    from .compile import compile_spec
+    from shared_codegen.frontend.compile import compile_spec
 
     spec = specialization_for_signature(jit_fn, signature, constexprs or {}, num_warps, target)
     return compile_spec(jit_fn, spec)
@@ -351,7 +351,7 @@ def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: 
         if not isinstance(text, str):
             # An IR type (TensorDescriptorType), or a host object specialized like an argument
             # (a gluon.nvidia.hopper.TensorDescriptor).
-            from ..runtime.specialize import key_of
+            from shared_codegen.runtime.specialize import key_of
 
             entry = (text, "") if isinstance(text, IRType) else key_of(text)
             key.append(entry)

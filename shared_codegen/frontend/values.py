@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any, List
 
-from ..ir.types import IRType, PointerType, TensorType, scalar_of
+from shared_codegen.ir.types import IRType, PointerType, TensorType, scalar_of
 
 
 class constexpr:

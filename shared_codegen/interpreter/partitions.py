@@ -28,7 +28,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .memory import InterpreterError
+from shared_codegen.interpreter.memory import InterpreterError
 
 # Switches between partitions allowed per warp_specialize before the run is stopped (a
 # livelock guard; a real pipeline switches a few times per stage and iteration).
@@ -91,7 +91,7 @@ class Partition:
 
 class Scheduler:
     def __init__(self, op, frame):
-        from ..ir.ops.warp_specialize import partition_names, worker_operands
+        from shared_codegen.ir.ops.warp_specialize import partition_names, worker_operands
         self.op, self.frame = op, frame
         self.cond = threading.Condition()
         self.holder: Optional[Partition] = None   # who holds the baton (None: scheduler)

@@ -13,8 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..ir.ops.shared_memory import offset_map
-from ..ir.types import SharedMemoryType
+from shared_codegen.ir.ops.shared_memory import offset_map
+from shared_codegen.ir.types import SharedMemoryType
 
 
 class SharedBuffer:

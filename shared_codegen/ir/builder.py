@@ -9,8 +9,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Dict, Optional, Sequence
 
-from .core import UNKNOWN_LOC, Block, Location, Operation, Region, Value
-from .types import IRType
+from shared_codegen.ir.core import UNKNOWN_LOC, Block, Location, Operation, Region, Value
+from shared_codegen.ir.types import IRType
 
 
 class Builder:

@@ -14,7 +14,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
-from .types import FunctionType, IRType
+from shared_codegen.ir.types import FunctionType, IRType
 
 
 @dataclass(frozen=True)

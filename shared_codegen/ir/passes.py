@@ -19,9 +19,9 @@ import os
 import re
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
-from .core import Module, Operation, VerificationError
-from .printer import print_module
-from .verifier import verify_module
+from shared_codegen.ir.core import Module, Operation, VerificationError
+from shared_codegen.ir.printer import print_module
+from shared_codegen.ir.verifier import verify_module
 
 Pass = Callable[[Module], None]
 NamedPass = Tuple[str, Pass]
@@ -40,7 +40,7 @@ class PassError(RuntimeError):
 def dump_dir_from_env() -> Optional[str]:
     """`SC_DUMP_IR_DIR` through the config module (which declares it), else the raw env."""
     try:
-        from .. import config
+        from shared_codegen import config
     except ImportError:  # pragma: no cover - config is part of the package
         return os.environ.get("SC_DUMP_IR_DIR") or None
     return config.get("SC_DUMP_IR_DIR") or None

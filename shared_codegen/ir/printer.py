@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from .core import Block, Function, Module, Operation, Value
-from .types import IRType, TensorType
+from shared_codegen.ir.core import Block, Function, Module, Operation, Value
+from shared_codegen.ir.types import IRType, TensorType
 
 
 class _Namer:

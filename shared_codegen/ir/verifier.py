@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Set
 
-from .core import Block, Module, Operation, VerificationError
+from shared_codegen.ir.core import Block, Module, Operation, VerificationError
 
 
 def verify_module(module: Module) -> None:

@@ -20,11 +20,11 @@ Step 4. Barriers: the copy is a write to its allocation when issued (it must not
 
 from __future__ import annotations
 
-from ..ir.ops.async_copy import COPY, AsyncCopyGlobalToLocalOp
-from .context import VOID, LoweringError, llvm_type
-from .cross_thread import storage_type, thread_coord_values
-from .shared_memory_rules import _Access, sync_shared
-from .vectorize import layout_vector, vector_width
+from shared_codegen.ir.ops.async_copy import COPY, AsyncCopyGlobalToLocalOp
+from shared_codegen.lowering.context import VOID, LoweringError, llvm_type
+from shared_codegen.lowering.cross_thread import storage_type, thread_coord_values
+from shared_codegen.lowering.shared_memory_rules import _Access, sync_shared
+from shared_codegen.lowering.vectorize import layout_vector, vector_width
 
 def _vector_registers(ctx, op, ptr, mask, acc: _Access) -> int:
     """Step 1: how many leading register bits form one cp.async vector."""

@@ -28,8 +28,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 from llvmlite import ir
 
-from ..ir.core import Block, Operation, Value
-from ..ir.types import IRType, PointerType, ScalarType, TensorType
+from shared_codegen.ir.core import Block, Operation, Value
+from shared_codegen.ir.types import IRType, PointerType, ScalarType, TensorType
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -522,6 +522,6 @@ def _to_linear(layout, shape):
     return to_linear_layout(layout, shape)
 
 
-from ..ir.core import OpDef as _OpDef  # noqa: E402
+from shared_codegen.ir.core import OpDef as _OpDef  # noqa: E402
 
 _BASE_LOWER = _OpDef.lower

@@ -11,8 +11,8 @@ from typing import Any, List, Tuple
 
 from llvmlite import ir
 
-from ..ir.types import scalar_of
-from .context import I1, I32, LoweringError
+from shared_codegen.ir.types import scalar_of
+from shared_codegen.lowering.context import I1, I32, LoweringError
 
 
 def _flatten(values: List[Any]) -> Tuple[List[ir.Value], List[int]]:

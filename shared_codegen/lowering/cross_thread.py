@@ -26,8 +26,8 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from llvmlite import ir
 
-from ..ir.types import PointerType, TensorType, int32
-from .context import I8, I32, I64, LoweringError
+from shared_codegen.ir.types import PointerType, TensorType, int32
+from shared_codegen.lowering.context import I8, I32, I64, LoweringError
 
 REGISTER, LANE, WARP = "register", "lane", "warp"
 THREAD_DIMS = (LANE, WARP)
@@ -527,13 +527,13 @@ def lower_convert_layout(op, ctx):
                                                         for s in plan.permutation):
         return [[regs[s] for s in plan.permutation]]
     if plan is not None and plan.kind == "warp_shuffle":
-        from .xthread_shuffle import try_lower_shuffle
+        from shared_codegen.lowering.xthread_shuffle import try_lower_shuffle
 
         out = try_lower_shuffle(ctx, plan, src_ll, regs, dst_ll, ctx.llvm_type(src_ty.element))
         if out is not None:
             return [out]
     if plan is not None and plan.kind == "shared_memory":
-        from .xthread_swizzle import swizzled_round_trip
+        from shared_codegen.lowering.xthread_swizzle import swizzled_round_trip
 
         out = swizzled_round_trip(ctx, plan, src_ll, regs, dst_ll, src_ty.shape,
                                   ctx.llvm_type(src_ty.element))

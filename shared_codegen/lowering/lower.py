@@ -14,10 +14,10 @@ from typing import Optional, Tuple
 
 from llvmlite import ir
 
-from ..ir.core import Function, Module
-from ..ir.types import PointerType, ScalarType, TensorDescriptorType, TensorType
-from .context import I8, VOID, LoweringContext, LoweringError, llvm_type
-from .shared_alloc import check_shared_limit, plan_shared_memory
+from shared_codegen.ir.core import Function, Module
+from shared_codegen.ir.types import PointerType, ScalarType, TensorDescriptorType, TensorType
+from shared_codegen.lowering.context import I8, VOID, LoweringContext, LoweringError, llvm_type
+from shared_codegen.lowering.shared_alloc import check_shared_limit, plan_shared_memory
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def _analyze_axes(fn: Function):
     """Run the axis analysis when the analysis package exists (vectorize.py falls back to
     scalar accesses without it)."""
     try:
-        from ..analysis import axis_info
+        from shared_codegen.analysis import axis_info
     except ImportError:
         return None
     for name in ("analyze", "run"):
@@ -99,7 +99,7 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
                                 f"kernels take pointers and scalars")
 
     # Warp specialization launches extra warps and fixes a starting register cap.
-    from .warp_spec_rules import plan_kernel
+    from shared_codegen.lowering.warp_spec_rules import plan_kernel
     warp_spec = plan_kernel(fn, num_warps)
     launch_warps = warp_spec.total_warps if warp_spec else num_warps
 

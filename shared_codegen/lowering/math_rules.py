@@ -15,9 +15,9 @@ import math
 
 from llvmlite import ir
 
-from ..ir.types import scalar_of
-from .arith_rules import _suffix, convert_float, elementwise
-from .context import F32, F64, LoweringError, llvm_type
+from shared_codegen.ir.types import scalar_of
+from shared_codegen.lowering.arith_rules import _suffix, convert_float, elementwise
+from shared_codegen.lowering.context import F32, F64, LoweringError, llvm_type
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -137,7 +137,7 @@ def lower_unary_float(op, ctx):
     if rule is None:  # floor/ceil/abs on fp8: through f32 below
         def rule(c, x):
             return c.intrinsic(f"{_INTRINSIC_RULES[op.name]}.f32", F32, [x])
-    from ..ir.types import float32
+    from shared_codegen.ir.types import float32
 
     def one(x):
         if elem.bits == 32:

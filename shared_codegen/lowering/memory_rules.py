@@ -19,9 +19,9 @@ from typing import List, Optional
 
 from llvmlite import ir
 
-from ..ir.types import PointerType, TensorType, scalar_of
-from .context import I8, I16, I32, I64, LoweringError, llvm_type
-from .vectorize import vector_width
+from shared_codegen.ir.types import PointerType, TensorType, scalar_of
+from shared_codegen.lowering.context import I8, I16, I32, I64, LoweringError, llvm_type
+from shared_codegen.lowering.vectorize import vector_width
 
 _CACHE = {"": "", ".ca": ".ca", ".cg": ".cg", ".cv": ".cv", ".cs": ".cs", ".wb": ".wb",
           ".wt": ".wt"}
@@ -125,7 +125,7 @@ def _regs(ctx, value, n: int) -> Optional[List]:
 # ---- tt.load --------------------------------------------------------------------------------
 
 def lower_load(op, ctx):
-    from ..ir.ops.memory import LoadOp
+    from shared_codegen.ir.ops.memory import LoadOp
     ptr, mask, other = LoadOp.parts(op)
     elem = scalar_of(op.result.type)
     tensor = isinstance(ptr.type, TensorType)
@@ -279,7 +279,7 @@ def _float_minmax(ctx, op, kind, elem, ptr, value, pred):
     pos_kind, neg_kind = ("max.s", "min.u") if kind == "max" else ("min.s", "max.u")
     p_pos = _and(ctx, pred, nonneg)
     p_neg = _and(ctx, pred, b.not_(nonneg))
-    from ..ir import types as T
+    from shared_codegen.ir import types as T
     ielem = T.int32 if bits == 32 else T.int64
     old_pos = _atomic(ctx, op, f"{pos_kind}{bits}", ielem, ptr, [as_int], p_pos)
     old_neg = _atomic(ctx, op, f"{neg_kind}{bits}", ielem, ptr, [as_int], p_neg)
@@ -327,7 +327,7 @@ def _broadcast_results(ctx, op, ty, owned: List[ir.Value]) -> List[ir.Value]:
 def _has_uses(op) -> bool:
     """Whether anything in the enclosing function reads op's result (no use lists in the IR;
     an unused atomic result needs no broadcast)."""
-    from ..ir.core import Function
+    from shared_codegen.ir.core import Function
     node = op
     while True:
         block = node.parent

@@ -38,7 +38,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from llvmlite import ir
 
-from .context import F32, I32, LoweringError, _register_coords, llvm_type
+from shared_codegen.lowering.context import F32, I32, LoweringError, _register_coords, llvm_type
 
 Coords = Tuple[int, int]
 
@@ -330,7 +330,7 @@ def _widen(ctx, x, src, dst):
         return x
     b = ctx.builder
     if dst.is_floating():
-        from .arith_rules import convert_float
+        from shared_codegen.lowering.arith_rules import convert_float
         return convert_float(ctx, [x], src, dst)[0]
     lty = llvm_type(dst)
     return b.sext(x, lty) if src.is_int_signed() else b.zext(x, lty)
@@ -355,7 +355,7 @@ def lower_dot_fma(op, ctx):
     b = ctx.builder
     lty = llvm_type(c_elem)
     if c_elem.is_floating():
-        from .arith_rules import _suffix
+        from shared_codegen.lowering.arith_rules import _suffix
         fma_name = f"llvm.fma.{_suffix(lty)}"
     out: Dict[int, ir.Value] = {}
     for chain in chains:

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
-from ..ir.core import Block, Function, Operation, Value
-from ..ir.ops.shared_memory import ALLOC, VIEW_OPS, alloc_alignment, alloc_bytes
-from ..ir.types import SharedMemoryType
-from .context import LoweringError
+from shared_codegen.ir.core import Block, Function, Operation, Value
+from shared_codegen.ir.ops.shared_memory import ALLOC, VIEW_OPS, alloc_alignment, alloc_bytes
+from shared_codegen.ir.types import SharedMemoryType
+from shared_codegen.lowering.context import LoweringError
 
 # The most shared memory one CTA may use on sm_90 / sm_100 (227 KB; CUDA programming guide,
 # "Compute capabilities", technical specifications).
@@ -78,7 +78,7 @@ def alias_sets(fn: Function) -> Dict[Value, FrozenSet[Operation]]:
                     changed |= join(op.results[k], both)
             elif op.name == "ttg.warp_specialize":
                 # A worker region's arguments view what the op's operands view.
-                from ..ir.ops.warp_specialize import worker_operands
+                from shared_codegen.ir.ops.warp_specialize import worker_operands
                 for region, caps in zip(op.regions[1:], worker_operands(op)):
                     for arg, v in zip(region.block.args, caps):
                         changed |= join(arg, of(v))

@@ -36,15 +36,15 @@ from typing import Dict, List, Optional
 
 from llvmlite import ir
 
-from ..ir.ops.shared_memory import (ALLOC, INDEX, REINTERPRET, RESHAPE, SUBSLICE, TRANS,
+from shared_codegen.ir.ops.shared_memory import (ALLOC, INDEX, REINTERPRET, RESHAPE, SUBSLICE, TRANS,
                                     alloc_alignment, alloc_bytes, index_stride, offset_map,
                                     subslice_offset)
-from ..ir.core import Operation
-from ..ir.types import SharedMemoryType, TensorType
-from .context import I8, LoweringError, llvm_type
-from .cross_thread import (LANE, REGISTER, WARP, bases, from_storage, storage_type,
+from shared_codegen.ir.core import Operation
+from shared_codegen.ir.types import SharedMemoryType, TensorType
+from shared_codegen.lowering.context import I8, LoweringError, llvm_type
+from shared_codegen.lowering.cross_thread import (LANE, REGISTER, WARP, bases, from_storage, storage_type,
                            thread_coord_values, to_storage)
-from . import smem_matrix
+from shared_codegen.lowering import smem_matrix
 
 MAX_VECTOR_BYTES = 16
 

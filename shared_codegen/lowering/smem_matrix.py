@@ -39,9 +39,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from llvmlite import ir
 
-from .context import I32, VOID
-from .cross_thread import LANE, REGISTER, WARP, _i32, bases
-from .xthread_shuffle import from_bits, pack_words, to_bits, unpack_words
+from shared_codegen.lowering.context import I32, VOID
+from shared_codegen.lowering.cross_thread import LANE, REGISTER, WARP, _i32, bases
+from shared_codegen.lowering.xthread_shuffle import from_bits, pack_words, to_bits, unpack_words
 
 ROW_ELEMENTS = 8            # one 16-byte row of an 8x8 b16 matrix
 STMATRIX_ARCH, LDMATRIX_ARCH = 90, 75

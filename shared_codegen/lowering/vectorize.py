@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from ..ir.core import Value
-from ..ir.types import PointerType, TensorType, scalar_of
+from shared_codegen.ir.core import Value
+from shared_codegen.ir.types import PointerType, TensorType, scalar_of
 
 MAX_ACCESS_BYTES = 16
 

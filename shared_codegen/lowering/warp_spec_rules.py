@@ -45,10 +45,10 @@ from typing import List, Optional
 
 from llvmlite import ir
 
-from ..ir.core import Function, walk_block
-from ..ir.ops.warp_specialize import NAME, WarpPlan, worker_operands
-from ..ir.types import (PointerType, ScalarType, SharedMemoryType, TensorDescriptorType)
-from .context import I8, I32, I64, VOID, LoweringError
+from shared_codegen.ir.core import Function, walk_block
+from shared_codegen.ir.ops.warp_specialize import NAME, WarpPlan, worker_operands
+from shared_codegen.ir.types import (PointerType, ScalarType, SharedMemoryType, TensorDescriptorType)
+from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
 
 # The non-atomic writes of an mbarrier word (gluon/async_/mbarrier.py); a partition without
 # them needs no bar.sync before its waits and arrives (shared_memory_rules.sync_shared).

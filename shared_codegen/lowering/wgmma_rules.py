@@ -41,10 +41,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from llvmlite import ir
 
-from ..ir.ops.wgmma import PTX_TYPES, WARPGROUP_ROWS, wgmma_instr_k
-from ..ir.types import SharedMemoryType, TensorType
-from .context import F32, I32, LoweringError, _register_coords
-from .mma_rules import MMA_SHAPES, _check_warps, _in_dim_point, _pack, _register_index
+from shared_codegen.ir.ops.wgmma import PTX_TYPES, WARPGROUP_ROWS, wgmma_instr_k
+from shared_codegen.ir.types import SharedMemoryType, TensorType
+from shared_codegen.lowering.context import F32, I32, LoweringError, _register_coords
+from shared_codegen.lowering.mma_rules import MMA_SHAPES, _check_warps, _in_dim_point, _pack, _register_index
 
 Coords = Tuple[int, int]
 I64 = ir.IntType(64)
@@ -275,7 +275,7 @@ def smem_start(plan_bits, plan: SmemPlan, mn0: int, k0: int) -> int:
 
 def operand_bits(ty: SharedMemoryType, k_dim: int) -> Tuple[List[int], List[int]]:
     """Byte offset of each coordinate bit of a shared view: (MN dim bits, K dim bits)."""
-    from ..ir.ops.shared_memory import offset_map
+    from shared_codegen.ir.ops.shared_memory import offset_map
     bits = offset_map(ty).linear_bits()
     if bits is None:
         raise ValueError(f"a {list(ty.shape)} view with a non-power-of-two buffer stride cannot "
@@ -366,7 +366,7 @@ class _Descriptors:
     offset >> 4 (the start field cannot overflow: shared addresses are below 256 KB)."""
 
     def __init__(self, ctx, op, value, plan: SmemPlan, warp_offsets: List[int]):
-        from .shared_memory_rules import _is_zero, base_alignment
+        from shared_codegen.lowering.shared_memory_rules import _is_zero, base_alignment
         base, xor = ctx.get(value)
         if not _is_zero(xor):
             raise LoweringError("wgmma operands cannot be column subslices inside a swizzle "
@@ -466,7 +466,7 @@ def _mma_asm(instr: str, n_out: int, n_a: int, trans: str):
 
 
 def lower_warp_group_dot(op, ctx):
-    from .shared_memory_rules import sync_shared
+    from shared_codegen.lowering.shared_memory_rules import sync_shared
     a, bm, acc, use_acc = op.operands
     a_ty, b_ty, c_ty = a.type, bm.type, acc.type
     a_in_regs = isinstance(a_ty, TensorType)

@@ -28,9 +28,9 @@ from typing import Dict, List, Sequence
 
 from llvmlite import ir
 
-from ..ir.types import TensorType
-from .context import LoweringError
-from .cross_thread import (LANE, REGISTER, WARP, _combine, _i32, bases, check_axis_separable,
+from shared_codegen.ir.types import TensorType
+from shared_codegen.lowering.context import LoweringError
+from shared_codegen.lowering.cross_thread import (LANE, REGISTER, WARP, _combine, _i32, bases, check_axis_separable,
                            element_coord_values, linear_index, map_layout, register_coords,
                            smem_load, smem_store, storage_bytes, thread_bits_value)
 

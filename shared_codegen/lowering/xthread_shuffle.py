@@ -29,7 +29,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from llvmlite import ir
 
-from .context import I32, I64
+from shared_codegen.lowering.context import I32, I64
 
 LANE_BITS = 5
 

@@ -29,8 +29,8 @@ from typing import Callable, Dict, List
 import numpy as np
 from llvmlite import ir
 
-from ..ir.types import TensorType
-from .context import llvm_type
+from shared_codegen.ir.types import TensorType
+from shared_codegen.lowering.context import llvm_type
 
 
 class SimError(AssertionError):
@@ -302,7 +302,7 @@ class SimContext:
         return self._warp
 
     def linear_layout(self, ty: TensorType):
-        from .context import _to_linear
+        from shared_codegen.lowering.context import _to_linear
         return _to_linear(ty.layout, tuple(ty.shape))
 
     def thread_coords(self, ty: TensorType):

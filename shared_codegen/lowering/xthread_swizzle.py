@@ -32,10 +32,10 @@ from typing import Dict, List, Optional
 
 from llvmlite import ir
 
-from .context import I32
-from .cross_thread import (LANE, REGISTER, WARP, _i32, bases, from_storage, register_coords,
+from shared_codegen.lowering.context import I32
+from shared_codegen.lowering.cross_thread import (LANE, REGISTER, WARP, _i32, bases, from_storage, register_coords,
                            storage_bytes, storage_type, thread_coord_values, to_storage)
-from .smem_matrix import (LDMATRIX_ARCH, STMATRIX_ARCH, Access, SidePlan, address, arch_of,
+from shared_codegen.lowering.smem_matrix import (LDMATRIX_ARCH, STMATRIX_ARCH, Access, SidePlan, address, arch_of,
                           gather_registers, load_matrix, matrix_side, store_matrix)
 
 

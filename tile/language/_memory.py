@@ -13,7 +13,7 @@ from shared_codegen.ir.ops.memory import AtomicCASOp, AtomicRMWOp, LoadOp, Store
 from shared_codegen.ir.types import (PointerType, bfloat16, float16, float32, float64, int1,
                                      int8, int32, int64, uint32, uint64)
 
-from . import _types as T
+from tile.language import _types as T
 
 _LOAD_CACHE = ("", ".ca", ".cg", ".cv")
 _STORE_CACHE = ("", ".wb", ".cg", ".cs", ".wt")

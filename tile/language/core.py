@@ -14,7 +14,7 @@ import enum
 from shared_codegen.frontend.values import builtin, tensor, unwrap
 from shared_codegen.ir.types import bfloat16, float32
 
-from . import _types as T
+from tile.language import _types as T
 
 
 class PropagateNan(enum.IntEnum):

@@ -11,7 +11,7 @@ from shared_codegen.frontend.values import builtin
 from shared_codegen.ir.ops.math import AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ir.types import float32, float64, uint32, uint64
 
-from . import _types as T
+from tile.language import _types as T
 
 
 def _check_float(x, fn: str, allowed=(float32, float64)):

@@ -24,8 +24,8 @@ from shared_codegen.ir.ops.tensor import (BroadcastOp, ExpandDimsOp, MakeRangeOp
 from shared_codegen.ir.types import (IRType, ScalarType, TensorType, bfloat16, float16,
                                      float32, float64, int1, int32, int64, uint32, uint64)
 
-from . import _types as T
-from ._memory import MemorySemantic
+from tile.language import _types as T
+from tile.language._memory import MemorySemantic
 
 _SYMBOL = {
     "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",

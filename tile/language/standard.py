@@ -16,8 +16,8 @@ from __future__ import annotations
 from shared_codegen.frontend.values import builtin, tensor, unwrap
 from shared_codegen.ir.types import bfloat16, float32, int32, uint32
 
-from . import _types as T
-from .math import exp
+from tile.language import _types as T
+from tile.language.math import exp
 
 
 def _as_fp32_if_bf16(sem, x):

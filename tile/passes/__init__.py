@@ -6,9 +6,9 @@ the IR after each one. Later passes (dot acceleration, pipelining, shared-memory
 append themselves here.
 """
 
-from .cleanup import cse, remove_redundant_conversions
-from .coalesce import blocked_layout_for
-from .layout_assignment import LayoutAssignmentError, assign_layouts
+from tile.passes.cleanup import cse, remove_redundant_conversions
+from tile.passes.coalesce import blocked_layout_for
+from tile.passes.layout_assignment import LayoutAssignmentError, assign_layouts
 
 TILE_PIPELINE = [
     ("layout_assignment", assign_layouts),

@@ -20,7 +20,7 @@ from gluon.layouts import to_linear_layout
 from shared_codegen.ir.core import Module, Operation, Value
 from shared_codegen.ir.passes import apply_rules, erase_op
 
-from .rematerialize import CHEAP_OPS
+from tile.passes.rematerialize import CHEAP_OPS
 
 
 def _uses_of(module: Module) -> Dict[Value, List[Operation]]:

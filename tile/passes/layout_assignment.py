@@ -35,9 +35,9 @@ from shared_codegen.analysis.axis_info import AxisInfo
 from shared_codegen.ir.core import Function, Module, Operation, Value, replace_all_uses
 from shared_codegen.ir.passes import insert_after, insert_before
 
-from .coalesce import AccessPlan, memory_pointer, plan_all_accesses
-from .layout_constraints import Constraints, Relation, collect_constraints, is_tensor
-from .rematerialize import rematerialize_cheap_values
+from tile.passes.coalesce import AccessPlan, memory_pointer, plan_all_accesses
+from tile.passes.layout_constraints import Constraints, Relation, collect_constraints, is_tensor
+from tile.passes.rematerialize import rematerialize_cheap_values
 
 
 class LayoutAssignmentError(RuntimeError):

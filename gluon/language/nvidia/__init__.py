@@ -4,7 +4,7 @@ of `triton.experimental.gluon.language.nvidia` 3.6: `ampere` (mma_v2, cp.async),
 
 import importlib
 
-from . import ampere
+from gluon.language.nvidia import ampere
 
 __all__ = ["ampere", "hopper", "blackwell"]
 

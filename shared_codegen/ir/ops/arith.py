@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import OpDef, Operation, VerificationError
-from ..types import (IRType, PointerType, ScalarType, TensorType, float8e4nv, float8e5, int1,
+from shared_codegen.ir.core import OpDef, Operation, VerificationError
+from shared_codegen.ir.types import (IRType, PointerType, ScalarType, TensorType, float8e4nv, float8e5, int1,
                      int64, same_shape_type, scalar_of)
 
 # ---------------------------------------------------------------------------------------
@@ -44,7 +44,7 @@ class ConstantOp(OpDef):
         return [np.asarray(value, dtype=dtype)[()]]
 
     def lower(self, op, ctx):
-        from ...lowering.arith_rules import lower_constant
+        from shared_codegen.lowering.arith_rules import lower_constant
         return lower_constant(op, ctx)
 
 
@@ -168,7 +168,7 @@ class BinaryOp(OpDef):
                 else np.asarray(out).astype(dtype, copy=False)]
 
     def lower(self, op, ctx):
-        from ...lowering.arith_rules import lower_binary
+        from shared_codegen.lowering.arith_rules import lower_binary
         return lower_binary(op, ctx)
 
 
@@ -198,7 +198,7 @@ class AddPtrOp(OpDef):
         return [(ptr + off * size)[()]]
 
     def lower(self, op, ctx):
-        from ...lowering.arith_rules import lower_addptr
+        from shared_codegen.lowering.arith_rules import lower_addptr
         return lower_addptr(op, ctx)
 
 
@@ -251,7 +251,7 @@ class CompareOp(OpDef):
             return [np.asarray(table[pred](a, b), dtype=np.bool_)[()]]
 
     def lower(self, op, ctx):
-        from ...lowering.arith_rules import lower_compare
+        from shared_codegen.lowering.arith_rules import lower_compare
         return lower_compare(op, ctx)
 
 
@@ -275,7 +275,7 @@ class SelectOp(OpDef):
         return [out.astype(np.asarray(x).dtype, copy=False)[()]]
 
     def lower(self, op, ctx):
-        from ...lowering.arith_rules import lower_select
+        from shared_codegen.lowering.arith_rules import lower_select
         return lower_select(op, ctx)
 
 
@@ -349,7 +349,7 @@ class CastOp(OpDef):
         return [np.asarray(out)[()]]
 
     def lower(self, op, ctx):
-        from ...lowering.arith_rules import lower_cast
+        from shared_codegen.lowering.arith_rules import lower_cast
         return lower_cast(op, ctx)
 
 

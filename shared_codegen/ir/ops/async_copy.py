@@ -29,8 +29,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ..core import OpDef, VerificationError, format_attrs
-from ..types import PointerType, SharedMemoryType, TensorType, int1
+from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ir.types import PointerType, SharedMemoryType, TensorType, int1
 
 COPY, COMMIT, WAIT = ("ttg.async_copy_global_to_local", "ttg.async_commit_group",
                       "ttg.async_wait")
@@ -221,7 +221,7 @@ class AsyncCopyGlobalToLocalOp(OpDef):
         return []
 
     def lower(self, op, ctx):
-        from ...lowering.async_copy_rules import lower_async_copy
+        from shared_codegen.lowering.async_copy_rules import lower_async_copy
         return lower_async_copy(op, ctx)
 
 
@@ -241,7 +241,7 @@ class AsyncCommitGroupOp(OpDef):
         return []
 
     def lower(self, op, ctx):
-        from ...lowering.async_copy_rules import lower_commit_group
+        from shared_codegen.lowering.async_copy_rules import lower_commit_group
         return lower_commit_group(op, ctx)
 
 
@@ -269,7 +269,7 @@ class AsyncWaitOp(OpDef):
         return []
 
     def lower(self, op, ctx):
-        from ...lowering.async_copy_rules import lower_async_wait
+        from shared_codegen.lowering.async_copy_rules import lower_async_wait
         return lower_async_wait(op, ctx)
 
 

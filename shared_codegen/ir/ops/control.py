@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import OpDef, Region, VerificationError
-from ..types import int1, scalar_of
+from shared_codegen.ir.core import OpDef, Region, VerificationError
+from shared_codegen.ir.types import int1, scalar_of
 
 
 def _check_yield(op, region, want_types, what):
@@ -65,7 +65,7 @@ class ForOp(OpDef):
         return carried
 
     def lower(self, op, ctx):
-        from ...lowering.control_rules import lower_for
+        from shared_codegen.lowering.control_rules import lower_for
         return lower_for(op, ctx)
 
 
@@ -89,7 +89,7 @@ class IfOp(OpDef):
         return frame.run_block(region.block, [])
 
     def lower(self, op, ctx):
-        from ...lowering.control_rules import lower_if
+        from shared_codegen.lowering.control_rules import lower_if
         return lower_if(op, ctx)
 
 
@@ -119,7 +119,7 @@ class WhileOp(OpDef):
             carried = frame.run_block(after, forwarded)
 
     def lower(self, op, ctx):
-        from ...lowering.control_rules import lower_while
+        from shared_codegen.lowering.control_rules import lower_while
         return lower_while(op, ctx)
 
 

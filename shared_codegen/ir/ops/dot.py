@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import OpDef, VerificationError
-from ..types import TensorType, bfloat16, float16, float32, float64, int32
+from shared_codegen.ir.core import OpDef, VerificationError
+from shared_codegen.ir.types import TensorType, bfloat16, float16, float32, float64, int32
 
 # (a/b element, accumulator element) -> (instruction K, the PTX type names).
 MMA_V2_TYPES = {
@@ -158,7 +158,7 @@ class MmaV2Op(OpDef):
         return [(a.astype(np.float32) @ b.astype(np.float32) + acc).astype(np.float32)]
 
     def lower(self, op, ctx):
-        from ...lowering.mma_rules import lower_mma_v2
+        from shared_codegen.lowering.mma_rules import lower_mma_v2
         return lower_mma_v2(op, ctx)
 
 
@@ -197,7 +197,7 @@ class DotFmaOp(OpDef):
         return [res.astype(out)]
 
     def lower(self, op, ctx):
-        from ...lowering.mma_rules import lower_dot_fma
+        from shared_codegen.lowering.mma_rules import lower_dot_fma
         return lower_dot_fma(op, ctx)
 
 

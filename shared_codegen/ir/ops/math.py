@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from ..core import OpDef, VerificationError
-from ..types import scalar_of
+from shared_codegen.ir.core import OpDef, VerificationError
+from shared_codegen.ir.types import scalar_of
 
 
 def _erf(x):
@@ -57,7 +57,7 @@ class UnaryFloatOp(OpDef):
         return [np.asarray(out).astype(dtype)[()]]
 
     def lower(self, op, ctx):
-        from ...lowering.math_rules import lower_unary_float
+        from shared_codegen.lowering.math_rules import lower_unary_float
         return lower_unary_float(op, ctx)
 
 
@@ -73,7 +73,7 @@ class AbsIntOp(OpDef):
         return [np.abs(x).astype(x.dtype)[()]]
 
     def lower(self, op, ctx):
-        from ...lowering.math_rules import lower_absi
+        from shared_codegen.lowering.math_rules import lower_absi
         return lower_absi(op, ctx)
 
 
@@ -99,5 +99,5 @@ class FmaOp(OpDef):
         return [out.astype(dtype)[()]]
 
     def lower(self, op, ctx):
-        from ...lowering.math_rules import lower_fma
+        from shared_codegen.lowering.math_rules import lower_fma
         return lower_fma(op, ctx)

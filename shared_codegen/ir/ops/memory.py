@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import OpDef, VerificationError
-from ..types import PointerType, TensorType, int1, same_shape_type, scalar_of
+from shared_codegen.ir.core import OpDef, VerificationError
+from shared_codegen.ir.types import PointerType, TensorType, int1, same_shape_type, scalar_of
 
 CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv", ".cs", ".wb", ".wt")
 EVICTION_POLICIES = ("", "evict_first", "evict_last", "evict_normal")
@@ -48,7 +48,7 @@ class LoadOp(OpDef):
 
     def print_attrs(self, op):
         shown = {k: v for k, v in op.attrs.items() if k not in ("has_mask", "has_other")}
-        from ..core import format_attrs
+        from shared_codegen.ir.core import format_attrs
         return format_attrs(shown)
 
     def verify(self, op):
@@ -76,7 +76,7 @@ class LoadOp(OpDef):
         return [out]
 
     def lower(self, op, ctx):
-        from ...lowering.memory_rules import lower_load
+        from shared_codegen.lowering.memory_rules import lower_load
         return lower_load(op, ctx)
 
 
@@ -94,7 +94,7 @@ class StoreOp(OpDef):
         return b.create("tt.store", operands, [], attrs)
 
     def print_attrs(self, op):
-        from ..core import format_attrs
+        from shared_codegen.ir.core import format_attrs
         return format_attrs({k: v for k, v in op.attrs.items() if k != "has_mask"})
 
     def verify(self, op):
@@ -117,7 +117,7 @@ class StoreOp(OpDef):
         return []
 
     def lower(self, op, ctx):
-        from ...lowering.memory_rules import lower_store
+        from shared_codegen.lowering.memory_rules import lower_store
         return lower_store(op, ctx)
 
 
@@ -138,7 +138,7 @@ class AtomicRMWOp(OpDef):
         return b.create("tt.atomic_rmw", operands, [value.type], attrs).result
 
     def print_attrs(self, op):
-        from ..core import format_attrs
+        from shared_codegen.ir.core import format_attrs
         return format_attrs({k: v for k, v in op.attrs.items() if k != "has_mask"})
 
     def verify(self, op):
@@ -159,7 +159,7 @@ class AtomicRMWOp(OpDef):
         return [old]
 
     def lower(self, op, ctx):
-        from ...lowering.memory_rules import lower_atomic_rmw
+        from shared_codegen.lowering.memory_rules import lower_atomic_rmw
         return lower_atomic_rmw(op, ctx)
 
 
@@ -181,7 +181,7 @@ class AtomicCASOp(OpDef):
         return [old]
 
     def lower(self, op, ctx):
-        from ...lowering.memory_rules import lower_atomic_cas
+        from shared_codegen.lowering.memory_rules import lower_atomic_cas
         return lower_atomic_cas(op, ctx)
 
 

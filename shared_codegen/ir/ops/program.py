@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import OpDef, VerificationError
-from ..types import int32
+from shared_codegen.ir.core import OpDef, VerificationError
+from shared_codegen.ir.types import int32
 
 
 class ProgramIdOp(OpDef):
@@ -25,7 +25,7 @@ class ProgramIdOp(OpDef):
         return [np.int32(source[axis])]
 
     def lower(self, op, ctx):
-        from ...lowering.control_rules import lower_program_id
+        from shared_codegen.lowering.control_rules import lower_program_id
         return lower_program_id(op, ctx)
 
 
@@ -43,7 +43,7 @@ class BarrierOp(OpDef):
         return []
 
     def lower(self, op, ctx):
-        from ...lowering.control_rules import lower_barrier
+        from shared_codegen.lowering.control_rules import lower_barrier
         return lower_barrier(op, ctx)
 
 
@@ -64,7 +64,7 @@ class PrintOp(OpDef):
         return []
 
     def lower(self, op, ctx):
-        from ...lowering.control_rules import lower_print
+        from shared_codegen.lowering.control_rules import lower_print
         return lower_print(op, ctx)
 
 
@@ -84,5 +84,5 @@ class AssertOp(OpDef):
         return []
 
     def lower(self, op, ctx):
-        from ...lowering.control_rules import lower_assert
+        from shared_codegen.lowering.control_rules import lower_assert
         return lower_assert(op, ctx)

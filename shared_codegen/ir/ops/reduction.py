@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import OpDef, Region, VerificationError
-from ..types import TensorType
+from shared_codegen.ir.core import OpDef, Region, VerificationError
+from shared_codegen.ir.types import TensorType
 
 
 def _reduced_type(ty: TensorType, axis: int, layout=None):
@@ -72,7 +72,7 @@ class ReduceOp(OpDef):
         return [p[0] if p.ndim > 1 else p[0][()] for p in parts]
 
     def lower(self, op, ctx):
-        from ...lowering.cross_thread import lower_reduce  # lowering imports the IR, not back
+        from shared_codegen.lowering.cross_thread import lower_reduce  # lowering imports the IR, not back
         return lower_reduce(op, ctx)
 
 
@@ -108,5 +108,5 @@ class ScanOp(OpDef):
         return [np.moveaxis(o, 0, axis) for o in outs]
 
     def lower(self, op, ctx):
-        from ...lowering.xthread_scan import lower_scan
+        from shared_codegen.lowering.xthread_scan import lower_scan
         return lower_scan(op, ctx)

@@ -42,8 +42,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ..core import OpDef, VerificationError, format_attrs
-from ..types import ScalarType, SharedMemoryType, TensorType
+from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ir.types import ScalarType, SharedMemoryType, TensorType
 
 ALLOC, LOAD, STORE, DEALLOC = "ttg.local_alloc", "ttg.local_load", "ttg.local_store", \
     "ttg.local_dealloc"
@@ -372,14 +372,14 @@ class LocalAllocOp(OpDef):
             _check_value(op, op.operands[0].type, ty, "initial value")
 
     def interpret(self, op, frame):
-        from ...interpreter.shared_memory import allocate
+        from shared_codegen.interpreter.shared_memory import allocate
         view = allocate(op, frame)
         if op.operands:
             view.store(frame[op.operands[0]], frame, op)
         return [view]
 
     def lower(self, op, ctx):
-        from ...lowering.shared_memory_rules import lower_local_alloc
+        from shared_codegen.lowering.shared_memory_rules import lower_local_alloc
         return lower_local_alloc(op, ctx)
 
 
@@ -416,7 +416,7 @@ class LocalLoadOp(OpDef):
         return [frame[op.operands[0]].load(frame, op)]
 
     def lower(self, op, ctx):
-        from ...lowering.shared_memory_rules import lower_local_load
+        from shared_codegen.lowering.shared_memory_rules import lower_local_load
         return lower_local_load(op, ctx)
 
 
@@ -437,7 +437,7 @@ class LocalStoreOp(OpDef):
         return []
 
     def lower(self, op, ctx):
-        from ...lowering.shared_memory_rules import lower_local_store
+        from shared_codegen.lowering.shared_memory_rules import lower_local_store
         return lower_local_store(op, ctx)
 
 
@@ -503,7 +503,7 @@ class MemDescIndexOp(OpDef):
         return [frame[op.operands[0]].index(int(frame[op.operands[1]]), frame, op)]
 
     def lower(self, op, ctx):
-        from ...lowering.shared_memory_rules import lower_memdesc_index
+        from shared_codegen.lowering.shared_memory_rules import lower_memdesc_index
         return lower_memdesc_index(op, ctx)
 
 
@@ -565,7 +565,7 @@ class MemDescSubsliceOp(OpDef):
         return [frame[op.operands[0]].subslice(op.attrs["offsets"], op.result.type.shape)]
 
     def lower(self, op, ctx):
-        from ...lowering.shared_memory_rules import lower_memdesc_subslice
+        from shared_codegen.lowering.shared_memory_rules import lower_memdesc_subslice
         return lower_memdesc_subslice(op, ctx)
 
 
@@ -691,6 +691,6 @@ class MemDescReinterpretOp(OpDef):
         return [frame[op.operands[0]].reinterpret(op.result.type, frame, op)]
 
     def lower(self, op, ctx):
-        from ...lowering.shared_memory_rules import lower_memdesc_reinterpret
+        from shared_codegen.lowering.shared_memory_rules import lower_memdesc_reinterpret
         return lower_memdesc_reinterpret(op, ctx)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import OpDef, VerificationError
-from ..types import TensorType, int32, scalar_of
+from shared_codegen.ir.core import OpDef, VerificationError
+from shared_codegen.ir.types import TensorType, int32, scalar_of
 
 
 class MakeRangeOp(OpDef):
@@ -34,7 +34,7 @@ class MakeRangeOp(OpDef):
         return [np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int32)]
 
     def lower(self, op, ctx):
-        from ...lowering.cross_thread import lower_make_range
+        from shared_codegen.lowering.cross_thread import lower_make_range
         return lower_make_range(op, ctx)
 
 
@@ -56,7 +56,7 @@ class SplatOp(OpDef):
         return [np.full(op.result.type.shape, x, dtype=x.dtype)]
 
     def lower(self, op, ctx):
-        from ...lowering.cross_thread import lower_splat
+        from shared_codegen.lowering.cross_thread import lower_splat
         return lower_splat(op, ctx)
 
 
@@ -83,7 +83,7 @@ class BroadcastOp(OpDef):
         return [np.broadcast_to(x, op.result.type.shape).copy()]
 
     def lower(self, op, ctx):
-        from ...lowering.cross_thread import lower_broadcast
+        from shared_codegen.lowering.cross_thread import lower_broadcast
         return lower_broadcast(op, ctx)
 
 
@@ -113,7 +113,7 @@ class ExpandDimsOp(OpDef):
         return [np.expand_dims(np.asarray(frame[op.operands[0]]), op.attrs["axis"])]
 
     def lower(self, op, ctx):
-        from ...lowering.cross_thread import lower_expand_dims
+        from shared_codegen.lowering.cross_thread import lower_expand_dims
         return lower_expand_dims(op, ctx)
 
 
@@ -135,7 +135,7 @@ class ReshapeOp(OpDef):
         return [np.asarray(frame[op.operands[0]]).reshape(op.result.type.shape)]
 
     def lower(self, op, ctx):
-        from ...lowering.cross_thread import lower_reshape
+        from shared_codegen.lowering.cross_thread import lower_reshape
         return lower_reshape(op, ctx)
 
 
@@ -157,7 +157,7 @@ class TransOp(OpDef):
         return [np.transpose(np.asarray(frame[op.operands[0]]), op.attrs["order"]).copy()]
 
     def lower(self, op, ctx):
-        from ...lowering.cross_thread import lower_trans
+        from shared_codegen.lowering.cross_thread import lower_trans
         return lower_trans(op, ctx)
 
 
@@ -179,7 +179,7 @@ class ConvertLayoutOp(OpDef):
         return [frame[op.operands[0]]]
 
     def lower(self, op, ctx):
-        from ...lowering.cross_thread import lower_convert_layout
+        from shared_codegen.lowering.cross_thread import lower_convert_layout
         return lower_convert_layout(op, ctx)
 
 
@@ -197,7 +197,7 @@ class HintOp(OpDef):
         return [frame[op.operands[0]]]
 
     def lower(self, op, ctx):
-        from ...lowering.cross_thread import lower_hint
+        from shared_codegen.lowering.cross_thread import lower_hint
         return lower_hint(op, ctx)
 
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
-from ..core import OpDef, Region, VerificationError, format_attrs
-from ..types import PointerType, ScalarType, SharedMemoryType, TensorDescriptorType, TensorType
+from shared_codegen.ir.core import OpDef, Region, VerificationError, format_attrs
+from shared_codegen.ir.types import PointerType, ScalarType, SharedMemoryType, TensorDescriptorType, TensorType
 
 NAME = "ttg.warp_specialize"
 MIN_REGS, MAX_REGS = 24, 256
@@ -236,11 +236,11 @@ class WarpSpecializeOp(OpDef):
                                                 "a partition", inner)
 
     def interpret(self, op, frame):
-        from ...interpreter.partitions import run_warp_specialize
+        from shared_codegen.interpreter.partitions import run_warp_specialize
         return run_warp_specialize(op, frame)
 
     def lower(self, op, ctx):
-        from ...lowering.warp_spec_rules import lower_warp_specialize
+        from shared_codegen.lowering.warp_spec_rules import lower_warp_specialize
         return lower_warp_specialize(op, ctx)
 
 

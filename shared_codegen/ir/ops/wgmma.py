@@ -36,11 +36,11 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ...interpreter.run import Unready
-from ..core import OpDef, VerificationError, format_attrs
-from ..types import SharedMemoryType, TensorType, float32, int1
-from .async_copy import _PendingBytes
-from .dot import check_matrix_types, round_to_tf32
+from shared_codegen.interpreter.run import Unready
+from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ir.types import SharedMemoryType, TensorType, float32, int1
+from shared_codegen.ir.ops.async_copy import _PendingBytes
+from shared_codegen.ir.ops.dot import check_matrix_types, round_to_tf32
 
 WGMMA, WAIT = "ttng.warp_group_dot", "ttng.warp_group_dot_wait"
 
@@ -80,7 +80,7 @@ def check_instr_n(n: int) -> None:
 def smem_k_major(ty: SharedMemoryType, k_dim: int) -> Optional[bool]:
     """True when K is the contiguous dim of the view (its bit 0 is one element away), False
     when the other dim is, None when neither is."""
-    from .shared_memory import offset_map
+    from shared_codegen.ir.ops.shared_memory import offset_map
     bits = offset_map(ty).linear_bits()
     if bits is None:
         return None
@@ -336,7 +336,7 @@ class WarpGroupDotOp(OpDef):
         return [token]
 
     def lower(self, op, ctx):
-        from ...lowering.wgmma_rules import lower_warp_group_dot
+        from shared_codegen.lowering.wgmma_rules import lower_warp_group_dot
         return lower_warp_group_dot(op, ctx)
 
 
@@ -367,7 +367,7 @@ class WarpGroupDotWaitOp(OpDef):
         return out
 
     def lower(self, op, ctx):
-        from ...lowering.wgmma_rules import lower_warp_group_dot_wait
+        from shared_codegen.lowering.wgmma_rules import lower_warp_group_dot_wait
         return lower_warp_group_dot_wait(op, ctx)
 
 

@@ -13,7 +13,7 @@ from shared_codegen.frontend.values import builtin, tensor, unwrap
 from shared_codegen.ir.ops.dot import DotFmaOp, MmaV2Op, check_dot_fma, check_mma_v2
 from shared_codegen.ir.types import float32
 
-from . import async_copy
+from gluon.language.nvidia.ampere import async_copy
 
 __all__ = ["async_copy", "mma_v2", "dot_fma"]
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 from gluon.async_.fence import FenceAsyncSharedOp
 from shared_codegen.frontend.values import builtin, unwrap
 
-from ..ampere import async_copy, mma_v2
-from . import mbarrier, tma
+from gluon.language.nvidia.ampere import async_copy, mma_v2
+from gluon.language.nvidia.hopper import mbarrier, tma
 
 __all__ = ["async_copy", "fence_async_shared", "mbarrier", "mma_v2", "tma"]
 
 try:  # wgmma is built in a sibling module; this package works without it.
-    from ._wgmma import warpgroup_mma, warpgroup_mma_wait  # noqa: F401
+    from gluon.language.nvidia.hopper._wgmma import warpgroup_mma, warpgroup_mma_wait  # noqa: F401
     __all__ += ["warpgroup_mma", "warpgroup_mma_wait"]
 except ImportError:
     pass

@@ -18,8 +18,8 @@ from gluon.async_.mbarrier import (ArriveBarrierOp, BarrierExpectOp, InitBarrier
                                    check_count)
 from shared_codegen.frontend.values import builtin, unwrap
 
-from ..._smem import _checked
-from ._common import i32_arg, int_arg, pred_arg, smem_arg
+from gluon.language._smem import _checked
+from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
 
 __all__ = ["MBarrierLayout", "init", "expect", "arrive", "wait", "invalidate"]
 

@@ -24,9 +24,9 @@ from gluon.async_.tma import (AsyncTMACopyGlobalToLocalOp, AsyncTMACopyLocalToGl
 from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
 from shared_codegen.ir.types import TensorDescriptorType
 
-from ..._smem import _checked
-from ._common import i32_arg, int_arg, pred_arg, smem_arg
-from .mbarrier import _barrier
+from gluon.language._smem import _checked
+from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
+from gluon.language.nvidia.hopper.mbarrier import _barrier
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
            "tensor_descriptor"]
