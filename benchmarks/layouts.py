@@ -15,8 +15,8 @@ import statistics
 import time
 
 from gluon.layouts import BlockedLayout, DotOperandLayout, NVMMADistributedLayout
-from gluon.layouts import distributed as _distributed
-from gluon.layouts import planner
+from shared_codegen.layouts import distributed as _distributed
+from shared_codegen.layouts import planner
 
 SHAPE = (128, 128)
 

@@ -205,7 +205,7 @@ def resolve_auto_layouts(module: Module) -> None:
 def verify_layouts(module: Module) -> None:
     """Pass: every tensor value has a concrete layout covering its shape with the module's
     warps (a worker partition's warps inside `gl.warp_specialize`)."""
-    from shared_codegen.ir.ops.warp_specialize import partition_warps
+    from shared_codegen.ops.warp_specialize.definition import partition_warps
     num_warps = int(module.attrs.get("num_warps", 4))
     for fn in module.functions.values():
         # Inside a worker partition, layouts cover that partition's warps.

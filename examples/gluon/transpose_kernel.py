@@ -3,7 +3,7 @@
 `y[j, i] = x[i, j]` for a row-major M x N `x`. Reading `x` wants consecutive lanes on
 consecutive columns (`LOAD`, order [1, 0]); writing `y` wants them on consecutive rows of the
 tile (`STORE`, order [0, 1]). Between the two, `gl.convert_layout(tile, STORE)` moves every
-element to the thread that stores it: the planner (`gluon.layouts.planner.plan_conversion`)
+element to the thread that stores it: the planner (`shared_codegen.layouts.planner.plan_conversion`)
 calls it a shared-memory round trip and picks the swizzle and vector width, so neither global
 access is strided. Run `python examples/gluon/transpose_kernel.py`.
 """

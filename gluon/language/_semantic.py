@@ -23,10 +23,10 @@ from __future__ import annotations
 from typing import Callable, List, Sequence
 
 from shared_codegen.frontend.values import tensor, unwrap
-from shared_codegen.ir.ops.arith import ConstantOp
-from shared_codegen.ir.ops.program import BarrierOp
-from shared_codegen.ir.ops.reduction import ReduceOp
-from shared_codegen.ir.ops.tensor import BroadcastOp, ExpandDimsOp, SplatOp
+from shared_codegen.ops.arith.definition import ConstantOp
+from shared_codegen.ops.program.definition import BarrierOp
+from shared_codegen.ops.reduction.definition import ReduceOp
+from shared_codegen.ops.tensor.definition import BroadcastOp, ExpandDimsOp, SplatOp
 from shared_codegen.ir.types import TensorType
 from tile.language import _types as T
 from tile.language.semantic import TileSemantic
@@ -329,7 +329,7 @@ class GluonSemantic(TileSemantic):
         return self._retag(out, transposed_layout(x.layout, order, x.shape))
 
     def convert_layout(self, x, layout, assert_trivial=False) -> tensor:
-        from shared_codegen.ir.ops.tensor import ConvertLayoutOp
+        from shared_codegen.ops.tensor.definition import ConvertLayoutOp
 
         x = unwrap(x)
         layout = unwrap(layout)
@@ -351,7 +351,7 @@ class GluonSemantic(TileSemantic):
     def _assert_trivial(self, x: tensor, layout):
         """Triton's meaning of `assert_trivial`: no data crosses threads (the plan is a
         no-op or a register permutation)."""
-        from gluon.layouts.planner import plan_conversion
+        from shared_codegen.layouts.planner import plan_conversion
 
         bits = 64 if T.is_ptr(x.dtype) else max(8, x.dtype.bits)
         plan = plan_conversion(x.layout, layout, x.shape, bits, self.num_warps)
@@ -399,7 +399,7 @@ class GluonSemantic(TileSemantic):
 
     # ---- layout queries -------------------------------------------------------------------
     def to_linear_layout(self, layout, shape):
-        from gluon.layouts import to_linear_layout
+        from shared_codegen.layouts import to_linear_layout
 
         layout = unwrap(layout)
         if is_auto(layout):
@@ -413,7 +413,7 @@ class GluonSemantic(TileSemantic):
         """Gluon 3.6's `bank_conflicts(distr_ty, shared_ty)`: `distr_ty` is a tensor type
         (`x.type`), `shared_ty` a shared-memory descriptor type (anything with `shape`,
         `layout`, an element type and optionally `alloc_shape`)."""
-        from gluon.layouts.bank_conflicts import bank_conflicts
+        from shared_codegen.layouts.bank_conflicts import bank_conflicts
 
         distr_ty, shared_ty = unwrap(distr_ty), unwrap(shared_ty)
         if isinstance(distr_ty, tensor):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
 from shared_codegen.ir.core import VerificationError
-from shared_codegen.ir.ops.shared_memory import (LocalAllocOp, LocalDeallocOp, LocalLoadOp,
+from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeallocOp, LocalLoadOp,
                                                  LocalStoreOp, MemDescIndexOp,
                                                  MemDescReinterpretOp, MemDescReshapeOp,
                                                  MemDescSubsliceOp, MemDescTransOp,

@@ -22,8 +22,8 @@ from typing import List, Tuple
 
 from shared_codegen.frontend.values import builtin, tensor, unwrap, wrap
 from shared_codegen.ir.core import Region
-from shared_codegen.ir.ops.control import YieldOp
-from shared_codegen.ir.ops.warp_specialize import WarpPlan, WarpSpecializeOp, check_capture
+from shared_codegen.ops.control.definition import YieldOp
+from shared_codegen.ops.warp_specialize.definition import WarpPlan, WarpSpecializeOp, check_capture
 
 
 def _flatten(value, what: str, out: List[tensor], check: bool):

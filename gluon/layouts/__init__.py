@@ -1,51 +1,11 @@
-"""Layouts over GF(2): the ``LinearLayout`` core and every Gluon layout family.
+"""Layouts over GF(2), as Gluon users see them: every layout family, ``LinearLayout`` and
+``to_linear_layout``, plus the tools built on them (``gluon-layouts`` CLI in ``cli.py``,
+drawings in ``render.py``).
 
-Every family (``BlockedLayout``, ``NVMMASharedLayout``, ...) is a frozen dataclass with Gluon
-3.6's constructor; ``to_linear_layout(layout, shape)`` gives its ``LinearLayout``, basis for
-basis what Triton 3.6 gives.
+The layouts themselves are IR vocabulary and live in the core, ``shared_codegen.layouts``
+(families, GF(2) algebra, the conversion planner, bank conflicts, layout relations); this
+package re-exports them so users' names do not change.
 """
 
-from gluon.layouts.distributed import (BlockedLayout, DistributedLayout, DistributedLinearLayout,
-                          DotOperandLayout, NVMMADistributedLayout, SliceLayout,
-                          default_blocked_layout)
-from gluon.layouts.linear_layout import LinearLayout
-from gluon.layouts.shared import (NVMMASharedLayout, SharedLayout, SharedLinearLayout, SwizzledSharedLayout,
-                     TensorMemoryLayout, TensorMemoryScalesLayout)
-from gluon.layouts.tmem import get_tmem_reg_layout
-
-__all__ = [
-    "LinearLayout",
-    "DistributedLayout",
-    "BlockedLayout",
-    "SliceLayout",
-    "DistributedLinearLayout",
-    "NVMMADistributedLayout",
-    "DotOperandLayout",
-    "SharedLayout",
-    "NVMMASharedLayout",
-    "SwizzledSharedLayout",
-    "SharedLinearLayout",
-    "TensorMemoryLayout",
-    "TensorMemoryScalesLayout",
-    "get_tmem_reg_layout",
-    "default_blocked_layout",
-    "to_linear_layout",
-    "layout_equivalent",
-]
-
-
-def to_linear_layout(layout, shape) -> LinearLayout:
-    """The ``LinearLayout`` of ``layout`` for a tensor of ``shape``: in dims ``register, lane,
-    warp, block`` (distributed), ``offset, block`` (shared) or ``row, col`` (tensor memory);
-    out dims ``dim0..``."""
-    if isinstance(layout, LinearLayout):
-        return layout
-    convert = getattr(layout, "to_linear_layout", None)
-    if convert is None:
-        raise ValueError(f"to_linear_layout: expected a layout, got {layout!r}")
-    return convert(list(shape) if shape is not None else None)
-
-
-def layout_equivalent(a, b, shape) -> bool:
-    """Whether two layouts place every element of a ``shape`` tensor identically."""
-    return to_linear_layout(a, shape) == to_linear_layout(b, shape)
+from shared_codegen.layouts import *  # noqa: F401,F403
+from shared_codegen.layouts import __all__  # noqa: F401

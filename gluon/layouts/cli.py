@@ -26,7 +26,7 @@ def _constructors() -> dict:
     import importlib
 
     names = {}
-    for module_name in ("gluon.layouts", "gluon.layouts.distributed", "gluon.layouts.shared"):
+    for module_name in ("gluon.layouts", "shared_codegen.layouts.distributed", "shared_codegen.layouts.shared"):
         try:
             module = importlib.import_module(module_name)
         except ImportError:
@@ -131,7 +131,7 @@ def _matrix_text(ll) -> str:
 
 def _holders(ll, shape):
     """For each element (row-major over shape): list of (warp, lane, register)."""
-    from gluon.layouts.planner import placement
+    from shared_codegen.layouts.planner import placement
     place = placement(ll, shape)                         # [warp, lane, reg] -> flat (dim0 minor)
     holders: dict[int, list] = {}
     for (w, lane, r), flat in np.ndenumerate(place):
@@ -156,7 +156,7 @@ def _flat(index, shape) -> int:
 
 
 def show_text(layout, shape, who=None, max_cells: int = 32) -> str:
-    from gluon.layouts.planner import as_linear_layout
+    from shared_codegen.layouts.planner import as_linear_layout
     ll = as_linear_layout(layout, shape)
     lines = [f"layout: {layout!r}", f"shape: {'x'.join(map(str, shape))}", "bases:"]
     lines += [" " + line for line in str(ll).strip("\n").splitlines()]
@@ -197,7 +197,7 @@ def show_text(layout, shape, who=None, max_cells: int = 32) -> str:
 
 
 def convert_text(src, dst, shape, dtype) -> str:
-    from gluon.layouts.planner import conversion_matrix, plan_conversion
+    from shared_codegen.layouts.planner import conversion_matrix, plan_conversion
     cvt = conversion_matrix(src, dst, shape)
     plan = plan_conversion(src, dst, shape, dtype)
     lines = [f"src: {src!r}", f"dst: {dst!r}", f"shape: {'x'.join(map(str, shape))}, "

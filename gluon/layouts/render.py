@@ -42,7 +42,7 @@ def cell_colors(holder_warp: np.ndarray, holder_lane: np.ndarray) -> np.ndarray:
 
 def _first_holders(layout, shape):
     """(warp, lane, register, copies) of the first location holding each element."""
-    from gluon.layouts.planner import placement
+    from shared_codegen.layouts.planner import placement
     place = placement(layout, shape)
     rows, cols = shape
     warp = np.full(shape, -1)
@@ -113,7 +113,7 @@ def render_layout(layout, shape, path) -> None:
 
 def render_conversion(src, dst, shape, path, dtype="fp16") -> None:
     """Draw ``src`` and ``dst`` side by side with the conversion plan under them."""
-    from gluon.layouts.planner import plan_conversion
+    from shared_codegen.layouts.planner import plan_conversion
     plt = _pyplot()
     shape = tuple(int(s) for s in shape)
     plan = plan_conversion(src, dst, shape, dtype)

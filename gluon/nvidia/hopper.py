@@ -26,7 +26,7 @@ import ctypes
 import sys
 from typing import Any, List
 
-from gluon.async_.tma import TMA_DTYPES, TensorMapValue, box_shape, check_block
+from shared_codegen.ops.tma.definition import TMA_DTYPES, TensorMapValue, box_shape, check_block
 from shared_codegen.ir.types import TensorDescriptorType, from_host_dtype
 from shared_codegen.runtime.specialize import register_handler
 

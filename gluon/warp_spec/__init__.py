@@ -8,7 +8,7 @@
 - `pipeline`: a producer/consumer ring of mbarrier pairs that owns stage indices and phases.
 """
 
-from shared_codegen.ir.ops.warp_specialize import WarpPlan
+from shared_codegen.ops.warp_specialize.definition import WarpPlan
 
 from gluon.warp_spec import pipeline
 

@@ -548,8 +548,8 @@ def rule_unknown(op, ins):
 
 
 def _build_rules() -> Dict[str, Rule]:
-    from shared_codegen.ir.ops.arith import CAST_OPS, FLOAT_BINARY
-    from shared_codegen.ir.ops.math import UNARY_FLOAT_RULES
+    from shared_codegen.ops.arith.definition import CAST_OPS, FLOAT_BINARY
+    from shared_codegen.ops.math.definition import UNARY_FLOAT_RULES
 
     rules: Dict[str, Rule] = {
         "tt.make_range": rule_make_range, "arith.constant": rule_constant,

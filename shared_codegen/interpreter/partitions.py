@@ -91,7 +91,7 @@ class Partition:
 
 class Scheduler:
     def __init__(self, op, frame):
-        from shared_codegen.ir.ops.warp_specialize import partition_names, worker_operands
+        from shared_codegen.ops.warp_specialize.definition import partition_names, worker_operands
         self.op, self.frame = op, frame
         self.cond = threading.Condition()
         self.holder: Optional[Partition] = None   # who holds the baton (None: scheduler)
@@ -175,7 +175,7 @@ class Scheduler:
         return text
 
     def _deadlock_report(self) -> str:
-        from gluon.async_.mbarrier import lacks
+        from shared_codegen.ops.mbarrier.definition import lacks
         lines = [self._where("deadlock: every partition of gl.warp_specialize is blocked")]
         for part in self.partitions:
             if part.status == "done":

@@ -13,7 +13,7 @@ from typing import Optional
 
 import numpy as np
 
-from shared_codegen.ir.ops.shared_memory import offset_map
+from shared_codegen.ops.shared_memory.definition import offset_map
 from shared_codegen.ir.types import SharedMemoryType
 
 

@@ -200,8 +200,27 @@ class OpDef:
     def interpret(self, op: Operation, frame) -> Optional[Sequence[Any]]:
         raise NotImplementedError(f"no interpreter rule for {op.name}")
 
+    # Set by `lowering_rule` from the family's lowering module.
+    lower_rule: Optional[Callable[[Operation, Any], Optional[Sequence[Any]]]] = None
+
     def lower(self, op: Operation, ctx) -> Optional[Sequence[Any]]:
-        raise NotImplementedError(f"no lowering rule for {op.name}")
+        rule = type(self).lower_rule
+        if rule is None:
+            raise NotImplementedError(f"no lowering rule for {op.name}")
+        return rule(op, ctx)
+
+
+def lowering_rule(*opdef_classes):
+    """Register the decorated `fn(op, ctx)` as the lowering rule of `opdef_classes`. An op
+    family's `lowering.py` registers its rules this way, so the definition module never
+    imports the lowering toolkit (llvmlite) and the lowering module names its ops by class."""
+
+    def register(fn):
+        for cls in opdef_classes:
+            cls.lower_rule = staticmethod(fn)
+        return fn
+
+    return register
 
 
 def lookup_opdef(name: str) -> Optional[OpDef]:

@@ -200,7 +200,7 @@ class SharedMemoryType(IRType):
     a view of `shape` elements of `element` inside an allocation of `alloc_shape`, placed by
     the shared `layout` (a `gluon.layouts` shared layout). Views (index, slice, permute,
     reshape) keep the allocation's shape so the element -> offset map stays computable from
-    the type; see `shared_codegen.ir.ops.shared_memory.offset_map`."""
+    the type; see `shared_codegen.ops.shared_memory.definition.offset_map`."""
 
     shape: tuple
     element: ScalarType

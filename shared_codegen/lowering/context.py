@@ -423,7 +423,7 @@ class LoweringContext:
         opdef = op.opdef
         if opdef is None:
             raise LoweringError("unknown op (no OpDef registered)", op)
-        if type(opdef).lower is _BASE_LOWER:
+        if type(opdef).lower is _BASE_LOWER and type(opdef).lower_rule is None:
             raise LoweringError(f"no lowering rule for {op.name}", op)
         try:
             lowered = opdef.lower(op, self)
@@ -512,13 +512,13 @@ def _register_coords(ll) -> List[tuple]:
 
 
 def _to_linear(layout, shape):
-    from gluon.layouts import LinearLayout
+    from shared_codegen.layouts import LinearLayout
     if isinstance(layout, LinearLayout):
         return layout
     method = getattr(layout, "to_linear_layout", None)
     if method is not None:
         return method(list(shape))
-    from gluon.layouts import to_linear_layout
+    from shared_codegen.layouts import to_linear_layout
     return to_linear_layout(layout, shape)
 
 

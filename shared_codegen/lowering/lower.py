@@ -99,7 +99,7 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
                                 f"kernels take pointers and scalars")
 
     # Warp specialization launches extra warps and fixes a starting register cap.
-    from shared_codegen.lowering.warp_spec_rules import plan_kernel
+    from shared_codegen.ops.warp_specialize.lowering import plan_kernel
     warp_spec = plan_kernel(fn, num_warps)
     launch_warps = warp_spec.total_warps if warp_spec else num_warps
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from shared_codegen.ir.core import Block, Function, Operation, Value
-from shared_codegen.ir.ops.shared_memory import ALLOC, VIEW_OPS, alloc_alignment, alloc_bytes
+from shared_codegen.ops.shared_memory.definition import ALLOC, VIEW_OPS, alloc_alignment, alloc_bytes
 from shared_codegen.ir.types import SharedMemoryType
 from shared_codegen.lowering.context import LoweringError
 
@@ -78,7 +78,7 @@ def alias_sets(fn: Function) -> Dict[Value, FrozenSet[Operation]]:
                     changed |= join(op.results[k], both)
             elif op.name == "ttg.warp_specialize":
                 # A worker region's arguments view what the op's operands view.
-                from shared_codegen.ir.ops.warp_specialize import worker_operands
+                from shared_codegen.ops.warp_specialize.definition import worker_operands
                 for region, caps in zip(op.regions[1:], worker_operands(op)):
                     for arg, v in zip(region.block.args, caps):
                         changed |= join(arg, of(v))

@@ -94,7 +94,7 @@ def matrix_side(off_ll, trans: bool, scratch_log2: Optional[int] = None,
     non-broadcast register, the planner's convention). `scratch_log2` bounds one round of a
     scratch buffer (offsets above it are rounds, which only registers may carry); None means
     one buffer holds everything."""
-    from gluon.layouts import LinearLayout
+    from shared_codegen.layouts import LinearLayout
 
     reg_off = [v[0] for v in bases(off_ll, REGISTER)]
     lane_off = [v[0] for v in bases(off_ll, LANE)]

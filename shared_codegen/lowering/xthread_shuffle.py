@@ -1,6 +1,6 @@
 """The planner's `warp_shuffle` plans: convert_layout inside each warp with `shfl.sync.idx`.
 
-The planner (`gluon.layouts.planner.WarpShuffle`) hands out rounds. In round k, destination
+The planner (`shared_codegen.layouts.planner.WarpShuffle`) hands out rounds. In round k, destination
 lane `l` reads source lane `src_lane[l]`; that lane sends the source registers
 `src_regs[src_lane]` packed into one 32-bit word (several elements when they are narrower),
 and lane `l` writes what it got into its registers `dst_regs[l]`. Everything in a round is

@@ -45,7 +45,7 @@ def _log2(n: int) -> int:
 
 def _element_to_offset(offset_bits, numel_log2: int) -> List[int]:
     """Offset of each flat element bit (the inverse of the swizzle's offset -> element)."""
-    from gluon.layouts.bank_conflicts import inverse_table
+    from shared_codegen.layouts.bank_conflicts import inverse_table
 
     table = inverse_table(offset_bits, numel_log2)
     return [int(table[1 << j]) for j in range(numel_log2)]
@@ -77,7 +77,7 @@ class _OffsetMap:
 
 def _offset_layout(ll, offset_of, numel: int):
     """A 1-D layout giving each register/lane/warp bit's scratch offset."""
-    from gluon.layouts import LinearLayout
+    from shared_codegen.layouts import LinearLayout
 
     new = {dim: [(offset_of(v),) for v in vecs] for dim, vecs in ll.bases.items()}
     return LinearLayout(new, [("dim0", numel)], require_surjective=False)

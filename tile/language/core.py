@@ -233,7 +233,7 @@ def _hint_values(values, fn: str):
 
 
 def _hint(sem, x, values, attr: str, fn: str, rank_floor: int):
-    from shared_codegen.ir.ops.tensor import HintOp
+    from shared_codegen.ops.tensor.definition import HintOp
 
     x = sem._operand(x)
     values = _hint_values(values, fn)
@@ -264,7 +264,7 @@ def max_constancy(input, values, _semantic=None):
 @builtin
 def debug_barrier(_semantic=None):
     """Synchronize all threads of the program (`bar.sync`)."""
-    from shared_codegen.ir.ops.program import BarrierOp
+    from shared_codegen.ops.program.definition import BarrierOp
 
     BarrierOp.build(_semantic.builder)
 

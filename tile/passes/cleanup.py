@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from gluon.layouts import to_linear_layout
+from shared_codegen.layouts import to_linear_layout
 from shared_codegen.ir.core import Module, Operation, Value
 from shared_codegen.ir.passes import apply_rules, erase_op
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from gluon.layouts import BlockedLayout
-from gluon.layouts.distributed import distribute_threads
+from shared_codegen.layouts import BlockedLayout
+from shared_codegen.layouts.distributed import distribute_threads
 from shared_codegen.analysis.axis_info import AxisAnalysis, order_from_contiguity
 from shared_codegen.ir.core import Operation, Value
 from shared_codegen.ir.types import PointerType, TensorType, scalar_of

@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Dict, List, Optional, Tuple
 
-from gluon.layouts import (BlockedLayout, DistributedLinearLayout, SliceLayout,
+from shared_codegen.layouts import (BlockedLayout, DistributedLinearLayout, SliceLayout,
                            default_blocked_layout, to_linear_layout)
-from gluon.layouts.linear_layout import reshape_coords
+from shared_codegen.layouts.linear_layout import reshape_coords
 from shared_codegen.analysis.axis_info import AxisInfo
 from shared_codegen.ir.core import Function, Module, Operation, Value, replace_all_uses
 from shared_codegen.ir.passes import insert_after, insert_before

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from shared_codegen.ir.core import Operation, Value
-from shared_codegen.ir.ops.arith import BINARY_RULES, CAST_OPS
-from shared_codegen.ir.ops.math import UNARY_FLOAT_RULES
+from shared_codegen.ops.arith.definition import BINARY_RULES, CAST_OPS
+from shared_codegen.ops.math.definition import UNARY_FLOAT_RULES
 from shared_codegen.ir.types import TensorType
 
 

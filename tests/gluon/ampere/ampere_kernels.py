@@ -12,10 +12,10 @@ from shared_codegen.interpreter.memory import Memory
 from shared_codegen.interpreter.run import run_kernel
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Function, Location, Module
-from shared_codegen.ir.ops.arith import AddPtrOp, BinaryOp, ConstantOp
-from shared_codegen.ir.ops.control import YieldOp
-from shared_codegen.ir.ops.memory import LoadOp, StoreOp
-from shared_codegen.ir.ops.tensor import BroadcastOp, ExpandDimsOp, MakeRangeOp, SplatOp
+from shared_codegen.ops.arith.definition import AddPtrOp, BinaryOp, ConstantOp
+from shared_codegen.ops.control.definition import YieldOp
+from shared_codegen.ops.memory.definition import LoadOp, StoreOp
+from shared_codegen.ops.tensor.definition import BroadcastOp, ExpandDimsOp, MakeRangeOp, SplatOp
 from shared_codegen.ir.types import TensorType, int32, pointer_type
 from shared_codegen.ir.verifier import verify_module
 from shared_codegen.lowering.backend import llvm_to_ptx, ptx_to_cubin

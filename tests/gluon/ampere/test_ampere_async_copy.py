@@ -11,13 +11,13 @@ from ampere_kernels import Kernel, compile_ptx, interpret
 from gluon.layouts import BlockedLayout, SwizzledSharedLayout
 from shared_codegen.interpreter.memory import InterpreterError
 from shared_codegen.ir.core import VerificationError
-from shared_codegen.ir.ops.arith import AddPtrOp, BinaryOp, CompareOp, ConstantOp
-from shared_codegen.ir.ops.async_copy import (AsyncCommitGroupOp, AsyncCopyGlobalToLocalOp,
+from shared_codegen.ops.arith.definition import AddPtrOp, BinaryOp, CompareOp, ConstantOp
+from shared_codegen.ops.async_copy.definition import (AsyncCommitGroupOp, AsyncCopyGlobalToLocalOp,
                                               AsyncWaitOp)
-from shared_codegen.ir.ops.memory import StoreOp
-from shared_codegen.ir.ops.program import BarrierOp
-from shared_codegen.ir.ops.shared_memory import LocalAllocOp, LocalLoadOp, MemDescIndexOp
-from shared_codegen.ir.ops.tensor import SplatOp
+from shared_codegen.ops.memory.definition import StoreOp
+from shared_codegen.ops.program.definition import BarrierOp
+from shared_codegen.ops.shared_memory.definition import LocalAllocOp, LocalLoadOp, MemDescIndexOp
+from shared_codegen.ops.tensor.definition import SplatOp
 from shared_codegen.ir.types import SharedMemoryType, float16, float32, int32
 
 SHAPE = (32, 64)

@@ -8,9 +8,9 @@ from ampere_kernels import compile_ptx, interpret, matmul_kernel, random_matrix
 
 from gluon.layouts import BlockedLayout, DotOperandLayout
 from shared_codegen.ir.core import VerificationError
-from shared_codegen.ir.ops.dot import DotFmaOp
+from shared_codegen.ops.dot.definition import DotFmaOp
 from shared_codegen.ir.types import bfloat16, float16, float32, int8, int32
-from shared_codegen.lowering.mma_rules import plan_dot_fma
+from shared_codegen.ops.dot.lowering import plan_dot_fma
 
 BLOCKED = BlockedLayout([2, 2], [4, 8], [2, 2], [1, 0])
 

@@ -9,9 +9,9 @@ from ampere_kernels import compile_ptx, interpret, matmul_kernel, random_matrix
 
 from gluon.layouts import DotOperandLayout, NVMMADistributedLayout
 from shared_codegen.ir.core import VerificationError
-from shared_codegen.ir.ops.dot import MmaV2Op, round_to_tf32
+from shared_codegen.ops.dot.definition import MmaV2Op, round_to_tf32
 from shared_codegen.ir.types import bfloat16, float16, float32, int8, int32, uint8
-from shared_codegen.lowering.mma_rules import MMA_SHAPES, plan_mma_v2
+from shared_codegen.ops.dot.lowering import MMA_SHAPES, plan_mma_v2
 
 
 # ---- the PTX ISA tables, read a second time -------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 from hopper_kernels import (arrivals_kernel, line_of, over_arrive_kernel,
                             two_phases_kernel, uninitialized_wait_kernel)
 
-from gluon.async_.mbarrier import BarrierState, MBarrierLayout
+from shared_codegen.ops.mbarrier.definition import BarrierState, MBarrierLayout
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.interpreter.memory import InterpreterError
 

@@ -12,7 +12,7 @@ from gluon import language as gl
 from gluon.language.nvidia.hopper._wgmma import warpgroup_mma, warpgroup_mma_wait
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.interpreter.memory import InterpreterError
-from shared_codegen.ir.ops.wgmma import check_instr_n, check_warpgroup_mma
+from shared_codegen.ops.wgmma.definition import check_instr_n, check_warpgroup_mma
 from shared_codegen.ir.types import SharedMemoryType, TensorType
 from shared_codegen.lowering.backend import parse_resource_usage, ptx_to_cubin
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from gluon.layouts import DotOperandLayout, NVMMADistributedLayout, NVMMASharedLayout
-from shared_codegen.ir.ops.shared_memory import offset_map, trans_result
+from shared_codegen.ops.shared_memory.definition import offset_map, trans_result
 from shared_codegen.ir.types import (SharedMemoryType, TensorType, bfloat16, float8e4nv,
                                      float16, float32)
-from shared_codegen.lowering.wgmma_rules import plan_acc, plan_smem_operand, plan_wgmma
+from shared_codegen.ops.wgmma.lowering import plan_acc, plan_smem_operand, plan_wgmma
 
 
 # ---- the PTX ISA, read a second time ------------------------------------------------------------

@@ -176,7 +176,7 @@ def test_verify_pass_rejects_a_tensor_without_a_layout():
     from shared_codegen.frontend.errors import CompilationError
     from shared_codegen.ir.builder import Builder
     from shared_codegen.ir.core import Function, Module
-    from shared_codegen.ir.ops.tensor import MakeRangeOp
+    from shared_codegen.ops.tensor.definition import MakeRangeOp
 
     module = Module({"num_warps": 4})
     fn = module.add(Function("k", [], [], attrs={"kernel": True}))

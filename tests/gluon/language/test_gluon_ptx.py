@@ -8,7 +8,7 @@ import sys
 import gluon
 from gluon import language as gl
 from gluon.layouts import to_linear_layout
-from gluon.layouts.planner import plan_conversion
+from shared_codegen.layouts.planner import plan_conversion
 from gl_test_util import L2
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples",

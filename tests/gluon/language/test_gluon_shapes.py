@@ -210,7 +210,7 @@ def bank_conflict_kernel(x_ptr, SMEM_TY: gl.constexpr, EXPECTED: gl.constexpr,
 @pytest.mark.parametrize("real_type", [False, True])
 @pytest.mark.parametrize("swizzled", [False, True])
 def test_bank_conflicts_matches_the_layout_tool(swizzled, real_type):
-    from gluon.layouts.bank_conflicts import bank_conflicts
+    from shared_codegen.layouts.bank_conflicts import bank_conflicts
 
     reg = gl.BlockedLayout([1, 1], [32, 1], [1, 4], [0, 1])  # a column per warp
     shared = gl.SwizzledSharedLayout(1, 1, 32 if swizzled else 1, [1, 0])

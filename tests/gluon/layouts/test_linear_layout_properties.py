@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gluon.layouts import LinearLayout, gf2
+from shared_codegen.layouts import LinearLayout, gf2
 
 IN_NAMES = ["register", "lane", "warp"]
 settings.register_profile("layouts", max_examples=60, deadline=None)
@@ -204,7 +204,7 @@ def test_bit_packed_rank_agrees_with_sympy(vectors):
     from sympy import GF
     from sympy.polys.matrices import DomainMatrix
 
-    from gluon.layouts import gf2
+    from shared_codegen.layouts import gf2
 
     field = GF(2)
     rows = [[field((v >> b) & 1) for b in range(12)] for v in vectors]

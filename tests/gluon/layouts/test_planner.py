@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gluon.layouts import (BlockedLayout, DistributedLinearLayout, DotOperandLayout,
                            LinearLayout, NVMMADistributedLayout, SliceLayout)
-from gluon.layouts.planner import (ConversionPlan, conversion_matrix, placement,
+from shared_codegen.layouts.planner import (ConversionPlan, conversion_matrix, placement,
                                    plan_conversion, simulate)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from gluon.layouts import (BlockedLayout, LinearLayout, NVMMADistributedLayout,
                            NVMMASharedLayout, SwizzledSharedLayout)
-from gluon.layouts.bank_conflicts import (bank_conflicts, count_wavefronts, dtype_bits,
+from shared_codegen.layouts.bank_conflicts import (bank_conflicts, count_wavefronts, dtype_bits,
                                           span_intersection)
 
 COLUMN_WISE = BlockedLayout([1, 1], [32, 1], [1, 1], [1, 0])   # lane i holds row i
@@ -97,6 +97,6 @@ def test_span_intersection_handles_swizzled_bases():
 
 def test_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match="shapes must match|outside"):
-        from gluon.layouts.linear_layout import LinearLayout as LL
+        from shared_codegen.layouts.linear_layout import LinearLayout as LL
         small = LL({"offset": [(1,), (2,)], "block": []}, [("dim0", 4)])
         bank_conflicts(COLUMN_WISE.to_linear_layout([32, 32]), small, (32, 32), "fp32")

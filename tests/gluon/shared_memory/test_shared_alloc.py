@@ -6,9 +6,9 @@ import re
 import numpy as np
 
 from gluon.layouts import NVMMASharedLayout, SwizzledSharedLayout
-from shared_codegen.ir.ops.control import ForOp, YieldOp
-from shared_codegen.ir.ops.shared_memory import LocalLoadOp, LocalStoreOp, MemDescIndexOp
-from shared_codegen.ir.ops.tensor import ConvertLayoutOp
+from shared_codegen.ops.control.definition import ForOp, YieldOp
+from shared_codegen.ops.shared_memory.definition import LocalLoadOp, LocalStoreOp, MemDescIndexOp
+from shared_codegen.ops.tensor.definition import ConvertLayoutOp
 from shared_codegen.lowering.shared_alloc import assign_offsets, live_ranges
 from shared_codegen.ir.types import float16, float32
 from smem_kernels import Kernel, blocked, compile_ptx, interpret
@@ -58,7 +58,7 @@ def test_overlapping_lifetimes_get_disjoint_bytes():
     b = k.alloc(float32, SHAPE, NVMMASharedLayout(128, 32))
     LocalStoreOp.build(k.b, x, a)
     y = LocalLoadOp.build(k.b, a, blocked(SHAPE, 8))
-    from shared_codegen.ir.ops.arith import CastOp
+    from shared_codegen.ops.arith.definition import CastOp
     LocalStoreOp.build(k.b, CastOp.build(k.b, "arith.extf", y, float32), b)
     k.store(1, LocalLoadOp.build(k.b, a, blocked(SHAPE, 8)))
     module = k.finish()
@@ -83,7 +83,7 @@ def test_an_allocation_used_in_a_loop_lives_through_the_whole_loop():
         LocalStoreOp.build(k.b, acc, inner)
         y = LocalLoadOp.build(k.b, inner, blocked(SHAPE, 8))
         z = LocalLoadOp.build(k.b, outer, blocked(SHAPE, 8))
-        from shared_codegen.ir.ops.arith import BinaryOp
+        from shared_codegen.ops.arith.definition import BinaryOp
         YieldOp.build(k.b, [BinaryOp.build(k.b, "arith.addf", y, z)])
     after = k.alloc(float16, SHAPE, NVMMA)
     LocalStoreOp.build(k.b, loop.results[0], after)
@@ -133,7 +133,7 @@ def test_loop_carried_descriptor_ping_pongs_between_buffers():
     loop = ForOp.build(k.b, k.i32(0), k.i32(4), k.i32(1), [first])
     body = loop.regions[0].block
     with k.b.at_end_of(body):
-        from shared_codegen.ir.ops.arith import BinaryOp
+        from shared_codegen.ops.arith.definition import BinaryOp
         cur = body.args[1]
         nxt_i = BinaryOp.build(k.b, "arith.remsi",
                                BinaryOp.build(k.b, "arith.addi", body.args[0], k.i32(1)),

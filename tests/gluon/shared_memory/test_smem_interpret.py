@@ -8,7 +8,7 @@ from gluon.layouts import (NVMMASharedLayout, SharedLinearLayout, SwizzledShared
                            to_linear_layout)
 from shared_codegen.interpreter.memory import InterpreterError
 from shared_codegen.ir.core import VerificationError
-from shared_codegen.ir.ops.shared_memory import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
+from shared_codegen.ops.shared_memory.definition import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
                                                  MemDescReinterpretOp, MemDescReshapeOp,
                                                  MemDescSubsliceOp, MemDescTransOp)
 from shared_codegen.ir.printer import print_module

@@ -11,13 +11,13 @@ from llvmlite import ir
 from gluon.layouts import BlockedLayout, NVMMASharedLayout, SwizzledSharedLayout
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
-from shared_codegen.ir.ops.shared_memory import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
+from shared_codegen.ops.shared_memory.definition import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
                                                  MemDescSubsliceOp, MemDescTransOp,
                                                  offset_map)
 from shared_codegen.ir.types import (SharedMemoryType, TensorType, float16, float32, int32,
                                      int8)
-from shared_codegen.lowering import shared_memory_rules as rules
-from shared_codegen.lowering.xthread_sim import SimContext, SimError
+from shared_codegen.ops.shared_memory import lowering as rules
+from xthread_sim import SimContext, SimError
 from smem_kernels import Kernel, blocked, compile_ptx, interpret
 
 

@@ -14,11 +14,11 @@ from gluon.layouts import (BlockedLayout, DistributedLinearLayout, DotOperandLay
 from shared_codegen.interpreter.shared_memory import allocate
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
-from shared_codegen.ir.ops.shared_memory import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
+from shared_codegen.ops.shared_memory.definition import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
                                                  MemDescSubsliceOp, MemDescTransOp,
                                                  offset_map)
 from shared_codegen.ir.types import SharedMemoryType, TensorType, bfloat16, float16, int32
-from shared_codegen.lowering import shared_memory_rules as rules
+from shared_codegen.ops.shared_memory import lowering as rules
 from smem_kernels import Kernel, compile_ptx, interpret
 from test_smem_lowering import SmemSim
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gluon.layouts import BlockedLayout, DistributedLinearLayout, NVMMADistributedLayout
-from gluon.layouts.planner import plan_conversion
-from shared_codegen.ir.ops import tensor
+from shared_codegen.layouts.planner import plan_conversion
+from shared_codegen.ops.tensor import definition as tensor
 from shared_codegen.ir.types import bfloat16, float8e4nv, float16, float32, float64, int8
 from shared_codegen.lowering.context import _to_linear
 from shared_codegen.lowering.xthread_swizzle import plan_sides

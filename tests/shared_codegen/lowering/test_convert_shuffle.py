@@ -10,15 +10,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gluon.layouts import BlockedLayout, DistributedLinearLayout
-from gluon.layouts.planner import plan_conversion
+from shared_codegen.layouts.planner import plan_conversion
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
-from shared_codegen.ir.ops import tensor
+from shared_codegen.ops.tensor import definition as tensor
 from shared_codegen.ir.types import (TensorType, bfloat16, float8e4nv, float16, float32,
                                      float64, int1, int8, int16, int32, int64)
 from shared_codegen.lowering import cross_thread as xt
+from shared_codegen.ops.tensor import lowering as tensor_rules
 from shared_codegen.lowering.xthread_shuffle import Affine, fit_affine, schedule_shuffle
-from shared_codegen.lowering.xthread_sim import SimContext
+from xthread_sim import SimContext
 from test_cross_thread import Kernel, count
 
 DTYPES = {"fp16": float16, "bf16": bfloat16, "fp32": float32, "fp64": float64, "i8": int8,
@@ -38,7 +39,7 @@ def simulate_convert(src, dst, shape, dtype, num_warps):
     sim = SimContext(num_warps)
     data = _values(shape, dtype)
     sim.bind(x, data)
-    (out,) = xt.lower_convert_layout(y.owner, sim)
+    (out,) = tensor_rules.lower_convert_layout(y.owner, sim)
     np.testing.assert_array_equal(sim.gather(out, y.type), data)
     return sim
 

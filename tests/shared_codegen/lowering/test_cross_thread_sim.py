@@ -7,11 +7,14 @@ import pytest
 from gluon.layouts import BlockedLayout, SliceLayout
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
-from shared_codegen.ir.ops import reduction, tensor  # noqa: F401 - registers the ops
+from shared_codegen.ops.reduction import definition as reduction
+from shared_codegen.ops.tensor import definition as tensor  # noqa: F401 - registers the ops
 from shared_codegen.ir.types import TensorType, float32, int32
 from shared_codegen.lowering import cross_thread as xt
-from shared_codegen.lowering.xthread_scan import lower_scan
-from shared_codegen.lowering.xthread_sim import SimContext, SimError
+from shared_codegen.ops.reduction import lowering as reduce_rules
+from shared_codegen.ops.tensor import lowering as tensor_rules
+from shared_codegen.ops.reduction.scan_lowering import lower_scan
+from xthread_sim import SimContext, SimError
 
 
 def _add(a, b):
@@ -64,7 +67,7 @@ def test_reduce_matches_numpy(shape, layout, axis, num_warps):
     sim = SimContext(num_warps, combine=_add)
     data = _data(shape)
     sim.bind(x, data)
-    (out,) = xt.lower_reduce(op, sim)
+    (out,) = reduce_rules.lower_reduce(op, sim)
     got = sim.gather(out, op.results[0].type)
     np.testing.assert_array_equal(got, data.sum(axis=axis))
 
@@ -80,7 +83,7 @@ def test_reduce_two_operands_argmax():
     data = _data(shape, seed=3)
     sim.bind(x, data)
     sim.bind(i, np.broadcast_to(np.arange(256), shape))
-    vals, idxs = xt.lower_reduce(op, sim)
+    vals, idxs = reduce_rules.lower_reduce(op, sim)
     np.testing.assert_array_equal(sim.gather(vals, op.results[0].type), data.max(axis=1))
     np.testing.assert_array_equal(sim.gather(idxs, op.results[1].type), data.argmax(axis=1))
 
@@ -92,7 +95,7 @@ def test_reduce_inside_a_warp_touches_no_shared_memory():
     op = reduction.ReduceOp.build(b, [x], 1, SliceLayout(1, layout))
     sim = SimContext(4, combine=_add)
     sim.bind(x, _data((16, 8)))
-    xt.lower_reduce(op, sim)
+    reduce_rules.lower_reduce(op, sim)
     assert sim.barriers == 0 and sim.shared_bytes == 0 and sim.shuffles == 3
 
 
@@ -139,7 +142,7 @@ def test_convert_layout_moves_every_element(src, dst, shape):
     sim = SimContext(4)
     data = _data(shape, seed=2)
     sim.bind(x, data)
-    (out,) = xt.lower_convert_layout(y.owner, sim)
+    (out,) = tensor_rules.lower_convert_layout(y.owner, sim)
     np.testing.assert_array_equal(sim.gather(out, y.type), data)
 
 
@@ -150,7 +153,7 @@ def test_convert_to_same_layout_emits_nothing():
     y = tensor.ConvertLayoutOp.build(b, x, layout)
     sim = SimContext(4)
     regs = sim.bind(x, _data((32, 32)))
-    (out,) = xt.lower_convert_layout(y.owner, sim)
+    (out,) = tensor_rules.lower_convert_layout(y.owner, sim)
     assert out == regs and sim.barriers == 0 and sim.shuffles == 0
 
 
@@ -195,9 +198,9 @@ def _shape_op_case(name):
     raise KeyError(name)
 
 
-SHAPE_RULES = {"broadcast": xt.lower_broadcast, "broadcast_other_layout": xt.lower_broadcast,
-               "expand_dims": xt.lower_expand_dims, "trans": xt.lower_trans,
-               "trans_through_smem": xt.lower_trans, "reshape": xt.lower_reshape}
+SHAPE_RULES = {"broadcast": tensor_rules.lower_broadcast, "broadcast_other_layout": tensor_rules.lower_broadcast,
+               "expand_dims": tensor_rules.lower_expand_dims, "trans": tensor_rules.lower_trans,
+               "trans_through_smem": tensor_rules.lower_trans, "reshape": tensor_rules.lower_reshape}
 
 
 @pytest.mark.parametrize("name", sorted(SHAPE_RULES))
@@ -217,5 +220,5 @@ def test_make_range():
     b = _builder()
     r = tensor.MakeRangeOp.build(b, 16, 80, layout)
     sim = SimContext(4)
-    (out,) = xt.lower_make_range(r.owner, sim)
+    (out,) = tensor_rules.lower_make_range(r.owner, sim)
     np.testing.assert_array_equal(sim.gather(out, r.type), np.arange(16, 80))

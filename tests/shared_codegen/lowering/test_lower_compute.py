@@ -4,12 +4,12 @@ import pytest
 from lowering_kernels import KernelBuilder, blocked_1d, compile_all, count, ptr
 
 from shared_codegen.ir.core import OpDef, Operation, Location
-from shared_codegen.ir.ops.arith import (BINARY_RULES, FLOAT_BINARY, BinaryOp, CastOp,
+from shared_codegen.ops.arith.definition import (BINARY_RULES, FLOAT_BINARY, BinaryOp, CastOp,
                                          CompareOp, SelectOp, cast_op_name)
-from shared_codegen.ir.ops.control import ForOp, IfOp, WhileOp, YieldOp
-from shared_codegen.ir.ops.math import UNARY_FLOAT_RULES, AbsIntOp, FmaOp, UnaryFloatOp
-from shared_codegen.ir.ops.memory import LoadOp, StoreOp
-from shared_codegen.ir.ops.program import AssertOp, BarrierOp, ProgramIdOp
+from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp, YieldOp
+from shared_codegen.ops.math.definition import UNARY_FLOAT_RULES, AbsIntOp, FmaOp, UnaryFloatOp
+from shared_codegen.ops.memory.definition import LoadOp, StoreOp
+from shared_codegen.ops.program.definition import AssertOp, BarrierOp, ProgramIdOp
 from shared_codegen.ir.types import (bfloat16, float8e4nv, float8e5, float16, float32, float64,
                                      int1, int8, int32, int64, uint8, uint32)
 from shared_codegen.lowering.context import LoweringError
@@ -132,7 +132,7 @@ def test_for_loop_carries_a_tensor_through_phis_and_is_a_ptx_loop():
         x = LoadOp.build(k.b, p)
         acc2 = BinaryOp.build(k.b, "arith.addf", acc, x)
         step = k.splat(k.const(BLOCK), BLOCK, LAYOUT)
-        from shared_codegen.ir.ops.arith import AddPtrOp
+        from shared_codegen.ops.arith.definition import AddPtrOp
         p2 = AddPtrOp.build(k.b, p, step)
         YieldOp.build(k.b, [acc2, p2])
     StoreOp.build(k.b, k.ptrs(k.args[1], offs, BLOCK, LAYOUT), loop.results[0])

@@ -6,8 +6,8 @@ sm_100a and reads the PTX.
 
 from lowering_kernels import KernelBuilder, blocked_1d, compile_all, count, ptr
 
-from shared_codegen.ir.ops.arith import BinaryOp
-from shared_codegen.ir.ops.memory import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
+from shared_codegen.ops.arith.definition import BinaryOp
+from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
 from shared_codegen.ir.types import bfloat16, float16, float32, int32, int64
 
 ALIGNED = {0: 16, 1: 16, 2: 16}
@@ -127,9 +127,9 @@ def test_atomics_are_predicated_and_scoped():
 
 
 def test_2d_tile_with_row_stride_vectorizes_along_the_fast_dim():
-    from gluon.layouts.distributed import BlockedLayout, SliceLayout
-    from shared_codegen.ir.ops.arith import AddPtrOp
-    from shared_codegen.ir.ops.tensor import BroadcastOp, ExpandDimsOp, MakeRangeOp, SplatOp
+    from shared_codegen.layouts.distributed import BlockedLayout, SliceLayout
+    from shared_codegen.ops.arith.definition import AddPtrOp
+    from shared_codegen.ops.tensor.definition import BroadcastOp, ExpandDimsOp, MakeRangeOp, SplatOp
 
     m, n = 32, 64
     layout = BlockedLayout((1, 4), (4, 8), (4, 1), (1, 0))

@@ -7,13 +7,13 @@
 from __future__ import annotations
 
 from shared_codegen.ir import Builder, Function, Module
-from shared_codegen.ir.ops.arith import (AddPtrOp, BinaryOp, CastOp, CompareOp, ConstantOp,
+from shared_codegen.ops.arith.definition import (AddPtrOp, BinaryOp, CastOp, CompareOp, ConstantOp,
                                          SelectOp)
-from shared_codegen.ir.ops.control import ForOp, IfOp, YieldOp
-from shared_codegen.ir.ops.memory import LoadOp, StoreOp
-from shared_codegen.ir.ops.program import ProgramIdOp
-from shared_codegen.ir.ops.reduction import ReduceOp
-from shared_codegen.ir.ops.tensor import (BroadcastOp, ExpandDimsOp, HintOp, MakeRangeOp,
+from shared_codegen.ops.control.definition import ForOp, IfOp, YieldOp
+from shared_codegen.ops.memory.definition import LoadOp, StoreOp
+from shared_codegen.ops.program.definition import ProgramIdOp
+from shared_codegen.ops.reduction.definition import ReduceOp
+from shared_codegen.ops.tensor.definition import (BroadcastOp, ExpandDimsOp, HintOp, MakeRangeOp,
                                           ReshapeOp, SplatOp, TransOp)
 from shared_codegen.ir.types import PointerType, TensorType, float32, int1, int32
 

@@ -2,7 +2,7 @@
 `async_copy` submodule (`cp.async`), and `dot_fma` (exported as `gl.dot_fma`).
 
 Names and parameters follow `triton.experimental.gluon.language.nvidia.ampere` 3.6. Layout
-rules are checked here, at the call, in the user's terms (`shared_codegen.ir.ops.dot`
+rules are checked here, at the call, in the user's terms (`shared_codegen.ops.dot.definition`
 `check_mma_v2` / `check_dot_fma` name the layout an operand needs); the op verifiers repeat
 the same checks on the IR.
 """
@@ -10,7 +10,7 @@ the same checks on the IR.
 from __future__ import annotations
 
 from shared_codegen.frontend.values import builtin, tensor, unwrap
-from shared_codegen.ir.ops.dot import DotFmaOp, MmaV2Op, check_dot_fma, check_mma_v2
+from shared_codegen.ops.dot.definition import DotFmaOp, MmaV2Op, check_dot_fma, check_mma_v2
 from shared_codegen.ir.types import float32
 
 from gluon.language.nvidia.ampere import async_copy

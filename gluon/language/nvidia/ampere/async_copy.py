@@ -16,7 +16,7 @@ op but do not change the instruction (cp.async has no such qualifiers).
 from __future__ import annotations
 
 from shared_codegen.frontend.values import builtin, tensor, unwrap
-from shared_codegen.ir.ops.async_copy import (EVICTION_POLICIES, AsyncCommitGroupOp,
+from shared_codegen.ops.async_copy.definition import (EVICTION_POLICIES, AsyncCommitGroupOp,
                                               AsyncCopyGlobalToLocalOp, AsyncWaitOp,
                                               check_async_copy, normalize_cache_modifier)
 

@@ -8,7 +8,7 @@ The ops behind them live in `gluon/async_/` (one module per op family).
 
 from __future__ import annotations
 
-from gluon.async_.fence import FenceAsyncSharedOp
+from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
 from shared_codegen.frontend.values import builtin, unwrap
 
 from gluon.language.nvidia.ampere import async_copy, mma_v2

@@ -18,7 +18,7 @@ wait compiles; the interpreter reports that read as a race, naming both lines.
 from __future__ import annotations
 
 from shared_codegen.frontend.values import builtin, tensor, unwrap, wrap
-from shared_codegen.ir.ops.wgmma import WarpGroupDotOp, WarpGroupDotWaitOp, check_warpgroup_mma
+from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp, check_warpgroup_mma
 from shared_codegen.ir.types import SharedMemoryType, int1
 
 __all__ = ["warpgroup_mma", "warpgroup_mma_wait", "warpgroup_mma_init",

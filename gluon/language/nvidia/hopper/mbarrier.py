@@ -13,7 +13,7 @@ Semantics, interpreter checks and PTX: `gluon/async_/mbarrier.py`.
 
 from __future__ import annotations
 
-from gluon.async_.mbarrier import (ArriveBarrierOp, BarrierExpectOp, InitBarrierOp,
+from shared_codegen.ops.mbarrier.definition import (ArriveBarrierOp, BarrierExpectOp, InitBarrierOp,
                                    InvalBarrierOp, MBarrierLayout, WaitBarrierOp, check_barrier,
                                    check_count)
 from shared_codegen.frontend.values import builtin, unwrap

@@ -19,7 +19,7 @@ shape and strides are in the descriptor's bytes only). Semantics and PTX:
 
 from __future__ import annotations
 
-from gluon.async_.tma import (AsyncTMACopyGlobalToLocalOp, AsyncTMACopyLocalToGlobalOp,
+from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp, AsyncTMACopyLocalToGlobalOp,
                               AsyncTMAStoreWaitOp, check_smem)
 from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
 from shared_codegen.ir.types import TensorDescriptorType

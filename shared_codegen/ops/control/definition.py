@@ -1,0 +1,122 @@
+"""Structured control flow: `scf.for`, `scf.if`, `scf.while` and their terminators.
+
+    %r = scf.for %lb, %ub, %step, %init : i32 {      region: ^bb(%iv, %acc)
+      scf.yield %next
+    }
+    %r = scf.if %cond : f32 { scf.yield %a } { scf.yield %b }
+    %r = scf.while %init : i32 {                     before: ^bb(%x) -> scf.condition %c, %x
+    } {                                              after:  ^bb(%x) -> scf.yield %x2
+    }
+
+Loop-carried values are block arguments; results are what the last iteration yields.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shared_codegen.ir.core import OpDef, Region, VerificationError
+from shared_codegen.ir.types import int1, scalar_of
+
+
+def _check_yield(op, region, want_types, what):
+    term = region.block.terminator
+    if term is None or term.name not in ("scf.yield", "scf.condition"):
+        raise VerificationError(f"{what} region must end with scf.yield", op)
+    got = [v.type for v in term.operands[1:]] if term.name == "scf.condition" else [
+        v.type for v in term.operands]
+    if got != list(want_types):
+        raise VerificationError(
+            f"{what} yields ({', '.join(map(str, got))}) but the op carries "
+            f"({', '.join(map(str, want_types))})", op)
+
+
+class ForOp(OpDef):
+    name = "scf.for"
+
+    @staticmethod
+    def build(b, lb, ub, step, inits, iv_name=""):
+        region = Region([lb.type] + [v.type for v in inits])
+        region.block.args[0].name_hint = iv_name
+        return b.create("scf.for", [lb, ub, step] + list(inits), [v.type for v in inits],
+                        regions=[region])
+
+    def verify(self, op):
+        lb, ub, step = op.operands[:3]
+        if not (lb.type == ub.type == step.type) or not scalar_of(lb.type).is_int():
+            raise VerificationError("bounds and step must be integers of one type", op)
+        inits = op.operands[3:]
+        block = op.regions[0].block
+        if [a.type for a in block.args] != [lb.type] + [v.type for v in inits]:
+            raise VerificationError("block arguments must be (iv, *iter_args)", op)
+        _check_yield(op, op.regions[0], [v.type for v in inits], "loop body")
+
+    def interpret(self, op, frame):
+        lb, ub, step = (int(frame[v]) for v in op.operands[:3])
+        carried = [frame.raw(v) for v in op.operands[3:]]  # may be Unready
+        iv_dtype = scalar_of(op.operands[0].type).np
+        block = op.regions[0].block
+        if step == 0:
+            frame.error(op, "scf.for step is zero")
+        i = lb
+        while (i < ub) if step > 0 else (i > ub):
+            carried = frame.run_block(block, [np.asarray(i, dtype=iv_dtype)[()]] + carried)
+            i += step
+        return carried
+
+
+class IfOp(OpDef):
+    name = "scf.if"
+
+    @staticmethod
+    def build(b, cond, result_types):
+        return b.create("scf.if", [cond], list(result_types), regions=[Region(), Region()])
+
+    def verify(self, op):
+        if op.operands[0].type != int1:
+            raise VerificationError(f"condition must be a scalar i1, got {op.operands[0].type}",
+                                    op)
+        want = [r.type for r in op.results]
+        _check_yield(op, op.regions[0], want, "then")
+        _check_yield(op, op.regions[1], want, "else")
+
+    def interpret(self, op, frame):
+        region = op.regions[0] if bool(frame[op.operands[0]]) else op.regions[1]
+        return frame.run_block(region.block, [])
+
+
+class WhileOp(OpDef):
+    name = "scf.while"
+
+    @staticmethod
+    def build(b, inits):
+        types = [v.type for v in inits]
+        return b.create("scf.while", list(inits), types, regions=[Region(types), Region(types)])
+
+    def verify(self, op):
+        cond = op.regions[0].block.terminator
+        if cond is None or cond.name != "scf.condition":
+            raise VerificationError("before region must end with scf.condition", op)
+        _check_yield(op, op.regions[0], [r.type for r in op.results], "before")
+        _check_yield(op, op.regions[1], [v.type for v in op.operands], "after")
+
+    def interpret(self, op, frame):
+        carried = [frame.raw(v) for v in op.operands]  # may be Unready
+        before, after = op.regions[0].block, op.regions[1].block
+        while True:
+            values = frame.run_block(before, carried, keep_condition=True)
+            cond, forwarded = values[0], values[1:]
+            if not bool(cond):
+                return forwarded
+            carried = frame.run_block(after, forwarded)
+
+
+class YieldOp(OpDef):
+    names = ("scf.yield", "scf.condition", "tt.return", "tt.reduce.return")
+
+    @staticmethod
+    def build(b, values, name="scf.yield"):
+        return b.create(name, list(values), [])
+
+    def interpret(self, op, frame):
+        return []

@@ -1,0 +1,160 @@
+"""Lowering of the control-flow ops: structured control flow to basic blocks with phi nodes.
+
+Loop-carried tensors are lists of registers, so each carried value becomes one phi per
+register (`_flatten` / `_unflatten` keep the nesting).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+from llvmlite import ir
+
+from shared_codegen.ir.types import scalar_of
+from shared_codegen.ir.core import lowering_rule
+from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp
+
+
+def _flatten(values: List[Any]) -> Tuple[List[ir.Value], List[int]]:
+    flat, shape = [], []
+    for v in values:
+        if isinstance(v, list):
+            flat.extend(v)
+            shape.append(len(v))
+        else:
+            flat.append(v)
+            shape.append(-1)
+    return flat, shape
+
+
+def _unflatten(flat: List[ir.Value], shape: List[int]) -> List[Any]:
+    out, i = [], 0
+    for n in shape:
+        if n < 0:
+            out.append(flat[i])
+            i += 1
+        else:
+            out.append(list(flat[i:i + n]))
+            i += n
+    return out
+
+
+def new_block(ctx, name: str) -> ir.Block:
+    return ctx.function.append_basic_block(name)
+
+
+# ---- scf.for --------------------------------------------------------------------------------
+
+@lowering_rule(ForOp)
+def lower_for(op, ctx):
+    """    pre:    br header
+        header: iv = phi [lb, pre], [iv + step, latch]; iters = phi ...
+                br (iv < ub), body, exit
+        body:   ...; br header              (the latch is wherever the body ends)
+    A constant negative step compares with `>` (the interpreter's semantics)."""
+    b = ctx.builder
+    lb, ub, step = (ctx.get(v) for v in op.operands[:3])
+    inits = [ctx.get(v) for v in op.operands[3:]]
+    flat_init, shape = _flatten(inits)
+    unsigned = scalar_of(op.operands[0].type).is_int_unsigned()
+    pre = b.block
+    header, body, exit_ = (new_block(ctx, n) for n in ("for.header", "for.body", "for.exit"))
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(lb.type, name="iv")
+    iv.add_incoming(lb, pre)
+    phis = []
+    for v in flat_init:
+        p = b.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    cmp = b.icmp_unsigned if unsigned else b.icmp_signed
+    if isinstance(step, ir.Constant) and not unsigned and _const_int(step) < 0:
+        cond = cmp(">", iv, ub)
+    elif isinstance(step, ir.Constant) or unsigned:
+        cond = cmp("<", iv, ub)
+    else:  # a runtime step: pick the comparison by its sign
+        pos = b.icmp_signed(">", step, ir.Constant(step.type, 0))
+        cond = b.select(pos, cmp("<", iv, ub), cmp(">", iv, ub))
+    b.cbranch(cond, body, exit_)
+    b.position_at_end(body)
+    yielded = ctx.lower_block(op.regions[0].block, [iv] + _unflatten(phis, shape))
+    flat_next, _ = _flatten(yielded)
+    latch = b.block
+    iv.add_incoming(b.add(iv, step), latch)
+    for p, v in zip(phis, flat_next):
+        p.add_incoming(v, latch)
+    b.branch(header)
+    b.position_at_end(exit_)
+    return _unflatten(phis, shape)
+
+
+def _const_int(c: ir.Constant) -> int:
+    v = int(c.constant)
+    bits = c.type.width
+    return v - (1 << bits) if v >> (bits - 1) & 1 else v
+
+
+# ---- scf.if ---------------------------------------------------------------------------------
+
+@lowering_rule(IfOp)
+def lower_if(op, ctx):
+    b = ctx.builder
+    cond = ctx.get(op.operands[0])
+    then_bb, else_bb, merge = (new_block(ctx, n) for n in ("if.then", "if.else", "if.end"))
+    b.cbranch(cond, then_bb, else_bb)
+    ends = []
+    for region, bb in zip(op.regions, (then_bb, else_bb)):
+        b.position_at_end(bb)
+        vals = ctx.lower_block(region.block, [])
+        ends.append((b.block, _flatten(vals)))
+        b.branch(merge)
+    b.position_at_end(merge)
+    if not op.results:
+        return None
+    (then_end, (tflat, shape)), (else_end, (eflat, _)) = ends
+    phis = []
+    for tv, ev in zip(tflat, eflat):
+        p = b.phi(tv.type)
+        p.add_incoming(tv, then_end)
+        p.add_incoming(ev, else_end)
+        phis.append(p)
+    return _unflatten(phis, shape)
+
+
+# ---- scf.while ------------------------------------------------------------------------------
+
+@lowering_rule(WhileOp)
+def lower_while(op, ctx):
+    """    pre:    br before
+        before: args = phi [inits, pre], [yielded, after-end]; ...; br cond, after, exit
+        after:  ...; br before
+    The results are the values `scf.condition` forwards; they are defined in `before`,
+    which dominates `exit`, so no phi is needed there."""
+    b = ctx.builder
+    inits = [ctx.get(v) for v in op.operands]
+    flat_init, shape = _flatten(inits)
+    pre = b.block
+    before, after, exit_ = (new_block(ctx, n) for n in ("while.before", "while.after",
+                                                          "while.exit"))
+    b.branch(before)
+    b.position_at_end(before)
+    phis = []
+    for v in flat_init:
+        p = b.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    vals = ctx.lower_block(op.regions[0].block, _unflatten(phis, shape))
+    cond, forwarded = vals[0], vals[1:]
+    b.cbranch(cond, after, exit_)
+    b.position_at_end(after)
+    yielded = ctx.lower_block(op.regions[1].block, forwarded)
+    flat_next, _ = _flatten(yielded)
+    for p, v in zip(phis, flat_next):
+        p.add_incoming(v, b.block)
+    b.branch(before)
+    b.position_at_end(exit_)
+    return forwarded
+
+
+__all__ = ["lower_for", "lower_if", "lower_while", "new_block"]

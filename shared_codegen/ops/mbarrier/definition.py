@@ -1,0 +1,493 @@
+"""mbarrier ops (sm_90): barriers in shared memory that count arrivals and transaction bytes.
+
+    %bar = ttg.local_alloc : !ttg.memdesc<1xi64, #shared>     (MBarrierLayout)
+    ttng.init_barrier %bar {count = 1}
+    ttng.barrier_expect %bar[, %pred] {size = 16384}
+    ttng.arrive_barrier %bar[, %pred] {count = 1}
+    ttng.wait_barrier %bar, %phase[, %pred][, %deps...] {has_pred, num_deps}
+    ttng.inval_barrier %bar
+
+Semantics (PTX ISA 9.7.13.15, "Parallel synchronization and communication instructions:
+mbarrier"). A barrier is a 64-bit shared-memory object holding the *current phase*, its
+*pending arrival count* and its *transaction count* (tx-count). `init(count)` starts phase 0
+with `count` pending arrivals and tx-count 0. `arrive(count)` removes arrivals;
+`expect(bytes)` is `mbarrier.arrive.expect_tx`: it raises the tx-count by `bytes` and then
+arrives once. TMA loads (`gluon/async_/tma.py`) lower the tx-count by the bytes they land
+(`complete_tx`). A phase completes when both counts reach zero; the barrier then moves to the
+next phase with `count` pending arrivals again. `wait(phase)` blocks while the *current*
+phase has parity `phase` (`mbarrier.try_wait.parity`): waiting on parity 0 of a fresh
+barrier blocks until phase 0 completes, waiting on parity 1 returns at once.
+
+Interpreter: the state above is exact, per barrier (buffer, byte offset), per program. A wait
+whose phase cannot complete first lands the TMA loads still in flight on that barrier (they
+must complete before the wait can return); if the phase is still open and only one partition
+runs, no one else can arrive, and the wait is reported as a deadlock naming the barrier's
+allocation, the wait's line and the phase, instead of hanging. Inside `gl.warp_specialize`
+the wait switches to another partition instead (`interpreter/partitions.py`), which reports
+the deadlock once every partition is blocked.
+
+Lowering: inline PTX. Thread 0 (of the partition, under warp specialization) initializes,
+expects, arrives and invalidates (one arrival per call, as Triton does); every thread waits in a `try_wait.parity` loop. Barrier words are
+shared memory: `init` / `inval` count as writes and the others as reads for the barrier
+insertion of `lowering/shared_memory_rules.sync_shared`, so the `bar.sync` that makes an
+`init` visible to the other threads' waits comes from the same analysis as any other store.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from llvmlite import ir
+
+from shared_codegen.layouts import SwizzledSharedLayout
+from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32, int64
+
+INIT, EXPECT, ARRIVE, WAIT, INVAL = ("ttng.init_barrier", "ttng.barrier_expect",
+                                     "ttng.arrive_barrier", "ttng.wait_barrier",
+                                     "ttng.inval_barrier")
+# How reports name the ops: the Gluon builtins' names.
+USER_NAMES = {INIT: "mbarrier.init", EXPECT: "mbarrier.expect", ARRIVE: "mbarrier.arrive",
+              WAIT: "mbarrier.wait", INVAL: "mbarrier.invalidate",
+              "ttng.async_tma_copy_global_to_local": "tma.async_copy_global_to_shared"}
+# PTX: the tx-count of a phase lies in [-(2^20 - 1), 2^20 - 1], the arrival count in
+# [1, 2^20 - 1].
+MAX_COUNT = (1 << 20) - 1
+
+
+class MBarrierLayout(SwizzledSharedLayout):
+    """The shared layout of mbarrier words: one int64 per barrier, no swizzle (Triton's
+    `MBarrierLayout`). Allocate barriers with
+    `gl.allocate_shared_memory(gl.int64, [1], MBarrierLayout())` (or `[n, 1]` for n of them,
+    then `.index(i)`)."""
+
+    def __init__(self, cga_layout=None):
+        super().__init__(1, 1, 1, (0,), tuple(cga_layout or ()))
+
+    def __repr__(self):
+        return "MBarrierLayout()" if not self.cga_layout else \
+            f"MBarrierLayout(cga_layout={[list(b) for b in self.cga_layout]})"
+
+
+# ---- checks ----------------------------------------------------------------------------------
+
+def check_barrier(ty, what: str = "mbarrier") -> None:
+    """ValueError unless `ty` is a descriptor of one int64 barrier word."""
+    if not isinstance(ty, SharedMemoryType) or ty.element != int64 or ty.numel != 1:
+        raise ValueError(f"{what} must be a shared memory descriptor of one int64 "
+                         f"(gl.allocate_shared_memory(gl.int64, [1], MBarrierLayout())), got "
+                         f"{ty}")
+
+
+def check_count(value, what: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+        raise ValueError(f"{what} must be a compile-time int in [{low}, {MAX_COUNT}], got "
+                         f"{value!r}")
+    return value
+
+
+def _check_pred(op, value) -> None:
+    if value.type != int1:
+        raise VerificationError(f"pred must be an i1 scalar, got {value.type}", op)
+
+
+def _verify_bar(op) -> None:
+    try:
+        check_barrier(op.operands[0].type)
+    except ValueError as exc:
+        raise VerificationError(str(exc), op) from None
+
+
+def _verify_counted_arrival(op, attr: str, what: str, low: int = 1) -> None:
+    """Shared by expect and arrive: operands [bar, pred?] and a non-negative count attribute."""
+    _verify_bar(op)
+    if len(op.operands) != 1 + bool(op.attrs.get("has_pred")):
+        raise VerificationError("expected operands [bar, pred?]", op)
+    if op.attrs.get("has_pred"):
+        _check_pred(op, op.operands[1])
+    try:
+        check_count(op.attrs.get(attr), what, low=low)
+    except ValueError as exc:
+        raise VerificationError(str(exc), op) from None
+
+
+def _pred_of(op, index: int):
+    return op.operands[index] if op.attrs.get("has_pred") else None
+
+
+# ---- interpreter state -----------------------------------------------------------------------
+
+class BarrierState:
+    """One barrier's state in one program (see the module docstring)."""
+
+    def __init__(self, where: str, index: Optional[int]):
+        self.where = where          # the allocation's line
+        self.index = index          # which barrier of a multi-barrier allocation, else None
+        self.valid = False
+        self.count = 0              # arrivals per phase
+        self.pending = 0            # arrivals still missing in the current phase
+        self.tx = 0                 # transaction bytes still missing in the current phase
+        self.phase = 0              # completed phases; the current phase's parity is phase % 2
+        self.in_flight: List = []   # async ops that will complete_tx on this barrier (TMA)
+        self.landed: List = []      # ... landed, waiting for a wait to observe their phase
+
+    def describe(self) -> str:
+        which = "" if self.index is None else f" (barrier {self.index})"
+        return f"the mbarrier allocated at {self.where}{which}"
+
+    def _maybe_complete(self) -> None:
+        if self.pending == 0 and self.tx == 0:
+            self.phase += 1
+            self.pending = self.count
+
+    def arrive(self, count: int, frame, op) -> None:
+        self._require_valid(frame, op)
+        if count > self.pending:
+            frame.error(op, f"mbarrier arrive of count {count} on {self.describe()}, whose "
+                            f"phase {self.phase} has only {self.pending} of {self.count} "
+                            f"arrivals pending (PTX leaves this undefined)")
+        self.pending -= count
+        self._maybe_complete()
+
+    def expect_tx(self, nbytes: int) -> None:
+        self.tx += nbytes
+
+    def complete_tx(self, nbytes: int) -> int:
+        """Bytes landed by an async op; returns the phase they landed in."""
+        landed_in = self.phase
+        self.tx -= nbytes
+        self._maybe_complete()
+        return landed_in
+
+    def _require_valid(self, frame, op) -> None:
+        if not self.valid:
+            frame.error(op, f"{USER_NAMES.get(op.name, op.name)} on {self.describe()}, which "
+                            f"is not initialized "
+                            f"(mbarrier.init first, and not after mbarrier.invalidate)")
+
+
+def barrier_state(frame, op, view) -> BarrierState:
+    """The state of the barrier a descriptor value (`SharedView`) points at."""
+    buf = view.buffer
+    if buf.freed_at is not None:
+        frame.error(op, f"{USER_NAMES.get(op.name, op.name)} on an mbarrier allocated at "
+                        f"{buf.where} after "
+                        f"ttg.local_dealloc at {buf.freed_at}")
+    states = getattr(buf, "mbarriers", None)
+    if states is None:
+        states = buf.mbarriers = {}
+    offset = int(view.offsets.reshape(-1)[0])
+    state = states.get(offset)
+    if state is None:
+        index = offset // 8 if buf.data.size > 8 else None
+        state = states[offset] = BarrierState(buf.where, index)
+    return state
+
+
+# frame.values key of the program's async engine (`tma._Engine`): in-flight TMA ops and the
+# seeded generator that decides when they land.
+ENGINE_KEY = object()
+
+
+def progress(frame) -> None:
+    """A point where in-flight async ops may land (each barrier op is one)."""
+    engine = frame.values.get(ENGINE_KEY)
+    if engine is not None:
+        engine.progress()
+
+
+def _active(frame, pred) -> bool:
+    return pred is None or bool(frame[pred])
+
+
+def _observe(state: BarrierState) -> None:
+    """A wait returned having seen phases [0, state.phase) complete: async ops that landed in
+    them are now visible to the waiting threads."""
+    keep = []
+    for landed in state.landed:
+        if landed.phase_landed < state.phase:
+            landed.retire()
+        else:
+            keep.append(landed)
+    state.landed = keep
+
+
+def lacks(state: BarrierState) -> str:
+    """Why the current phase of `state` is still open, for deadlock reports."""
+    missing = []
+    if state.pending:
+        missing.append(f"{state.pending} of {state.count} arrivals")
+    if state.tx > 0:
+        missing.append(f"{state.tx} transaction bytes")
+    why = f"the phase still lacks {' and '.join(missing)}" if missing else ""
+    if state.tx < 0:
+        why += (", and " if why else "") + (
+            f"the phase received {-state.tx} transaction bytes more than "
+            f"mbarrier.expect announced")
+    return why
+
+
+def _where(op) -> str:
+    return f"{op.loc.file}:{op.loc.line}" if op.loc.line else "<kernel>"
+
+
+# ---- lowering helpers ------------------------------------------------------------------------
+
+def _bar_address(ctx, op, bar):
+    from shared_codegen.lowering.context import LoweringError
+    base, xor = ctx.get(bar)
+    if not (isinstance(xor, ir.Constant) and int(xor.constant) == 0):
+        raise LoweringError("an mbarrier view must start at its own 8-byte word", op)
+    return base
+
+
+def thread_zero(ctx, pred=None):
+    """`tid == 0` (and the op's predicate): the one thread that issues a CTA-wide op. Inside
+    a warp-specialized partition `ctx.thread_id()` counts from the partition's first thread
+    and the cache is per partition (`lowering/warp_spec_rules.py`)."""
+    first = getattr(ctx, "_tid_is_zero", None)
+    if first is None:
+        first = ctx._tid_is_zero = ctx.entry_builder.icmp_unsigned(
+            "==", ctx.thread_id(), ctx.i32(0))
+    return first if pred is None else ctx.builder.and_(first, ctx.get(pred))
+
+
+def _sync(ctx, op, bar, kind: str) -> None:
+    from shared_codegen.ops.shared_memory.lowering import sync_shared
+    sync_shared(ctx, op, bar, kind, mbarrier_use=kind == "read")
+
+
+def _asm(ctx, text: str, constraints: str, args) -> None:
+    from shared_codegen.lowering.context import VOID
+    ctx.inline_asm(text, constraints + ",~{memory}", VOID, args, side_effects=True)
+
+
+# ---- ops -------------------------------------------------------------------------------------
+
+class InitBarrierOp(OpDef):
+    """`ttng.init_barrier %bar {count}`: phase 0, `count` arrivals pending, tx-count 0
+    (PTX ISA 9.7.13.15.9 mbarrier.init)."""
+
+    name = INIT
+
+    @staticmethod
+    def build(b, bar, count: int):
+        return b.create(INIT, [bar], [], {"count": int(count)})
+
+    def verify(self, op):
+        _verify_bar(op)
+        try:
+            check_count(op.attrs.get("count"), "count")
+        except ValueError as exc:
+            raise VerificationError(str(exc), op) from None
+
+    def interpret(self, op, frame):
+        state = barrier_state(frame, op, frame[op.operands[0]])
+        if state.valid:
+            frame.error(op, f"mbarrier.init on {state.describe()}, which is already "
+                            f"initialized (mbarrier.invalidate it first)")
+        state.valid, state.count, state.pending, state.tx = True, op.attrs["count"], \
+            op.attrs["count"], 0
+        state.phase = 0
+        return []
+
+    def lower(self, op, ctx):
+        bar = op.operands[0]
+        _sync(ctx, op, bar, "write")
+        # The fence makes the initialized word visible to the async proxy, so a TMA load this
+        # thread issues next can complete_tx on it (PTX ISA 9.7.13.4.18 membar/fence: proxy
+        # fences).
+        _asm(ctx, f"@$0 mbarrier.init.shared::cta.b64 [$1], {op.attrs['count']};\n"
+                  "@$0 fence.proxy.async.shared::cta;",
+             "b,l", [thread_zero(ctx), _bar_address(ctx, op, bar)])
+        return None
+
+
+class BarrierExpectOp(OpDef):
+    """`ttng.barrier_expect %bar[, %pred] {size}`: tx-count += size, then one arrival
+    (PTX ISA 9.7.13.15.12 mbarrier.arrive with .expect_tx)."""
+
+    name = EXPECT
+
+    @staticmethod
+    def build(b, bar, size: int, pred=None):
+        return b.create(EXPECT, [bar] + ([pred] if pred is not None else []), [],
+                        {"size": int(size), "has_pred": pred is not None})
+
+    def print_attrs(self, op):
+        return format_attrs({"size": op.attrs["size"]})
+
+    def verify(self, op):
+        _verify_counted_arrival(op, "size", "the expected byte count", low=0)
+
+    def interpret(self, op, frame):
+        progress(frame)
+        if not _active(frame, _pred_of(op, 1)):
+            return []
+        state = barrier_state(frame, op, frame[op.operands[0]])
+        state._require_valid(frame, op)
+        state.expect_tx(op.attrs["size"])
+        state.arrive(1, frame, op)
+        return []
+
+    def lower(self, op, ctx):
+        bar = op.operands[0]
+        _sync(ctx, op, bar, "read")
+        _asm(ctx, f"@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], "
+                  f"{op.attrs['size']};", "b,l",
+             [thread_zero(ctx, _pred_of(op, 1)), _bar_address(ctx, op, bar)])
+        return None
+
+
+class ArriveBarrierOp(OpDef):
+    """`ttng.arrive_barrier %bar[, %pred] {count}`: `count` arrivals on the current phase
+    (PTX ISA 9.7.13.15.12 mbarrier.arrive)."""
+
+    name = ARRIVE
+
+    @staticmethod
+    def build(b, bar, count: int = 1, pred=None):
+        return b.create(ARRIVE, [bar] + ([pred] if pred is not None else []), [],
+                        {"count": int(count), "has_pred": pred is not None})
+
+    def print_attrs(self, op):
+        return format_attrs({"count": op.attrs["count"]})
+
+    def verify(self, op):
+        _verify_counted_arrival(op, "count", "count")
+
+    def interpret(self, op, frame):
+        progress(frame)
+        if not _active(frame, _pred_of(op, 1)):
+            return []
+        barrier_state(frame, op, frame[op.operands[0]]).arrive(op.attrs["count"], frame, op)
+        return []
+
+    def lower(self, op, ctx):
+        bar = op.operands[0]
+        _sync(ctx, op, bar, "read")
+        # One thread arrives for all the threads running this code, so each of them must be
+        # done with what the arrival releases (typically its reads of a buffer a producer
+        # refills next). `ctx.barrier()` syncs exactly those threads: the CTA, or inside a
+        # warp-specialized partition only that partition's warps (its named barrier); a
+        # CTA-wide bar.sync there would wait for warps that never come.
+        ctx.barrier()
+        _asm(ctx, f"@$0 mbarrier.arrive.shared::cta.b64 _, [$1], {op.attrs['count']};",
+             "b,l", [thread_zero(ctx, _pred_of(op, 1)), _bar_address(ctx, op, bar)])
+        return None
+
+
+class WaitBarrierOp(OpDef):
+    """`ttng.wait_barrier %bar, %phase[, %pred][, %deps...]`: block while the current
+    phase has parity `phase` (PTX ISA 9.7.13.15.16 mbarrier.test_wait/try_wait). `deps` are
+    the allocations the wait guards: operands only, so they stay allocated until here."""
+
+    name = WAIT
+
+    @staticmethod
+    def build(b, bar, phase, pred=None, deps=()):
+        operands = [bar, phase] + ([pred] if pred is not None else []) + list(deps)
+        return b.create(WAIT, operands, [], {"has_pred": pred is not None,
+                                             "num_deps": len(deps)})
+
+    @staticmethod
+    def parts(op):
+        pred = op.operands[2] if op.attrs.get("has_pred") else None
+        first = 3 if pred is not None else 2
+        return op.operands[0], op.operands[1], pred, op.operands[first:]
+
+    def print_attrs(self, op):
+        return ""
+
+    def verify(self, op):
+        _verify_bar(op)
+        bar, phase, pred, deps = self.parts(op)
+        if len(deps) != op.attrs.get("num_deps", 0):
+            raise VerificationError("expected operands [bar, phase, pred?, deps...]", op)
+        if isinstance(phase.type, TensorType) or phase.type != int32:
+            raise VerificationError(f"phase must be an i32 scalar, got {phase.type}", op)
+        if pred is not None:
+            _check_pred(op, pred)
+        for d in deps:
+            if not isinstance(d.type, SharedMemoryType):
+                raise VerificationError(f"deps must be shared memory descriptors, got "
+                                        f"{d.type}", op)
+
+    def interpret(self, op, frame):
+        bar, phase, pred, _ = self.parts(op)
+        progress(frame)
+        if not _active(frame, pred):
+            return []
+        state = barrier_state(frame, op, frame[bar])
+        state._require_valid(frame, op)
+        parity = int(frame[phase]) & 1
+        while True:
+            # The async ops signalling this barrier complete before the wait returns (at the
+            # latest); one at a time, oldest first, until the phase is over.
+            while state.phase % 2 == parity and state.in_flight:
+                state.in_flight[0].land()
+            if state.phase % 2 != parity:
+                break
+            if frame.partition is None:
+                frame.error(op, f"deadlock: mbarrier.wait for phase {parity} of "
+                                f"{state.describe()} can never return: {lacks(state)}; no "
+                                f"async copy in flight will arrive on it, and no other "
+                                f"partition is running")
+            # Warp-specialized: another partition may still arrive. Switch to it; the
+            # scheduler resumes this wait once the phase can complete, or reports a deadlock
+            # when every partition is blocked (interpreter/partitions.py).
+            frame.partition.block(op, state, parity)
+        _observe(state)
+        return []
+
+    def lower(self, op, ctx):
+        bar, phase, pred, _ = self.parts(op)
+        _sync(ctx, op, bar, "read")
+        args = [_bar_address(ctx, op, bar), ctx.get(phase)]
+        skip_open, skip_close = "", ""
+        if pred is not None:
+            args.append(ctx.get(pred))
+            skip_open, skip_close = "@!$2 bra skip;\n", "skip:\n"
+        # Labels inside `{ }` are local to the block, so the loop can be emitted many times
+        # in one kernel.
+        _asm(ctx, "{\n.reg .pred done;\n" + skip_open + "wait:\n"
+                  "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
+                  "@!done bra wait;\n" + skip_close + "}",
+             "l,r" + (",b" if pred is not None else ""), args)
+        return None
+
+
+class InvalBarrierOp(OpDef):
+    """`ttng.inval_barrier %bar`: the word stops being a barrier and may be reused as
+    ordinary shared memory (PTX ISA 9.7.13.15.10 mbarrier.inval)."""
+
+    name = INVAL
+
+    @staticmethod
+    def build(b, bar):
+        return b.create(INVAL, [bar], [])
+
+    def verify(self, op):
+        _verify_bar(op)
+
+    def interpret(self, op, frame):
+        state = barrier_state(frame, op, frame[op.operands[0]])
+        state._require_valid(frame, op)
+        if state.in_flight:
+            frame.error(op, f"mbarrier.invalidate on {state.describe()} while the TMA load at "
+                            f"{state.in_flight[0].where} will still signal it")
+        state.valid = False
+        return []
+
+    def lower(self, op, ctx):
+        bar = op.operands[0]
+        _sync(ctx, op, bar, "write")
+        _asm(ctx, "@$0 mbarrier.inval.shared::cta.b64 [$1];", "b,l",
+             [thread_zero(ctx), _bar_address(ctx, op, bar)])
+        return None
+
+
+__all__ = ["MBarrierLayout", "InitBarrierOp", "BarrierExpectOp", "ArriveBarrierOp",
+           "WaitBarrierOp", "InvalBarrierOp", "BarrierState", "barrier_state",
+           "check_barrier", "check_count", "thread_zero", "progress", "lacks", "ENGINE_KEY",
+           "MAX_COUNT"]

@@ -1,0 +1,5 @@
+"""Program ids, CTA barriers, assertions, prints.
+
+Importing this package registers the ops (`definition`) and their lowering rules."""
+
+from shared_codegen.ops.program import definition, lowering  # noqa: F401

@@ -1,0 +1,56 @@
+"""Lowering of the program ops: program ids, CTA barriers, assertions, prints."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from shared_codegen.lowering.context import I1, I32, LoweringError
+from shared_codegen.ops.control.lowering import new_block
+from shared_codegen.ir.core import lowering_rule
+from shared_codegen.ops.program.definition import AssertOp, BarrierOp, PrintOp, ProgramIdOp
+
+_AXES = "xyz"
+
+
+@lowering_rule(ProgramIdOp)
+def lower_program_id(op, ctx):
+    sreg = "ctaid" if op.name == "tt.get_program_id" else "nctaid"
+    return [ctx.intrinsic(f"llvm.nvvm.read.ptx.sreg.{sreg}.{_AXES[op.attrs['axis']]}", I32, [])]
+
+
+@lowering_rule(BarrierOp)
+def lower_barrier(op, ctx):
+    ctx.barrier()
+    return None
+
+
+@lowering_rule(AssertOp)
+def lower_assert(op, ctx):
+    """Trap when any element of the condition is false in any thread. PTX `trap` aborts the
+    kernel; the host sees CUDA_ERROR_LAUNCH_FAILED. (The message is not printed yet: that
+    needs `__assertfail`, a PTX system call.)"""
+    b = ctx.builder
+    cond = ctx.get(op.operands[0])
+    regs = cond if isinstance(cond, list) else [cond]
+    ok = None
+    for r in regs:
+        if r.type != I1:
+            r = b.icmp_unsigned("!=", r, ir.Constant(r.type, 0))
+        ok = r if ok is None else b.and_(ok, r)
+    fail = new_block(ctx, "assert.fail")
+    cont = new_block(ctx, "assert.ok")
+    b.cbranch(ok, cont, fail)
+    b.position_at_end(fail)
+    ctx.intrinsic("llvm.trap", ir.VoidType(), [])
+    b.unreachable()
+    b.position_at_end(cont)
+    return None
+
+
+@lowering_rule(PrintOp)
+def lower_print(op, ctx):
+    raise LoweringError("tt.print (device_print) is not lowered yet; run the kernel under the "
+                        "interpreter (SC_INTERPRET=1) to print", op)
+
+
+__all__ = ["lower_program_id", "lower_barrier", "lower_assert", "lower_print"]

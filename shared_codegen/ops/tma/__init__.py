@@ -1,0 +1,5 @@
+"""TMA bulk tensor copies through host-encoded tensor descriptors.
+
+Importing this package registers the ops (`definition`) and their lowering rules."""
+
+from shared_codegen.ops.tma import definition  # noqa: F401

@@ -1,0 +1,481 @@
+"""TMA (the Tensor Memory Accelerator, sm_90): bulk tensor copies between global memory and
+shared memory, described by a host-encoded tensor map.
+
+    ttng.async_tma_copy_global_to_local %desc, %smem, %bar, %c0, %c1[, %pred]
+    ttng.async_tma_copy_local_to_global %desc, %smem, %c0, %c1
+    ttng.async_tma_store_wait {pendings = 0}
+
+`%desc` is a kernel parameter of type `TensorDescriptorType(block_shape, element, layout)`:
+the global tensor's address, shape and strides live in its 128 bytes (host side:
+`gluon/nvidia/hopper.py`), the box it moves per copy in its type. Coordinates are element
+indices of the box's first element, one i32 per dim, outermost first (as the user writes
+them; PTX lists them innermost first).
+
+- A load copies the box at `coord` into `%smem` (shape `block_shape`, the descriptor's
+  NVMMA layout). Elements outside the tensor (any coordinate < 0 or >= the dim) read as
+  zero. When the bytes land, the load performs `complete_tx` of the box's full byte count
+  (out-of-bounds bytes included) on `%bar`; the kernel learns the data is there only from
+  an `mbarrier.wait` that sees the phase complete (`mbarrier.expect(bar, bytes)` first).
+- A store copies `%smem` to the box at `coord`, clipped to the tensor (out-of-bounds
+  elements are not written). Each store is one *bulk group*; `store_wait(n)` blocks until at
+  most `n` groups still read their shared memory, after which it may be overwritten.
+
+PTX ISA 9.7.9.27 (cp.async.bulk.tensor), 9.7.9.26.2 (cp.async.bulk.wait_group), and the
+CUDA driver's cuTensorMapEncodeTiled for the descriptor.
+
+Boxes. TMA's box is at most 256 per dim and, with a swizzled layout, exactly one swizzle
+width (32/64/128 bytes) along the contiguous dim (`NVMMASharedLayout.tma_block_shape`). A
+block wider than that is moved as several boxes side by side; the NVMMA layout stores them
+one after another, so box `k` starts `k` boxes into the buffer.
+
+Interpreter: a load reads global memory when issued and lands at a seeded random point
+(`SC_INTERPRET_SEED`) no later than the wait that needs it; until a wait has observed the
+phase it landed in, its destination bytes belong to it, and any access is a race report
+(the cp.async machinery of `ir/ops/async_copy.py`). A store writes global memory when
+issued and owns its source bytes (reads allowed, writes are races) until a `store_wait`
+retires its group. Lowering: inline PTX issued by thread 0.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+
+from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ops.shared_memory.definition import offset_map
+from shared_codegen.ir.types import (SharedMemoryType, TensorDescriptorType, TensorType, int1,
+                                     int32)
+
+from shared_codegen.ops.mbarrier.definition import ENGINE_KEY, _where, barrier_state, check_barrier, thread_zero
+
+LOAD, STORE, STORE_WAIT = ("ttng.async_tma_copy_global_to_local",
+                           "ttng.async_tma_copy_local_to_global", "ttng.async_tma_store_wait")
+MAX_RANK = 5
+MAX_BOX = 256
+# cuTensorMapEncodeTiled data types, by IR dtype name (fp8 moves as bytes).
+TMA_DTYPES = {"u8": "UINT8", "i8": "UINT8", "fp8e4nv": "UINT8", "fp8e5": "UINT8",
+              "u16": "UINT16", "i16": "UINT16", "u32": "UINT32", "i32": "INT32",
+              "u64": "UINT64", "i64": "INT64", "fp16": "FLOAT16", "bf16": "BFLOAT16",
+              "fp32": "FLOAT32", "fp64": "FLOAT64"}
+
+
+# ---- checks (host and device share them) -----------------------------------------------------
+
+def check_block(block_shape, element, layout) -> None:
+    """ValueError, naming the value and the limit, unless TMA can move `block_shape` boxes of
+    `element` into shared memory with `layout`."""
+    from shared_codegen.layouts import NVMMASharedLayout
+    block = list(block_shape)
+    if not 1 <= len(block) <= MAX_RANK:
+        raise ValueError(f"TMA descriptors have rank 1 to {MAX_RANK}, got block_shape {block} "
+                         f"(rank {len(block)})")
+    if getattr(element, "name", None) not in TMA_DTYPES:
+        raise ValueError(f"TMA does not support dtype {element!r}; supported: "
+                         f"{', '.join(sorted(TMA_DTYPES))}")
+    for d, size in enumerate(block):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"block_shape[{d}] must be a positive int, got {size!r}")
+        if size > MAX_BOX:
+            raise ValueError(f"block_shape[{d}] = {size} exceeds the TMA box limit of "
+                             f"{MAX_BOX} elements per dim")
+        if size & (size - 1):
+            raise ValueError(f"block_shape[{d}] = {size} must be a power of two (shared "
+                             f"memory layouts tile powers of two)")
+    if not isinstance(layout, NVMMASharedLayout):
+        raise ValueError(f"a TMA descriptor's layout must be an NVMMASharedLayout, got "
+                         f"{layout!r}")
+    if layout.transposed or layout.fp4_padded or layout.cga_layout:
+        raise ValueError(f"transposed, fp4-padded and multi-CTA NVMMASharedLayouts are not "
+                         f"supported for TMA descriptors yet, got {layout!r}")
+    if layout.rank != len(block):
+        raise ValueError(f"the layout has rank {layout.rank} but block_shape {block} has "
+                         f"rank {len(block)}")
+    if layout.element_bitwidth != element.bits:
+        raise ValueError(f"the layout's element_bitwidth {layout.element_bitwidth} does not "
+                         f"match the dtype {element!r} ({element.bits} bits)")
+    inner = block[-1] * element.itemsize
+    if inner < 16:
+        raise ValueError(f"the innermost block dim moves {block[-1]} x {element.itemsize} = "
+                         f"{inner} bytes; TMA needs at least 16")
+    swizzle = layout.swizzle_byte_width
+    if swizzle and inner < swizzle:
+        raise ValueError(f"the innermost block dim moves {block[-1]} x {element.itemsize} = "
+                         f"{inner} bytes, less than the layout's {swizzle}-byte swizzle "
+                         f"width; use an NVMMASharedLayout with swizzle_byte_width <= {inner}")
+
+
+def box_shape(ty: TensorDescriptorType) -> List[int]:
+    """The box one TMA message moves (what the host encodes as boxDim)."""
+    return list(ty.layout.tma_block_shape(list(ty.block_shape)))
+
+
+def check_smem(desc_ty, smem_ty, what: str = "smem") -> None:
+    """ValueError unless `smem_ty` is a view the descriptor's boxes can fill."""
+    if not isinstance(desc_ty, TensorDescriptorType):
+        raise ValueError(f"expected a tensor descriptor, got {desc_ty}")
+    if not isinstance(smem_ty, SharedMemoryType):
+        raise ValueError(f"{what} must be a shared memory descriptor, got {smem_ty}")
+    if list(smem_ty.shape) != list(desc_ty.block_shape) or smem_ty.element != desc_ty.element:
+        raise ValueError(f"{what} is {list(smem_ty.shape)} x {smem_ty.element!r} but the "
+                         f"descriptor moves {list(desc_ty.block_shape)} x "
+                         f"{desc_ty.element!r} blocks")
+    want = SharedMemoryType(tuple(desc_ty.block_shape), desc_ty.element, desc_ty.layout,
+                            tuple(desc_ty.block_shape))
+    if offset_map(smem_ty).dims != offset_map(want).dims:
+        raise ValueError(f"{what} has layout {smem_ty.layout!r}, which places elements "
+                         f"differently from the descriptor's {desc_ty.layout!r}")
+
+
+def _verify(op, desc, smem, coords, bar=None, pred=None):
+    try:
+        check_smem(desc.type, smem.type)
+        if bar is not None:
+            check_barrier(bar.type)
+    except ValueError as exc:
+        raise VerificationError(str(exc), op) from None
+    if len(coords) != desc.type.rank:
+        raise VerificationError(f"expected {desc.type.rank} coordinates, got {len(coords)}",
+                                op)
+    for c in coords:
+        if isinstance(c.type, TensorType) or c.type != int32:
+            raise VerificationError(f"coordinates must be i32 scalars, got {c.type}", op)
+    if pred is not None and pred.type != int1:
+        raise VerificationError(f"pred must be an i1 scalar, got {pred.type}", op)
+
+
+# ---- interpreter -----------------------------------------------------------------------------
+
+class TensorMapValue:
+    """What a descriptor parameter holds in the interpreter: the mapped base address, the
+    global shape and byte strides, and the argument's name for messages."""
+
+    def __init__(self, address: int, shape, strides_bytes, name: str):
+        self.address = int(address)
+        self.shape = [int(s) for s in shape]
+        self.strides = [int(s) for s in strides_bytes]
+        self.name = name
+
+    def box(self, coords, block_shape):
+        """(addresses, in-bounds mask) of the box whose first element is at `coords`."""
+        rank = len(block_shape)
+        addr = np.full(tuple(block_shape), self.address, dtype=np.int64)
+        inside = np.ones(tuple(block_shape), dtype=bool)
+        for d, (c, size) in enumerate(zip(coords, block_shape)):
+            idx = int(c) + np.arange(size, dtype=np.int64)
+            shape = [1] * rank
+            shape[d] = size
+            addr = addr + (idx * self.strides[d]).reshape(shape)
+            inside = inside & ((idx >= 0) & (idx < self.shape[d])).reshape(shape)
+        return addr, inside
+
+
+class _Engine:
+    """One program's in-flight async ops: TMA loads (each also listed on its barrier) and
+    TMA store groups, plus the seeded generator that picks when loads land."""
+
+    _KEY = ENGINE_KEY
+
+    def __init__(self, frame):
+        from shared_codegen import config
+        self.rng = np.random.default_rng([int(config.get("SC_INTERPRET_SEED")) & 0xFFFFFFFF]
+                                         + [int(p) for p in frame.program_id])
+        self.loads: List["_Load"] = []
+        self.stores: List["_Store"] = []
+        self.next_id = -1  # negative: cp.async owns the positive ids of the same buffers
+
+    @classmethod
+    def of(cls, frame) -> "_Engine":
+        engine = frame.values.get(cls._KEY)
+        if engine is None:
+            engine = frame.values[cls._KEY] = cls(frame)
+        return engine
+
+    def new_id(self) -> int:
+        self.next_id -= 1
+        return self.next_id + 1
+
+    def progress(self) -> None:
+        """Land each in-flight load with probability 1/2: a random point of completion."""
+        for load in list(self.loads):
+            if self.rng.random() < 0.5:
+                load.land()
+
+
+def _pending(buf):
+    from shared_codegen.ops.async_copy.definition import _PendingBytes
+    pending = getattr(buf, "async_pending", None)
+    if pending is None:
+        pending = buf.async_pending = _PendingBytes(buf.data.size)
+    return pending
+
+
+def _byte_index(view, itemsize: int) -> np.ndarray:
+    return (view.offsets[..., None] + np.arange(itemsize, dtype=np.int64)).reshape(-1)
+
+
+class _Load:
+    def __init__(self, engine, state, view, idx, raw, op_id, where):
+        self.engine, self.state, self.view = engine, state, view
+        self.idx, self.raw, self.id, self.where = idx, raw, op_id, where
+        self.phase_landed = None
+
+    def land(self) -> None:
+        buf = self.view.buffer
+        buf.data[self.idx] = self.raw
+        buf.written[self.idx] = True
+        self.engine.loads.remove(self)
+        self.state.in_flight.remove(self)
+        self.state.landed.append(self)
+        self.phase_landed = self.state.complete_tx(int(self.raw.size))
+
+    def retire(self) -> None:
+        pending = self.view.buffer.async_pending
+        mine = pending.owner[self.idx] == self.id
+        pending.owner[self.idx[mine]] = 0
+
+
+class _Store:
+    def __init__(self, view, idx, op_id):
+        self.view, self.idx, self.id = view, idx, op_id
+
+    def retire(self) -> None:
+        pending = self.view.buffer.async_pending
+        mine = pending.owner[self.idx] == self.id
+        pending.owner[self.idx[mine]] = 0
+
+
+def _coords(op, frame, coords):
+    return [int(frame[c]) for c in coords]
+
+
+# ---- ops -------------------------------------------------------------------------------------
+
+class AsyncTMACopyGlobalToLocalOp(OpDef):
+    """`ttng.async_tma_copy_global_to_local [desc, smem, bar, *coords, pred?]`."""
+
+    name = LOAD
+
+    @staticmethod
+    def build(b, desc, coords, bar, smem, pred=None):
+        operands = [desc, smem, bar] + list(coords) + ([pred] if pred is not None else [])
+        return b.create(LOAD, operands, [], {"has_pred": pred is not None})
+
+    @staticmethod
+    def parts(op):
+        rank = op.operands[0].type.rank
+        pred = op.operands[3 + rank] if op.attrs.get("has_pred") else None
+        return op.operands[0], op.operands[1], op.operands[2], op.operands[3:3 + rank], pred
+
+    def print_attrs(self, op):
+        return ""
+
+    def verify(self, op):
+        if not isinstance(op.operands[0].type, TensorDescriptorType):
+            raise VerificationError(f"operand #0 must be a tensor descriptor, got "
+                                    f"{op.operands[0].type}", op)
+        desc, smem, bar, coords, pred = self.parts(op)
+        if len(op.operands) != 3 + desc.type.rank + bool(pred is not None):
+            raise VerificationError("expected operands [desc, smem, bar, coords..., pred?]", op)
+        _verify(op, desc, smem, coords, bar, pred)
+
+    def interpret(self, op, frame):
+        desc, smem, bar, coords, pred = self.parts(op)
+        engine = _Engine.of(frame)
+        engine.progress()
+        if pred is not None and not bool(frame[pred]):
+            return []
+        ty = desc.type
+        tmap = frame[desc]
+        addr, inside = tmap.box(_coords(op, frame, coords), ty.block_shape)
+        values = frame.memory.load(addr, inside, 0, ty.element, frame, op)
+        view = frame[smem]
+        buf = view.buffer
+        if buf.freed_at is not None:
+            frame.error(op, f"TMA load into shared memory allocated at {buf.where} after "
+                            f"ttg.local_dealloc at {buf.freed_at}")
+        state = barrier_state(frame, op, frame[bar])
+        state._require_valid(frame, op)
+        dtype = np.dtype(ty.element.np)
+        idx = _byte_index(view, dtype.itemsize)
+        pending = _pending(buf)
+        pending.check(idx, frame, op, "this TMA load targets")
+        raw = np.ascontiguousarray(np.asarray(values, dtype=dtype)).view(np.uint8).reshape(-1)
+        load = _Load(engine, state, view, idx, raw, engine.new_id(), _where(op))
+        pending.owner[idx] = load.id
+        pending.describe(load.id, load.where, "TMA load", "writing",
+                         f"wait on {state.describe()} until it observes the phase the load "
+                         f"completes (mbarrier.expect(bar, nbytes) before the load, "
+                         f"mbarrier.wait(bar, phase) before reading)")
+        engine.loads.append(load)
+        state.in_flight.append(load)
+        return []
+
+    def lower(self, op, ctx):
+        desc, smem, bar, coords, pred = self.parts(op)
+        from shared_codegen.ops.shared_memory.lowering import sync_shared
+        from shared_codegen.ops.mbarrier.definition import _bar_address
+        # The copy overwrites the buffer: order it after other threads' earlier reads. Its
+        # bytes arrive later and are ordered by the mbarrier wait, not by bar.sync.
+        sync_shared(ctx, op, smem, "write", record=False)
+        sync_shared(ctx, op, bar, "read", mbarrier_use=True)
+        rank = desc.type.rank
+        lead = [thread_zero(ctx, pred), ctx.get(desc), _bar_address(ctx, op, bar)]
+        for dst, box_coords in _boxes(ctx, op, desc, smem, coords):
+            crd = ", ".join(f"${4 + i}" for i in range(rank))
+            _emit(ctx, f"@$0 cp.async.bulk.tensor.{rank}d.shared::cluster.global."
+                       f"mbarrier::complete_tx::bytes [$3], [$1, {{{crd}}}], [$2];",
+                  "b,l,l,l" + ",r" * rank, lead + [dst] + box_coords)
+        return None
+
+
+class AsyncTMACopyLocalToGlobalOp(OpDef):
+    """`ttng.async_tma_copy_local_to_global [desc, smem, *coords]`."""
+
+    name = STORE
+
+    @staticmethod
+    def build(b, desc, coords, smem):
+        return b.create(STORE, [desc, smem] + list(coords), [])
+
+    def verify(self, op):
+        if not isinstance(op.operands[0].type, TensorDescriptorType):
+            raise VerificationError(f"operand #0 must be a tensor descriptor, got "
+                                    f"{op.operands[0].type}", op)
+        _verify(op, op.operands[0], op.operands[1], op.operands[2:])
+
+    def interpret(self, op, frame):
+        desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
+        engine = _Engine.of(frame)
+        engine.progress()
+        ty = desc.type
+        view = frame[smem]
+        buf = view.buffer
+        if buf.freed_at is not None:
+            frame.error(op, f"TMA store from shared memory allocated at {buf.where} after "
+                            f"ttg.local_dealloc at {buf.freed_at}")
+        dtype = np.dtype(ty.element.np)
+        idx = _byte_index(view, dtype.itemsize)
+        pending = _pending(buf)
+        pending.check(idx, frame, op, "this TMA store reads", reading=True)
+        ok = buf.written[idx].reshape(*view.offsets.shape, dtype.itemsize).all(axis=-1)
+        if not ok.all():
+            first = [int(c) for c in np.argwhere(~ok)[0]]
+            frame.error(op, f"TMA store reads uninitialized shared memory: element {first} of "
+                            f"the {list(ty.block_shape)} block was never written (allocation "
+                            f"at {buf.where})")
+        values = np.ascontiguousarray(buf.data[idx]).view(dtype).reshape(view.offsets.shape)
+        addr, inside = frame[desc].box(_coords(op, frame, coords), ty.block_shape)
+        frame.memory.store(addr, values, inside, ty.element, frame, op)
+        store = _Store(view, idx, engine.new_id())
+        pending.owner[idx] = store.id
+        pending.describe(store.id, _where(op), "TMA store", "reading",
+                         "tma.store_wait(n) must retire its group first (n smaller than the "
+                         "number of stores issued after it)", reads_only=True)
+        engine.stores.append(store)
+        return []
+
+    def lower(self, op, ctx):
+        desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
+        from shared_codegen.ops.shared_memory.lowering import sync_shared
+        # Every thread's writes of the buffer (each followed by its fence_async_shared) must
+        # be done before thread 0 hands it to the TMA unit.
+        sync_shared(ctx, op, smem, "read")
+        rank = desc.type.rank
+        lead = [thread_zero(ctx), ctx.get(desc)]
+        for src, box_coords in _boxes(ctx, op, desc, smem, coords):
+            crd = ", ".join(f"${3 + i}" for i in range(rank))
+            _emit(ctx, f"@$0 cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group "
+                       f"[$1, {{{crd}}}], [$2];", "b,l,l" + ",r" * rank,
+                  lead + [src] + box_coords)
+        _emit(ctx, "@$0 cp.async.bulk.commit_group;", "b", [lead[0]])
+        return None
+
+
+class AsyncTMAStoreWaitOp(OpDef):
+    """`ttng.async_tma_store_wait {pendings}`: wait until at most `pendings` TMA store
+    groups still read their shared memory (`cp.async.bulk.wait_group.read`)."""
+
+    name = STORE_WAIT
+
+    @staticmethod
+    def build(b, pendings: int):
+        return b.create(STORE_WAIT, [], [], {"pendings": int(pendings)})
+
+    def print_attrs(self, op):
+        return format_attrs({"pendings": op.attrs["pendings"]})
+
+    def verify(self, op):
+        n = op.attrs.get("pendings")
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 63:
+            # wait_group takes an immediate, and PTX keeps at most 63 groups apart.
+            raise VerificationError(f"pendings must be a compile-time int in [0, 63], got "
+                                    f"{n!r}", op)
+
+    def interpret(self, op, frame):
+        engine = _Engine.of(frame)
+        while len(engine.stores) > op.attrs["pendings"]:
+            engine.stores.pop(0).retire()
+        return []
+
+    def lower(self, op, ctx):
+        from shared_codegen.ops.shared_memory.lowering import sync_shared
+        _emit(ctx, f"cp.async.bulk.wait_group.read {op.attrs['pendings']};", "", [])
+        # Thread 0's sources are free from here; record a write so that other threads'
+        # next access of them waits for thread 0 at a bar.sync.
+        for src in _store_sources(op):
+            sync_shared(ctx, op, src, "write", check=False)
+        return None
+
+
+# ---- lowering helpers ------------------------------------------------------------------------
+
+def _emit(ctx, text, constraints, args) -> None:
+    from shared_codegen.lowering.context import VOID
+    constraints = (constraints + "," if constraints else "") + "~{memory}"
+    ctx.inline_asm(text, constraints, VOID, args, side_effects=True)
+
+
+def _boxes(ctx, op, desc, smem, coords):
+    """Per TMA message: the shared address of its box and its coordinates, innermost first."""
+    from shared_codegen.lowering.context import I8, LoweringError
+    ty = desc.type
+    box = box_shape(ty)
+    base, xor = ctx.get(smem)
+    if not (hasattr(xor, "constant") and int(xor.constant) == 0):
+        raise LoweringError("TMA needs a shared memory view that starts a whole tile", op)
+    inner_bits = offset_map(smem.type).dims[-1].bits
+    itemsize = ty.element.itemsize
+    lowered = [ctx.get(c) for c in coords]
+    out = []
+    for k in range(ty.block_shape[-1] // box[-1]):
+        start = k * box[-1]
+        offset = 0
+        for j, v in enumerate(inner_bits):
+            if start >> j & 1:
+                offset ^= v
+        addr = base if not offset else ctx.builder.gep(base, [ctx.i32(offset * itemsize)],
+                                                       source_etype=I8)
+        inner = lowered[-1] if not start else ctx.builder.add(lowered[-1], ctx.i32(start))
+        out.append((addr, [inner] + lowered[-2::-1]))
+    return out
+
+
+def _store_sources(op):
+    """The shared views every TMA store of the function reads (a wait may retire stores
+    issued anywhere before it, earlier loop iterations included)."""
+    from shared_codegen.ir.core import Operation
+    block = op.parent
+    while block is not None and isinstance(getattr(block.parent, "parent", None), Operation):
+        block = block.parent.parent.parent
+    seen = []
+    for root in block.ops if block is not None else []:
+        for inner in root.walk():
+            if inner.name == STORE and inner.operands[1] not in seen:
+                seen.append(inner.operands[1])
+    return seen
+
+
+__all__ = ["AsyncTMACopyGlobalToLocalOp", "AsyncTMACopyLocalToGlobalOp", "AsyncTMAStoreWaitOp",
+           "TensorMapValue", "check_block", "check_smem", "box_shape", "TMA_DTYPES",
+           "MAX_BOX", "MAX_RANK"]

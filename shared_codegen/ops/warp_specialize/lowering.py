@@ -1,0 +1,369 @@
+"""Lowering of `ttg.warp_specialize`: warpgroup-role branches, register budgets and named
+barriers.
+
+The kernel is launched with `WarpPlan.total_warps` warps: the default warps
+`[0, num_warps)` run the kernel's code, worker i runs on `[starts[i], starts[i] + n_i)`, and
+padding warps fill the last warpgroup. The control flow:
+
+    entry:        warp >= num_warps ? worker path : default path
+    default path: kernel code before the op
+                  thread 0 stores the workers' captures to shared memory
+                  bar.sync 0                              (hand-off: the whole CTA)
+                  setmaxnreg.{inc|dec} default_regs
+                  default region
+                  bar.sync 0                              (join: workers are done)
+                  kernel code after the op
+    worker path:  bar.sync 0                              (hand-off)
+                  load the captures
+                  per warpgroup: setmaxnreg.{inc|dec} its count
+                  per partition (warp id range): its region; padding warps skip
+                  bar.sync 0                              (join)
+                  ret
+
+Why this shape:
+- Worker warps never run the kernel's code outside their partition (its layouts cover the
+  default warps only), so the values they need come through shared memory, published before
+  the hand-off barrier. Kernel parameters (pointers, scalars, tensor maps) are read directly.
+- `setmaxnreg` (PTX ISA 9.7.17.1) must be executed by all warps of a warpgroup as one
+  instruction, so it sits in one block per warpgroup, before the branch into partitions; it
+  needs the kernel's starting cap (`.maxnreg`, the plan's `entry_regs`) and `.maxntid`.
+- `bar.sync 0` waits for every thread of the CTA; inside a partition that would wait for
+  warps that never come. So in a warp-specialized kernel every barrier the lowering emits
+  (`ctx.barrier()`: gl.thread_barrier, shared-memory hazards, the barrier before an mbarrier
+  arrive) is a named barrier (PTX ISA 9.7.13.1 `bar.sync id, nthreads`): id 1 for the
+  default warps, 2 + i for worker i; 0 is left to the hand-off and the join.
+- Inside a partition, thread and warp ids count from the partition's first warp and
+  `ctx.num_warps` is its warp count, so layouts, `thread_zero` and warpgroup indices
+  (wgmma) work unchanged. Each partition gets its own prologue block for the per-thread
+  values rules cache, and its own scratch shared memory (partitions run concurrently).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import List, Optional
+
+from llvmlite import ir
+
+from shared_codegen.ir.core import Function, walk_block
+from shared_codegen.ops.warp_specialize.definition import NAME, WarpPlan, worker_operands
+from shared_codegen.ir.types import (PointerType, ScalarType, SharedMemoryType, TensorDescriptorType)
+from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
+from shared_codegen.ir.core import lowering_rule
+from shared_codegen.ops.warp_specialize.definition import WarpSpecializeOp
+
+# The non-atomic writes of an mbarrier word (gluon/async_/mbarrier.py); a partition without
+# them needs no bar.sync before its waits and arrives (shared_memory_rules.sync_shared).
+BARRIER_WORD_WRITERS = ("ttng.init_barrier", "ttng.inval_barrier")
+ALL_THREADS_BARRIER = 0
+DEFAULT_BARRIER = 1
+SCRATCH_ALIGN = 128
+
+
+class WarpSpecLowering:
+    """Per-kernel state: the plan, the op, where the worker path starts, capture slots."""
+
+    def __init__(self, op, plan: WarpPlan, fn: Function):
+        self.op, self.plan = op, plan
+        self.kernel_args = {id(a): i for i, a in enumerate(fn.args)}
+        self.worker_entry: Optional[ir.Block] = None
+        self.slots = {}  # id(operand) -> byte offset of its capture slot
+        self.capture_base = 0
+
+    @property
+    def total_warps(self) -> int:
+        return self.plan.total_warps
+
+    def enter(self, ctx) -> None:
+        """Before the kernel body: reserve capture slots, switch the default warps' barriers
+        to their named barrier and send the worker warps to the (still empty) worker path."""
+        base = -(-ctx.static_shared_bytes // 16) * 16
+        at = base
+        for v in self.op.operands:
+            if id(v) in self.kernel_args or id(v) in self.slots:
+                continue
+            self.slots[id(v)] = at
+            at += 16
+        self.capture_base = base
+        ctx.static_shared_bytes = at
+        ctx.shared_bytes = max(ctx.shared_bytes, at)
+        ctx.named_barrier = (DEFAULT_BARRIER, 32 * self.plan.num_warps)
+        ctx.warp_spec = self
+        b = ctx.builder
+        self.worker_entry = ctx.function.append_basic_block("ws.workers")
+        default = ctx.function.append_basic_block("ws.default")
+        is_worker = b.icmp_unsigned(">=", ctx.warp_id(), ctx.i32(self.plan.num_warps))
+        b.cbranch(is_worker, self.worker_entry, default)
+        b.position_at_end(default)
+
+
+def plan_kernel(fn: Function, num_warps: int) -> Optional[WarpSpecLowering]:
+    """The kernel's warp specialization, checked for what lowering supports; None without."""
+    ops = [op for op in fn.walk() if op.name == NAME]
+    if not ops:
+        return None
+    if len(ops) > 1:
+        raise LoweringError("a kernel may call gl.warp_specialize only once (its warps are "
+                            "forked once, at the kernel's entry)", ops[1])
+    op = ops[0]
+    if op.parent is not fn.body.block:
+        raise LoweringError("gl.warp_specialize must be called at the top level of the "
+                            "kernel, not inside a loop or branch", op)
+    for region in op.regions:
+        for top in region.block.ops:
+            for inner in top.walk():
+                if inner.name == "ttg.local_alloc":
+                    raise LoweringError("allocate shared memory before gl.warp_specialize "
+                                        "and pass it to the partitions: partitions run "
+                                        "concurrently, so their buffers cannot share "
+                                        "memory", inner)
+    try:
+        plan = WarpPlan.make(num_warps, op.attrs["worker_num_warps"],
+                             op.attrs["worker_num_regs"], list(op.attrs["partition_names"])[1:])
+    except ValueError as exc:
+        raise LoweringError(str(exc), op) from None
+    for v in op.operands:
+        if isinstance(v.type, TensorDescriptorType) and id(v) not in \
+                {id(a) for a in fn.args}:
+            raise LoweringError("a tensor descriptor passed to a worker partition must be a "
+                                "kernel parameter", op)
+    return WarpSpecLowering(op, plan, fn)
+
+
+# ---- PTX helpers -----------------------------------------------------------------------------
+
+def _cta_barrier(ctx) -> None:
+    """`bar.sync 0`: every thread of the CTA (hand-off and join)."""
+    ctx.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", VOID, [ctx.i32(0)])
+    ctx.barrier_count += 1
+    ctx.barrier_block = ctx.builder.block
+
+
+def _setmaxnreg(ctx, regs: int, current: int) -> None:
+    """Move this warpgroup's per-thread register cap from `current` to `regs` (PTX ISA
+    9.7.17.1 setmaxnreg: `.inc` blocks until the CTA's pool has the registers)."""
+    if regs == current:
+        return
+    action = "inc" if regs > current else "dec"
+    ctx.intrinsic(f"llvm.nvvm.setmaxnreg.{action}.sync.aligned.u32", VOID, [ctx.i32(regs)])
+
+
+# ---- captures --------------------------------------------------------------------------------
+
+def _slot(ctx, offset: int):
+    return ctx.builder.gep(ctx.shared_base(), [ctx.i32(offset)], source_etype=I8)
+
+
+def _everywhere(ctx, value) -> bool:
+    """True for lowered values every warp has: constants, kernel parameters and what the
+    kernel's prologue computed (it runs before the warps split). Shared memory views of
+    allocations are typically such; passing them by value keeps them constant, which rules
+    such as the mbarrier and TMA ones require."""
+    if isinstance(value, (ir.Constant, ir.Argument, ir.GlobalValue)):
+        return True
+    return isinstance(value, ir.Instruction) and value.parent is ctx._prologue_br.parent
+
+
+def _store_capture(ctx, v, lowered, offset: int) -> None:
+    b = ctx.builder
+    ty = v.type
+    if isinstance(ty, SharedMemoryType):
+        base, xor = lowered
+        if not _everywhere(ctx, base):
+            b.store(b.ptrtoint(base, I64), _slot(ctx, offset), align=8)
+        if not _everywhere(ctx, xor):
+            b.store(xor, _slot(ctx, offset + 8), align=4)
+    elif isinstance(ty, PointerType):
+        b.store(b.ptrtoint(lowered, I64), _slot(ctx, offset), align=8)
+    elif isinstance(ty, ScalarType) and ty.bits == 1:
+        b.store(b.zext(lowered, I8), _slot(ctx, offset), align=1)
+    else:
+        b.store(lowered, _slot(ctx, offset), align=8)
+
+
+def _load_capture(ctx, v, offset: int):
+    b = ctx.builder
+    ty = v.type
+    lowered = ctx.get(v)  # what the default warps hold: reused where every warp has it
+    if isinstance(ty, SharedMemoryType):
+        base, xor = lowered
+        if not _everywhere(ctx, base):
+            base = b.inttoptr(b.load(_slot(ctx, offset), typ=I64, align=8),
+                              ir.PointerType(addrspace=3))
+        if not _everywhere(ctx, xor):
+            xor = b.load(_slot(ctx, offset + 8), typ=I32, align=4)
+        return [base, xor]
+    if _everywhere(ctx, lowered):
+        return lowered
+    if isinstance(ty, PointerType):
+        raw = b.load(_slot(ctx, offset), typ=I64, align=8)
+        return b.inttoptr(raw, ctx.llvm_type(ty))
+    if isinstance(ty, ScalarType) and ty.bits == 1:
+        return b.trunc(b.load(_slot(ctx, offset), typ=I8, align=1), ir.IntType(1))
+    return b.load(_slot(ctx, offset), typ=ctx.llvm_type(ty), align=8)
+
+
+def _publish_captures(ctx, ws: WarpSpecLowering) -> None:
+    """Thread 0 of the default warps writes the captures the workers cannot compute."""
+    if not ws.slots:
+        return
+    b = ctx.builder
+    store = ctx.function.append_basic_block("ws.publish")
+    after = ctx.function.append_basic_block("ws.handoff")
+    b.cbranch(b.icmp_unsigned("==", ctx.thread_id(), ctx.i32(0)), store, after)
+    b.position_at_end(store)
+    done = set()
+    for v in ws.op.operands:
+        if id(v) in ws.slots and id(v) not in done:
+            done.add(id(v))
+            lowered = ctx.get(v)
+            if isinstance(v.type, SharedMemoryType) or not _everywhere(ctx, lowered):
+                _store_capture(ctx, v, lowered, ws.slots[id(v)])
+    b.branch(after)
+    b.position_at_end(after)
+
+
+def _receive_captures(ctx, ws: WarpSpecLowering) -> List[List]:
+    loaded = {}
+    per_worker = []
+    for caps in worker_operands(ws.op):
+        values = []
+        for v in caps:
+            if id(v) in ws.kernel_args:
+                values.append(ctx.get(v))  # a kernel parameter: every thread has it
+            else:
+                if id(v) not in loaded:
+                    loaded[id(v)] = _load_capture(ctx, v, ws.slots[id(v)])
+                values.append(loaded[id(v)])
+        per_worker.append(values)
+    return per_worker
+
+
+# ---- partitions ------------------------------------------------------------------------------
+
+_SCOPED = ("entry_builder", "builder", "_tid", "_lane", "_warp", "num_warps", "_thread_coords",
+           "_tid_is_zero", "_scratch", "static_shared_bytes", "named_barrier", "_smem_state",
+           "mbarrier_words_settled")
+
+
+def _settles_barrier_words(block) -> bool:
+    return not any(op.name in BARRIER_WORD_WRITERS for op in walk_block(block))
+
+
+@contextmanager
+def _partition_scope(ctx, name: str, first_warp: int, warps: int, barrier_id: int,
+                     scratch_base: int, region_block):
+    """Lower code for the warps [first_warp, first_warp + warps) as if they were a kernel of
+    their own: ids from 0, `warps` warps, their named barrier, their own prologue (values
+    rules cache there dominate only this partition's code) and scratch."""
+    saved = {k: getattr(ctx, k, None) for k in _SCOPED}
+    tid, warp = ctx.thread_id(), ctx.warp_id()
+    prologue = ctx.function.append_basic_block(f"{name}.prologue")
+    body = ctx.function.append_basic_block(f"{name}.body")
+    ctx.builder.branch(prologue)
+    entry = ir.IRBuilder(prologue)
+    entry.position_before(entry.branch(body))
+    ctx.entry_builder = entry
+    ctx._tid = entry.sub(tid, ctx.i32(32 * first_warp), name=f"{name}.tid") \
+        if first_warp else tid
+    ctx._warp = entry.sub(warp, ctx.i32(first_warp), name=f"{name}.warp") \
+        if first_warp else warp
+    ctx.num_warps = warps
+    ctx._thread_coords = {}
+    ctx._tid_is_zero = None
+    ctx._scratch = None
+    ctx.static_shared_bytes = scratch_base
+    ctx.named_barrier = (barrier_id, 32 * warps)
+    ctx.builder = ir.IRBuilder(body)
+    # The hand-off bar.sync ordered every earlier shared-memory access: nothing pending.
+    ctx._smem_state = (body, ctx.barrier_count, {})
+    ctx.mbarrier_words_settled = _settles_barrier_words(region_block)
+    try:
+        yield
+    finally:
+        ends = ctx.builder
+        for k, v in saved.items():
+            setattr(ctx, k, v)
+        ctx.partition_end = ends
+
+
+@lowering_rule(WarpSpecializeOp)
+def lower_warp_specialize(op, ctx):
+    ws: WarpSpecLowering = getattr(ctx, "warp_spec", None)
+    if ws is None or ws.op is not op:
+        raise LoweringError("internal: gl.warp_specialize reached lowering without a plan "
+                            "(lower_module calls warp_spec_rules.plan_kernel)", op)
+    plan = ws.plan
+
+    # Step 1: the default warps hand the captures over and take their registers.
+    _publish_captures(ctx, ws)
+    _cta_barrier(ctx)
+    _setmaxnreg(ctx, plan.default_regs, plan.entry_regs)
+
+    # Step 2: the default region, on these warps (ids and barrier unchanged).
+    ctx.mbarrier_words_settled = _settles_barrier_words(op.regions[0].block)
+    results = ctx.lower_block(op.regions[0].block, [])
+    ctx.mbarrier_words_settled = False
+    _cta_barrier(ctx)
+    ctx._smem_state = (ctx.builder.block, ctx.barrier_count, {})
+
+    # Step 3: the worker path, built at the block the entry branch sends worker warps to.
+    saved_builder = ctx.builder
+    scratch = -(-max(ctx.shared_bytes, ctx.static_shared_bytes) // SCRATCH_ALIGN) * \
+        SCRATCH_ALIGN
+    saved_named = ctx.named_barrier
+    ctx.builder = ir.IRBuilder(ws.worker_entry)
+    try:
+        _worker_path(ctx, ws, scratch)
+    finally:
+        ctx.builder = saved_builder
+        ctx.named_barrier = saved_named
+    # The join ordered every access of every partition: nothing pending after it.
+    ctx._smem_state = (ctx.builder.block, ctx.barrier_count, {})
+    return results
+
+
+def _worker_path(ctx, ws: WarpSpecLowering, scratch: int) -> None:
+    plan = ws.plan
+    fn = ctx.function
+    _cta_barrier(ctx)
+    args = _receive_captures(ctx, ws)
+    b = ctx.builder
+
+    # One setmaxnreg per warpgroup, each a single instruction all its warps execute.
+    dispatch = fn.append_basic_block("ws.dispatch")
+    warpgroup = b.lshr(ctx.warp_id(), ctx.i32(2))
+    switch = b.switch(warpgroup, dispatch)
+    for g, regs in plan.warpgroup_regs:
+        block = fn.append_basic_block(f"ws.warpgroup{g}")
+        switch.add_case(ctx.i32(g), block)
+        b.position_at_end(block)
+        _setmaxnreg(ctx, regs, plan.entry_regs)
+        b.branch(dispatch)
+    b.position_at_end(dispatch)
+
+    join = fn.append_basic_block("ws.join")
+    for i, region in enumerate(ws.op.regions[1:]):
+        first, warps = plan.starts[i], plan.worker_num_warps[i]
+        mine = fn.append_basic_block(f"ws.partition{i}")
+        nxt = fn.append_basic_block(f"ws.not_partition{i}")
+        rel = b.sub(ctx.warp_id(), ctx.i32(first))
+        b.cbranch(b.icmp_unsigned("<", rel, ctx.i32(warps)), mine, nxt)
+        b.position_at_end(mine)
+        before = ctx.shared_bytes
+        with _partition_scope(ctx, f"partition{i}", first, warps, plan.barrier_id(i),
+                              scratch, region.block):
+            ctx.lower_block(region.block, args[i])
+        end = ctx.partition_end
+        if not end.block.is_terminated:
+            end.branch(join)
+        if ctx.shared_bytes > before:  # this partition used scratch: the next starts after
+            scratch = -(-ctx.shared_bytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+        b.position_at_end(nxt)
+    b.branch(join)  # padding warps
+    b.position_at_end(join)
+    _cta_barrier(ctx)
+    b.ret_void()
+
+
+__all__ = ["plan_kernel", "lower_warp_specialize", "WarpSpecLowering"]
