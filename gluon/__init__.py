@@ -5,9 +5,8 @@
 (the layout tools and their CLI) does not load the languages.
 """
 
-from shared_codegen.frontend.codegen import constexpr_function
-
 from gluon.jit import compile, jit
+from shared_codegen.frontend.codegen import constexpr_function
 
 __all__ = ["jit", "compile", "constexpr_function", "language"]
 

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from gluon.language._layouts import AutoLayout, SharedLayout, SliceLayout, check_layout, is_auto
+from gluon.language._semantic import SET_AUTO_LAYOUT_ATTR, layout_mismatch_message
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.ir.core import Function, Module, Operation, Value, replace_all_uses
 from shared_codegen.ir.passes import erase_op
 from shared_codegen.ir.types import TensorType
-
-from gluon.language._layouts import AutoLayout, SharedLayout, SliceLayout, check_layout, is_auto
-from gluon.language._semantic import SET_AUTO_LAYOUT_ATTR, layout_mismatch_message
 
 # Ops whose tensor operands and results all share one layout.
 _SAME_LAYOUT_OPS = {"tt.addptr", "arith.select", "arith.cmpi", "arith.cmpf", "tt.load",

@@ -7,7 +7,6 @@ without one, in the CPU interpreter.
 from shared_codegen.frontend.codegen import constexpr_function
 from shared_codegen.frontend.errors import ArgumentError, CompilationError
 from shared_codegen.interpreter.memory import InterpreterError
-
 from tile.autotune import Config, autotune, heuristics
 from tile.jit import compile, jit
 

@@ -22,17 +22,23 @@ from __future__ import annotations
 
 from typing import Callable, List, Sequence
 
+from gluon.language._layouts import (
+    AutoLayout,
+    DistributedLayout,
+    SharedLayout,
+    SliceLayout,
+    check_layout,
+    is_auto,
+    linear_form,
+)
 from shared_codegen.frontend.values import tensor, unwrap
+from shared_codegen.ir.types import TensorType
 from shared_codegen.ops.arith.definition import ConstantOp
 from shared_codegen.ops.program.definition import BarrierOp
 from shared_codegen.ops.reduction.definition import ReduceOp
 from shared_codegen.ops.tensor.definition import BroadcastOp, ExpandDimsOp, SplatOp
-from shared_codegen.ir.types import TensorType
 from tile.language import _types as T
 from tile.language.semantic import TileSemantic
-
-from gluon.language._layouts import (AutoLayout, DistributedLayout, SharedLayout, SliceLayout, check_layout,
-                       is_auto, linear_form)
 
 SET_AUTO_LAYOUT_ATTR = "set_auto_layout"
 

@@ -10,7 +10,7 @@ tensors; each worker runs on `worker_num_warps[i]` extra warps with `worker_num_
 registers per thread, and sees only its arguments (scalars, pointers, shared memory and
 tensor descriptors: its warps never held the caller's registers). Inside a partition,
 `gl.num_warps()` and layouts use the partition's warp count. The op, its checks, interpreter
-rule and lowering: `shared_codegen/ir/ops/warp_specialize.py`.
+rule and lowering: `shared_codegen/ops/warp_specialize/definition.py`.
 
 Triton 3.4's form `warp_specialize(default_args, default_partition, worker_args,
 worker_partitions, worker_num_warps, worker_num_regs)` is accepted too.

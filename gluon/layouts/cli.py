@@ -26,7 +26,8 @@ def _constructors() -> dict:
     import importlib
 
     names = {}
-    for module_name in ("gluon.layouts", "shared_codegen.layouts.distributed", "shared_codegen.layouts.shared"):
+    for module_name in ("gluon.layouts", "shared_codegen.layouts.distributed",
+                        "shared_codegen.layouts.shared"):
         try:
             module = importlib.import_module(module_name)
         except ImportError:

@@ -26,8 +26,8 @@ import ctypes
 import sys
 from typing import Any, List
 
-from shared_codegen.ops.tma.definition import TMA_DTYPES, TensorMapValue, box_shape, check_block
 from shared_codegen.ir.types import TensorDescriptorType, from_host_dtype
+from shared_codegen.ops.tma.definition import TMA_DTYPES, TensorMapValue, box_shape, check_block
 from shared_codegen.runtime.specialize import register_handler
 
 __all__ = ["TensorDescriptor"]
@@ -137,6 +137,7 @@ class TensorDescriptor:
     # ---- GPU: the CUtensorMap ---------------------------------------------------------------
     def _encode(self) -> bytes:
         from cuda.bindings import driver as cu
+
         from shared_codegen.runtime import driver
         driver._initialize()
         rank = len(self.shape)

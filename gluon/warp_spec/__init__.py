@@ -1,15 +1,14 @@
 """Warp specialization for the explicit-layout language.
 
 - `gl.warp_specialize` (`gluon/language/_warp_spec.py`) builds `ttg.warp_specialize`
-  (`shared_codegen/ir/ops/warp_specialize.py`: the op, `WarpPlan` with warp placement and
-  register budgets for setmaxnreg), lowered by `shared_codegen/lowering/warp_spec_rules.py`
+  (`shared_codegen/ops/warp_specialize/definition.py`: the op, `WarpPlan` with warp placement and
+  register budgets for setmaxnreg), lowered by `shared_codegen/ops/warp_specialize/lowering.py`
   (warpgroup-role branches, setmaxnreg, named barriers) and run by the interpreter as
   cooperative partitions (`shared_codegen/interpreter/partitions.py`);
 - `pipeline`: a producer/consumer ring of mbarrier pairs that owns stage indices and phases.
 """
 
-from shared_codegen.ops.warp_specialize.definition import WarpPlan
-
 from gluon.warp_spec import pipeline
+from shared_codegen.ops.warp_specialize.definition import WarpPlan
 
 __all__ = ["WarpPlan", "pipeline"]

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from shared_codegen import config
+from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.ir.passes import run_pipeline
 from shared_codegen.ir.printer import print_module
 from shared_codegen.ir.verifier import verify_module
-from shared_codegen.frontend.errors import CompilationError
 
 _DISK_CACHE = None
 

@@ -22,13 +22,13 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from shared_codegen.ir.builder import Builder
-from shared_codegen.ir.core import Function, Location, Module
-from shared_codegen.ops.control.definition import YieldOp
-from shared_codegen.ir.types import BY_NAME, PointerType
 from shared_codegen.frontend.codegen import CodeGenerator
 from shared_codegen.frontend.errors import ArgumentError, CompilationError
 from shared_codegen.frontend.values import constexpr, wrap
+from shared_codegen.ir.builder import Builder
+from shared_codegen.ir.core import Function, Location, Module
+from shared_codegen.ir.types import BY_NAME, PointerType
+from shared_codegen.ops.control.definition import YieldOp
 
 
 @dataclass

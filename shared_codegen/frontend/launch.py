@@ -14,10 +14,16 @@ from typing import Any, Dict
 import numpy as np
 
 from shared_codegen import config
-from shared_codegen.ir.types import BY_NAME, IRType, PointerType, TensorDescriptorType, from_host_dtype
 from shared_codegen.frontend.errors import ArgumentError, CompilationError
 from shared_codegen.frontend.jit import Specialization, type_from_key
 from shared_codegen.frontend.values import constexpr
+from shared_codegen.ir.types import (
+    BY_NAME,
+    IRType,
+    PointerType,
+    TensorDescriptorType,
+    from_host_dtype,
+)
 
 DEFAULT_NUM_WARPS = 4
 
@@ -295,9 +301,9 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
 
 
 def _compile_variant(jit_fn, values, num_warps, target):
+    from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
     from shared_codegen.lowering.backend import target_from_device
     from shared_codegen.runtime.launcher import get_binder
-    from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
 
     target = target or config.get("SC_TARGET") or target_from_device()
     spec = make_specialization(jit_fn, values, num_warps, target)

@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
-from shared_codegen.ir.core import Block, Module, Operation, Value
 from shared_codegen.interpreter.memory import InterpreterError, Memory
+from shared_codegen.ir.core import Block, Module, Operation, Value
 
 
 class Unready:

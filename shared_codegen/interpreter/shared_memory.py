@@ -13,8 +13,8 @@ from typing import Optional
 
 import numpy as np
 
-from shared_codegen.ops.shared_memory.definition import offset_map
 from shared_codegen.ir.types import SharedMemoryType
+from shared_codegen.ops.shared_memory.definition import offset_map
 
 
 class SharedBuffer:
@@ -77,7 +77,7 @@ class SharedView:
                             f"ttg.local_dealloc at {self.buffer.freed_at}")
         idx = self.offsets[..., None] + np.arange(itemsize, dtype=np.int64)
         pending = getattr(self.buffer, "async_pending", None)
-        if pending is not None:  # cp.async writes not yet retired (ir/ops/async_copy.py)
+        if pending is not None:  # cp.async writes not yet retired (ops/async_copy/definition.py)
             pending.check(idx, frame, op)
         return idx
 

@@ -23,12 +23,12 @@ about 20x20 and this keeps planning in microseconds, where sympy would take mill
 
 from __future__ import annotations
 
-from shared_codegen.layouts.gf2 import int_echelon, int_rank
-
 import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from shared_codegen.layouts.gf2 import int_echelon, int_rank
 
 __all__ = [
     "FlatLayout",
@@ -258,7 +258,9 @@ def bank_conflicts(register_layout, shared_layout, shape, dtype) -> int:
     segment bits, drop the lane bases a wide access serves in later phases, and return
     ``2**dim(span(segment) & span(lanes)) - 1``. Layouts are family objects or LinearLayouts.
     """
-    from shared_codegen.layouts.planner import as_linear_layout  # one conversion rule for every entry point
+    from shared_codegen.layouts.planner import (
+        as_linear_layout,  # one conversion rule for every entry point
+    )
 
     bits = dtype_bits(dtype)
     shape = tuple(int(s) for s in shape)

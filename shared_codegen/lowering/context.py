@@ -122,12 +122,12 @@ class LoweringContext:
         self.shared_aliases: Dict[Value, Any] = {}
         self.static_shared_bytes = 0
         self._scratch = None
-        # Barrier bookkeeping for shared-memory hazard tracking (shared_memory_rules.py):
+        # Barrier bookkeeping for shared-memory hazard tracking (ops/shared_memory/lowering.py):
         # how many `bar.sync` were emitted, and the basic block of the last one.
         self.barrier_count = 0
         self.barrier_block = None
         # (barrier id, thread count) that `barrier()` uses instead of `bar.sync 0`, set while
-        # lowering a warp-specialized kernel (warp_spec_rules.py).
+        # lowering a warp-specialized kernel (ops/warp_specialize/lowering.py).
         self.named_barrier = None
         self._values: Dict[Value, Any] = {}
         self._layouts: Dict[Any, Any] = {}
@@ -344,7 +344,7 @@ class LoweringContext:
         """Synchronize the threads running the current code: `bar.sync 0` for the whole CTA
         (PTX ISA 9.7.13.1 barrier; LLVM 22 spells it
         `llvm.nvvm.barrier.cta.sync.aligned.all`), or, when `named_barrier` is set (code of
-        a warp-specialized kernel, see warp_spec_rules.py), `bar.sync id, nthreads` for just
+        a warp-specialized kernel, see ops/warp_specialize/lowering.py), `bar.sync id, nthreads` for just
         the partition's warps."""
         if self.named_barrier is not None:
             ident, nthreads = self.named_barrier

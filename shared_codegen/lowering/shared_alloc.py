@@ -28,9 +28,14 @@ from __future__ import annotations
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from shared_codegen.ir.core import Block, Function, Operation, Value
-from shared_codegen.ops.shared_memory.definition import ALLOC, VIEW_OPS, alloc_alignment, alloc_bytes
 from shared_codegen.ir.types import SharedMemoryType
 from shared_codegen.lowering.context import LoweringError
+from shared_codegen.ops.shared_memory.definition import (
+    ALLOC,
+    VIEW_OPS,
+    alloc_alignment,
+    alloc_bytes,
+)
 
 # The most shared memory one CTA may use on sm_90 / sm_100 (227 KB; CUDA programming guide,
 # "Compute capabilities", technical specifications).

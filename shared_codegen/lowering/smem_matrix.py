@@ -1,6 +1,6 @@
 """ldmatrix / stmatrix: when a register layout can move through shared memory as 8x8 b16
 matrices, and the emitter. Used by `ttg.local_load` / `ttg.local_store`
-(`shared_memory_rules.py`) and by convert_layout's scratch round trip (`xthread_swizzle.py`).
+(`ops/shared_memory/lowering.py`) and by convert_layout's scratch round trip (`xthread_swizzle.py`).
 
 The instructions (PTX ISA 9.7.14.5.15 ldmatrix, sm_75+; 9.7.14.5.16 stmatrix, sm_90+):
 `{ld,st}matrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16` moves one, two or four 8x8

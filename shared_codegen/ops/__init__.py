@@ -5,9 +5,23 @@ interpreter rule) and `lowering.py` (lowering rules, registered with
 Adding a family: a new folder here, its name in `FAMILIES`, and its tests (docs/extending.md).
 """
 
-from shared_codegen.ops import (arith, async_copy, control, dot, fence, math,  # noqa: F401
-                                mbarrier, memory, program, reduction, shared_memory, tensor,
-                                tma, warp_specialize, wgmma)
+from shared_codegen.ops import (  # noqa: F401
+                                arith,
+                                async_copy,
+                                control,
+                                dot,
+                                fence,
+                                math,
+                                mbarrier,
+                                memory,
+                                program,
+                                reduction,
+                                shared_memory,
+                                tensor,
+                                tma,
+                                warp_specialize,
+                                wgmma,
+)
 
 FAMILIES = ("arith", "async_copy", "control", "dot", "fence", "math", "mbarrier", "memory",
             "program", "reduction", "shared_memory", "tensor", "tma", "warp_specialize", "wgmma")

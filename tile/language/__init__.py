@@ -6,24 +6,107 @@ The dtype objects are the IR's own (`tl.float16 is shared_codegen.ir.types.float
 """
 
 from shared_codegen.frontend.values import constexpr, tensor
-from shared_codegen.ir.types import (IRType as dtype, PointerType as pointer_type, bfloat16,
-                                     block_type, float8e4nv, float8e5, float16, float32,
-                                     float64, int1, int8, int16, int32, int64, uint8, uint16,
-                                     uint32, uint64, void)
-
+from shared_codegen.ir.types import IRType as dtype
+from shared_codegen.ir.types import PointerType as pointer_type
+from shared_codegen.ir.types import (
+                                     bfloat16,
+                                     block_type,
+                                     float8e4nv,
+                                     float8e5,
+                                     float16,
+                                     float32,
+                                     float64,
+                                     int1,
+                                     int8,
+                                     int16,
+                                     int32,
+                                     int64,
+                                     uint8,
+                                     uint16,
+                                     uint32,
+                                     uint64,
+                                     void,
+)
 from tile.language import math
 from tile.language._types import TRITON_MAX_TENSOR_NUMEL
-from tile.language.core import (CompileTimeAssertionFailure, PropagateNan, arange, associative_scan,
-                   atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min, atomic_or,
-                   atomic_xchg, atomic_xor, broadcast, broadcast_to, cast, clamp, debug_barrier,
-                   device_assert, device_print, expand_dims, full, load, max_constancy,
-                   max_contiguous, maximum, minimum, multiple_of, num_programs, permute,
-                   program_id, range, reduce, reshape, static_assert, static_print,
-                   static_range, store, trans, view, where)
-from tile.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2, rsqrt,
-                   sin, sqrt, sqrt_rn, umulhi)
-from tile.language.standard import (argmax, argmin, cdiv, cumprod, cumsum, max, min, ravel, reduce_or,
-                       sigmoid, softmax, sum, xor_sum, zeros, zeros_like)
+from tile.language.core import (
+                                     CompileTimeAssertionFailure,
+                                     PropagateNan,
+                                     arange,
+                                     associative_scan,
+                                     atomic_add,
+                                     atomic_and,
+                                     atomic_cas,
+                                     atomic_max,
+                                     atomic_min,
+                                     atomic_or,
+                                     atomic_xchg,
+                                     atomic_xor,
+                                     broadcast,
+                                     broadcast_to,
+                                     cast,
+                                     clamp,
+                                     debug_barrier,
+                                     device_assert,
+                                     device_print,
+                                     expand_dims,
+                                     full,
+                                     load,
+                                     max_constancy,
+                                     max_contiguous,
+                                     maximum,
+                                     minimum,
+                                     multiple_of,
+                                     num_programs,
+                                     permute,
+                                     program_id,
+                                     range,
+                                     reduce,
+                                     reshape,
+                                     static_assert,
+                                     static_print,
+                                     static_range,
+                                     store,
+                                     trans,
+                                     view,
+                                     where,
+)
+from tile.language.math import (
+                                     abs,
+                                     ceil,
+                                     cos,
+                                     div_rn,
+                                     erf,
+                                     exp,
+                                     exp2,
+                                     fdiv,
+                                     floor,
+                                     fma,
+                                     log,
+                                     log2,
+                                     rsqrt,
+                                     sin,
+                                     sqrt,
+                                     sqrt_rn,
+                                     umulhi,
+)
+from tile.language.standard import (
+                                     argmax,
+                                     argmin,
+                                     cdiv,
+                                     cumprod,
+                                     cumsum,
+                                     max,
+                                     min,
+                                     ravel,
+                                     reduce_or,
+                                     sigmoid,
+                                     softmax,
+                                     sum,
+                                     xor_sum,
+                                     zeros,
+                                     zeros_like,
+)
 
 __all__ = [
     # types

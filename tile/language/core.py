@@ -13,7 +13,6 @@ import enum
 
 from shared_codegen.frontend.values import builtin, tensor, unwrap
 from shared_codegen.ir.types import bfloat16, float32
-
 from tile.language import _types as T
 
 

@@ -6,11 +6,10 @@ inputs raise and the user casts explicitly, so precision is never lost silently.
 
 from __future__ import annotations
 
-from shared_codegen.ops.arith.definition import BinaryOp
 from shared_codegen.frontend.values import builtin
-from shared_codegen.ops.math.definition import AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ir.types import float32, float64, uint32, uint64
-
+from shared_codegen.ops.arith.definition import BinaryOp
+from shared_codegen.ops.math.definition import AbsIntOp, FmaOp, UnaryFloatOp
 from tile.language import _types as T
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from shared_codegen.frontend.values import builtin, tensor, unwrap
 from shared_codegen.ir.types import bfloat16, float32, int32, uint32
-
 from tile.language import _types as T
 from tile.language.math import exp
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from shared_codegen.layouts import to_linear_layout
 from shared_codegen.ir.core import Module, Operation, Value
 from shared_codegen.ir.passes import apply_rules, erase_op
-
+from shared_codegen.layouts import to_linear_layout
 from tile.passes.rematerialize import CHEAP_OPS
 
 

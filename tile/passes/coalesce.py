@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from shared_codegen.layouts import BlockedLayout
-from shared_codegen.layouts.distributed import distribute_threads
 from shared_codegen.analysis.axis_info import AxisAnalysis, order_from_contiguity
 from shared_codegen.ir.core import Operation, Value
 from shared_codegen.ir.types import PointerType, TensorType, scalar_of
+from shared_codegen.layouts import BlockedLayout
+from shared_codegen.layouts.distributed import distribute_threads
 
 # The widest global access a thread can issue (ld.global.v4.b32 / st.global.v4.b32).
 MAX_ACCESS_BITS = 128

@@ -28,13 +28,17 @@ from __future__ import annotations
 from collections import deque
 from typing import Dict, List, Optional, Tuple
 
-from shared_codegen.layouts import (BlockedLayout, DistributedLinearLayout, SliceLayout,
-                           default_blocked_layout, to_linear_layout)
-from shared_codegen.layouts.linear_layout import reshape_coords
 from shared_codegen.analysis.axis_info import AxisInfo
 from shared_codegen.ir.core import Function, Module, Operation, Value, replace_all_uses
 from shared_codegen.ir.passes import insert_after, insert_before
-
+from shared_codegen.layouts import (
+    BlockedLayout,
+    DistributedLinearLayout,
+    SliceLayout,
+    default_blocked_layout,
+    to_linear_layout,
+)
+from shared_codegen.layouts.linear_layout import reshape_coords
 from tile.passes.coalesce import AccessPlan, memory_pointer, plan_all_accesses
 from tile.passes.layout_constraints import Constraints, Relation, collect_constraints, is_tensor
 from tile.passes.rematerialize import rematerialize_cheap_values

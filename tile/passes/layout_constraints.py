@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from shared_codegen.ir.core import Operation, Value
+from shared_codegen.ir.types import TensorType
 from shared_codegen.ops.arith.definition import BINARY_RULES, CAST_OPS
 from shared_codegen.ops.math.definition import UNARY_FLOAT_RULES
-from shared_codegen.ir.types import TensorType
 
 
 def is_tensor(v: Value) -> bool:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from shared_codegen.ir.core import Function, Operation, Value
-from shared_codegen.ops.arith.definition import INT_BINARY
 from shared_codegen.ir.types import TensorType
+from shared_codegen.ops.arith.definition import INT_BINARY
 
 # Pure ops whose results are index arithmetic: cheap to recompute, never worth a conversion.
 CHEAP_OPS = frozenset(

@@ -11,8 +11,18 @@ from __future__ import annotations
 import numpy as np
 
 from shared_codegen.ir.core import OpDef, Operation, VerificationError
-from shared_codegen.ir.types import (IRType, PointerType, ScalarType, TensorType, float8e4nv, float8e5, int1,
-                     int64, same_shape_type, scalar_of)
+from shared_codegen.ir.types import (
+    IRType,
+    PointerType,
+    ScalarType,
+    TensorType,
+    float8e4nv,
+    float8e5,
+    int1,
+    int64,
+    same_shape_type,
+    scalar_of,
+)
 
 # ---------------------------------------------------------------------------------------
 # constants

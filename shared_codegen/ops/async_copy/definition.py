@@ -20,7 +20,7 @@ writes shared memory only when a wait retires its group. Until then its destinat
 are *pending*: a `local_load` / `local_store` touching them is reported as a race with both
 lines, and so is a second copy into them.
 
-Lowering is in `shared_codegen/lowering/async_copy_rules.py`.
+Lowering is in `shared_codegen/ops/async_copy/lowering.py`.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class _PendingBytes:
     it on every access (`interpreter/shared_memory.py`).
 
     cp.async copies use positive ids (per program). Other async families (TMA,
-    `gluon/async_/tma.py`) use negative ids and `describe` their own message: what the op
+    `shared_codegen/ops/tma/definition.py`) use negative ids and `describe` their own message: what the op
     is, the advice, and whether it only *reads* the bytes (then reads do not race)."""
 
     def __init__(self, nbytes: int):

@@ -1,4 +1,4 @@
-"""Lowering of `ir/ops/async_copy.py`: `cp.async`, `cp.async.commit_group`,
+"""Lowering of `ops/async_copy/definition.py`: `cp.async`, `cp.async.commit_group`,
 `cp.async.wait_group` (PTX ISA 9.7.9.25.3).
 
 Step 1. Vector width. One `cp.async` moves 4, 8 or 16 bytes (`.cg`: 16 only). A vector is
@@ -20,13 +20,18 @@ Step 4. Barriers: the copy is a write to its allocation when issued (it must not
 
 from __future__ import annotations
 
-from shared_codegen.ops.async_copy.definition import COPY, AsyncCopyGlobalToLocalOp
+from shared_codegen.ir.core import lowering_rule
 from shared_codegen.lowering.context import VOID, LoweringError, llvm_type
 from shared_codegen.lowering.cross_thread import storage_type, thread_coord_values
-from shared_codegen.ops.shared_memory.lowering import _Access, sync_shared
 from shared_codegen.lowering.vectorize import layout_vector, vector_width
-from shared_codegen.ir.core import lowering_rule
-from shared_codegen.ops.async_copy.definition import AsyncCommitGroupOp, AsyncWaitOp
+from shared_codegen.ops.async_copy.definition import (
+    COPY,
+    AsyncCommitGroupOp,
+    AsyncCopyGlobalToLocalOp,
+    AsyncWaitOp,
+)
+from shared_codegen.ops.shared_memory.lowering import _Access, sync_shared
+
 
 def _vector_registers(ctx, op, ptr, mask, acc: _Access) -> int:
     """Step 1: how many leading register bits form one cp.async vector."""

@@ -10,8 +10,8 @@ from typing import Any, List, Tuple
 
 from llvmlite import ir
 
-from shared_codegen.ir.types import scalar_of
 from shared_codegen.ir.core import lowering_rule
+from shared_codegen.ir.types import scalar_of
 from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp
 
 

@@ -14,7 +14,7 @@ say exactly how the product is distributed, as Gluon 3.6's `mma_v2` and `dot_fma
   product is a chain of fused multiply-adds per accumulator register. Operands are converted
   to the accumulator's type first (Triton decomposes mixed-type FMA dots the same way).
 
-The lowering rules live in `shared_codegen/lowering/mma_rules.py`.
+The lowering rules live in `shared_codegen/ops/dot/lowering.py`.
 """
 
 from __future__ import annotations

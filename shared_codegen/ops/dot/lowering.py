@@ -38,8 +38,8 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from llvmlite import ir
 
-from shared_codegen.lowering.context import F32, I32, LoweringError, _register_coords, llvm_type
 from shared_codegen.ir.core import lowering_rule
+from shared_codegen.lowering.context import F32, I32, LoweringError, _register_coords, llvm_type
 from shared_codegen.ops.dot.definition import DotFmaOp, MmaV2Op
 
 Coords = Tuple[int, int]

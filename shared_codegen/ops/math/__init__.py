@@ -1,4 +1,5 @@
-"""Floating-point math: exp, log, sin, sqrt, erf, fma, ... (approximate PTX instructions or polynomials).
+"""Floating-point math: exp, log, sin, sqrt, erf, fma, ... (approximate PTX instructions or
+polynomials).
 
 Importing this package registers the ops (`definition`) and their lowering rules."""
 

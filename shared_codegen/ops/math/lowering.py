@@ -15,10 +15,10 @@ import math
 
 from llvmlite import ir
 
-from shared_codegen.ir.types import scalar_of
-from shared_codegen.ops.arith.lowering import _suffix, convert_float, elementwise
-from shared_codegen.lowering.context import F32, F64, LoweringError, llvm_type
 from shared_codegen.ir.core import lowering_rule
+from shared_codegen.ir.types import scalar_of
+from shared_codegen.lowering.context import F32, F64, LoweringError, llvm_type
+from shared_codegen.ops.arith.lowering import _suffix, convert_float, elementwise
 from shared_codegen.ops.math.definition import AbsIntOp, FmaOp, UnaryFloatOp
 
 LOG2E = 1.4426950408889634

@@ -12,7 +12,7 @@ mbarrier"). A barrier is a 64-bit shared-memory object holding the *current phas
 *pending arrival count* and its *transaction count* (tx-count). `init(count)` starts phase 0
 with `count` pending arrivals and tx-count 0. `arrive(count)` removes arrivals;
 `expect(bytes)` is `mbarrier.arrive.expect_tx`: it raises the tx-count by `bytes` and then
-arrives once. TMA loads (`gluon/async_/tma.py`) lower the tx-count by the bytes they land
+arrives once. TMA loads (`shared_codegen/ops/tma/definition.py`) lower the tx-count by the bytes they land
 (`complete_tx`). A phase completes when both counts reach zero; the barrier then moves to the
 next phase with `count` pending arrivals again. `wait(phase)` blocks while the *current*
 phase has parity `phase` (`mbarrier.try_wait.parity`): waiting on parity 0 of a fresh
@@ -29,7 +29,7 @@ the deadlock once every partition is blocked.
 Lowering: inline PTX. Thread 0 (of the partition, under warp specialization) initializes,
 expects, arrives and invalidates (one arrival per call, as Triton does); every thread waits in a `try_wait.parity` loop. Barrier words are
 shared memory: `init` / `inval` count as writes and the others as reads for the barrier
-insertion of `lowering/shared_memory_rules.sync_shared`, so the `bar.sync` that makes an
+insertion of `ops/shared_memory/lowering.sync_shared`, so the `bar.sync` that makes an
 `init` visible to the other threads' waits comes from the same analysis as any other store.
 """
 
@@ -39,9 +39,9 @@ from typing import List, Optional
 
 from llvmlite import ir
 
-from shared_codegen.layouts import SwizzledSharedLayout
 from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32, int64
+from shared_codegen.layouts import SwizzledSharedLayout
 
 INIT, EXPECT, ARRIVE, WAIT, INVAL = ("ttng.init_barrier", "ttng.barrier_expect",
                                      "ttng.arrive_barrier", "ttng.wait_barrier",
@@ -244,7 +244,7 @@ def _bar_address(ctx, op, bar):
 def thread_zero(ctx, pred=None):
     """`tid == 0` (and the op's predicate): the one thread that issues a CTA-wide op. Inside
     a warp-specialized partition `ctx.thread_id()` counts from the partition's first thread
-    and the cache is per partition (`lowering/warp_spec_rules.py`)."""
+    and the cache is per partition (`ops/warp_specialize/lowering.py`)."""
     first = getattr(ctx, "_tid_is_zero", None)
     if first is None:
         first = ctx._tid_is_zero = ctx.entry_builder.icmp_unsigned(

@@ -19,10 +19,10 @@ from typing import List, Optional
 
 from llvmlite import ir
 
+from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import PointerType, TensorType, scalar_of
 from shared_codegen.lowering.context import I8, I16, I32, I64, LoweringError, llvm_type
 from shared_codegen.lowering.vectorize import vector_width
-from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
 
 _CACHE = {"": "", ".ca": ".ca", ".cg": ".cg", ".cv": ".cv", ".cs": ".cs", ".wb": ".wb",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from shared_codegen.ir.core import lowering_rule
 from shared_codegen.lowering.context import I1, I32, LoweringError
 from shared_codegen.ops.control.lowering import new_block
-from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ops.program.definition import AssertOp, BarrierOp, PrintOp, ProgramIdOp
 
 _AXES = "xyz"

@@ -1,4 +1,5 @@
-"""Shared-memory descriptors: local_alloc, loads, stores, views (index, subslice, permute, reshape, reinterpret).
+"""Shared-memory descriptors: local_alloc, loads, stores, views (index, subslice, permute,
+reshape, reinterpret).
 
 Importing this package registers the ops (`definition`) and their lowering rules."""
 

@@ -29,7 +29,7 @@ alloc_shape)` alone:
   view that covers whole contiguous bytes (an allocation or an index of one).
 
 The interpreter executes these maps on numpy offset arrays (`interpreter/shared_memory.py`),
-lowering on registers (`lowering/shared_memory_rules.py`); allocation offsets come from
+lowering on registers (`ops/shared_memory/lowering.py`); allocation offsets come from
 `lowering/shared_alloc.py`.
 """
 

@@ -36,17 +36,39 @@ from typing import Dict, List, Optional
 
 from llvmlite import ir
 
-from shared_codegen.ops.shared_memory.definition import (ALLOC, INDEX, REINTERPRET, RESHAPE, SUBSLICE, TRANS,
-                                    alloc_alignment, alloc_bytes, index_stride, offset_map,
-                                    subslice_offset)
-from shared_codegen.ir.core import Operation
+from shared_codegen.ir.core import Operation, lowering_rule
 from shared_codegen.ir.types import SharedMemoryType, TensorType
-from shared_codegen.lowering.context import I8, LoweringError, llvm_type
-from shared_codegen.lowering.cross_thread import (LANE, REGISTER, WARP, bases, from_storage, storage_type,
-                           thread_coord_values, to_storage)
 from shared_codegen.lowering import smem_matrix
-from shared_codegen.ir.core import lowering_rule
-from shared_codegen.ops.shared_memory.definition import LocalAllocOp, LocalLoadOp, LocalStoreOp, MemDescIndexOp, MemDescReinterpretOp, MemDescSubsliceOp
+from shared_codegen.lowering.context import I8, LoweringError, llvm_type
+from shared_codegen.lowering.cross_thread import (
+    LANE,
+    REGISTER,
+    WARP,
+    bases,
+    from_storage,
+    storage_type,
+    thread_coord_values,
+    to_storage,
+)
+from shared_codegen.ops.shared_memory.definition import (
+    ALLOC,
+    INDEX,
+    REINTERPRET,
+    RESHAPE,
+    SUBSLICE,
+    TRANS,
+    LocalAllocOp,
+    LocalLoadOp,
+    LocalStoreOp,
+    MemDescIndexOp,
+    MemDescReinterpretOp,
+    MemDescSubsliceOp,
+    alloc_alignment,
+    alloc_bytes,
+    index_stride,
+    offset_map,
+    subslice_offset,
+)
 
 MAX_VECTOR_BYTES = 16
 
@@ -200,14 +222,14 @@ def sync_shared(ctx, op, desc, kind: str, check: bool = True, record: bool = Tru
     """Emit `bar.sync` before `op` reads (`kind="read"`) or writes through `desc` when an
     earlier access since the last barrier may conflict (see the module docstring).
 
-    cp.async (async_copy_rules.py) splits the two halves: issuing a copy orders it after
+    cp.async (ops/async_copy/lowering.py) splits the two halves: issuing a copy orders it after
     earlier accesses (`record=False`: its bytes land later), and the `wait_group` that
     retires it records the write without a barrier of its own (`check=False`).
 
     `mbarrier_use`: `desc` is an mbarrier that `op` waits on, arrives on or expects bytes on.
     Those are atomic operations on the barrier word; only `mbarrier.init` / `invalidate`
     write it non-atomically. Inside a warp-specialized partition without init/invalidate
-    (`ctx.mbarrier_words_settled`, set by lowering/warp_spec_rules.py) every init happened
+    (`ctx.mbarrier_words_settled`, set by ops/warp_specialize/lowering.py) every init happened
     before the hand-off `bar.sync`, so an unknown history (a loop header) needs no barrier:
     without this, each pipelined loop iteration would pay one `bar.sync` before its wait."""
     allocs = ctx.shared_aliases.get(desc) or frozenset(ctx.shared_offsets)

@@ -31,7 +31,7 @@ one after another, so box `k` starts `k` boxes into the buffer.
 Interpreter: a load reads global memory when issued and lands at a seeded random point
 (`SC_INTERPRET_SEED`) no later than the wait that needs it; until a wait has observed the
 phase it landed in, its destination bytes belong to it, and any access is a race report
-(the cp.async machinery of `ir/ops/async_copy.py`). A store writes global memory when
+(the cp.async machinery of `ops/async_copy/definition.py`). A store writes global memory when
 issued and owns its source bytes (reads allowed, writes are races) until a `store_wait`
 retires its group. Lowering: inline PTX issued by thread 0.
 """
@@ -43,11 +43,15 @@ from typing import List
 import numpy as np
 
 from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, TensorType, int1, int32
+from shared_codegen.ops.mbarrier.definition import (
+    ENGINE_KEY,
+    _where,
+    barrier_state,
+    check_barrier,
+    thread_zero,
+)
 from shared_codegen.ops.shared_memory.definition import offset_map
-from shared_codegen.ir.types import (SharedMemoryType, TensorDescriptorType, TensorType, int1,
-                                     int32)
-
-from shared_codegen.ops.mbarrier.definition import ENGINE_KEY, _where, barrier_state, check_barrier, thread_zero
 
 LOAD, STORE, STORE_WAIT = ("ttng.async_tma_copy_global_to_local",
                            "ttng.async_tma_copy_local_to_global", "ttng.async_tma_store_wait")
@@ -313,8 +317,8 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
 
     def lower(self, op, ctx):
         desc, smem, bar, coords, pred = self.parts(op)
-        from shared_codegen.ops.shared_memory.lowering import sync_shared
         from shared_codegen.ops.mbarrier.definition import _bar_address
+        from shared_codegen.ops.shared_memory.lowering import sync_shared
         # The copy overwrites the buffer: order it after other threads' earlier reads. Its
         # bytes arrive later and are ordered by the mbarrier wait, not by bar.sync.
         sync_shared(ctx, op, smem, "write", record=False)

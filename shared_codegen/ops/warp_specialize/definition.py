@@ -20,7 +20,7 @@ synchronize with `bar.sync 1, 32*num_warps`, worker i with `bar.sync 2+i, 32*war
 `bar.sync 0` (the whole CTA) is kept for entering and leaving the op.
 
 Interpreter: `shared_codegen/interpreter/partitions.py` (cooperative threads switching at
-mbarrier waits). Lowering: `shared_codegen/lowering/warp_spec_rules.py`.
+mbarrier waits). Lowering: `shared_codegen/ops/warp_specialize/lowering.py`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,13 @@ from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
 from shared_codegen.ir.core import OpDef, Region, VerificationError, format_attrs
-from shared_codegen.ir.types import PointerType, ScalarType, SharedMemoryType, TensorDescriptorType, TensorType
+from shared_codegen.ir.types import (
+    PointerType,
+    ScalarType,
+    SharedMemoryType,
+    TensorDescriptorType,
+    TensorType,
+)
 
 NAME = "ttg.warp_specialize"
 MIN_REGS, MAX_REGS = 24, 256

@@ -45,14 +45,17 @@ from typing import List, Optional
 
 from llvmlite import ir
 
-from shared_codegen.ir.core import Function, walk_block
-from shared_codegen.ops.warp_specialize.definition import NAME, WarpPlan, worker_operands
-from shared_codegen.ir.types import (PointerType, ScalarType, SharedMemoryType, TensorDescriptorType)
+from shared_codegen.ir.core import Function, lowering_rule, walk_block
+from shared_codegen.ir.types import PointerType, ScalarType, SharedMemoryType, TensorDescriptorType
 from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
-from shared_codegen.ir.core import lowering_rule
-from shared_codegen.ops.warp_specialize.definition import WarpSpecializeOp
+from shared_codegen.ops.warp_specialize.definition import (
+    NAME,
+    WarpPlan,
+    WarpSpecializeOp,
+    worker_operands,
+)
 
-# The non-atomic writes of an mbarrier word (gluon/async_/mbarrier.py); a partition without
+# The non-atomic writes of an mbarrier word (shared_codegen/ops/mbarrier/definition.py); a partition without
 # them needs no bar.sync before its waits and arrives (shared_memory_rules.sync_shared).
 BARRIER_WORD_WRITERS = ("ttng.init_barrier", "ttng.inval_barrier")
 ALL_THREADS_BARRIER = 0

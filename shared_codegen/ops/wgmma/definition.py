@@ -27,7 +27,7 @@ retires it. Reading it through any other op, or writing shared memory an in-flig
 is reported as a race naming both lines. Results land exactly at the retiring wait: that is
 the latest point the hardware may finish, so every race the hardware could show is reported.
 
-Lowering is in `shared_codegen/lowering/wgmma_rules.py`.
+Lowering is in `shared_codegen/ops/wgmma/lowering.py`.
 """
 
 from __future__ import annotations

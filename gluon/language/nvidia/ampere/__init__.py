@@ -9,11 +9,10 @@ the same checks on the IR.
 
 from __future__ import annotations
 
-from shared_codegen.frontend.values import builtin, tensor, unwrap
-from shared_codegen.ops.dot.definition import DotFmaOp, MmaV2Op, check_dot_fma, check_mma_v2
-from shared_codegen.ir.types import float32
-
 from gluon.language.nvidia.ampere import async_copy
+from shared_codegen.frontend.values import builtin, tensor, unwrap
+from shared_codegen.ir.types import float32
+from shared_codegen.ops.dot.definition import DotFmaOp, MmaV2Op, check_dot_fma, check_mma_v2
 
 __all__ = ["async_copy", "mma_v2", "dot_fma"]
 

@@ -9,16 +9,21 @@ passing through registers, in commit groups the kernel waits on.
 
 Names and parameters follow `triton.experimental.gluon.language.nvidia.ampere.async_copy`
 3.6. Semantics, the interpreter's race reports and the PTX are described in
-`shared_codegen/ir/ops/async_copy.py`. `eviction_policy` and `volatile` are recorded on the
+`shared_codegen/ops/async_copy/definition.py`. `eviction_policy` and `volatile` are recorded on the
 op but do not change the instruction (cp.async has no such qualifiers).
 """
 
 from __future__ import annotations
 
 from shared_codegen.frontend.values import builtin, tensor, unwrap
-from shared_codegen.ops.async_copy.definition import (EVICTION_POLICIES, AsyncCommitGroupOp,
-                                              AsyncCopyGlobalToLocalOp, AsyncWaitOp,
-                                              check_async_copy, normalize_cache_modifier)
+from shared_codegen.ops.async_copy.definition import (
+    EVICTION_POLICIES,
+    AsyncCommitGroupOp,
+    AsyncCopyGlobalToLocalOp,
+    AsyncWaitOp,
+    check_async_copy,
+    normalize_cache_modifier,
+)
 
 __all__ = ["async_copy_global_to_shared", "commit_group", "wait_group"]
 

@@ -3,16 +3,15 @@
 `fence_async_shared`, `warpgroup_mma` / `warpgroup_mma_wait` (when present), and Ampere's
 `async_copy` / `mma_v2`, which Hopper kernels use too.
 
-The ops behind them live in `gluon/async_/` (one module per op family).
+The ops behind them live in `shared_codegen/ops/` (`mbarrier`, `tma`, `fence`) (one module per op family).
 """
 
 from __future__ import annotations
 
-from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
-from shared_codegen.frontend.values import builtin, unwrap
-
 from gluon.language.nvidia.ampere import async_copy, mma_v2
 from gluon.language.nvidia.hopper import mbarrier, tma
+from shared_codegen.frontend.values import builtin, unwrap
+from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
 
 __all__ = ["async_copy", "fence_async_shared", "mbarrier", "mma_v2", "tma"]
 

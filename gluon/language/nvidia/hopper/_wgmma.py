@@ -7,8 +7,8 @@ with the names, parameters and results of `triton.experimental.gluon.language.nv
 
 Layout and type rules are checked at the call in the user's terms (`shared_codegen.ir.ops.
 wgmma.check_warpgroup_mma`); the op verifier repeats them on the IR. The ops and their
-interpreter rules are in `shared_codegen/ir/ops/wgmma.py`, lowering in
-`shared_codegen/lowering/wgmma_rules.py`.
+interpreter rules are in `shared_codegen/ops/wgmma/definition.py`, lowering in
+`shared_codegen/ops/wgmma/lowering.py`.
 
 Where we differ from Triton: the token an async `warpgroup_mma` returns is a tensor subclass
 (it carries the accumulator's tensor type), so a kernel that uses it as a tensor before the
@@ -18,8 +18,12 @@ wait compiles; the interpreter reports that read as a race, naming both lines.
 from __future__ import annotations
 
 from shared_codegen.frontend.values import builtin, tensor, unwrap, wrap
-from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp, check_warpgroup_mma
 from shared_codegen.ir.types import SharedMemoryType, int1
+from shared_codegen.ops.wgmma.definition import (
+    WarpGroupDotOp,
+    WarpGroupDotWaitOp,
+    check_warpgroup_mma,
+)
 
 __all__ = ["warpgroup_mma", "warpgroup_mma_wait", "warpgroup_mma_init",
            "warpgroup_mma_accumulator"]

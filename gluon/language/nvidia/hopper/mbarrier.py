@@ -8,18 +8,24 @@ parameters of `triton.experimental.gluon.language.nvidia.hopper.mbarrier` 3.6.
     mbarrier.wait(bar, phase=0)
     mbarrier.invalidate(bar)
 
-Semantics, interpreter checks and PTX: `gluon/async_/mbarrier.py`.
+Semantics, interpreter checks and PTX: `shared_codegen/ops/mbarrier/definition.py`.
 """
 
 from __future__ import annotations
 
-from shared_codegen.ops.mbarrier.definition import (ArriveBarrierOp, BarrierExpectOp, InitBarrierOp,
-                                   InvalBarrierOp, MBarrierLayout, WaitBarrierOp, check_barrier,
-                                   check_count)
-from shared_codegen.frontend.values import builtin, unwrap
-
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
+from shared_codegen.frontend.values import builtin, unwrap
+from shared_codegen.ops.mbarrier.definition import (
+    ArriveBarrierOp,
+    BarrierExpectOp,
+    InitBarrierOp,
+    InvalBarrierOp,
+    MBarrierLayout,
+    WaitBarrierOp,
+    check_barrier,
+    check_count,
+)
 
 __all__ = ["MBarrierLayout", "init", "expect", "arrive", "wait", "invalidate"]
 

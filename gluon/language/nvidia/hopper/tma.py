@@ -14,19 +14,22 @@ parameters of `triton.experimental.gluon.language.nvidia.hopper.tma` 3.6.
 Descriptors come from the host (`gluon.nvidia.hopper.TensorDescriptor`); in the kernel they
 are `tensor_descriptor` values whose type fixes the block shape, dtype and layout (the global
 shape and strides are in the descriptor's bytes only). Semantics and PTX:
-`gluon/async_/tma.py`. Not here yet: device-side `make_tensor_descriptor`.
+`shared_codegen/ops/tma/definition.py`. Not here yet: device-side `make_tensor_descriptor`.
 """
 
 from __future__ import annotations
 
-from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp, AsyncTMACopyLocalToGlobalOp,
-                              AsyncTMAStoreWaitOp, check_smem)
-from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
-from shared_codegen.ir.types import TensorDescriptorType
-
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
 from gluon.language.nvidia.hopper.mbarrier import _barrier
+from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
+from shared_codegen.ir.types import TensorDescriptorType
+from shared_codegen.ops.tma.definition import (
+    AsyncTMACopyGlobalToLocalOp,
+    AsyncTMACopyLocalToGlobalOp,
+    AsyncTMAStoreWaitOp,
+    check_smem,
+)
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
            "tensor_descriptor"]
