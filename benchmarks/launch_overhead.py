@@ -91,7 +91,7 @@ def _compiled_add_function():
     from shared_codegen.lowering import backend
     from shared_codegen.runtime import driver
 
-    target = backend.target_from_device(driver.current_device_index())
+    target = driver.target_from_device(driver.current_device_index())
     cubin, _ = backend.ptx_to_cubin(backend.llvm_to_ptx(ADD_KERNEL_LLVM_IR, target), target)
     return driver.get_function(driver.load_module(cubin), "add_kernel")
 

@@ -4,7 +4,7 @@
   (`shared_codegen/ops/warp_specialize/definition.py`: the op, `WarpPlan` with warp placement and
   register budgets for setmaxnreg), lowered by `shared_codegen/ops/warp_specialize/lowering.py`
   (warpgroup-role branches, setmaxnreg, named barriers) and run by the interpreter as
-  cooperative partitions (`shared_codegen/interpreter/partitions.py`);
+  cooperative partitions (`shared_codegen/ops/warp_specialize/interpreter.py`);
 - `pipeline`: a producer/consumer ring of mbarrier pairs that owns stage indices and phases.
 """
 

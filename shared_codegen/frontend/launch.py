@@ -302,7 +302,7 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
 
 def _compile_variant(jit_fn, values, num_warps, target):
     from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
-    from shared_codegen.lowering.backend import target_from_device
+    from shared_codegen.runtime.driver import target_from_device
     from shared_codegen.runtime.launcher import get_binder
 
     target = target or config.get("SC_TARGET") or target_from_device()

@@ -32,7 +32,7 @@ class Unready:
 class Frame:
     """The state of one program while it runs: SSA values, ids, memory. Inside
     `gl.warp_specialize`, each partition runs on a `fork` of the program's frame (see
-    interpreter/partitions.py); `partition` is then that partition (else None)."""
+    ops/warp_specialize/interpreter.py); `partition` is then that partition (else None)."""
 
     partition = None
 

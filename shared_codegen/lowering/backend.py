@@ -1,8 +1,8 @@
 """The last two compilation steps: LLVM IR text -> PTX (LLVM's NVPTX backend through llvmlite)
 and PTX -> cubin (nvJitLink, in-process, no CUDA toolkit needed).
 
-Both run on a machine without a GPU, so every target compiles everywhere; only
-`target_from_device` needs a driver.
+Both run on a machine without a GPU, so every target compiles everywhere (the target of the GPU
+present, when there is one, is read by `runtime/driver.py`).
 
     ptx = llvm_to_ptx(module_text, "sm_90a")
     cubin, info_log = ptx_to_cubin(ptx, "sm_90a")
@@ -103,26 +103,6 @@ def target_from_capability(major: int, minor: int) -> str:
     if major == 12:
         return f"sm_12{minor}"
     return f"sm_{major}{minor}"
-
-
-def target_from_device(device_index: int = 0) -> str:
-    """The target of the GPU `device_index` (e.g. 'sm_90a' on an H100); needs a driver."""
-    from shared_codegen.runtime import driver  # lazy: the backend itself needs no driver
-
-    major, minor = driver.get_device(device_index).compute_capability
-    return target_from_capability(major, minor)
-
-
-def default_target() -> str:
-    """SC_TARGET if set, else the current GPU's target, else sm_90a (what we run on)."""
-    override = config.get("SC_TARGET")
-    if override:
-        return override
-    from shared_codegen.runtime import driver
-
-    if driver.has_gpu():
-        return target_from_device(driver.current_device_index())
-    return "sm_90a"
 
 
 # ---- LLVM IR -> PTX ------------------------------------------------------------------------

@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
+from shared_codegen import config
+
 # Kernels may use up to 48 KB of dynamic shared memory without asking; above that the function
 # must opt in through CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (CUDA programming guide,
 # "Shared memory" / compute capability tables).
@@ -338,3 +340,21 @@ class DeviceArray:
         if self.address:
             mem_free(self.address)
             self.address = 0
+
+
+def target_from_device(device_index: int = 0) -> str:
+    """The target of the GPU `device_index` (e.g. 'sm_90a' on an H100)."""
+    from shared_codegen.lowering.backend import target_from_capability
+
+    major, minor = get_device(device_index).compute_capability
+    return target_from_capability(major, minor)
+
+
+def default_target() -> str:
+    """SC_TARGET if set, else the current GPU's target, else sm_90a (what we run on)."""
+    override = config.get("SC_TARGET")
+    if override:
+        return override
+    if has_gpu():
+        return target_from_device(current_device_index())
+    return "sm_90a"

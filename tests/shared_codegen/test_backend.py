@@ -9,6 +9,7 @@ from llvmlite import ir
 
 from shared_codegen.lowering import backend
 from shared_codegen.lowering.backend import BackendError
+from shared_codegen.runtime import driver
 
 
 def add_kernel_ir(name: str = "add_kernel") -> str:
@@ -130,7 +131,7 @@ def test_target_from_capability(capability, target):
 
 def test_default_target_honours_sc_target(monkeypatch):
     monkeypatch.setenv("SC_TARGET", "sm_100a")
-    assert backend.default_target() == "sm_100a"
+    assert driver.default_target() == "sm_100a"
 
 
 # ---- on the GPU: the cubin loads and runs ----------------------------------------------------
@@ -139,7 +140,7 @@ def test_default_target_honours_sc_target(monkeypatch):
 def _compiled_add_kernel():
     from shared_codegen.runtime import driver
 
-    target = backend.target_from_device(driver.current_device_index())
+    target = driver.target_from_device(driver.current_device_index())
     ptx = backend.llvm_to_ptx(add_kernel_ir(), target)
     cubin, _ = backend.ptx_to_cubin(ptx, target)
     module = driver.load_module(cubin)
@@ -151,7 +152,7 @@ def test_target_from_device_matches_the_device():
     from shared_codegen.runtime import driver
 
     device = driver.get_device(0)
-    assert backend.target_from_device(0) == device.target
+    assert driver.target_from_device(0) == device.target
     assert device.sm_count > 0 and device.max_shared_memory_per_block_optin >= 48 * 1024
 
 

@@ -75,7 +75,7 @@ def check_async_copy(mem_ty, ptr_ty, mask_ty=None) -> None:
 
 class _PendingBytes:
     """Per shared buffer: which bytes an unretired async op still owns. SharedView consults
-    it on every access (`interpreter/shared_memory.py`).
+    it on every access (`ops/shared_memory/interpreter.py`).
 
     cp.async copies use positive ids (per program). Other async families (TMA,
     `shared_codegen/ops/tma/definition.py`) use negative ids and `describe` their own message: what the op

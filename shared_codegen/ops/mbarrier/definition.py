@@ -23,7 +23,7 @@ whose phase cannot complete first lands the TMA loads still in flight on that ba
 must complete before the wait can return); if the phase is still open and only one partition
 runs, no one else can arrive, and the wait is reported as a deadlock naming the barrier's
 allocation, the wait's line and the phase, instead of hanging. Inside `gl.warp_specialize`
-the wait switches to another partition instead (`interpreter/partitions.py`), which reports
+the wait switches to another partition instead (`ops/warp_specialize/interpreter.py`), which reports
 the deadlock once every partition is blocked.
 
 Lowering: inline PTX. Thread 0 (of the partition, under warp specialization) initializes,
@@ -435,7 +435,7 @@ class WaitBarrierOp(OpDef):
                                 f"partition is running")
             # Warp-specialized: another partition may still arrive. Switch to it; the
             # scheduler resumes this wait once the phase can complete, or reports a deadlock
-            # when every partition is blocked (interpreter/partitions.py).
+            # when every partition is blocked (ops/warp_specialize/interpreter.py).
             frame.partition.block(op, state, parity)
         _observe(state)
         return []

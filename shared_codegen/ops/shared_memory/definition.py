@@ -28,7 +28,7 @@ alloc_shape)` alone:
 - `memdesc_reinterpret` sees the same bytes with another dtype, shape and layout; it needs a
   view that covers whole contiguous bytes (an allocation or an index of one).
 
-The interpreter executes these maps on numpy offset arrays (`interpreter/shared_memory.py`),
+The interpreter executes these maps on numpy offset arrays (`ops/shared_memory/interpreter.py`),
 lowering on registers (`ops/shared_memory/lowering.py`); allocation offsets come from
 `lowering/shared_alloc.py`.
 """
@@ -372,7 +372,7 @@ class LocalAllocOp(OpDef):
             _check_value(op, op.operands[0].type, ty, "initial value")
 
     def interpret(self, op, frame):
-        from shared_codegen.interpreter.shared_memory import allocate
+        from shared_codegen.ops.shared_memory.interpreter import allocate
         view = allocate(op, frame)
         if op.operands:
             view.store(frame[op.operands[0]], frame, op)

@@ -19,7 +19,7 @@ default partition the registers the workers leave. Named barriers: the default w
 synchronize with `bar.sync 1, 32*num_warps`, worker i with `bar.sync 2+i, 32*warps_i`;
 `bar.sync 0` (the whole CTA) is kept for entering and leaving the op.
 
-Interpreter: `shared_codegen/interpreter/partitions.py` (cooperative threads switching at
+Interpreter: `shared_codegen/ops/warp_specialize/interpreter.py` (cooperative threads switching at
 mbarrier waits). Lowering: `shared_codegen/ops/warp_specialize/lowering.py`.
 """
 
@@ -242,7 +242,7 @@ class WarpSpecializeOp(OpDef):
                                                 "a partition", inner)
 
     def interpret(self, op, frame):
-        from shared_codegen.interpreter.partitions import run_warp_specialize
+        from shared_codegen.ops.warp_specialize.interpreter import run_warp_specialize
         return run_warp_specialize(op, frame)
 
 

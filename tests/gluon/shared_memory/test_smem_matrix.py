@@ -2,7 +2,7 @@
 
 The lowered ops run for every thread in lock step on `xthread_sim` (byte-addressed,
 race-checked shared memory; ld/stmatrix per the PTX fragment layout). Loads start from the
-bytes the interpreter's shared-memory model placed (`interpreter/shared_memory.py`), stores
+bytes the interpreter's shared-memory model placed (`ops/shared_memory/interpreter.py`), stores
 are compared byte for byte with that model, so lowering and interpreter agree on every
 element. The PTX of the mma_v2 example must use the matrix instructions."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from gluon.layouts import (BlockedLayout, DistributedLinearLayout, DotOperandLayout,
                            NVMMADistributedLayout, NVMMASharedLayout, SwizzledSharedLayout)
-from shared_codegen.interpreter.shared_memory import allocate
+from shared_codegen.ops.shared_memory.interpreter import allocate
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
 from shared_codegen.ops.shared_memory.definition import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
