@@ -1,6 +1,6 @@
 """Run a module's kernel on the CPU, program by program, whole tiles at a time.
 
-Each op's interpreter rule lives with the op (`shared_codegen.ir.ops.*`); this module only
+Each op's interpreter rule lives with the op (`shared_codegen/ops/<family>/definition.py`); this module only
 walks blocks, keeps the SSA environment and reports errors with the kernel's source line and
 the program id.
 """

@@ -3,9 +3,10 @@
 SSA values; structured control flow with regions that hold one block each (like MLIR's scf):
 `scf.for`, `scf.if` and `scf.while` carry loop values through block arguments and `scf.yield`.
 
-Every op name is defined once, by an `OpDef` subclass in one module of `shared_codegen.ir.ops`
-(or a language's own op module), which keeps the op's builder, type rule, verifier, printer,
-interpreter rule and lowering rule side by side. `Operation.opdef` finds it by name.
+Every op name is defined once, by an `OpDef` subclass in its family's folder
+(`shared_codegen/ops/<family>/definition.py`: builder, type rule, verifier, printer,
+interpreter rule), whose `lowering.py` registers the lowering rule next door
+(`lowering_rule`). `Operation.opdef` finds the definition by name.
 """
 
 from __future__ import annotations

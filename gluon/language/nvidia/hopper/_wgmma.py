@@ -5,8 +5,8 @@ with the names, parameters and results of `triton.experimental.gluon.language.nv
     acc = warpgroup_mma(a_smem, b_smem, acc, is_async=True)      # a token
     acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])     # the tensor, safe to read
 
-Layout and type rules are checked at the call in the user's terms (`shared_codegen.ir.ops.
-wgmma.check_warpgroup_mma`); the op verifier repeats them on the IR. The ops and their
+Layout and type rules are checked at the call in the user's terms (`shared_codegen.ops.wgmma.
+definition.check_warpgroup_mma`); the op verifier repeats them on the IR. The ops and their
 interpreter rules are in `shared_codegen/ops/wgmma/definition.py`, lowering in
 `shared_codegen/ops/wgmma/lowering.py`.
 
