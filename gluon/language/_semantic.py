@@ -318,7 +318,7 @@ class GluonSemantic(TileSemantic):
             return out
         if is_auto(x.layout):
             return self._retag(out, x.layout)
-        from tile.passes.layout_assignment import reshaped_layout
+        from shared_codegen.layouts.relations import reshaped_layout
 
         return self._retag(out, reshaped_layout(x.layout, x.shape, out.shape))
 
@@ -329,7 +329,7 @@ class GluonSemantic(TileSemantic):
             return out
         if is_auto(x.layout):
             return self._retag(out, x.layout)
-        from tile.passes.layout_assignment import transposed_layout
+        from shared_codegen.layouts.relations import transposed_layout
 
         order = [int(unwrap(d)) for d in dims]
         return self._retag(out, transposed_layout(x.layout, order, x.shape))

@@ -183,6 +183,27 @@ class OpDef:
 
     name: str = ""
 
+    # ---- traits: what passes, analyses and the converter ask instead of keeping op lists ----
+    # How the layouts of the op's tensors relate (`shared_codegen.layouts.relations`).
+    layout_rule: Any = None
+    # `rule(op, operand_infos) -> result_infos` for axis analysis; None: nothing is known.
+    axis_rule: Optional[Callable] = None
+    # No side effects, so `cse` merges duplicates. A family spanning several op names may give
+    # the subset of its names instead of True (the same for `cheap`).
+    pure: Any = False
+    # Index arithmetic: recomputed per use rather than converted between layouts.
+    cheap: Any = False
+    # Which memories the op reads and writes (`MemoryEffect` members).
+    memory_effects: frozenset = frozenset()
+    # What the user wrote, for error messages (the explicit-layout language's spelling).
+    user_name: Optional[str] = None
+
+    def is_pure(self, op: "Operation") -> bool:
+        return _holds(self.pure, op)
+
+    def is_cheap(self, op: "Operation") -> bool:
+        return _holds(self.cheap, op)
+
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
         names = cls.__dict__.get("names") or ((cls.name,) if cls.__dict__.get("name") else ())
@@ -208,6 +229,19 @@ class OpDef:
         if rule is None:
             raise NotImplementedError(f"no lowering rule for {op.name}")
         return rule(op, ctx)
+
+
+def _holds(trait, op: Operation) -> bool:
+    return op.name in trait if isinstance(trait, frozenset) else bool(trait)
+
+
+class MemoryEffect:
+    """The memories an op touches (its `memory_effects` trait)."""
+
+    READ_GLOBAL = "read global"
+    WRITE_GLOBAL = "write global"
+    READ_SHARED = "read shared"
+    WRITE_SHARED = "write shared"
 
 
 def lowering_rule(*opdef_classes):

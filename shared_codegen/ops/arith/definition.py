@@ -23,6 +23,7 @@ from shared_codegen.ir.types import (
     same_shape_type,
     scalar_of,
 )
+from shared_codegen.layouts.relations import ANY_LAYOUT, SAME_LAYOUT
 
 # ---------------------------------------------------------------------------------------
 # constants
@@ -32,6 +33,9 @@ class ConstantOp(OpDef):
     """`arith.constant {value}`: a scalar, or a tensor filled with one value (a splat)."""
 
     name = "arith.constant"
+    layout_rule = ANY_LAYOUT
+    pure = cheap = True
+    user_name = "gl.full"
 
     @staticmethod
     def build(b, value, ty: IRType):
@@ -147,6 +151,9 @@ INT_BINARY = set(BINARY_RULES) - FLOAT_BINARY
 
 class BinaryOp(OpDef):
     names = tuple(BINARY_RULES)
+    layout_rule = SAME_LAYOUT
+    # Integer math is index arithmetic; float math is not merged or recomputed.
+    pure = cheap = frozenset(INT_BINARY)
 
     @staticmethod
     def build(b, name: str, lhs, rhs):
@@ -178,6 +185,8 @@ class AddPtrOp(OpDef):
     """`tt.addptr ptr, offset`: advance a pointer by `offset` elements (not bytes)."""
 
     name = "tt.addptr"
+    layout_rule = SAME_LAYOUT
+    pure = cheap = True
 
     @staticmethod
     def build(b, ptr, offset):
@@ -218,6 +227,8 @@ CMPF = {
 
 class CompareOp(OpDef):
     names = ("arith.cmpi", "arith.cmpf")
+    layout_rule = SAME_LAYOUT
+    pure = cheap = frozenset({"arith.cmpi"})
 
     @staticmethod
     def build(b, name: str, predicate: str, lhs, rhs):
@@ -251,6 +262,8 @@ class CompareOp(OpDef):
 
 class SelectOp(OpDef):
     name = "arith.select"
+    layout_rule = SAME_LAYOUT
+    pure = cheap = True
 
     @staticmethod
     def build(b, cond, x, y):
@@ -275,6 +288,8 @@ class SelectOp(OpDef):
 CAST_OPS = ("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
             "arith.fptoui", "arith.extsi", "arith.extui", "arith.trunci", "tt.bitcast",
             "tt.fp_to_fp", "tt.ptr_to_int", "tt.int_to_ptr")
+# The casts of index arithmetic (cheap to recompute per use).
+INDEX_CASTS = ("arith.extsi", "arith.extui", "arith.trunci", "tt.int_to_ptr", "tt.ptr_to_int")
 
 # Saturating limits of the fp8 formats: Triton converts with `cvt.rn.satfinite`, so values
 # beyond the largest finite number clamp instead of becoming NaN/inf.
@@ -313,6 +328,8 @@ def _cast_value(x, src: IRType, dst: IRType, op_name: str):
 
 class CastOp(OpDef):
     names = CAST_OPS
+    layout_rule = SAME_LAYOUT
+    pure = cheap = frozenset(INDEX_CASTS)
 
     @staticmethod
     def build(b, name: str, x, dst_elem: IRType, **attrs):

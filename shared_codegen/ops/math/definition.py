@@ -13,6 +13,7 @@ import numpy as np
 
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import scalar_of
+from shared_codegen.layouts.relations import SAME_LAYOUT
 
 
 def _erf(x):
@@ -36,6 +37,7 @@ UNARY_FLOAT_RULES = {
 
 class UnaryFloatOp(OpDef):
     names = tuple(UNARY_FLOAT_RULES)
+    layout_rule = SAME_LAYOUT
 
     @staticmethod
     def build(b, name: str, x):
@@ -59,6 +61,7 @@ class UnaryFloatOp(OpDef):
 
 class AbsIntOp(OpDef):
     name = "math.absi"
+    layout_rule = SAME_LAYOUT
 
     @staticmethod
     def build(b, x):
@@ -73,6 +76,7 @@ class FmaOp(OpDef):
     """`math.fma a, b, c` = a * b + c with one rounding."""
 
     name = "math.fma"
+    layout_rule = SAME_LAYOUT
 
     @staticmethod
     def build(b, x, y, z):

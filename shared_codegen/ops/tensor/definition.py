@@ -12,12 +12,23 @@ import numpy as np
 
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import TensorType, int32, scalar_of
+from shared_codegen.layouts.relations import (
+    ANY_LAYOUT,
+    EXPAND_DIMS,
+    RESHAPE,
+    SAME_LAYOUT,
+    TRANS,
+    UNRELATED,
+)
 
 
 class MakeRangeOp(OpDef):
     """`tt.make_range {start, end}`: the i32 tensor [start, end)."""
 
     name = "tt.make_range"
+    layout_rule = ANY_LAYOUT
+    pure = cheap = True
+    user_name = "gl.arange"
 
     @staticmethod
     def build(b, start: int, end: int, layout=None):
@@ -36,6 +47,9 @@ class MakeRangeOp(OpDef):
 
 class SplatOp(OpDef):
     name = "tt.splat"
+    layout_rule = ANY_LAYOUT
+    pure = cheap = True
+    user_name = "gl.full"
 
     @staticmethod
     def build(b, scalar, shape, layout=None):
@@ -56,6 +70,9 @@ class BroadcastOp(OpDef):
     """`tt.broadcast`: repeat size-1 dimensions up to the result shape (same rank)."""
 
     name = "tt.broadcast"
+    layout_rule = SAME_LAYOUT
+    pure = cheap = True
+    user_name = "broadcast"
 
     @staticmethod
     def build(b, x, shape):
@@ -77,6 +94,9 @@ class BroadcastOp(OpDef):
 
 class ExpandDimsOp(OpDef):
     name = "tt.expand_dims"
+    layout_rule = EXPAND_DIMS
+    pure = cheap = True
+    user_name = "expand_dims"
 
     @staticmethod
     def build(b, x, axis: int, layout=None):
@@ -105,6 +125,7 @@ class ReshapeOp(OpDef):
     """`tt.reshape`: row-major reshape; `allow_reorder` lets the compiler permute elements."""
 
     name = "tt.reshape"
+    layout_rule = RESHAPE
 
     @staticmethod
     def build(b, x, shape, allow_reorder=False, layout=None):
@@ -121,6 +142,7 @@ class ReshapeOp(OpDef):
 
 class TransOp(OpDef):
     name = "tt.trans"
+    layout_rule = TRANS
 
     @staticmethod
     def build(b, x, order, layout=None):
@@ -141,6 +163,9 @@ class ConvertLayoutOp(OpDef):
     """`ttg.convert_layout`: same values, another distribution over threads."""
 
     name = "ttg.convert_layout"
+    layout_rule = UNRELATED
+    # Merged by cse, but converting is never cheap.
+    pure = True
 
     @staticmethod
     def build(b, x, layout):
@@ -160,6 +185,8 @@ class HintOp(OpDef):
     attributes (`tl.multiple_of`, `tl.max_contiguous`)."""
 
     name = "tt.hint"
+    layout_rule = SAME_LAYOUT
+    pure = cheap = True
 
     @staticmethod
     def build(b, x, **hints):
