@@ -24,6 +24,14 @@ from shared_codegen.ir.types import (
     scalar_of,
 )
 from shared_codegen.layouts.relations import ANY_LAYOUT, SAME_LAYOUT
+from shared_codegen.ops.arith.axis import (
+    binary_axis_rule,
+    cast_axis_rule,
+    compare_axis_rule,
+    rule_add_sub,
+    rule_constant,
+    rule_select,
+)
 
 # ---------------------------------------------------------------------------------------
 # constants
@@ -34,6 +42,7 @@ class ConstantOp(OpDef):
 
     name = "arith.constant"
     layout_rule = ANY_LAYOUT
+    axis_rule = staticmethod(rule_constant)
     pure = cheap = True
     user_name = "gl.full"
 
@@ -152,6 +161,7 @@ INT_BINARY = set(BINARY_RULES) - FLOAT_BINARY
 class BinaryOp(OpDef):
     names = tuple(BINARY_RULES)
     layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(binary_axis_rule)
     # Integer math is index arithmetic; float math is not merged or recomputed.
     pure = cheap = frozenset(INT_BINARY)
 
@@ -186,6 +196,7 @@ class AddPtrOp(OpDef):
 
     name = "tt.addptr"
     layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_add_sub)
     pure = cheap = True
 
     @staticmethod
@@ -228,6 +239,7 @@ CMPF = {
 class CompareOp(OpDef):
     names = ("arith.cmpi", "arith.cmpf")
     layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(compare_axis_rule)
     pure = cheap = frozenset({"arith.cmpi"})
 
     @staticmethod
@@ -263,6 +275,7 @@ class CompareOp(OpDef):
 class SelectOp(OpDef):
     name = "arith.select"
     layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_select)
     pure = cheap = True
 
     @staticmethod
@@ -329,6 +342,7 @@ def _cast_value(x, src: IRType, dst: IRType, op_name: str):
 class CastOp(OpDef):
     names = CAST_OPS
     layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(cast_axis_rule)
     pure = cheap = frozenset(INDEX_CASTS)
 
     @staticmethod

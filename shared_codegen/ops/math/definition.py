@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from shared_codegen.analysis.axis_info import rule_elementwise
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import scalar_of
 from shared_codegen.layouts.relations import SAME_LAYOUT
@@ -38,6 +39,7 @@ UNARY_FLOAT_RULES = {
 class UnaryFloatOp(OpDef):
     names = tuple(UNARY_FLOAT_RULES)
     layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_elementwise)
 
     @staticmethod
     def build(b, name: str, x):
@@ -62,6 +64,7 @@ class UnaryFloatOp(OpDef):
 class AbsIntOp(OpDef):
     name = "math.absi"
     layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_elementwise)
 
     @staticmethod
     def build(b, x):
@@ -77,6 +80,7 @@ class FmaOp(OpDef):
 
     name = "math.fma"
     layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_elementwise)
 
     @staticmethod
     def build(b, x, y, z):

@@ -12,6 +12,7 @@ import numpy as np
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError
 from shared_codegen.ir.types import PointerType, TensorType, int1, same_shape_type, scalar_of
 from shared_codegen.layouts.relations import PointerAccess
+from shared_codegen.ops.memory.axis import rule_load
 
 READ_GLOBAL = MemoryEffect.READ_GLOBAL
 WRITE_GLOBAL = MemoryEffect.WRITE_GLOBAL
@@ -35,6 +36,7 @@ def _check_mask(op, mask):
 class LoadOp(OpDef):
     name = "tt.load"
     layout_rule = PointerAccess("load")
+    axis_rule = staticmethod(rule_load)
     user_name = "gl.load"
     memory_effects = frozenset({READ_GLOBAL})
 

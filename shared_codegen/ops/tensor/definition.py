@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared_codegen.analysis.axis_info import rule_passthrough
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import TensorType, int32, scalar_of
 from shared_codegen.layouts.relations import (
@@ -20,6 +21,15 @@ from shared_codegen.layouts.relations import (
     TRANS,
     UNRELATED,
 )
+from shared_codegen.ops.tensor.axis import (
+    rule_broadcast,
+    rule_expand_dims,
+    rule_hint,
+    rule_make_range,
+    rule_reshape,
+    rule_splat,
+    rule_trans,
+)
 
 
 class MakeRangeOp(OpDef):
@@ -27,6 +37,7 @@ class MakeRangeOp(OpDef):
 
     name = "tt.make_range"
     layout_rule = ANY_LAYOUT
+    axis_rule = staticmethod(rule_make_range)
     pure = cheap = True
     user_name = "gl.arange"
 
@@ -48,6 +59,7 @@ class MakeRangeOp(OpDef):
 class SplatOp(OpDef):
     name = "tt.splat"
     layout_rule = ANY_LAYOUT
+    axis_rule = staticmethod(rule_splat)
     pure = cheap = True
     user_name = "gl.full"
 
@@ -71,6 +83,7 @@ class BroadcastOp(OpDef):
 
     name = "tt.broadcast"
     layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_broadcast)
     pure = cheap = True
     user_name = "broadcast"
 
@@ -95,6 +108,7 @@ class BroadcastOp(OpDef):
 class ExpandDimsOp(OpDef):
     name = "tt.expand_dims"
     layout_rule = EXPAND_DIMS
+    axis_rule = staticmethod(rule_expand_dims)
     pure = cheap = True
     user_name = "expand_dims"
 
@@ -126,6 +140,7 @@ class ReshapeOp(OpDef):
 
     name = "tt.reshape"
     layout_rule = RESHAPE
+    axis_rule = staticmethod(rule_reshape)
 
     @staticmethod
     def build(b, x, shape, allow_reorder=False, layout=None):
@@ -143,6 +158,7 @@ class ReshapeOp(OpDef):
 class TransOp(OpDef):
     name = "tt.trans"
     layout_rule = TRANS
+    axis_rule = staticmethod(rule_trans)
 
     @staticmethod
     def build(b, x, order, layout=None):
@@ -164,6 +180,7 @@ class ConvertLayoutOp(OpDef):
 
     name = "ttg.convert_layout"
     layout_rule = UNRELATED
+    axis_rule = staticmethod(rule_passthrough)
     # Merged by cse, but converting is never cheap.
     pure = True
 
@@ -186,6 +203,7 @@ class HintOp(OpDef):
 
     name = "tt.hint"
     layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_hint)
     pure = cheap = True
 
     @staticmethod
