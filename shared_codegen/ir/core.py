@@ -197,12 +197,21 @@ class OpDef:
     memory_effects: frozenset = frozenset()
     # What the user wrote, for error messages (the explicit-layout language's spelling).
     user_name: Optional[str] = None
+    # How kernel source spells the op, for the converter: a Python operator ("+") or the
+    # `triton.language` builtin both languages share ("maximum"); a family spanning several
+    # op names maps each name to its spelling.
+    spelling: Any = None
 
     def is_pure(self, op: "Operation") -> bool:
         return _holds(self.pure, op)
 
     def is_cheap(self, op: "Operation") -> bool:
         return _holds(self.cheap, op)
+
+    def spelling_of(self, op: "Operation") -> Optional[str]:
+        if isinstance(self.spelling, dict):
+            return self.spelling.get(op.name)
+        return self.spelling
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

@@ -158,10 +158,24 @@ FLOAT_BINARY = {k for k in BINARY_RULES if k.endswith("f") and k != "arith.andi"
 INT_BINARY = set(BINARY_RULES) - FLOAT_BINARY
 
 
+# maximum/minimum that return NaN when either side is one (`propagate_nan=ALL`).
+NAN_PROPAGATING = frozenset({"arith.maximumf", "arith.minimumf"})
+
+
 class BinaryOp(OpDef):
     names = tuple(BINARY_RULES)
     layout_rule = SAME_LAYOUT
     axis_rule = staticmethod(binary_axis_rule)
+    spelling = {
+        "arith.addi": "+", "arith.addf": "+", "arith.subi": "-", "arith.subf": "-",
+        "arith.muli": "*", "arith.mulf": "*", "arith.divf": "/", "arith.divsi": "//",
+        "arith.divui": "//", "arith.remsi": "%", "arith.remui": "%", "arith.remf": "%",
+        "arith.andi": "&", "arith.ori": "|", "arith.xori": "^", "arith.shli": "<<",
+        "arith.shrsi": ">>", "arith.shrui": ">>", "arith.maxsi": "maximum",
+        "arith.maxui": "maximum", "arith.minsi": "minimum", "arith.minui": "minimum",
+        "arith.maxnumf": "maximum", "arith.minnumf": "minimum", "tt.precise_divf": "div_rn",
+        "arith.maximumf": "maximum", "arith.minimumf": "minimum",
+    }
     # Integer math is index arithmetic; float math is not merged or recomputed.
     pure = cheap = frozenset(INT_BINARY)
 
@@ -197,6 +211,7 @@ class AddPtrOp(OpDef):
     name = "tt.addptr"
     layout_rule = SAME_LAYOUT
     axis_rule = staticmethod(rule_add_sub)
+    spelling = "+"
     pure = cheap = True
 
     @staticmethod
@@ -298,8 +313,9 @@ class SelectOp(OpDef):
 # ---------------------------------------------------------------------------------------
 # casts
 
+BITCAST = "tt.bitcast"  # reinterprets the bits, where the other casts convert the value
 CAST_OPS = ("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
-            "arith.fptoui", "arith.extsi", "arith.extui", "arith.trunci", "tt.bitcast",
+            "arith.fptoui", "arith.extsi", "arith.extui", "arith.trunci", BITCAST,
             "tt.fp_to_fp", "tt.ptr_to_int", "tt.int_to_ptr")
 # The casts of index arithmetic (cheap to recompute per use).
 INDEX_CASTS = ("arith.extsi", "arith.extui", "arith.trunci", "tt.int_to_ptr", "tt.ptr_to_int")

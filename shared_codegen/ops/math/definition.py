@@ -39,6 +39,10 @@ UNARY_FLOAT_RULES = {
 class UnaryFloatOp(OpDef):
     names = tuple(UNARY_FLOAT_RULES)
     layout_rule = SAME_LAYOUT
+    spelling = {"math.exp": "exp", "math.exp2": "exp2", "math.log": "log", "math.log2": "log2",
+                "math.sqrt": "sqrt", "tt.precise_sqrt": "sqrt_rn", "math.rsqrt": "rsqrt",
+                "math.sin": "sin", "math.cos": "cos", "math.erf": "erf", "math.floor": "floor",
+                "math.ceil": "ceil", "math.absf": "abs"}
     axis_rule = staticmethod(rule_elementwise)
 
     @staticmethod
@@ -64,6 +68,7 @@ class UnaryFloatOp(OpDef):
 class AbsIntOp(OpDef):
     name = "math.absi"
     layout_rule = SAME_LAYOUT
+    spelling = "abs"
     axis_rule = staticmethod(rule_elementwise)
 
     @staticmethod
@@ -80,6 +85,7 @@ class FmaOp(OpDef):
 
     name = "math.fma"
     layout_rule = SAME_LAYOUT
+    spelling = "fma"
     axis_rule = staticmethod(rule_elementwise)
 
     @staticmethod

@@ -11,6 +11,7 @@ from shared_codegen.layouts.relations import NO_RELATION, OWN_LAYOUTS, SAME_LAYO
 
 class ProgramIdOp(OpDef):
     names = ("tt.get_program_id", "tt.get_num_programs")
+    spelling = {"tt.get_program_id": "program_id", "tt.get_num_programs": "num_programs"}
     layout_rule = OWN_LAYOUTS
 
     @staticmethod
