@@ -36,7 +36,12 @@ from shared_codegen.ir.types import TensorType
 from shared_codegen.ops.arith.definition import ConstantOp
 from shared_codegen.ops.program.definition import BarrierOp
 from shared_codegen.ops.reduction.definition import ReduceOp
-from shared_codegen.ops.tensor.definition import BroadcastOp, ExpandDimsOp, SplatOp
+from shared_codegen.ops.tensor.definition import (
+    BroadcastOp,
+    ConvertLayoutOp,
+    ExpandDimsOp,
+    SplatOp,
+)
 from tile.language import _types as T
 from tile.language.semantic import TileSemantic
 
@@ -101,7 +106,7 @@ class GluonSemantic(TileSemantic):
             raise LayoutError(f"gl.set_auto_layout input must have an AutoLayout, but it has "
                               f"{x.layout!r}; use gl.convert_layout to change a layout")
         self.check_layout(layout, x.shape, "gl.set_auto_layout")
-        op = self.builder.create("ttg.convert_layout", [x.handle], [x.type.with_layout(layout)],
+        op = self.builder.create(ConvertLayoutOp.name, [x.handle], [x.type.with_layout(layout)],
                                  {SET_AUTO_LAYOUT_ATTR: True})
         return self.make_tensor(op.result)
 

@@ -3,8 +3,8 @@
 SSA values; structured control flow with regions that hold one block each (like MLIR's scf):
 `scf.for`, `scf.if` and `scf.while` carry loop values through block arguments and `scf.yield`.
 
-Every op name is defined once, by an `OpDef` subclass in one module of `shared_codegen.ir.ops`
-(or a language's own op module), which keeps the op's builder, type rule, verifier, printer,
+Every op name is defined once, by an `OpDef` subclass in its family's folder under
+`shared_codegen.ops`, which keeps the op's builder, type rule, traits, verifier, printer,
 interpreter rule and lowering rule side by side. `Operation.opdef` finds it by name.
 """
 
@@ -179,6 +179,10 @@ class OpDef:
     - `print_attrs(op)` returns the text printed after the operands (attributes).
     - `interpret(op, frame)` computes the results from numpy values (see interpreter).
     - `lower(op, ctx)` emits LLVM IR (see lowering).
+
+    Traits (class attributes, read by passes, analyses and the converter, which keep no op
+    lists): `layout_rule`, `axis_rule`, `pure`, `cheap`, `memory_effects`, `user_name`,
+    `spelling`. Most ops declare one to three of them; the defaults say "nothing known".
     """
 
     name: str = ""

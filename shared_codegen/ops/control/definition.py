@@ -147,12 +147,18 @@ class WhileOp(OpDef):
             carried = frame.run_block(after, forwarded)
 
 
+# The terminators: a loop body's or branch's yield, a while's condition (which forwards the
+# values to the `after` region), a function's return, a combine region's return.
+YIELD, CONDITION, RETURN, COMBINE_RETURN = ("scf.yield", "scf.condition", "tt.return",
+                                            "tt.reduce.return")
+
+
 class YieldOp(OpDef):
-    names = ("scf.yield", "scf.condition", "tt.return", "tt.reduce.return")
+    names = (YIELD, CONDITION, RETURN, COMBINE_RETURN)
     layout_rule = TERMINATOR
 
     @staticmethod
-    def build(b, values, name="scf.yield"):
+    def build(b, values, name=YIELD):
         return b.create(name, list(values), [])
 
     def interpret(self, op, frame):
