@@ -29,38 +29,41 @@ from shared_codegen.frontend.compile import explicit_layout_module
 from shared_codegen.frontend.launch import make_specialization
 from shared_codegen.ir.core import Block, Function, Module, Operation, Value
 from shared_codegen.ir.types import PointerType, ScalarType, TensorType, scalar_of
+from shared_codegen.ops.arith.definition import (
+    BITCAST,
+    NAN_PROPAGATING,
+    AddPtrOp,
+    BinaryOp,
+    CastOp,
+    CompareOp,
+    ConstantOp,
+    SelectOp,
+)
+from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp, YieldOp
+from shared_codegen.ops.math.definition import AbsIntOp, FmaOp, UnaryFloatOp
+from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
+from shared_codegen.ops.program.definition import AssertOp, BarrierOp, PrintOp, ProgramIdOp
+from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
+from shared_codegen.ops.tensor.definition import (
+    BroadcastOp,
+    ConvertLayoutOp,
+    ExpandDimsOp,
+    HintOp,
+    MakeRangeOp,
+    ReshapeOp,
+    SplatOp,
+    TransOp,
+)
 
-_BINARY = {
-    "arith.addi": "+", "arith.addf": "+", "arith.subi": "-", "arith.subf": "-",
-    "arith.muli": "*", "arith.mulf": "*", "arith.divf": "/", "arith.divsi": "//",
-    "arith.divui": "//", "arith.remsi": "%", "arith.remui": "%", "arith.remf": "%",
-    "arith.andi": "&", "arith.ori": "|", "arith.xori": "^", "arith.shli": "<<",
-    "arith.shrsi": ">>", "arith.shrui": ">>", "tt.addptr": "+",
-}
-_CALL2 = {
-    "arith.maxsi": "gl.maximum", "arith.maxui": "gl.maximum", "arith.minsi": "gl.minimum",
-    "arith.minui": "gl.minimum", "arith.maxnumf": "gl.maximum", "arith.minnumf": "gl.minimum",
-    "tt.precise_divf": "gl.div_rn",
-}
-_NAN_CALL2 = {"arith.maximumf": "gl.maximum", "arith.minimumf": "gl.minimum"}
 _COMPARE = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
             "ult": "<", "ule": "<=", "ugt": ">", "uge": ">=", "oeq": "==", "one": "!=",
             "olt": "<", "ole": "<=", "ogt": ">", "oge": ">=", "une": "!="}
-_UNARY = {
-    "math.exp": "gl.exp", "math.exp2": "gl.exp2", "math.log": "gl.log", "math.log2": "gl.log2",
-    "math.sqrt": "gl.sqrt", "tt.precise_sqrt": "gl.sqrt_rn", "math.rsqrt": "gl.rsqrt",
-    "math.sin": "gl.sin", "math.cos": "gl.cos", "math.erf": "gl.erf", "math.floor": "gl.floor",
-    "math.ceil": "gl.ceil", "math.absf": "gl.abs", "math.absi": "gl.abs",
-}
-_CASTS = {"arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
-          "arith.fptoui", "arith.extsi", "arith.extui", "arith.trunci", "tt.fp_to_fp",
-          "tt.ptr_to_int", "tt.int_to_ptr"}
 _ATOMIC = {"add": "gl.atomic_add", "fadd": "gl.atomic_add", "max": "gl.atomic_max",
            "umax": "gl.atomic_max", "min": "gl.atomic_min", "umin": "gl.atomic_min",
            "and": "gl.atomic_and", "or": "gl.atomic_or", "xor": "gl.atomic_xor",
            "xchg": "gl.atomic_xchg"}
-_ELEMENTWISE_USERS = set(_BINARY) | set(_CALL2) | set(_NAN_CALL2) | {
-    "arith.cmpi", "arith.cmpf", "arith.select"}
+# Ops that take a scalar operand as a Python number (`x + 1`, `gl.where(c, x, 0.0)`).
+_ELEMENTWISE_USERS = (BinaryOp, AddPtrOp, CompareOp, SelectOp)
 
 
 class ConversionError(Exception):
@@ -192,90 +195,89 @@ class GluonPrinter:
 
     def op(self, op: Operation, out: List[str], indent: int):
         pad = "    " * indent
-        name = op.name
+        kind = op.opdef
         args = [self.expr.get(v) for v in op.operands]
         res = op.results[0] if op.results else None
-        if name in ("tt.return", "scf.yield", "tt.reduce.return", "scf.condition"):
+        spelling = kind.spelling_of(op) if kind is not None else None
+        if isinstance(kind, YieldOp):
             return
-        if name == "arith.constant":
+        if isinstance(kind, ConstantOp):
             self.constant(op, out, indent)
-        elif name in _BINARY:
-            self.bind(res, f"{args[0]} {_BINARY[name]} {args[1]}", out, indent)
-        elif name in _CALL2:
-            self.bind(res, f"{_CALL2[name]}({args[0]}, {args[1]})", out, indent)
-        elif name in _NAN_CALL2:
-            self.bind(res, f"{_NAN_CALL2[name]}({args[0]}, {args[1]}, "
+        elif isinstance(kind, (BinaryOp, AddPtrOp)) and not spelling.isidentifier():
+            self.bind(res, f"{args[0]} {spelling} {args[1]}", out, indent)
+        elif isinstance(kind, BinaryOp) and op.name not in NAN_PROPAGATING:
+            self.bind(res, f"gl.{spelling}({args[0]}, {args[1]})", out, indent)
+        elif isinstance(kind, BinaryOp):
+            self.bind(res, f"gl.{spelling}({args[0]}, {args[1]}, "
                            "propagate_nan=gl.PropagateNan.ALL)", out, indent)
-        elif name in ("arith.cmpi", "arith.cmpf"):
+        elif isinstance(kind, CompareOp):
             self.bind(res, f"{args[0]} {_COMPARE[op.attrs['predicate']]} {args[1]}", out,
                       indent)
-        elif name == "arith.select":
+        elif isinstance(kind, SelectOp):
             self.bind(res, f"gl.where({args[0]}, {args[1]}, {args[2]})", out, indent)
-        elif name in _CASTS or name == "tt.bitcast":
+        elif isinstance(kind, CastOp):
             src = args[0]
             if op.operands[0] in self.literals:  # `.to` needs a tensor, not a Python number
                 src = f"gl.to_tensor({src})"
-            bitcast = ", bitcast=True" if name == "tt.bitcast" else ""
+            bitcast = ", bitcast=True" if op.name == BITCAST else ""
             self.bind(res, f"{src}.to({dtype_source(scalar_of(res.type))}{bitcast})", out,
                       indent)
-        elif name in _UNARY:
-            self.bind(res, f"{_UNARY[name]}({args[0]})", out, indent)
-        elif name == "math.fma":
+        elif isinstance(kind, (UnaryFloatOp, AbsIntOp)):
+            self.bind(res, f"gl.{spelling}({args[0]})", out, indent)
+        elif isinstance(kind, FmaOp):
             self.bind(res, f"gl.fma({args[0]}, {args[1]}, {args[2]})", out, indent)
-        elif name == "tt.get_program_id":
-            self.bind(res, f"gl.program_id({op.attrs['axis']})", out, indent)
-        elif name == "tt.get_num_programs":
-            self.bind(res, f"gl.num_programs({op.attrs['axis']})", out, indent)
-        elif name == "tt.make_range":
+        elif isinstance(kind, ProgramIdOp):
+            self.bind(res, f"gl.{spelling}({op.attrs['axis']})", out, indent)
+        elif isinstance(kind, MakeRangeOp):
             self.bind(res, f"gl.arange({op.attrs['start']}, {op.attrs['end']}, "
                            f"layout={self.layout(res.type.layout)})", out, indent)
-        elif name == "tt.splat":
+        elif isinstance(kind, SplatOp):
             self.splat(op, out, indent)
-        elif name == "tt.broadcast":
+        elif isinstance(kind, BroadcastOp):
             self.bind(res, f"gl.broadcast_to({args[0]}, {list(res.type.shape)})", out, indent)
-        elif name == "tt.expand_dims":
+        elif isinstance(kind, ExpandDimsOp):
             self.bind(res, f"gl.expand_dims({args[0]}, {op.attrs['axis']})", out, indent)
-        elif name == "tt.reshape":
+        elif isinstance(kind, ReshapeOp):
             self.bind(res, f"gl.reshape({args[0]}, {list(res.type.shape)})", out, indent)
-        elif name == "tt.trans":
+        elif isinstance(kind, TransOp):
             self.bind(res, f"gl.permute({args[0]}, {list(op.attrs['order'])})", out, indent)
-        elif name == "ttg.convert_layout":
+        elif isinstance(kind, ConvertLayoutOp):
             self.bind(res, f"gl.convert_layout({args[0]}, {self.layout(res.type.layout)})",
                       out, indent)
-        elif name == "tt.hint":
+        elif isinstance(kind, HintOp):
             text = args[0]
             if "divisibility" in op.attrs:
                 text = f"gl.multiple_of({text}, {op.attrs['divisibility']})"
             if "contiguity" in op.attrs:
                 text = f"gl.max_contiguous({text}, {op.attrs['contiguity']})"
             self.bind(res, text, out, indent)
-        elif name == "tt.load":
+        elif isinstance(kind, LoadOp):
             self.load(op, out, indent)
-        elif name == "tt.store":
+        elif isinstance(kind, StoreOp):
             self.store(op, out, indent)
-        elif name == "tt.atomic_rmw":
+        elif isinstance(kind, AtomicRMWOp):
             mask = f", mask={args[2]}" if op.attrs.get("has_mask") else ""
             self.bind(res, f"{_ATOMIC[op.attrs['kind']]}({args[0]}, {args[1]}{mask}, "
                            f"sem={op.attrs['sem']!r}, scope={op.attrs['scope']!r})", out, indent)
-        elif name == "tt.atomic_cas":
+        elif isinstance(kind, AtomicCASOp):
             self.bind(res, f"gl.atomic_cas({args[0]}, {args[1]}, {args[2]}, "
                            f"sem={op.attrs['sem']!r}, scope={op.attrs['scope']!r})", out, indent)
-        elif name == "gpu.barrier":
+        elif isinstance(kind, BarrierOp):
             out.append(pad + "gl.thread_barrier()")
-        elif name == "tt.print":
+        elif isinstance(kind, PrintOp):
             out.append(pad + f"gl.device_print({op.attrs['prefix']!r}, {', '.join(args)})")
-        elif name == "tt.assert":
+        elif isinstance(kind, AssertOp):
             out.append(pad + f"gl.device_assert({args[0]}, {op.attrs['message']!r})")
-        elif name in ("tt.reduce", "tt.scan"):
+        elif isinstance(kind, (ReduceOp, ScanOp)):
             self.reduction(op, out, indent)
-        elif name == "scf.for":
+        elif isinstance(kind, ForOp):
             self.for_loop(op, out, indent)
-        elif name == "scf.if":
+        elif isinstance(kind, IfOp):
             self.if_op(op, out, indent)
-        elif name == "scf.while":
+        elif isinstance(kind, WhileOp):
             self.while_loop(op, out, indent)
         else:
-            raise ConversionError(f"{op.loc}: no Gluon form for `{name}`")
+            raise ConversionError(f"{op.loc}: no Gluon form for `{op.name}`")
 
     # ---- individual forms ----------------------------------------------------------------
     def constant(self, op, out, indent):
@@ -291,7 +293,7 @@ class GluonPrinter:
         # A bare literal is typed by the other operand (or by Triton's literal rules); keep
         # it bare when that gives the constant's own type, else spell the type out.
         elementwise_peer = users and all(
-            u.name in _ELEMENTWISE_USERS and any(
+            isinstance(u.opdef, _ELEMENTWISE_USERS) and any(
                 w is not res and scalar_of(w.type) == ty for w in u.operands)
             for u in users)
         if elementwise_peer or _default_literal_type(value, ty):
@@ -305,7 +307,7 @@ class GluonPrinter:
         res = op.result
         users = self.uses.get(res, [])
         # Gluon broadcasts a scalar against a tensor operand with that tensor's layout.
-        if users and all(u.name in _ELEMENTWISE_USERS and any(
+        if users and all(isinstance(u.opdef, _ELEMENTWISE_USERS) and any(
                 isinstance(w.type, TensorType) and w is not res for w in u.operands)
                 for u in users):
             self.expr[res] = self.value(op.operands[0])
@@ -372,11 +374,11 @@ class GluonPrinter:
         return name
 
     def reduction(self, op, out, indent):
-        helper = self.combine_helper(op.regions[0].block, "reduce" if op.name == "tt.reduce"
+        helper = self.combine_helper(op.regions[0].block, "reduce" if isinstance(op.opdef, ReduceOp)
                                      else "scan")
         ins = [self.value(v) for v in op.operands]
         arg = ins[0] if len(ins) == 1 else f"({', '.join(ins)})"
-        if op.name == "tt.reduce":
+        if isinstance(op.opdef, ReduceOp):
             call = f"gl.reduce({arg}, {op.attrs['axis']}, {helper})"
         else:
             call = (f"gl.associative_scan({arg}, {op.attrs['axis']}, {helper}, "

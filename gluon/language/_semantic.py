@@ -36,7 +36,12 @@ from shared_codegen.ir.types import TensorType
 from shared_codegen.ops.arith.definition import ConstantOp
 from shared_codegen.ops.program.definition import BarrierOp
 from shared_codegen.ops.reduction.definition import ReduceOp
-from shared_codegen.ops.tensor.definition import BroadcastOp, ExpandDimsOp, SplatOp
+from shared_codegen.ops.tensor.definition import (
+    BroadcastOp,
+    ConvertLayoutOp,
+    ExpandDimsOp,
+    SplatOp,
+)
 from tile.language import _types as T
 from tile.language.semantic import TileSemantic
 
@@ -101,7 +106,7 @@ class GluonSemantic(TileSemantic):
             raise LayoutError(f"gl.set_auto_layout input must have an AutoLayout, but it has "
                               f"{x.layout!r}; use gl.convert_layout to change a layout")
         self.check_layout(layout, x.shape, "gl.set_auto_layout")
-        op = self.builder.create("ttg.convert_layout", [x.handle], [x.type.with_layout(layout)],
+        op = self.builder.create(ConvertLayoutOp.name, [x.handle], [x.type.with_layout(layout)],
                                  {SET_AUTO_LAYOUT_ATTR: True})
         return self.make_tensor(op.result)
 
@@ -318,7 +323,7 @@ class GluonSemantic(TileSemantic):
             return out
         if is_auto(x.layout):
             return self._retag(out, x.layout)
-        from tile.passes.layout_assignment import reshaped_layout
+        from shared_codegen.layouts.relations import reshaped_layout
 
         return self._retag(out, reshaped_layout(x.layout, x.shape, out.shape))
 
@@ -329,7 +334,7 @@ class GluonSemantic(TileSemantic):
             return out
         if is_auto(x.layout):
             return self._retag(out, x.layout)
-        from tile.passes.layout_assignment import transposed_layout
+        from shared_codegen.layouts.relations import transposed_layout
 
         order = [int(unwrap(d)) for d in dims]
         return self._retag(out, transposed_layout(x.layout, order, x.shape))

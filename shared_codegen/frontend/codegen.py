@@ -31,7 +31,7 @@ from shared_codegen.frontend.values import (
 )
 from shared_codegen.ir.core import Location, Operation, Region
 from shared_codegen.ir.types import TensorType, int1
-from shared_codegen.ops.control.definition import ForOp, WhileOp, YieldOp
+from shared_codegen.ops.control.definition import CONDITION, ForOp, IfOp, WhileOp, YieldOp
 
 _NO_VALUE = object()
 
@@ -303,7 +303,7 @@ class CodeGenerator(ast.NodeVisitor):
             with self.builder.at_end_of(region.block):
                 YieldOp.build(self.builder, [v.handle for v in values])
         types = [v.type for v in yielded[0]]
-        op = Operation("scf.if", [cond_value], [v.handle.type for v in yielded[0]],
+        op = Operation(IfOp.name, [cond_value], [v.handle.type for v in yielded[0]],
                        regions=list(regions), loc=self.location(node))
         self.builder.insert(op)
         for name, res, ty in zip(names, op.results, types):
@@ -482,7 +482,7 @@ class CodeGenerator(ast.NodeVisitor):
                                             "compile-time condition would loop forever or never")
             cond_value = self.semantic.to_condition(cond)
             YieldOp.build(self.builder, [cond_value] + list(before_block.args),
-                          name="scf.condition")
+                          name=CONDITION)
         self.scope = dict(saved)
         with self.builder.at_end_of(after_block):
             self.bind_carried(names, after_block.args, inits)

@@ -28,7 +28,7 @@ from shared_codegen.frontend.values import constexpr, wrap
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Function, Location, Module
 from shared_codegen.ir.types import BY_NAME, PointerType
-from shared_codegen.ops.control.definition import YieldOp
+from shared_codegen.ops.control.definition import RETURN, YieldOp
 
 
 @dataclass
@@ -234,7 +234,7 @@ class JITFunction:
             raise CompilationError("a kernel cannot return a value", self.source_info.file,
                                    self.source_info.first_line)
         with semantic.builder.location(fn.loc):
-            YieldOp.build(semantic.builder, [], name="tt.return")
+            YieldOp.build(semantic.builder, [], name=RETURN)
         return module
 
 

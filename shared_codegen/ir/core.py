@@ -4,7 +4,7 @@ SSA values; structured control flow with regions that hold one block each (like 
 `scf.for`, `scf.if` and `scf.while` carry loop values through block arguments and `scf.yield`.
 
 Every op name is defined once, by an `OpDef` subclass in its family's folder
-(`shared_codegen/ops/<family>/definition.py`: builder, type rule, verifier, printer,
+(`shared_codegen/ops/<family>/definition.py`: builder, type rule, traits, verifier, printer,
 interpreter rule), whose `lowering.py` registers the lowering rule next door
 (`lowering_rule`). `Operation.opdef` finds the definition by name.
 """
@@ -180,9 +180,43 @@ class OpDef:
     - `print_attrs(op)` returns the text printed after the operands (attributes).
     - `interpret(op, frame)` computes the results from numpy values (see interpreter).
     - `lower(op, ctx)` emits LLVM IR (see lowering).
+
+    Traits (class attributes, read by passes, analyses and the converter, which keep no op
+    lists): `layout_rule`, `axis_rule`, `pure`, `cheap`, `memory_effects`, `user_name`,
+    `spelling`. Most ops declare one to three of them; the defaults say "nothing known".
     """
 
     name: str = ""
+
+    # ---- traits: what passes, analyses and the converter ask instead of keeping op lists ----
+    # How the layouts of the op's tensors relate (`shared_codegen.layouts.relations`).
+    layout_rule: Any = None
+    # `rule(op, operand_infos) -> result_infos` for axis analysis; None: nothing is known.
+    axis_rule: Optional[Callable] = None
+    # No side effects, so `cse` merges duplicates. A family spanning several op names may give
+    # the subset of its names instead of True (the same for `cheap`).
+    pure: Any = False
+    # Index arithmetic: recomputed per use rather than converted between layouts.
+    cheap: Any = False
+    # Which memories the op reads and writes (`MemoryEffect` members).
+    memory_effects: frozenset = frozenset()
+    # What the user wrote, for error messages (the explicit-layout language's spelling).
+    user_name: Optional[str] = None
+    # How kernel source spells the op, for the converter: a Python operator ("+") or the
+    # `triton.language` builtin both languages share ("maximum"); a family spanning several
+    # op names maps each name to its spelling.
+    spelling: Any = None
+
+    def is_pure(self, op: "Operation") -> bool:
+        return _holds(self.pure, op)
+
+    def is_cheap(self, op: "Operation") -> bool:
+        return _holds(self.cheap, op)
+
+    def spelling_of(self, op: "Operation") -> Optional[str]:
+        if isinstance(self.spelling, dict):
+            return self.spelling.get(op.name)
+        return self.spelling
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -209,6 +243,19 @@ class OpDef:
         if rule is None:
             raise NotImplementedError(f"no lowering rule for {op.name}")
         return rule(op, ctx)
+
+
+def _holds(trait, op: Operation) -> bool:
+    return op.name in trait if isinstance(trait, frozenset) else bool(trait)
+
+
+class MemoryEffect:
+    """The memories an op touches (its `memory_effects` trait)."""
+
+    READ_GLOBAL = "read global"
+    WRITE_GLOBAL = "write global"
+    READ_SHARED = "read shared"
+    WRITE_SHARED = "write shared"
 
 
 def lowering_rule(*opdef_classes):

@@ -19,7 +19,7 @@ from typing import Dict, List
 from shared_codegen.ir.core import Module, Operation, Value
 from shared_codegen.ir.passes import apply_rules, erase_op
 from shared_codegen.layouts import to_linear_layout
-from tile.passes.rematerialize import CHEAP_OPS
+from shared_codegen.ops.tensor.definition import ConvertLayoutOp
 
 
 def _uses_of(module: Module) -> Dict[Value, List[Operation]]:
@@ -52,7 +52,7 @@ def make_conversion_rules(module: Module):
     """The rules, bound to `module` (they replace uses across the whole module)."""
 
     def drop_identity_conversion(op: Operation) -> bool:
-        if op.name != "ttg.convert_layout":
+        if not isinstance(op.opdef, ConvertLayoutOp):
             return False
         src, dst = op.operands[0], op.result
         if dst.type.layout != src.type.layout:
@@ -67,16 +67,16 @@ def make_conversion_rules(module: Module):
         return True
 
     def fold_conversion_chain(op: Operation) -> bool:
-        if op.name != "ttg.convert_layout":
+        if not isinstance(op.opdef, ConvertLayoutOp):
             return False
         inner = op.operands[0].defining_op
-        if inner is None or inner.name != "ttg.convert_layout":
+        if inner is None or not isinstance(inner.opdef, ConvertLayoutOp):
             return False
         op.operands[0] = inner.operands[0]
         return True
 
     def drop_dead_conversion(op: Operation) -> bool:
-        if op.name != "ttg.convert_layout":
+        if not isinstance(op.opdef, ConvertLayoutOp):
             return False
         for user in module.walk():
             if any(v is op.result for v in user.operands):
@@ -94,7 +94,8 @@ def remove_redundant_conversions(module: Module) -> None:
 
 # ---- common subexpressions of pure ops -------------------------------------------------------
 
-PURE_OPS = CHEAP_OPS | {"ttg.convert_layout"}
+def _is_pure(op: Operation) -> bool:
+    return op.opdef is not None and op.opdef.is_pure(op)
 
 
 def _attr_key(attrs) -> tuple:
@@ -107,7 +108,7 @@ def _cse_block(block, replace: Dict[Value, Value]) -> None:
         op.operands = [replace.get(v, v) for v in op.operands]
         for region in op.regions:
             _cse_block(region.block, replace)
-        if op.name not in PURE_OPS or op.regions:
+        if not _is_pure(op) or op.regions:
             continue
         key = (op.name, tuple(id(v) for v in op.operands), _attr_key(op.attrs),
                tuple(r.type for r in op.results))

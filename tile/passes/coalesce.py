@@ -23,10 +23,11 @@ from shared_codegen.ir.core import Operation, Value
 from shared_codegen.ir.types import PointerType, TensorType, scalar_of
 from shared_codegen.layouts import BlockedLayout
 from shared_codegen.layouts.distributed import distribute_threads
+from shared_codegen.layouts.relations import PointerAccess
+from shared_codegen.ops.memory.definition import LoadOp
 
 # The widest global access a thread can issue (ld.global.v4.b32 / st.global.v4.b32).
 MAX_ACCESS_BITS = 128
-MEMORY_OPS = ("tt.load", "tt.store", "tt.atomic_rmw", "tt.atomic_cas")
 
 
 def blocked_layout_for(shape: Sequence[int], size_per_thread: Sequence[int],
@@ -41,7 +42,8 @@ def blocked_layout_for(shape: Sequence[int], size_per_thread: Sequence[int],
 
 def memory_pointer(op: Operation) -> Optional[Value]:
     """The tensor of pointers a memory op accesses, or None for scalar accesses."""
-    if op.name not in MEMORY_OPS or not op.operands:
+    rule = op.opdef.layout_rule if op.opdef is not None else None
+    if not isinstance(rule, PointerAccess) or not op.operands:
         return None
     ptr = op.operands[0]
     if isinstance(ptr.type, TensorType) and isinstance(scalar_of(ptr.type), PointerType):
@@ -89,7 +91,7 @@ def plan_access(op: Operation, index: int, info: AxisAnalysis, num_warps: int,
     size = [1] * len(shape)
     size[order[0]] = per_thread
     layout = blocked_layout_for(shape, size, order, num_warps, threads_per_warp)
-    priority = (op.name == "tt.load", numel, per_thread, -index)
+    priority = (isinstance(op.opdef, LoadOp), numel, per_thread, -index)
     return AccessPlan(op, layout, tuple(order), per_thread, priority)
 
 

@@ -31,112 +31,24 @@ from typing import Dict, List, Optional, Tuple
 from shared_codegen.analysis.axis_info import AxisInfo
 from shared_codegen.ir.core import Function, Module, Operation, Value, replace_all_uses
 from shared_codegen.ir.passes import insert_after, insert_before
-from shared_codegen.layouts import (
-    BlockedLayout,
-    DistributedLinearLayout,
-    SliceLayout,
-    default_blocked_layout,
-    to_linear_layout,
+from shared_codegen.layouts import BlockedLayout, default_blocked_layout
+from shared_codegen.layouts.relations import (
+    STRUCTURAL,
+    PointerAccess,
+    Prefer,
+    Slice,
+    equivalent,
+    reshaped_layout,
+    transposed_layout,
 )
-from shared_codegen.layouts.linear_layout import reshape_coords
+from shared_codegen.ops.tensor.definition import ConvertLayoutOp
 from tile.passes.coalesce import AccessPlan, memory_pointer, plan_all_accesses
-from tile.passes.layout_constraints import Constraints, Relation, collect_constraints, is_tensor
+from tile.passes.layout_constraints import Constraints, collect_constraints, is_tensor
 from tile.passes.rematerialize import rematerialize_cheap_values
 
 
 class LayoutAssignmentError(RuntimeError):
     pass
-
-
-# ---- layout algebra the relations need -------------------------------------------------------
-
-def transposed_layout(layout, order, src_shape):
-    """The layout of `trans(x, order)` that makes the transpose a register rename."""
-    if isinstance(layout, BlockedLayout):
-        inverse = [0] * len(order)
-        for i, d in enumerate(order):
-            inverse[d] = i
-        return BlockedLayout([layout.size_per_thread[d] for d in order],
-                             [layout.threads_per_warp[d] for d in order],
-                             [layout.warps_per_cta[d] for d in order],
-                             [inverse[d] for d in layout.order])
-    ll = to_linear_layout(layout, src_shape)
-    dst_shape = [src_shape[d] for d in order]
-    return _linear_from_bases(ll, lambda v: tuple(v[d] for d in order), dst_shape)
-
-
-def reshaped_layout(layout, src_shape, dst_shape):
-    """The layout of a row-major reshape that keeps every element in its register.
-
-    With power-of-two sizes, the row-major flat index is the concatenation of the coordinate
-    bits, so each basis vector maps to a basis vector of the new shape."""
-    ll = to_linear_layout(layout, src_shape)
-    return _linear_from_bases(ll, lambda v: reshape_coords(v, src_shape, dst_shape), dst_shape)
-
-
-def _linear_from_bases(ll, move, dst_shape):
-    bases = {name: [move(tuple(v)) for v in vectors] for name, vectors in ll.bases.items()}
-    linear = DistributedLinearLayout(bases.get("register", []), bases.get("lane", []),
-                                     bases.get("warp", []), bases.get("block", []), dst_shape)
-    return as_blocked(linear, dst_shape) or linear
-
-
-def as_blocked(layout, shape) -> Optional[BlockedLayout]:
-    """The BlockedLayout placing elements exactly like `layout` for `shape`, if there is one.
-
-    Readers (and the Gluon converter) know blocked layouts; a derived linear layout that is
-    secretly blocked is printed as one. The candidate is read off the bases (registers below
-    the first lane step of a dim form the per-thread block, lanes and warps count per dim,
-    the order is the order dims first appear in) and kept only if it matches exactly."""
-    ll = to_linear_layout(layout, shape)
-    bases = ll.bases
-    if bases.get("block"):
-        return None
-    rank = len(shape)
-    dims_seen: List[int] = []
-    counts = {name: [0] * rank for name in ("register", "lane", "warp")}
-    first_thread_step = [None] * rank
-    for name in ("register", "lane", "warp"):
-        for vec in bases.get(name, []):
-            nonzero = [d for d, c in enumerate(vec) if c]
-            if len(nonzero) != 1:
-                return None
-            d = nonzero[0]
-            if d not in dims_seen:
-                dims_seen.append(d)
-            if name != "register" and first_thread_step[d] is None:
-                first_thread_step[d] = vec[d]
-    for vec in bases.get("register", []):
-        d = next(i for i, c in enumerate(vec) if c)
-        if first_thread_step[d] is None or vec[d] < first_thread_step[d]:
-            counts["register"][d] += 1
-    for name in ("lane", "warp"):
-        for vec in bases.get(name, []):
-            counts[name][next(i for i, c in enumerate(vec) if c)] += 1
-    order = dims_seen + [d for d in reversed(range(rank)) if d not in dims_seen]
-    try:
-        candidate = BlockedLayout([1 << n for n in counts["register"]],
-                                  [1 << n for n in counts["lane"]],
-                                  [1 << n for n in counts["warp"]], order)
-    except ValueError:
-        return None
-    return candidate if equivalent(candidate, layout, shape) else None
-
-
-def equivalent(a, b, shape) -> bool:
-    if a == b:
-        return True
-    try:
-        return to_linear_layout(a, shape) == to_linear_layout(b, shape)
-    except ValueError:
-        return False
-
-
-def _inverse(order):
-    inv = [0] * len(order)
-    for i, d in enumerate(order):
-        inv[d] = i
-    return tuple(inv)
 
 
 # ---- solving ---------------------------------------------------------------------------------
@@ -151,7 +63,7 @@ class _Solver:
         self.num_warps = num_warps
         self.threads_per_warp = threads_per_warp
         self.layout: Dict[Value, object] = {}
-        self.by_root: Dict[Value, List[Relation]] = {}
+        self.by_root: Dict[Value, List] = {}
         self.shape: Dict[Value, Tuple[int, ...]] = {}
         for v in c.values:
             root = c.find(v)
@@ -167,7 +79,7 @@ class _Solver:
     def assign(self, root: Value, layout) -> None:
         self.layout[root] = layout
         for rel in self.by_root.get(root, ()):
-            (self.soft if rel.kind == "soft" else self.strong).append(rel)
+            (self.soft if isinstance(rel, Prefer) else self.strong).append(rel)
 
     def solve(self) -> Dict[Value, object]:
         anchors: Dict[Value, AccessPlan] = {}
@@ -196,11 +108,11 @@ class _Solver:
             if (la is None) == (lb is None):
                 continue  # both known (a conflict is fixed at materialization) or neither yet
             if la is None:
-                derived = derive_backward(rel, lb)
+                derived = rel.backward(lb)
                 if derived is not None:
                     self.assign(ra, derived)
             else:
-                derived = derive_forward(rel, la)
+                derived = rel.forward(la)
                 if derived is not None:
                     self.assign(rb, derived)
 
@@ -212,38 +124,10 @@ def _numel(shape) -> int:
     return n
 
 
-def derive_forward(rel: Relation, la):
-    """b's layout from a's, or None when the relation does not determine it."""
-    if rel.kind == "soft":
-        return la
-    if rel.kind == "slice":  # a = Slice(axis, b): a's layout determines b only if it is one
-        if isinstance(la, SliceLayout) and la.dim == rel.axis:
-            return la.parent
-        return None
-    if rel.kind == "trans":
-        return transposed_layout(la, rel.order, rel.a.type.shape)
-    if rel.kind == "reshape":
-        return reshaped_layout(la, rel.a.type.shape, rel.b.type.shape)
-    return None
-
-
-def derive_backward(rel: Relation, lb):
-    """a's layout from b's."""
-    if rel.kind == "soft":
-        return lb
-    if rel.kind == "slice":
-        return SliceLayout(rel.axis, lb)
-    if rel.kind == "trans":
-        return transposed_layout(lb, _inverse(rel.order), rel.b.type.shape)
-    if rel.kind == "reshape":
-        return reshaped_layout(lb, rel.b.type.shape, rel.a.type.shape)
-    return None
-
-
 # ---- materializing -------------------------------------------------------------------------
 
 def _convert(value: Value, layout, loc) -> Operation:
-    op = Operation("ttg.convert_layout", [value], [value.type.with_layout(layout)], loc=loc)
+    op = Operation(ConvertLayoutOp.name, [value], [value.type.with_layout(layout)], loc=loc)
     op.result.name_hint = value.name_hint
     return op
 
@@ -284,30 +168,21 @@ def _access_layout(op: Operation, plan: Optional[AccessPlan]):
     return ptr_layout
 
 
-def fix_expand_dims(fn, op, plans):
-    convert_operand(op, 0, SliceLayout(op.attrs["axis"], op.result.type.layout), exact=True)
+def fix_structural(fn, op, relation) -> None:
+    """Restore a slice / trans / reshape relation the classes' layouts broke."""
+    if relation.a in op.results:  # a reduce's result: what its operand implies
+        pin_result(fn, op, op.results.index(relation.a),
+                   relation.backward(relation.b.type.layout))
+    elif isinstance(relation, Slice):
+        # expand_dims: a slice names no parent, so the operand arrives converted to exactly
+        # the slice of the result's layout.
+        index = op.operands.index(relation.a)
+        convert_operand(op, index, relation.backward(relation.b.type.layout), exact=True)
+    else:  # trans / reshape: the result renames its operand's registers
+        pin_result(fn, op, op.results.index(relation.b), relation.forward(relation.a.type.layout))
 
 
-def fix_reduce(fn, op, plans):
-    layout = SliceLayout(op.attrs["axis"], op.operands[0].type.layout)
-    for i, res in enumerate(op.results):
-        if is_tensor(res):
-            pin_result(fn, op, i, layout)
-
-
-def fix_trans(fn, op, plans):
-    src = op.operands[0]
-    pin_result(fn, op, 0, transposed_layout(src.type.layout, op.attrs["order"],
-                                            src.type.shape))
-
-
-def fix_reshape(fn, op, plans):
-    src = op.operands[0]
-    pin_result(fn, op, 0, reshaped_layout(src.type.layout, src.type.shape,
-                                          op.result.type.shape))
-
-
-def fix_memory(fn, op, plans):
+def fix_memory(fn, op, plans) -> None:
     if memory_pointer(op) is None:
         return
     access = _access_layout(op, plans.get(op))
@@ -318,9 +193,17 @@ def fix_memory(fn, op, plans):
             pin_result(fn, op, i, access)
 
 
-FIXES = {"tt.expand_dims": fix_expand_dims, "tt.reduce": fix_reduce, "tt.trans": fix_trans,
-         "tt.reshape": fix_reshape, "tt.load": fix_memory, "tt.store": fix_memory,
-         "tt.atomic_rmw": fix_memory, "tt.atomic_cas": fix_memory}
+def fix_op(fn, op, plans) -> None:
+    """Insert the conversions `op`'s layout rule needs once every class has its layout."""
+    rule = op.opdef.layout_rule if op.opdef is not None else None
+    if rule is None:
+        return
+    if isinstance(rule, PointerAccess):
+        fix_memory(fn, op, plans)
+        return
+    for relation in rule.relations(op):
+        if isinstance(relation, STRUCTURAL) and is_tensor(relation.a) and is_tensor(relation.b):
+            fix_structural(fn, op, relation)
 
 
 # ---- the pass ------------------------------------------------------------------------------
@@ -361,9 +244,7 @@ def assign_function_layouts(fn: Function, num_warps: int, threads_per_warp: int 
         v.type = v.type.with_layout(layouts[constraints.find(v)])
     plan_of = {p.op: p for p in plans}
     for op in ops:
-        fix = FIXES.get(op.name)
-        if fix is not None:
-            fix(fn, op, plan_of)
+        fix_op(fn, op, plan_of)
 
 
 def assign_layouts(module: Module) -> None:

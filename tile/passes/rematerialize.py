@@ -14,19 +14,19 @@ from typing import Dict, List, Tuple
 
 from shared_codegen.ir.core import Function, Operation, Value
 from shared_codegen.ir.types import TensorType
-from shared_codegen.ops.arith.definition import INT_BINARY
 
-# Pure ops whose results are index arithmetic: cheap to recompute, never worth a conversion.
-CHEAP_OPS = frozenset(
-    {"tt.make_range", "arith.constant", "tt.splat", "tt.broadcast", "tt.expand_dims",
-     "tt.addptr", "arith.cmpi", "arith.select", "arith.extsi", "arith.extui", "arith.trunci",
-     "tt.hint", "tt.int_to_ptr", "tt.ptr_to_int"} | set(INT_BINARY))
 # Bounds the copies for pathological DAGs (each reuse doubles what is below it).
 MAX_CLONES = 4096
 
 
+def is_cheap(op: Operation) -> bool:
+    """Index arithmetic (the op's `cheap` trait): cheap to recompute, never worth a
+    conversion."""
+    return op.opdef is not None and op.opdef.is_cheap(op)
+
+
 def _is_cheap(op: Operation) -> bool:
-    return (op.name in CHEAP_OPS and not op.regions and len(op.results) == 1
+    return (is_cheap(op) and not op.regions and len(op.results) == 1
             and isinstance(op.result.type, TensorType))
 
 

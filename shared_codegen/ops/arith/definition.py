@@ -23,6 +23,15 @@ from shared_codegen.ir.types import (
     same_shape_type,
     scalar_of,
 )
+from shared_codegen.layouts.relations import ANY_LAYOUT, SAME_LAYOUT
+from shared_codegen.ops.arith.axis import (
+    binary_axis_rule,
+    cast_axis_rule,
+    compare_axis_rule,
+    rule_add_sub,
+    rule_constant,
+    rule_select,
+)
 
 # ---------------------------------------------------------------------------------------
 # constants
@@ -32,6 +41,10 @@ class ConstantOp(OpDef):
     """`arith.constant {value}`: a scalar, or a tensor filled with one value (a splat)."""
 
     name = "arith.constant"
+    layout_rule = ANY_LAYOUT
+    axis_rule = staticmethod(rule_constant)
+    pure = cheap = True
+    user_name = "gl.full"
 
     @staticmethod
     def build(b, value, ty: IRType):
@@ -145,8 +158,26 @@ FLOAT_BINARY = {k for k in BINARY_RULES if k.endswith("f") and k != "arith.andi"
 INT_BINARY = set(BINARY_RULES) - FLOAT_BINARY
 
 
+# maximum/minimum that return NaN when either side is one (`propagate_nan=ALL`).
+NAN_PROPAGATING = frozenset({"arith.maximumf", "arith.minimumf"})
+
+
 class BinaryOp(OpDef):
     names = tuple(BINARY_RULES)
+    layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(binary_axis_rule)
+    spelling = {
+        "arith.addi": "+", "arith.addf": "+", "arith.subi": "-", "arith.subf": "-",
+        "arith.muli": "*", "arith.mulf": "*", "arith.divf": "/", "arith.divsi": "//",
+        "arith.divui": "//", "arith.remsi": "%", "arith.remui": "%", "arith.remf": "%",
+        "arith.andi": "&", "arith.ori": "|", "arith.xori": "^", "arith.shli": "<<",
+        "arith.shrsi": ">>", "arith.shrui": ">>", "arith.maxsi": "maximum",
+        "arith.maxui": "maximum", "arith.minsi": "minimum", "arith.minui": "minimum",
+        "arith.maxnumf": "maximum", "arith.minnumf": "minimum", "tt.precise_divf": "div_rn",
+        "arith.maximumf": "maximum", "arith.minimumf": "minimum",
+    }
+    # Integer math is index arithmetic; float math is not merged or recomputed.
+    pure = cheap = frozenset(INT_BINARY)
 
     @staticmethod
     def build(b, name: str, lhs, rhs):
@@ -178,6 +209,10 @@ class AddPtrOp(OpDef):
     """`tt.addptr ptr, offset`: advance a pointer by `offset` elements (not bytes)."""
 
     name = "tt.addptr"
+    layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_add_sub)
+    spelling = "+"
+    pure = cheap = True
 
     @staticmethod
     def build(b, ptr, offset):
@@ -218,6 +253,9 @@ CMPF = {
 
 class CompareOp(OpDef):
     names = ("arith.cmpi", "arith.cmpf")
+    layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(compare_axis_rule)
+    pure = cheap = frozenset({"arith.cmpi"})
 
     @staticmethod
     def build(b, name: str, predicate: str, lhs, rhs):
@@ -251,6 +289,9 @@ class CompareOp(OpDef):
 
 class SelectOp(OpDef):
     name = "arith.select"
+    layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_select)
+    pure = cheap = True
 
     @staticmethod
     def build(b, cond, x, y):
@@ -272,9 +313,12 @@ class SelectOp(OpDef):
 # ---------------------------------------------------------------------------------------
 # casts
 
+BITCAST = "tt.bitcast"  # reinterprets the bits, where the other casts convert the value
 CAST_OPS = ("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
-            "arith.fptoui", "arith.extsi", "arith.extui", "arith.trunci", "tt.bitcast",
+            "arith.fptoui", "arith.extsi", "arith.extui", "arith.trunci", BITCAST,
             "tt.fp_to_fp", "tt.ptr_to_int", "tt.int_to_ptr")
+# The casts of index arithmetic (cheap to recompute per use).
+INDEX_CASTS = ("arith.extsi", "arith.extui", "arith.trunci", "tt.int_to_ptr", "tt.ptr_to_int")
 
 # Saturating limits of the fp8 formats: Triton converts with `cvt.rn.satfinite`, so values
 # beyond the largest finite number clamp instead of becoming NaN/inf.
@@ -313,6 +357,9 @@ def _cast_value(x, src: IRType, dst: IRType, op_name: str):
 
 class CastOp(OpDef):
     names = CAST_OPS
+    layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(cast_axis_rule)
+    pure = cheap = frozenset(INDEX_CASTS)
 
     @staticmethod
     def build(b, name: str, x, dst_elem: IRType, **attrs):

@@ -29,8 +29,12 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import PointerType, SharedMemoryType, TensorType, int1
+from shared_codegen.layouts.relations import OWN_LAYOUTS
+
+READ_GLOBAL = MemoryEffect.READ_GLOBAL
+WRITE_SHARED = MemoryEffect.WRITE_SHARED
 
 COPY, COMMIT, WAIT = ("ttg.async_copy_global_to_local", "ttg.async_commit_group",
                       "ttg.async_wait")
@@ -159,6 +163,8 @@ class AsyncCopyGlobalToLocalOp(OpDef):
     """`ttg.async_copy_global_to_local [ptr, mem, mask?] {cache, evict, volatile}`."""
 
     name = COPY
+    layout_rule = OWN_LAYOUTS
+    memory_effects = frozenset({READ_GLOBAL, WRITE_SHARED})
 
     @staticmethod
     def build(b, ptr, mem, mask=None, cache_modifier="", eviction_policy="", volatile=False):
@@ -225,6 +231,7 @@ class AsyncCommitGroupOp(OpDef):
     """`ttg.async_commit_group`: the copies issued since the last commit form one group."""
 
     name = COMMIT
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b):
@@ -241,6 +248,7 @@ class AsyncWaitOp(OpDef):
     """`ttg.async_wait {num}`: wait until at most `num` committed groups are in flight."""
 
     name = WAIT
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, num: int):

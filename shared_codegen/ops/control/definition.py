@@ -17,6 +17,7 @@ import numpy as np
 
 from shared_codegen.ir.core import OpDef, Region, VerificationError
 from shared_codegen.ir.types import int1, scalar_of
+from shared_codegen.layouts.relations import TERMINATOR, LayoutRule, Same
 
 
 def _check_yield(op, region, want_types, what):
@@ -31,8 +32,41 @@ def _check_yield(op, region, want_types, what):
             f"({', '.join(map(str, want_types))})", op)
 
 
+def _yielded(region, skip=0):
+    term = region.block.terminator
+    return list(term.operands)[skip:] if term is not None else []
+
+
+def _for_carried(op):
+    """A carried value: its init, the region argument, what is yielded for it and the loop's
+    result share one layout (the loop does not convert between iterations)."""
+    block = op.regions[0].block
+    groups = zip(op.operands[3:], block.args[1:], _yielded(op.regions[0]), op.results)
+    return [Same(op, group) for group in groups]
+
+
+def _if_results(op):
+    groups = zip(op.results, _yielded(op.regions[0]), _yielded(op.regions[1]))
+    return [Same(op, group) for group in groups]
+
+
+def _while_carried(op):
+    """Two groups: what enters the `before` region (inits, its arguments, what `after`
+    yields), and what `scf.condition` forwards (to `after`'s arguments and the results)."""
+    before, after = op.regions[0].block, op.regions[1].block
+    entering = zip(op.operands, before.args, _yielded(op.regions[1]))
+    forwarded = zip(_yielded(op.regions[0], 1), after.args, op.results)
+    return [Same(op, group) for group in (*entering, *forwarded)]
+
+
+FOR_CARRIED = LayoutRule("for-carried values", _for_carried)
+IF_RESULTS = LayoutRule("if results", _if_results)
+WHILE_CARRIED = LayoutRule("while-carried values", _while_carried)
+
+
 class ForOp(OpDef):
     name = "scf.for"
+    layout_rule = FOR_CARRIED
 
     @staticmethod
     def build(b, lb, ub, step, inits, iv_name=""):
@@ -67,6 +101,7 @@ class ForOp(OpDef):
 
 class IfOp(OpDef):
     name = "scf.if"
+    layout_rule = IF_RESULTS
 
     @staticmethod
     def build(b, cond, result_types):
@@ -87,6 +122,7 @@ class IfOp(OpDef):
 
 class WhileOp(OpDef):
     name = "scf.while"
+    layout_rule = WHILE_CARRIED
 
     @staticmethod
     def build(b, inits):
@@ -111,11 +147,18 @@ class WhileOp(OpDef):
             carried = frame.run_block(after, forwarded)
 
 
+# The terminators: a loop body's or branch's yield, a while's condition (which forwards the
+# values to the `after` region), a function's return, a combine region's return.
+YIELD, CONDITION, RETURN, COMBINE_RETURN = ("scf.yield", "scf.condition", "tt.return",
+                                            "tt.reduce.return")
+
+
 class YieldOp(OpDef):
-    names = ("scf.yield", "scf.condition", "tt.return", "tt.reduce.return")
+    names = (YIELD, CONDITION, RETURN, COMBINE_RETURN)
+    layout_rule = TERMINATOR
 
     @staticmethod
-    def build(b, values, name="scf.yield"):
+    def build(b, values, name=YIELD):
         return b.create(name, list(values), [])
 
     def interpret(self, op, frame):

@@ -23,6 +23,7 @@ import numpy as np
 
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import TensorType, bfloat16, float16, float32, float64, int32
+from shared_codegen.layouts.relations import OWN_LAYOUTS
 
 # (a/b element, accumulator element) -> (instruction K, the PTX type names).
 MMA_V2_TYPES = {
@@ -135,6 +136,7 @@ class MmaV2Op(OpDef):
     """`ttg.mma_v2 a, b, acc {input_precision}`: acc + a @ b on tensor cores (mma.sync)."""
 
     name = "ttg.mma_v2"
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, a, bm, acc, input_precision=None):
@@ -172,6 +174,7 @@ class DotFmaOp(OpDef):
     """`ttg.dot_fma a, b, acc`: acc + a @ b as per-thread fused multiply-adds."""
 
     name = "ttg.dot_fma"
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, a, bm, acc):

@@ -14,12 +14,14 @@ memory (`.shared::cluster`).
 from __future__ import annotations
 
 from shared_codegen.ir.core import OpDef, format_attrs
+from shared_codegen.layouts.relations import OWN_LAYOUTS
 
 FENCE = "ttng.fence_async_shared"
 
 
 class FenceAsyncSharedOp(OpDef):
     name = FENCE
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, cluster: bool = False):

@@ -11,8 +11,10 @@ import math
 
 import numpy as np
 
+from shared_codegen.analysis.axis_info import rule_elementwise
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import scalar_of
+from shared_codegen.layouts.relations import SAME_LAYOUT
 
 
 def _erf(x):
@@ -36,6 +38,12 @@ UNARY_FLOAT_RULES = {
 
 class UnaryFloatOp(OpDef):
     names = tuple(UNARY_FLOAT_RULES)
+    layout_rule = SAME_LAYOUT
+    spelling = {"math.exp": "exp", "math.exp2": "exp2", "math.log": "log", "math.log2": "log2",
+                "math.sqrt": "sqrt", "tt.precise_sqrt": "sqrt_rn", "math.rsqrt": "rsqrt",
+                "math.sin": "sin", "math.cos": "cos", "math.erf": "erf", "math.floor": "floor",
+                "math.ceil": "ceil", "math.absf": "abs"}
+    axis_rule = staticmethod(rule_elementwise)
 
     @staticmethod
     def build(b, name: str, x):
@@ -59,6 +67,9 @@ class UnaryFloatOp(OpDef):
 
 class AbsIntOp(OpDef):
     name = "math.absi"
+    layout_rule = SAME_LAYOUT
+    spelling = "abs"
+    axis_rule = staticmethod(rule_elementwise)
 
     @staticmethod
     def build(b, x):
@@ -73,6 +84,9 @@ class FmaOp(OpDef):
     """`math.fma a, b, c` = a * b + c with one rounding."""
 
     name = "math.fma"
+    layout_rule = SAME_LAYOUT
+    spelling = "fma"
+    axis_rule = staticmethod(rule_elementwise)
 
     @staticmethod
     def build(b, x, y, z):

@@ -39,20 +39,25 @@ from typing import List, Optional
 
 from llvmlite import ir
 
-from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32, int64
 from shared_codegen.layouts import SwizzledSharedLayout
+from shared_codegen.layouts.relations import OWN_LAYOUTS
+
+READ_SHARED = MemoryEffect.READ_SHARED
+WRITE_SHARED = MemoryEffect.WRITE_SHARED
 
 INIT, EXPECT, ARRIVE, WAIT, INVAL = ("ttng.init_barrier", "ttng.barrier_expect",
                                      "ttng.arrive_barrier", "ttng.wait_barrier",
                                      "ttng.inval_barrier")
-# How reports name the ops: the Gluon builtins' names.
-USER_NAMES = {INIT: "mbarrier.init", EXPECT: "mbarrier.expect", ARRIVE: "mbarrier.arrive",
-              WAIT: "mbarrier.wait", INVAL: "mbarrier.invalidate",
-              "ttng.async_tma_copy_global_to_local": "tma.async_copy_global_to_shared"}
 # PTX: the tx-count of a phase lies in [-(2^20 - 1), 2^20 - 1], the arrival count in
 # [1, 2^20 - 1].
 MAX_COUNT = (1 << 20) - 1
+
+
+def _user_name(op) -> str:
+    """How reports name the op: the Gluon builtin's name (each op's `user_name` trait)."""
+    return (op.opdef.user_name if op.opdef is not None else None) or op.name
 
 
 class MBarrierLayout(SwizzledSharedLayout):
@@ -161,7 +166,7 @@ class BarrierState:
 
     def _require_valid(self, frame, op) -> None:
         if not self.valid:
-            frame.error(op, f"{USER_NAMES.get(op.name, op.name)} on {self.describe()}, which "
+            frame.error(op, f"{_user_name(op)} on {self.describe()}, which "
                             f"is not initialized "
                             f"(mbarrier.init first, and not after mbarrier.invalidate)")
 
@@ -170,7 +175,7 @@ def barrier_state(frame, op, view) -> BarrierState:
     """The state of the barrier a descriptor value (`SharedView`) points at."""
     buf = view.buffer
     if buf.freed_at is not None:
-        frame.error(op, f"{USER_NAMES.get(op.name, op.name)} on an mbarrier allocated at "
+        frame.error(op, f"{_user_name(op)} on an mbarrier allocated at "
                         f"{buf.where} after "
                         f"ttg.local_dealloc at {buf.freed_at}")
     states = getattr(buf, "mbarriers", None)
@@ -269,6 +274,9 @@ class InitBarrierOp(OpDef):
     (PTX ISA 9.7.13.15.9 mbarrier.init)."""
 
     name = INIT
+    layout_rule = OWN_LAYOUTS
+    user_name = "mbarrier.init"
+    memory_effects = frozenset({WRITE_SHARED})
 
     @staticmethod
     def build(b, bar, count: int):
@@ -308,6 +316,9 @@ class BarrierExpectOp(OpDef):
     (PTX ISA 9.7.13.15.12 mbarrier.arrive with .expect_tx)."""
 
     name = EXPECT
+    layout_rule = OWN_LAYOUTS
+    user_name = "mbarrier.expect"
+    memory_effects = frozenset({WRITE_SHARED})
 
     @staticmethod
     def build(b, bar, size: int, pred=None):
@@ -344,6 +355,9 @@ class ArriveBarrierOp(OpDef):
     (PTX ISA 9.7.13.15.12 mbarrier.arrive)."""
 
     name = ARRIVE
+    layout_rule = OWN_LAYOUTS
+    user_name = "mbarrier.arrive"
+    memory_effects = frozenset({WRITE_SHARED})
 
     @staticmethod
     def build(b, bar, count: int = 1, pred=None):
@@ -383,6 +397,9 @@ class WaitBarrierOp(OpDef):
     the allocations the wait guards: operands only, so they stay allocated until here."""
 
     name = WAIT
+    layout_rule = OWN_LAYOUTS
+    user_name = "mbarrier.wait"
+    memory_effects = frozenset({READ_SHARED})
 
     @staticmethod
     def build(b, bar, phase, pred=None, deps=()):
@@ -462,6 +479,9 @@ class InvalBarrierOp(OpDef):
     ordinary shared memory (PTX ISA 9.7.13.15.10 mbarrier.inval)."""
 
     name = INVAL
+    layout_rule = OWN_LAYOUTS
+    user_name = "mbarrier.invalidate"
+    memory_effects = frozenset({WRITE_SHARED})
 
     @staticmethod
     def build(b, bar):

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared_codegen.ir.core import OpDef, VerificationError
+from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError
 from shared_codegen.ir.types import PointerType, TensorType, int1, same_shape_type, scalar_of
+from shared_codegen.layouts.relations import PointerAccess
+from shared_codegen.ops.memory.axis import rule_load
+
+READ_GLOBAL = MemoryEffect.READ_GLOBAL
+WRITE_GLOBAL = MemoryEffect.WRITE_GLOBAL
 
 CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv", ".cs", ".wb", ".wt")
 EVICTION_POLICIES = ("", "evict_first", "evict_last", "evict_normal")
@@ -30,6 +35,10 @@ def _check_mask(op, mask):
 
 class LoadOp(OpDef):
     name = "tt.load"
+    layout_rule = PointerAccess("load")
+    axis_rule = staticmethod(rule_load)
+    user_name = "gl.load"
+    memory_effects = frozenset({READ_GLOBAL})
 
     @staticmethod
     def build(b, ptr, mask=None, other=None, cache_modifier="", eviction_policy="",
@@ -78,6 +87,8 @@ class LoadOp(OpDef):
 
 class StoreOp(OpDef):
     name = "tt.store"
+    layout_rule = PointerAccess("store", preferred=(1,))
+    memory_effects = frozenset({WRITE_GLOBAL})
 
     @staticmethod
     def build(b, ptr, value, mask=None, cache_modifier="", eviction_policy=""):
@@ -122,6 +133,8 @@ class AtomicRMWOp(OpDef):
     """`tt.atomic_rmw {kind, sem, scope}`: returns the old values."""
 
     name = "tt.atomic_rmw"
+    layout_rule = PointerAccess("atomic_rmw", preferred=(1,))
+    memory_effects = frozenset({READ_GLOBAL, WRITE_GLOBAL})
 
     @staticmethod
     def build(b, kind, ptr, value, mask=None, sem="acq_rel", scope="gpu"):
@@ -153,6 +166,8 @@ class AtomicRMWOp(OpDef):
 
 class AtomicCASOp(OpDef):
     name = "tt.atomic_cas"
+    layout_rule = PointerAccess("atomic_cas", preferred=(1, 2))
+    memory_effects = frozenset({READ_GLOBAL, WRITE_GLOBAL})
 
     @staticmethod
     def build(b, ptr, cmp, value, sem="acq_rel", scope="gpu"):

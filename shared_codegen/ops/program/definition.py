@@ -6,10 +6,13 @@ import numpy as np
 
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import int32
+from shared_codegen.layouts.relations import NO_RELATION, OWN_LAYOUTS, SAME_LAYOUT
 
 
 class ProgramIdOp(OpDef):
     names = ("tt.get_program_id", "tt.get_num_programs")
+    spelling = {"tt.get_program_id": "program_id", "tt.get_num_programs": "num_programs"}
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, name: str, axis: int):
@@ -29,6 +32,7 @@ class BarrierOp(OpDef):
     """`gpu.barrier`: all threads of the program (CTA) meet here (`bar.sync 0`)."""
 
     name = "gpu.barrier"
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b):
@@ -43,6 +47,7 @@ class PrintOp(OpDef):
     """`tt.print {prefix}`: device-side print of scalars/tensors (`tl.device_print`)."""
 
     name = "tt.print"
+    layout_rule = NO_RELATION
 
     @staticmethod
     def build(b, prefix: str, values, hex=False):
@@ -60,6 +65,7 @@ class AssertOp(OpDef):
     """`tt.assert {message}`: fails the kernel when any element of the condition is false."""
 
     name = "tt.assert"
+    layout_rule = SAME_LAYOUT
 
     @staticmethod
     def build(b, cond, message: str):

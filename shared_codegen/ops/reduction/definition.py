@@ -19,6 +19,7 @@ import numpy as np
 
 from shared_codegen.ir.core import OpDef, Region, VerificationError
 from shared_codegen.ir.types import TensorType
+from shared_codegen.layouts.relations import REDUCE, SAME_LAYOUT
 
 
 def _reduced_type(ty: TensorType, axis: int, layout=None):
@@ -30,6 +31,8 @@ def _reduced_type(ty: TensorType, axis: int, layout=None):
 
 class ReduceOp(OpDef):
     name = "tt.reduce"
+    layout_rule = REDUCE
+    user_name = "reduction"
 
     @staticmethod
     def build(b, operands, axis: int, result_layout=None):
@@ -74,6 +77,7 @@ class ReduceOp(OpDef):
 
 class ScanOp(OpDef):
     name = "tt.scan"
+    layout_rule = SAME_LAYOUT
 
     @staticmethod
     def build(b, operands, axis: int, reverse: bool = False):

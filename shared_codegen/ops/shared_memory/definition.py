@@ -42,8 +42,12 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import ScalarType, SharedMemoryType, TensorType
+from shared_codegen.layouts.relations import OWN_LAYOUTS
+
+READ_SHARED = MemoryEffect.READ_SHARED
+WRITE_SHARED = MemoryEffect.WRITE_SHARED
 
 ALLOC, LOAD, STORE, DEALLOC = "ttg.local_alloc", "ttg.local_load", "ttg.local_store", \
     "ttg.local_dealloc"
@@ -357,6 +361,8 @@ class LocalAllocOp(OpDef):
     from the optional register tensor `init` (`gl.allocate_shared_memory(..., value=x)`)."""
 
     name = ALLOC
+    layout_rule = OWN_LAYOUTS
+    memory_effects = frozenset({WRITE_SHARED})
 
     @staticmethod
     def build(b, ty: SharedMemoryType, init=None):
@@ -395,6 +401,8 @@ class LocalLoadOp(OpDef):
     (distributed) layout."""
 
     name = LOAD
+    layout_rule = OWN_LAYOUTS
+    memory_effects = frozenset({READ_SHARED})
 
     @staticmethod
     def build(b, mem, layout):
@@ -416,6 +424,8 @@ class LocalStoreOp(OpDef):
     """`ttg.local_store %value, %mem`: write a register tensor into the view."""
 
     name = STORE
+    layout_rule = OWN_LAYOUTS
+    memory_effects = frozenset({WRITE_SHARED})
 
     @staticmethod
     def build(b, value, mem):
@@ -434,6 +444,7 @@ class LocalDeallocOp(OpDef):
     already ends at the last use). Accessing it afterwards is an error in the interpreter."""
 
     name = DEALLOC
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, mem):
@@ -454,6 +465,7 @@ class MemDescIndexOp(OpDef):
     """`ttg.memdesc_index %mem, %i`: the view `mem[i]` (dim 0 dropped), `i` an i32."""
 
     name = INDEX
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, mem, index):
@@ -514,6 +526,7 @@ class MemDescSubsliceOp(OpDef):
     offsets multiples of them (so a slice is a fixed set of coordinate bits)."""
 
     name = SUBSLICE
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, mem, offsets, shape):
@@ -571,6 +584,7 @@ class MemDescTransOp(OpDef):
     is operand dim order[i]); the result's layout is the permuted one."""
 
     name = TRANS
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, mem, order):
@@ -606,6 +620,7 @@ class MemDescReshapeOp(OpDef):
     the view must cover its allocation's trailing dims whole."""
 
     name = RESHAPE
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, mem, shape):
@@ -640,6 +655,7 @@ class MemDescReinterpretOp(OpDef):
     not need more of them."""
 
     name = REINTERPRET
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, mem, element, shape, layout):

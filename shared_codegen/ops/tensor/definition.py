@@ -10,14 +10,36 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared_codegen.analysis.axis_info import rule_passthrough
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import TensorType, int32, scalar_of
+from shared_codegen.layouts.relations import (
+    ANY_LAYOUT,
+    EXPAND_DIMS,
+    RESHAPE,
+    SAME_LAYOUT,
+    TRANS,
+    UNRELATED,
+)
+from shared_codegen.ops.tensor.axis import (
+    rule_broadcast,
+    rule_expand_dims,
+    rule_hint,
+    rule_make_range,
+    rule_reshape,
+    rule_splat,
+    rule_trans,
+)
 
 
 class MakeRangeOp(OpDef):
     """`tt.make_range {start, end}`: the i32 tensor [start, end)."""
 
     name = "tt.make_range"
+    layout_rule = ANY_LAYOUT
+    axis_rule = staticmethod(rule_make_range)
+    pure = cheap = True
+    user_name = "gl.arange"
 
     @staticmethod
     def build(b, start: int, end: int, layout=None):
@@ -36,6 +58,10 @@ class MakeRangeOp(OpDef):
 
 class SplatOp(OpDef):
     name = "tt.splat"
+    layout_rule = ANY_LAYOUT
+    axis_rule = staticmethod(rule_splat)
+    pure = cheap = True
+    user_name = "gl.full"
 
     @staticmethod
     def build(b, scalar, shape, layout=None):
@@ -56,6 +82,10 @@ class BroadcastOp(OpDef):
     """`tt.broadcast`: repeat size-1 dimensions up to the result shape (same rank)."""
 
     name = "tt.broadcast"
+    layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_broadcast)
+    pure = cheap = True
+    user_name = "broadcast"
 
     @staticmethod
     def build(b, x, shape):
@@ -77,6 +107,10 @@ class BroadcastOp(OpDef):
 
 class ExpandDimsOp(OpDef):
     name = "tt.expand_dims"
+    layout_rule = EXPAND_DIMS
+    axis_rule = staticmethod(rule_expand_dims)
+    pure = cheap = True
+    user_name = "expand_dims"
 
     @staticmethod
     def build(b, x, axis: int, layout=None):
@@ -105,6 +139,8 @@ class ReshapeOp(OpDef):
     """`tt.reshape`: row-major reshape; `allow_reorder` lets the compiler permute elements."""
 
     name = "tt.reshape"
+    layout_rule = RESHAPE
+    axis_rule = staticmethod(rule_reshape)
 
     @staticmethod
     def build(b, x, shape, allow_reorder=False, layout=None):
@@ -121,6 +157,8 @@ class ReshapeOp(OpDef):
 
 class TransOp(OpDef):
     name = "tt.trans"
+    layout_rule = TRANS
+    axis_rule = staticmethod(rule_trans)
 
     @staticmethod
     def build(b, x, order, layout=None):
@@ -141,6 +179,10 @@ class ConvertLayoutOp(OpDef):
     """`ttg.convert_layout`: same values, another distribution over threads."""
 
     name = "ttg.convert_layout"
+    layout_rule = UNRELATED
+    axis_rule = staticmethod(rule_passthrough)
+    # Merged by cse, but converting is never cheap.
+    pure = True
 
     @staticmethod
     def build(b, x, layout):
@@ -160,6 +202,9 @@ class HintOp(OpDef):
     attributes (`tl.multiple_of`, `tl.max_contiguous`)."""
 
     name = "tt.hint"
+    layout_rule = SAME_LAYOUT
+    axis_rule = staticmethod(rule_hint)
+    pure = cheap = True
 
     @staticmethod
     def build(b, x, **hints):

@@ -42,8 +42,9 @@ from typing import List
 
 import numpy as np
 
-from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, TensorType, int1, int32
+from shared_codegen.layouts.relations import OWN_LAYOUTS
 from shared_codegen.ops.mbarrier.definition import (
     ENGINE_KEY,
     _where,
@@ -52,6 +53,11 @@ from shared_codegen.ops.mbarrier.definition import (
     thread_zero,
 )
 from shared_codegen.ops.shared_memory.definition import offset_map
+
+READ_GLOBAL = MemoryEffect.READ_GLOBAL
+READ_SHARED = MemoryEffect.READ_SHARED
+WRITE_GLOBAL = MemoryEffect.WRITE_GLOBAL
+WRITE_SHARED = MemoryEffect.WRITE_SHARED
 
 LOAD, STORE, STORE_WAIT = ("ttng.async_tma_copy_global_to_local",
                            "ttng.async_tma_copy_local_to_global", "ttng.async_tma_store_wait")
@@ -259,6 +265,9 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
     """`ttng.async_tma_copy_global_to_local [desc, smem, bar, *coords, pred?]`."""
 
     name = LOAD
+    layout_rule = OWN_LAYOUTS
+    user_name = "tma.async_copy_global_to_shared"
+    memory_effects = frozenset({READ_GLOBAL, WRITE_SHARED})
 
     @staticmethod
     def build(b, desc, coords, bar, smem, pred=None):
@@ -337,6 +346,8 @@ class AsyncTMACopyLocalToGlobalOp(OpDef):
     """`ttng.async_tma_copy_local_to_global [desc, smem, *coords]`."""
 
     name = STORE
+    layout_rule = OWN_LAYOUTS
+    memory_effects = frozenset({READ_SHARED, WRITE_GLOBAL})
 
     @staticmethod
     def build(b, desc, coords, smem):
@@ -401,6 +412,7 @@ class AsyncTMAStoreWaitOp(OpDef):
     groups still read their shared memory (`cp.async.bulk.wait_group.read`)."""
 
     name = STORE_WAIT
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, pendings: int):

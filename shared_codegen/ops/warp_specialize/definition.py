@@ -36,6 +36,7 @@ from shared_codegen.ir.types import (
     TensorDescriptorType,
     TensorType,
 )
+from shared_codegen.layouts.relations import OWN_LAYOUTS
 
 NAME = "ttg.warp_specialize"
 MIN_REGS, MAX_REGS = 24, 256
@@ -185,6 +186,7 @@ def partition_names(op) -> List[str]:
 
 class WarpSpecializeOp(OpDef):
     name = NAME
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, captures_per_worker, result_types, worker_num_warps, worker_num_regs,

@@ -37,10 +37,13 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from shared_codegen.interpreter.run import Unready
-from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
+from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorType, float32, int1
+from shared_codegen.layouts.relations import OWN_LAYOUTS
 from shared_codegen.ops.async_copy.definition import _PendingBytes
 from shared_codegen.ops.dot.definition import check_matrix_types, round_to_tf32
+
+READ_SHARED = MemoryEffect.READ_SHARED
 
 WGMMA, WAIT = "ttng.warp_group_dot", "ttng.warp_group_dot_wait"
 
@@ -269,6 +272,8 @@ class WarpGroupDotOp(OpDef):
     max_num_imprecise_acc}`."""
 
     name = WGMMA
+    layout_rule = OWN_LAYOUTS
+    memory_effects = frozenset({READ_SHARED})
 
     @staticmethod
     def build(b, a, bm, acc, use_acc, precision=None, max_num_imprecise_acc=None,
@@ -341,6 +346,7 @@ class WarpGroupDotWaitOp(OpDef):
     are in flight; the results are the deps, safe to read if their MMA retired."""
 
     name = WAIT
+    layout_rule = OWN_LAYOUTS
 
     @staticmethod
     def build(b, deps, pendings: int):
