@@ -141,8 +141,10 @@ def test_every_op_family_is_one_registered_folder():
 def test_every_registered_op_is_defined_in_an_op_family():
     from shared_codegen.ir.core import all_opdefs
 
+    # Tests may define ops of their own; the packages may define them only in op families.
     outside = sorted(name for name, opdef in all_opdefs().items()
-                     if not type(opdef).__module__.startswith("shared_codegen.ops."))
+                     if type(opdef).__module__.split(".")[0] in PACKAGES
+                     and not type(opdef).__module__.startswith("shared_codegen.ops."))
     assert outside == []
 
 

@@ -54,13 +54,13 @@ def _ours():
     """Our extra traces and compiles: not recorded again, and no warnings or prints that a
     test's recwarn/capsys would see."""
     _local.busy = True
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-                contextlib.redirect_stderr(io.StringIO()):
-            warnings.simplefilter("ignore")
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        try:
             yield
-    finally:
-        _local.busy = False
+        finally:
+            _local.busy = False
 
 
 def _source_hash(jit_fn):
@@ -72,7 +72,8 @@ def _source_hash(jit_fn):
 def _record_jit(jit_fn, spec):
     from shared_codegen.frontend.compile import compile_module
 
-    base = f"jit|{jit_fn.__name__}|{_source_hash(jit_fn)}|w{spec.num_warps}|{_canon(repr(spec.key))}"
+    base = (f"jit|{jit_fn.__name__}|{_source_hash(jit_fn)}|w{spec.num_warps}|"
+            f"{_canon(repr(spec.key))}")
     _alive.append(jit_fn)
     with _ours():
         for target in TARGETS:
@@ -110,7 +111,7 @@ def install():
 
     root = os.environ["PTX_SNAPSHOT_ROOT"]  # the editable install may point at another tree
     if not os.path.abspath(shared_codegen.__file__).startswith(root + os.sep):
-        raise SystemExit(f"ptx_snapshot: shared_codegen is {shared_codegen.__file__}, not in {root}")
+        raise SystemExit(f"ptx_snapshot: imports {shared_codegen.__file__}, not {root}'s")
     make_ir, compile_module, lower_module = (jit.JITFunction.make_ir,
                                              compile_mod.compile_module, lower.lower_module)
 
@@ -135,8 +136,11 @@ def install():
         return out
 
     jit.JITFunction.make_ir = make_ir_recording
-    compile_mod.compile_module = compile_module_marked
-    lower.lower_module = lower_module_recording
+    for old, new in ((compile_module, compile_module_marked),
+                     (lower_module, lower_module_recording)):
+        for mod in list(sys.modules.values()):  # the defining module and any re-export
+            if vars(mod).get(old.__name__) is old:
+                setattr(mod, old.__name__, new)
 
 
 def flush(out_dir, tag):
@@ -176,22 +180,19 @@ def pytest_sessionfinish(session):
 
 # ---- benchmarks and the examples' GPU mode: what they would launch, from reading them --------
 def bench_cases(root):
-    import ml_dtypes
-    import numpy as np
-
+    import ml_dtypes, numpy as np
     for sub in ("examples", "examples/gluon", "examples/gemm", "benchmarks"):
         sys.path.insert(0, os.path.join(root, sub))
-    import gluon, tile, tile.language
-    import gemm, gluon_matmul, launch_overhead, matmul_mma_v2
-    from copy_kernel import copy_kernel
+    import gluon, tile, tile.language, gemm, gluon_matmul, launch_overhead, matmul_mma_v2
     from gluon.nvidia.hopper import TensorDescriptor
+    from copy_kernel import copy_kernel
     from layer_norm import layer_norm_fwd_kernel
     from softmax import softmax_kernel
     from tma_copy import tma_copy_kernel
     from transpose_kernel import transpose_kernel
     from vector_add import add_kernel
 
-    def p(ty, names):
+    def p(ty, names):  # the same type for several parameters
         return {name: ty for name in names.split()}
     D = "i32:16"  # an int argument that is a multiple of 16 (the benchmarks' sizes)
     T, G = tile.compile, gluon.compile
@@ -297,9 +298,9 @@ def snapshot(args):
         f.write("\n")
     if args.ptx_dir:
         write_ptx(texts, args.ptx_dir)
-    errors = sum(v.startswith("ERROR") for v in snap.values())
     per = collections.Counter(k.split("|")[0] for k in snap)
-    print(f"ptx_snapshot: {len(snap)} keys {dict(per)}, {errors} errors, "
+    errors = collections.Counter(k.split("|")[0] for k, v in snap.items() if v[:6] == "ERROR:")
+    print(f"ptx_snapshot: {len(snap)} keys {dict(per)}, errors {dict(errors)}, "
           f"{time.time() - start:.0f} s; pytest exit {rc}, benchmarks exit {brc}")
     return 0 if rc == brc == 0 else 1
 
