@@ -226,9 +226,12 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
     cache_key = ("interp", spec.key, num_warps)
     module = jit_fn._variants.get(cache_key)
     if module is None:
-        module = jit_fn.make_ir(spec)
+        # The IR after the language's passes (for the tile DSL: layouts assigned, conversions
+        # inserted), the IR that is lowered, so a pass bug shows on the CPU too.
+        from shared_codegen.frontend.compile import explicit_layout_module
         from shared_codegen.ir.verifier import verify_module
 
+        module = explicit_layout_module(jit_fn, spec, verify=False)
         verify_module(module)
         jit_fn._variants[cache_key] = module
     memory = Memory()

@@ -115,8 +115,8 @@ class LoweringContext:
         self.target = target
         self.axis_info = axis_info  # the axis analysis result, or None (see vectorize.py)
         self.shared_bytes = 0
-        # Static allocations (`ttg.local_alloc`), planned by shared_alloc.plan_shared_memory
-        # before the body is lowered: their byte offsets, which allocations each descriptor
+        # Static allocations (`ttg.local_alloc`), planned by the stages before lowering
+        # (shared_codegen/stages.py): their byte offsets, which allocations each descriptor
         # may view, and their total size; scratch (`request_shared`) starts after them.
         self.shared_offsets: Dict[Operation, int] = {}
         self.shared_aliases: Dict[Value, Any] = {}

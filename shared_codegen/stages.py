@@ -1,0 +1,153 @@
+"""The stages every frontend ends with: from explicit-layout IR to a cubin.
+
+A frontend's stages file (`tile/stages.py`, `gluon/stages.py`) lists its own passes and then
+`BACKEND_STAGES`; `shared_codegen.ir.passes.run_pipeline` runs the whole list, so
+`SC_DUMP_IR_DIR` gets one file per stage, analyses and planning included:
+
+    explicit_layout_ir          the IR both frontends meet at (`asm["ttgir"]`): every tensor
+                                has a layout, as a Gluon author would write it
+    axis_analysis               contiguity / divisibility / constancy of every value, which
+                                sizes vectorized global accesses (dump: the facts, as comments)
+    warp_specialization_planning  warps and registers of each `gl.warp_specialize` partition
+                                (dump: the plan on `ttg.warp_specialize`)
+    shared_memory_allocation    a byte offset for every `ttg.local_alloc`, packed by liveness
+                                (dump: `offset` on each alloc, the total as a comment)
+    barrier_insertion           which allocations each descriptor may view, the facts the
+                                `bar.sync` placement reads (dump: the alias sets, as comments);
+                                the barriers themselves are still placed while lowering, by
+                                `sync_shared` (ops/shared_memory/lowering.py), because where
+                                they go depends on the LLVM blocks op rules create
+    lower_to_llvm               LLVM IR (`asm["llir"]`; dump: the IR, then the LLVM IR as
+                                comments, as for the next two)
+    llvm_to_ptx                 PTX through LLVM's NVPTX backend (`asm["ptx"]`)
+    ptx_to_cubin                the cubin through nvJitLink (`asm["cubin"]`; dump: its size
+                                and nvJitLink's log)
+
+Analysis and planning stages record their decisions on the IR (op attributes the printer
+shows) and leave what later stages need in `module.stage_results`; `lower_module` reads them
+instead of computing them.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, FrozenSet
+
+from shared_codegen.analysis import axis_info
+from shared_codegen.ir.core import Module, Operation, Value
+from shared_codegen.ir.passes import Notes
+from shared_codegen.ir.printer import print_module
+from shared_codegen.lowering import backend
+from shared_codegen.lowering.context import LoweringError
+from shared_codegen.lowering.lower import lower_module
+from shared_codegen.lowering.shared_alloc import (
+    MAX_SHARED_BYTES,
+    OFFSET_ATTR,
+    alias_sets,
+    assign_offsets,
+)
+from shared_codegen.ops.shared_memory.definition import ALLOC, alloc_bytes
+from shared_codegen.ops.warp_specialize.planning import plan_warp_specialization
+
+
+def record_explicit_layout_ir(module: Module) -> None:
+    """Stage: keep the explicit-layout IR as text before the backend annotates it."""
+    module.stage_results["ttgir"] = print_module(module)
+
+
+def analyze_axes(module: Module) -> Notes:
+    """Stage: the axis analysis of the kernel (read by vectorized loads and stores)."""
+    analysis = axis_info.analyze(module.kernel)
+    module.stage_results["axis_info"] = analysis
+    return Notes(analysis.dump)
+
+
+def allocate_shared_memory(module: Module) -> Notes:
+    """Stage: byte offsets for every `ttg.local_alloc` (see lowering/shared_alloc.py)."""
+    fn = module.kernel
+    if not any(op.name == ALLOC for op in fn.walk()):
+        module.stage_results["static_shared_bytes"] = 0
+        return Notes(lambda: "no shared-memory allocations")
+    offsets, total = assign_offsets(fn)
+    if total > MAX_SHARED_BYTES:
+        sizes = ", ".join(f"{alloc_bytes(op.result.type)} B at {op.loc}" for op in offsets)
+        raise LoweringError(f"kernel `{fn.name}` needs {total} bytes of shared memory, more "
+                            f"than the {MAX_SHARED_BYTES} a CTA can have (allocations: "
+                            f"{sizes})")
+    for op, offset in offsets.items():
+        op.attrs[OFFSET_ATTR] = offset
+    module.stage_results["static_shared_bytes"] = total
+    return Notes(lambda: f"static shared memory: {total} bytes in {len(offsets)} allocations "
+                         f"(scratch of conversions and reductions starts after them)")
+
+
+def plan_barriers(module: Module) -> Notes:
+    """Stage: the allocations each shared-memory descriptor may view, which barrier placement
+    compares to decide whether two accesses conflict."""
+    fn = module.kernel
+    has_allocs = any(op.name == ALLOC for op in fn.walk())
+    aliases = alias_sets(fn) if has_allocs else {}
+    module.stage_results["shared_aliases"] = aliases
+    return Notes(lambda: _describe_aliases(aliases))
+
+
+def _describe_aliases(aliases: Dict[Value, FrozenSet[Operation]]) -> str:
+    if not aliases:
+        return "no shared-memory descriptors: no barriers for shared-memory hazards"
+    lines = ["bar.sync goes before an access that conflicts with one since the last barrier "
+             "(placed while lowering, by sync_shared); descriptors and the allocations "
+             "(by offset) they may view:"]
+    for value, allocs in aliases.items():
+        where = sorted(op.attrs.get(OFFSET_ATTR, 0) for op in allocs)
+        lines.append(f"  {value.name_hint or '?'}: {value.type} -> offsets {where}")
+    return "\n".join(lines)
+
+
+def lower_to_llvm(module: Module) -> Notes:
+    """Stage: LLVM IR of the kernel (one `ptx_kernel` function)."""
+    lowered = lower_module(module)
+    module.stage_results["lowered"] = lowered
+    return Notes(lambda: f"LLVM IR ({lowered.shared_bytes} bytes of shared memory, "
+                         f"{lowered.num_warps} warps launched):\n{lowered.llvm_ir}")
+
+
+def _target(module: Module) -> str:
+    return module.stage_results.get("target") or module.attrs.get("target", "sm_90a")
+
+
+def llvm_to_ptx(module: Module) -> Notes:
+    """Stage: PTX from LLVM's NVPTX backend."""
+    ptx = backend.llvm_to_ptx(module.stage_results["lowered"].llvm_ir, _target(module))
+    module.stage_results["ptx"] = ptx
+    return Notes(lambda: f"PTX:\n{ptx}")
+
+
+def ptx_to_cubin(module: Module) -> Notes:
+    """Stage: the cubin from nvJitLink (its log kept for the kernel's metadata)."""
+    cubin, log = backend.ptx_to_cubin(module.stage_results["ptx"], _target(module))
+    module.stage_results["cubin"] = bytes(cubin)
+    module.stage_results["jit_log"] = log or ""
+    return Notes(lambda: f"cubin: {len(cubin)} bytes for {_target(module)}\n"
+                         f"nvJitLink log:\n{log or '(empty)'}")
+
+
+# What `lower_module` needs computed before it runs (it runs them itself when a module comes
+# to it without having gone through the stages, as hand-built test modules do).
+PLANNING_STAGES = [
+    ("axis_analysis", analyze_axes),
+    ("warp_specialization_planning", plan_warp_specialization),
+    ("shared_memory_allocation", allocate_shared_memory),
+    ("barrier_insertion", plan_barriers),
+]
+
+BACKEND_STAGES = [
+    ("explicit_layout_ir", record_explicit_layout_ir),
+    *PLANNING_STAGES,
+    ("lower_to_llvm", lower_to_llvm),
+    ("llvm_to_ptx", llvm_to_ptx),
+    ("ptx_to_cubin", ptx_to_cubin),
+]
+
+
+__all__ = ["BACKEND_STAGES", "PLANNING_STAGES", "record_explicit_layout_ir", "analyze_axes",
+           "plan_warp_specialization", "allocate_shared_memory", "plan_barriers",
+           "lower_to_llvm", "llvm_to_ptx", "ptx_to_cubin"]
