@@ -205,10 +205,11 @@ class JITFunction:
         return [v.value if isinstance(v, constexpr) else v for v in values]
 
     def run(self, *args, grid, num_warps=None, num_stages=None, num_ctas=1, interpret=None,
-            target=None, stream=None, warmup=False, cluster_dims=None, **kwargs):
+            target=None, stream=None, warmup=False, cluster_dims=None, maxnreg=None,
+            **kwargs):
         from shared_codegen.frontend import launch as launch_mod
         return launch_mod.run(self, args, kwargs, grid, num_warps, num_stages, interpret,
-                              target, stream, warmup, num_ctas, cluster_dims)
+                              target, stream, warmup, num_ctas, cluster_dims, maxnreg)
 
     def warmup(self, *args, grid=(1,), **kwargs):
         return self.run(*args, grid=grid, warmup=True, **kwargs)

@@ -262,7 +262,7 @@ def lower_warp_specialize(op, ctx):
     ws: WarpSpecLowering = getattr(ctx, "warp_spec", None)
     if ws is None or ws.op is not op:
         raise LoweringError("internal: gl.warp_specialize reached lowering without a plan "
-                            "(lower_module calls warp_spec_rules.plan_kernel)", op)
+                            "(the warp_specialization_planning stage makes it)", op)
     plan = ws.plan
 
     # Step 1: the default warps hand the captures over and take their registers.
