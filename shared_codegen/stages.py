@@ -17,8 +17,8 @@ A frontend's stages file (`tile/stages.py`, `gluon/stages.py`) lists its own pas
                                 the barriers themselves are still placed while lowering, by
                                 `sync_shared` (ops/shared_memory/lowering.py), because where
                                 they go depends on the LLVM blocks op rules create
-    lower_to_llvm               LLVM IR (`asm["llir"]`; dump: the IR, then the LLVM IR as
-                                comments, as for the next two)
+    lower_to_llvm               LLVM IR (`asm["llir"]`; dump: the IR, then as comments every
+                                bar.sync lowering placed, with its op and line, and the LLVM IR)
     llvm_to_ptx                 PTX through LLVM's NVPTX backend (`asm["ptx"]`)
     ptx_to_cubin                the cubin through nvJitLink (`asm["cubin"]`; dump: its size
                                 and nvJitLink's log)
@@ -106,8 +106,21 @@ def lower_to_llvm(module: Module) -> Notes:
     """Stage: LLVM IR of the kernel (one `ptx_kernel` function)."""
     lowered = lower_module(module)
     module.stage_results["lowered"] = lowered
-    return Notes(lambda: f"LLVM IR ({lowered.shared_bytes} bytes of shared memory, "
-                         f"{lowered.num_warps} warps launched):\n{lowered.llvm_ir}")
+    barriers = module.stage_results.get("barriers", [])
+    return Notes(lambda: f"{_describe_barriers(barriers)}\nLLVM IR ({lowered.shared_bytes} "
+                         f"bytes of shared memory, {lowered.num_warps} warps launched):\n"
+                         f"{lowered.llvm_ir}")
+
+
+def _describe_barriers(barriers) -> str:
+    lines = [f"bar.sync placed while lowering (shared-memory hazards, thread_barrier, scratch "
+             f"reuse; not the warp-specialization hand-off and join): {len(barriers)}"]
+    for op, named in barriers:
+        which = "bar.sync 0" if named is None else f"bar.sync {named[0]}, {named[1]}"
+        where = "" if op is None else f" in {op.name}" + (
+            f" at {op.loc.file.rsplit('/', 1)[-1]}:{op.loc.line}" if op.loc.line else "")
+        lines.append(f"  {which}{where}")
+    return "\n".join(lines)
 
 
 def _target(module: Module) -> str:

@@ -154,6 +154,7 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     if not ctx.builder.block.is_terminated:
         ctx.builder.ret_void()
     check_shared_limit(ctx, fn)
+    module.stage_results["barriers"] = ctx.barriers
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
                          param_kinds=tuple(param_kind(a.type) for a in fn.args),
                          num_warps=launch_warps, target=target)

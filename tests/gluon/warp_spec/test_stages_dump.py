@@ -57,6 +57,13 @@ def test_barrier_insertion_and_axis_analysis_record_their_facts(dumps):
     assert "// out_ptr: !ptr<fp16> {contiguity = [1], divisibility = [16]" in facts
 
 
+def test_lowering_lists_the_barriers_it_placed(dumps):
+    lowered = dumps["lower_to_llvm"]
+    assert "// bar.sync placed while lowering" in lowered
+    # The default partition's barrier before its mbarrier inits: a named one, for its 4 warps.
+    assert "//   bar.sync 1, 128 in ttng.init_barrier at ws_kernels.py:" in lowered
+
+
 def test_the_backend_stages_dump_llvm_ir_ptx_and_the_cubin_size(dumps):
     assert "// LLVM IR" in dumps["lower_to_llvm"] and "define " in dumps["lower_to_llvm"]
     assert "// PTX:" in dumps["llvm_to_ptx"] and ".maxnreg" in dumps["llvm_to_ptx"]
