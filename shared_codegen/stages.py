@@ -25,81 +25,24 @@ A frontend's stages file (`tile/stages.py`, `gluon/stages.py`) lists its own pas
 
 Analysis and planning stages record their decisions on the IR (op attributes the printer
 shows) and leave what later stages need in `module.stage_results`; `lower_module` reads them
-instead of computing them.
+instead of computing them. They live with what they plan: lowering/planning.py (axes, shared
+memory, barrier facts) and ops/warp_specialize/planning.py.
 """
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet
-
-from shared_codegen.analysis import axis_info
-from shared_codegen.ir.core import Module, Operation, Value
+from shared_codegen.ir.core import Module
 from shared_codegen.ir.passes import Notes
 from shared_codegen.ir.printer import print_module
 from shared_codegen.lowering import backend
-from shared_codegen.lowering.context import LoweringError
 from shared_codegen.lowering.lower import lower_module
-from shared_codegen.lowering.shared_alloc import (
-    MAX_SHARED_BYTES,
-    OFFSET_ATTR,
-    alias_sets,
-    assign_offsets,
-)
-from shared_codegen.ops.shared_memory.definition import ALLOC, alloc_bytes
+from shared_codegen.lowering.planning import allocate_shared_memory, analyze_axes, plan_barriers
 from shared_codegen.ops.warp_specialize.planning import plan_warp_specialization
 
 
 def record_explicit_layout_ir(module: Module) -> None:
     """Stage: keep the explicit-layout IR as text before the backend annotates it."""
     module.stage_results["ttgir"] = print_module(module)
-
-
-def analyze_axes(module: Module) -> Notes:
-    """Stage: the axis analysis of the kernel (read by vectorized loads and stores)."""
-    analysis = axis_info.analyze(module.kernel)
-    module.stage_results["axis_info"] = analysis
-    return Notes(analysis.dump)
-
-
-def allocate_shared_memory(module: Module) -> Notes:
-    """Stage: byte offsets for every `ttg.local_alloc` (see lowering/shared_alloc.py)."""
-    fn = module.kernel
-    if not any(op.name == ALLOC for op in fn.walk()):
-        module.stage_results["static_shared_bytes"] = 0
-        return Notes(lambda: "no shared-memory allocations")
-    offsets, total = assign_offsets(fn)
-    if total > MAX_SHARED_BYTES:
-        sizes = ", ".join(f"{alloc_bytes(op.result.type)} B at {op.loc}" for op in offsets)
-        raise LoweringError(f"kernel `{fn.name}` needs {total} bytes of shared memory, more "
-                            f"than the {MAX_SHARED_BYTES} a CTA can have (allocations: "
-                            f"{sizes})")
-    for op, offset in offsets.items():
-        op.attrs[OFFSET_ATTR] = offset
-    module.stage_results["static_shared_bytes"] = total
-    return Notes(lambda: f"static shared memory: {total} bytes in {len(offsets)} allocations "
-                         f"(scratch of conversions and reductions starts after them)")
-
-
-def plan_barriers(module: Module) -> Notes:
-    """Stage: the allocations each shared-memory descriptor may view, which barrier placement
-    compares to decide whether two accesses conflict."""
-    fn = module.kernel
-    has_allocs = any(op.name == ALLOC for op in fn.walk())
-    aliases = alias_sets(fn) if has_allocs else {}
-    module.stage_results["shared_aliases"] = aliases
-    return Notes(lambda: _describe_aliases(aliases))
-
-
-def _describe_aliases(aliases: Dict[Value, FrozenSet[Operation]]) -> str:
-    if not aliases:
-        return "no shared-memory descriptors: no barriers for shared-memory hazards"
-    lines = ["bar.sync goes before an access that conflicts with one since the last barrier "
-             "(placed while lowering, by sync_shared); descriptors and the allocations "
-             "(by offset) they may view:"]
-    for value, allocs in aliases.items():
-        where = sorted(op.attrs.get(OFFSET_ATTR, 0) for op in allocs)
-        lines.append(f"  {value.name_hint or '?'}: {value.type} -> offsets {where}")
-    return "\n".join(lines)
 
 
 def lower_to_llvm(module: Module) -> Notes:
@@ -143,24 +86,18 @@ def ptx_to_cubin(module: Module) -> Notes:
                          f"nvJitLink log:\n{log or '(empty)'}")
 
 
-# What `lower_module` needs computed before it runs (it runs them itself when a module comes
-# to it without having gone through the stages, as hand-built test modules do).
-PLANNING_STAGES = [
+BACKEND_STAGES = [
+    ("explicit_layout_ir", record_explicit_layout_ir),
     ("axis_analysis", analyze_axes),
     ("warp_specialization_planning", plan_warp_specialization),
     ("shared_memory_allocation", allocate_shared_memory),
     ("barrier_insertion", plan_barriers),
-]
-
-BACKEND_STAGES = [
-    ("explicit_layout_ir", record_explicit_layout_ir),
-    *PLANNING_STAGES,
     ("lower_to_llvm", lower_to_llvm),
     ("llvm_to_ptx", llvm_to_ptx),
     ("ptx_to_cubin", ptx_to_cubin),
 ]
 
 
-__all__ = ["BACKEND_STAGES", "PLANNING_STAGES", "record_explicit_layout_ir", "analyze_axes",
+__all__ = ["BACKEND_STAGES", "record_explicit_layout_ir", "analyze_axes",
            "plan_warp_specialization", "allocate_shared_memory", "plan_barriers",
            "lower_to_llvm", "llvm_to_ptx", "ptx_to_cubin"]

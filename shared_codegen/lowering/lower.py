@@ -8,7 +8,7 @@ the body; each op's `OpDef.lower(op, ctx)` emits its code (see context.py for th
 What it needs decided first (axis analysis, warp-specialization plan, shared-memory offsets,
 the descriptors' alias sets) comes from the planning stages of `shared_codegen/stages.py`
 through `module.stage_results` and op attributes; a module that did not go through them (a
-hand-built one) gets them run here.
+hand-built one) gets them run here (`planning.ensure_planned`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from typing import Optional, Tuple
 
 from llvmlite import ir
 
-from shared_codegen.ir.core import Function, Module
+from shared_codegen.ir.core import Module
 from shared_codegen.ir.types import PointerType, ScalarType, TensorDescriptorType, TensorType
 from shared_codegen.lowering.context import I8, VOID, LoweringContext, LoweringError, llvm_type
+from shared_codegen.lowering.planning import ensure_planned
 from shared_codegen.lowering.shared_alloc import ALLOC, OFFSET_ATTR, check_shared_limit
 
 
@@ -74,16 +75,6 @@ def _tensor_map_param(llmod, lfn, index: int, larg) -> None:
     llmod.add_named_metadata("nvvm.annotations", md)
 
 
-def _ensure_planned(module: Module) -> None:
-    if "shared_aliases" in module.stage_results:
-        return
-    # Imported here: the stages sit above lowering (they call lower_module).
-    from shared_codegen.ir.passes import run_pipeline
-    from shared_codegen.stages import PLANNING_STAGES
-
-    run_pipeline(module, PLANNING_STAGES, verify=False)
-
-
 def _apply_shared_memory_plan(ctx, module: Module) -> None:
     """Give the context the offsets `shared_memory_allocation` recorded on each
     `ttg.local_alloc`, the alias sets of `barrier_insertion` and the scratch base."""
@@ -108,7 +99,7 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
             raise LoweringError(f"kernel argument {a.name_hint or a.index} is a tensor; "
                                 f"kernels take pointers and scalars")
 
-    _ensure_planned(module)
+    ensure_planned(module)
     # Warp specialization launches extra warps and fixes a starting register cap.
     warp_spec = module.stage_results["warp_specialization"]
     launch_warps = warp_spec.total_warps if warp_spec else num_warps
