@@ -103,3 +103,10 @@ def test_an_autotune_config_passes_its_options_on_to_the_launch():
 def test_a_range_asking_for_stages_says_it_is_not_pipelined():
     with pytest.warns(UserWarning, match=r"tl.range\(num_stages=2\) is ignored"):
         tl.range(0, 8, num_stages=2)
+
+
+def test_a_range_asking_for_unrolling_or_warp_specialization_says_it_is_ignored():
+    with pytest.warns(UserWarning, match=r"tl.range\(loop_unroll_factor=4\) is ignored"):
+        tl.range(0, 8, loop_unroll_factor=4)
+    with pytest.warns(UserWarning, match=r"tl.range\(warp_specialize=True\) is ignored"):
+        tl.range(0, 8, warp_specialize=True)

@@ -371,6 +371,10 @@ class range:
             warnings.warn(f"tl.range(num_stages={self.num_stages}) is ignored: software "
                           f"pipelining is not implemented yet, so the loop runs unpipelined",
                           UserWarning, stacklevel=2)
+        if isinstance(self.loop_unroll_factor, int) and self.loop_unroll_factor > 1:
+            warnings.warn(f"tl.range(loop_unroll_factor={self.loop_unroll_factor}) is ignored: "
+                          f"the loop is not unrolled (LLVM may still unroll it)", UserWarning,
+                          stacklevel=2)
         if self.warp_specialize:
             warnings.warn("tl.range(warp_specialize=True) is ignored: automatic warp "
                           "specialization is not implemented yet (write the partitions with "
