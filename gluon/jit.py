@@ -2,11 +2,11 @@
 frontend.
 
 A Gluon kernel is traced by the shared code generator with `GluonSemantic`; its IR already
-has a layout on every tensor (or an `AutoLayout()` placeholder), so the language's pipeline
-is only `gluon.passes.GLUON_PIPELINE` (resolve AutoLayout, verify layouts). That pipeline
-also runs right after tracing (`GluonJITFunction.make_ir`), so the CPU interpreter, which
-runs frontend IR, sees resolved layouts and rejects the same kernels the compiler rejects,
-with the same messages.
+has a layout on every tensor (or an `AutoLayout()` placeholder), so the language's own passes
+are only `gluon.passes.GLUON_PIPELINE` (resolve AutoLayout, verify layouts), the head of
+`gluon/stages.py`. Compiling and the CPU interpreter run them once each, on the traced IR,
+so both reject the same kernels with the same messages; `GluonJITFunction.make_ir` runs them
+too, for callers that want the module the interpreter runs.
 """
 
 from __future__ import annotations
@@ -25,22 +25,23 @@ class _LazySemantic:
         return GluonSemantic(builder)
 
 
-def _passes():
-    from gluon.passes import GLUON_PIPELINE
+def _stages():
+    from gluon.stages import GLUON_STAGES
 
-    return list(GLUON_PIPELINE)
+    return list(GLUON_STAGES)
 
 
-GLUON = Language("gluon", _LazySemantic(), _passes)
+GLUON = Language("gluon", _LazySemantic(), _stages)
 
 
 class GluonJITFunction(JITFunction):
     def make_ir(self, spec):
+        """The traced module after the language's passes (AutoLayout resolved)."""
         from shared_codegen.ir.passes import run_pipeline
 
         module = super().make_ir(spec)
         # verify=False: the shared verifier runs on the result where the IR is used.
-        return run_pipeline(module, _passes(), dump_dir=None, verify=False)
+        return run_pipeline(module, GLUON.passes(), dump_dir=None, verify=False)
 
 
 def jit(fn=None, *, do_not_specialize=(), debug=False, noinline=False, repr=None,

@@ -98,6 +98,10 @@ class Autotuner:
         merged.update(config.kwargs)
         merged["num_warps"] = config.num_warps
         merged["num_stages"] = config.num_stages
+        # Passed on so the launch reports what it cannot honour (num_ctas > 1, maxnreg).
+        merged["num_ctas"] = config.num_ctas
+        if config.maxnreg is not None:
+            merged["maxnreg"] = config.maxnreg
         return merged
 
     def _pruned(self, named) -> List[Config]:

@@ -11,10 +11,10 @@ def _semantic_class():
     return TileSemantic
 
 
-def _passes():
-    from tile.passes import TILE_PIPELINE
+def _stages():
+    from tile.stages import TILE_STAGES
 
-    return list(TILE_PIPELINE)
+    return list(TILE_STAGES)
 
 
 class _LazySemantic:
@@ -24,7 +24,7 @@ class _LazySemantic:
         return _semantic_class()(builder)
 
 
-TILE = Language("tile", _LazySemantic(), _passes)
+TILE = Language("tile", _LazySemantic(), _stages)
 
 
 def jit(fn=None, *, do_not_specialize=(), debug=False, noinline=False, repr=None,

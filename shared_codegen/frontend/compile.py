@@ -1,4 +1,4 @@
-"""From a specialization to a compiled kernel: IR -> passes -> LLVM -> PTX -> cubin.
+"""From a specialization to a compiled kernel: the language's stages list, IR to cubin.
 
 `CompiledKernel.asm` holds every stage: `ir` (frontend IR), `ttgir` (explicit-layout IR after
 the language's passes), `llir`, `ptx`, `cubin`. Compiling needs no GPU: the target is given
@@ -67,8 +67,17 @@ class CompiledKernel:
         return self._function
 
 
+def trace(jit_fn, spec):
+    """The frontend IR of one specialization, before any pass. Called through the base class
+    because a language's `make_ir` may run its passes too (Gluon's does, for its callers),
+    and the stages below must run them exactly once."""
+    from shared_codegen.frontend.jit import JITFunction
+
+    return JITFunction.make_ir(jit_fn, spec)
+
+
 def frontend_ir(jit_fn, spec):
-    module = jit_fn.make_ir(spec)
+    module = trace(jit_fn, spec)
     verify_module(module)
     return module
 
@@ -87,28 +96,27 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
         asm = dict(entry["artifacts"])
         return CompiledKernel(entry["metadata"]["name"], asm, dict(entry["metadata"]),
                               compile_seconds=time.perf_counter() - start)
-    kernel = compile_module(jit_fn.make_ir(spec), jit_fn.language, spec.target)
+    kernel = compile_module(trace(jit_fn, spec), jit_fn.language, spec.target)
     kernel.compile_seconds = time.perf_counter() - start
     cache.put(key, kernel.asm, kernel.metadata)
     return kernel
 
 
 def compile_module(module, language, target: str) -> CompiledKernel:
-    """Run the language's passes on a frontend-IR module and lower it to a cubin."""
-    from shared_codegen.lowering.backend import llvm_to_ptx, ptx_to_cubin
-    from shared_codegen.lowering.lower import lower_module
-
+    """Run the language's stages (tile/stages.py, gluon/stages.py) on a frontend-IR module,
+    down to the cubin."""
     asm: Dict[str, Any] = {}
     verify_module(module)
     asm["ir"] = print_module(module)
-    module = run_pipeline(module, language.passes(), verify=bool(config.get("SC_DEBUG")))
-    asm["ttgir"] = print_module(module)
-    lowered = lower_module(module)
+    module.stage_results["target"] = target
+    run_pipeline(module, language.stages(), verify=bool(config.get("SC_DEBUG")))
+    results = module.stage_results
+    lowered = results["lowered"]
+    asm["ttgir"] = results["ttgir"]
     asm["llir"] = lowered.llvm_ir
-    ptx = llvm_to_ptx(lowered.llvm_ir, target)
-    asm["ptx"] = ptx
-    cubin, log = ptx_to_cubin(ptx, target)
-    asm["cubin"] = bytes(cubin)
+    asm["ptx"] = results["ptx"]
+    asm["cubin"] = results["cubin"]
+    log = results["jit_log"]
     metadata = {"name": lowered.name, "shared_bytes": int(lowered.shared_bytes),
                 "num_warps": int(lowered.num_warps), "param_kinds": list(lowered.param_kinds),
                 "target": target, "jit_log": log or "",
@@ -118,10 +126,11 @@ def compile_module(module, language, target: str) -> CompiledKernel:
     return CompiledKernel(lowered.name, asm, metadata)
 
 
-def explicit_layout_module(jit_fn, spec):
-    """The module after the language's passes (what the converter prints as Gluon)."""
-    module = jit_fn.make_ir(spec)
-    return run_pipeline(module, jit_fn.language.passes(), verify=True)
+def explicit_layout_module(jit_fn, spec, verify: bool = True):
+    """The module after the language's passes: what the converter prints as Gluon and what
+    the CPU interpreter runs."""
+    module = trace(jit_fn, spec)
+    return run_pipeline(module, jit_fn.language.passes(), verify=verify)
 
 
 def wrap_internal_error(jit_fn, exc: BaseException) -> CompilationError:

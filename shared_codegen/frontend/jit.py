@@ -7,7 +7,8 @@ host (numpy arrays, CPU torch tensors), when no GPU is present, or when `interpr
 `SC_INTERPRET=1`, the same IR runs in the CPU interpreter instead.
 
 A language plugs in through a `Language` object: its semantic class (what builtins build)
-and its pass pipeline (what turns frontend IR into explicit-layout IR).
+and its stages list (frontend IR -> explicit-layout IR -> cubin; `tile/stages.py`,
+`gluon/stages.py`).
 """
 
 from __future__ import annotations
@@ -30,12 +31,22 @@ from shared_codegen.ir.core import Function, Location, Module
 from shared_codegen.ir.types import BY_NAME, PointerType
 from shared_codegen.ops.control.definition import RETURN, YieldOp
 
+# The first stage every frontend shares (shared_codegen/stages.py): what comes before it are
+# the language's own passes, which the interpreter and the converter run too.
+EXPLICIT_LAYOUT_STAGE = "explicit_layout_ir"
+
 
 @dataclass
 class Language:
     name: str
     semantic_class: Any
-    passes: Callable[[], list]  # returns [(name, fn(module) -> module)]
+    stages: Callable[[], list]  # the language's stages file: [(name, fn(module)), ...]
+
+    def passes(self) -> list:
+        """The stages up to the explicit-layout IR: the language's own passes."""
+        stages = self.stages()
+        names = [name for name, _ in stages]
+        return stages[:names.index(EXPLICIT_LAYOUT_STAGE)]
 
 
 class SourceInfo:
@@ -194,10 +205,11 @@ class JITFunction:
         return [v.value if isinstance(v, constexpr) else v for v in values]
 
     def run(self, *args, grid, num_warps=None, num_stages=None, num_ctas=1, interpret=None,
-            target=None, stream=None, warmup=False, cluster_dims=None, **kwargs):
+            target=None, stream=None, warmup=False, cluster_dims=None, maxnreg=None,
+            **kwargs):
         from shared_codegen.frontend import launch as launch_mod
         return launch_mod.run(self, args, kwargs, grid, num_warps, num_stages, interpret,
-                              target, stream, warmup, num_ctas, cluster_dims)
+                              target, stream, warmup, num_ctas, cluster_dims, maxnreg)
 
     def warmup(self, *args, grid=(1,), **kwargs):
         return self.run(*args, grid=grid, warmup=True, **kwargs)

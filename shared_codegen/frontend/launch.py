@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import warnings
 from typing import Any, Dict
 
 import numpy as np
@@ -135,6 +136,7 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
         raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
                             f"'{unknown[0]}'")
     _check_num_ctas(jit_fn, options.get("num_ctas", 1))
+    warn_unapplied_options(jit_fn, options.get("num_stages"), options.get("maxnreg"))
     values = [v.value if isinstance(v, constexpr) else v for v in values]
     return _dispatch(jit_fn, values, grid, num_warps, options.get("interpret"),
                      options.get("target"), stream, options.get("warmup", False), fast_key,
@@ -142,11 +144,31 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
 
 
 def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, stream, warmup,
-        num_ctas=1, cluster_dims=None):
+        num_ctas=1, cluster_dims=None, maxnreg=None):
     _check_num_ctas(jit_fn, num_ctas)
+    warn_unapplied_options(jit_fn, num_stages, maxnreg)
     values = jit_fn.bind_args(args, kwargs)
     return _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
                      cluster_dims=cluster_dims)
+
+
+# Triton's default: what a launch or an autotune Config without `num_stages` asks for.
+DEFAULT_NUM_STAGES = 3
+
+
+def warn_unapplied_options(jit_fn, num_stages, maxnreg) -> None:
+    """Launch options Triton accepts that nothing here applies yet: say so instead of
+    dropping them. `num_stages` asks the software pipeliner for that many stages; there is no
+    pipeliner yet, so loops run as with num_stages=1 (1 and the default ask for nothing more
+    than a kernel launched without the option gets)."""
+    if num_stages is not None and num_stages > 1 and num_stages != DEFAULT_NUM_STAGES:
+        warnings.warn(f"{jit_fn.__name__}: num_stages={num_stages} is ignored: software "
+                      f"pipelining is not implemented yet, so loops run unpipelined (as with "
+                      f"num_stages=1)", UserWarning, stacklevel=4)
+    if maxnreg is not None:
+        warnings.warn(f"{jit_fn.__name__}: maxnreg={maxnreg} is ignored: a per-thread "
+                      f"register cap from the launch is not implemented yet (ptxas picks the "
+                      f"count from the launch bound)", UserWarning, stacklevel=4)
 
 
 # Thread-block clusters (CUDA guide, "Thread Block Clusters"; sm_90+): at most 8 CTAs is the
@@ -226,9 +248,12 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
     cache_key = ("interp", spec.key, num_warps)
     module = jit_fn._variants.get(cache_key)
     if module is None:
-        module = jit_fn.make_ir(spec)
+        # The IR after the language's passes (for the tile DSL: layouts assigned, conversions
+        # inserted), the IR that is lowered, so a pass bug shows on the CPU too.
+        from shared_codegen.frontend.compile import explicit_layout_module
         from shared_codegen.ir.verifier import verify_module
 
+        module = explicit_layout_module(jit_fn, spec, verify=False)
         verify_module(module)
         jit_fn._variants[cache_key] = module
     memory = Memory()

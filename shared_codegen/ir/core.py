@@ -151,6 +151,9 @@ class Module:
     def __init__(self, attrs: Optional[Dict[str, Any]] = None):
         self.functions: Dict[str, Function] = {}
         self.attrs: Dict[str, Any] = dict(attrs or {})
+        # What the backend stages computed for later ones (the axis analysis, the LLVM IR, the
+        # PTX...): not IR, so not printed; decisions are also recorded as op attributes.
+        self.stage_results: Dict[str, Any] = {}
 
     def add(self, fn: Function) -> Function:
         self.functions[fn.name] = fn

@@ -9,6 +9,11 @@ A pass is `fn(module) -> None` (it rewrites in place). After each one the module
 when a dump folder is given (the `dump_dir` argument, else `SC_DUMP_IR_DIR`), the printed IR is
 written to `<dir>/<NN>-<pass name>.mlir`, with `00-input.mlir` holding what came in.
 
+The same driver runs a frontend's whole stages list (`tile/stages.py`, `gluon/stages.py`), down
+to the cubin, so a stage may return `Notes(text_fn)`: its dump is then the printed IR followed
+by `text_fn()` as `//` comments, for what is not IR (the axis analysis' facts, the LLVM IR, the
+PTX); `text_fn` only runs when dumping.
+
 Rewrites inside a pass are small named rules, `rule(op) -> bool` (True when it changed
 something), applied by `apply_rules` until none fires.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from shared_codegen.ir.core import Module, Operation, VerificationError
@@ -26,6 +32,14 @@ from shared_codegen.ir.verifier import verify_module
 Pass = Callable[[Module], None]
 NamedPass = Tuple[str, Pass]
 OpRule = Callable[[Operation], bool]
+
+
+@dataclass(frozen=True)
+class Notes:
+    """What a stage decided or produced beyond the IR, for its dump: `text()` is called only
+    when dumping."""
+
+    text: Callable[[], str]
 
 
 class PassError(RuntimeError):
@@ -51,11 +65,14 @@ def _file_name(index: int, name: str) -> str:
     return f"{index:02d}-{safe}.mlir"
 
 
-def _dump(dump_dir: str, index: int, name: str, module: Module) -> None:
+def _dump(dump_dir: str, index: int, name: str, module: Module, result=None) -> None:
     os.makedirs(dump_dir, exist_ok=True)
-    path = os.path.join(dump_dir, _file_name(index, name))
-    with open(path, "w") as f:
-        f.write(print_module(module))
+    content = print_module(module)
+    if isinstance(result, Notes):
+        notes = result.text().rstrip("\n")
+        content += "".join(f"// {line}\n" if line else "//\n" for line in notes.split("\n"))
+    with open(os.path.join(dump_dir, _file_name(index, name)), "w") as f:
+        f.write(content)
 
 
 def run_pipeline(module: Module, passes: Sequence[NamedPass], dump_dir: Optional[str] = None,
@@ -70,7 +87,7 @@ def run_pipeline(module: Module, passes: Sequence[NamedPass], dump_dir: Optional
         _dump(dump_dir, 0, "input", module)
     for index, (name, fn) in enumerate(passes, start=1):
         try:
-            fn(module)
+            result = fn(module)
             if verify:
                 verify_module(module)
         except VerificationError as exc:
@@ -78,7 +95,7 @@ def run_pipeline(module: Module, passes: Sequence[NamedPass], dump_dir: Optional
                 _dump(dump_dir, index, name + "-FAILED", module)
             raise PassError(name, exc) from exc
         if dump_dir:
-            _dump(dump_dir, index, name, module)
+            _dump(dump_dir, index, name, module, result)
     return module
 
 
@@ -130,4 +147,4 @@ def insert_after(anchor: Operation, op: Operation) -> Operation:
 
 
 __all__ = ["run_pipeline", "apply_rules", "PassError", "erase_op", "insert_before",
-           "insert_after", "dump_dir_from_env", "NamedPass"]
+           "insert_after", "dump_dir_from_env", "NamedPass", "Notes"]

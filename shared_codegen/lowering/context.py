@@ -115,8 +115,8 @@ class LoweringContext:
         self.target = target
         self.axis_info = axis_info  # the axis analysis result, or None (see vectorize.py)
         self.shared_bytes = 0
-        # Static allocations (`ttg.local_alloc`), planned by shared_alloc.plan_shared_memory
-        # before the body is lowered: their byte offsets, which allocations each descriptor
+        # Static allocations (`ttg.local_alloc`), planned by the stages before lowering
+        # (shared_codegen/stages.py): their byte offsets, which allocations each descriptor
         # may view, and their total size; scratch (`request_shared`) starts after them.
         self.shared_offsets: Dict[Operation, int] = {}
         self.shared_aliases: Dict[Value, Any] = {}
@@ -126,6 +126,10 @@ class LoweringContext:
         # how many `bar.sync` were emitted, and the basic block of the last one.
         self.barrier_count = 0
         self.barrier_block = None
+        # Where `barrier()` put each bar.sync: (the op being lowered, named barrier or None),
+        # which the lower_to_llvm stage's dump lists; `current_op` is that op.
+        self.barriers: List[tuple] = []
+        self.current_op: Optional[Operation] = None
         # (barrier id, thread count) that `barrier()` uses instead of `bar.sync 0`, set while
         # lowering a warp-specialized kernel (ops/warp_specialize/lowering.py).
         self.named_barrier = None
@@ -354,6 +358,7 @@ class LoweringContext:
             self.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", VOID, [self.i32(0)])
         self.barrier_count += 1
         self.barrier_block = self.builder.block
+        self.barriers.append((self.current_op, self.named_barrier))
 
     # ---- calls ----------------------------------------------------------------------------
     def declare(self, name: str, ret_type: ir.Type, arg_types: Sequence[ir.Type]) -> ir.Function:
@@ -425,6 +430,7 @@ class LoweringContext:
             raise LoweringError("unknown op (no OpDef registered)", op)
         if type(opdef).lower is _BASE_LOWER and type(opdef).lower_rule is None:
             raise LoweringError(f"no lowering rule for {op.name}", op)
+        outer, self.current_op = self.current_op, op
         try:
             lowered = opdef.lower(op, self)
         except LoweringError as exc:
@@ -433,6 +439,7 @@ class LoweringContext:
             raise
         except NotImplementedError as exc:
             raise LoweringError(str(exc) or f"no lowering rule for {op.name}", op) from None
+        self.current_op = outer
         if lowered is not None:
             lowered = list(lowered)
             if len(lowered) != len(op.results):

@@ -5,6 +5,10 @@
 
 The driver only sets up the function (parameters, launch bounds, alignment facts) and walks
 the body; each op's `OpDef.lower(op, ctx)` emits its code (see context.py for the contract).
+What it needs decided first (axis analysis, warp-specialization plan, shared-memory offsets,
+the descriptors' alias sets) comes from the planning stages of `shared_codegen/stages.py`
+through `module.stage_results` and op attributes; a module that did not go through them (a
+hand-built one) gets them run here (`planning.ensure_planned`).
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from typing import Optional, Tuple
 
 from llvmlite import ir
 
-from shared_codegen.ir.core import Function, Module
+from shared_codegen.ir.core import Module
 from shared_codegen.ir.types import PointerType, ScalarType, TensorDescriptorType, TensorType
 from shared_codegen.lowering.context import I8, VOID, LoweringContext, LoweringError, llvm_type
-from shared_codegen.lowering.shared_alloc import check_shared_limit, plan_shared_memory
+from shared_codegen.lowering.planning import ensure_planned
+from shared_codegen.lowering.shared_alloc import ALLOC, OFFSET_ATTR, check_shared_limit
 
 
 @dataclass(frozen=True)
@@ -70,21 +75,17 @@ def _tensor_map_param(llmod, lfn, index: int, larg) -> None:
     llmod.add_named_metadata("nvvm.annotations", md)
 
 
-def _analyze_axes(fn: Function):
-    """Run the axis analysis when the analysis package exists (vectorize.py falls back to
-    scalar accesses without it)."""
-    try:
-        from shared_codegen.analysis import axis_info
-    except ImportError:
-        return None
-    for name in ("analyze", "run"):
-        entry = getattr(axis_info, name, None)
-        if callable(entry):
-            return entry(fn)
-    cls = getattr(axis_info, "AxisInfo", None)
-    if cls is not None and hasattr(cls, "analyze"):
-        return cls.analyze(fn)
-    return None
+def _apply_shared_memory_plan(ctx, module: Module) -> None:
+    """Give the context the offsets `shared_memory_allocation` recorded on each
+    `ttg.local_alloc`, the alias sets of `barrier_insertion` and the scratch base."""
+    total = module.stage_results["static_shared_bytes"]
+    if not total and not module.stage_results["shared_aliases"]:
+        return
+    ctx.shared_offsets = {op: op.attrs[OFFSET_ATTR] for op in module.kernel.walk()
+                          if op.name == ALLOC and OFFSET_ATTR in op.attrs}
+    ctx.shared_aliases = module.stage_results["shared_aliases"]
+    ctx.static_shared_bytes = total
+    ctx.shared_bytes = max(ctx.shared_bytes, total)
 
 
 def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
@@ -98,9 +99,9 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
             raise LoweringError(f"kernel argument {a.name_hint or a.index} is a tensor; "
                                 f"kernels take pointers and scalars")
 
+    ensure_planned(module)
     # Warp specialization launches extra warps and fixes a starting register cap.
-    from shared_codegen.ops.warp_specialize.lowering import plan_kernel
-    warp_spec = plan_kernel(fn, num_warps)
+    warp_spec = module.stage_results["warp_specialization"]
     launch_warps = warp_spec.total_warps if warp_spec else num_warps
 
     llmod = ir.Module(name=fn.name)
@@ -130,19 +131,21 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         llmod.add_named_metadata("nvvm.annotations", md)
 
     ctx = LoweringContext(llmod, lfn, num_warps=num_warps, threads_per_warp=threads_per_warp,
-                          target=target, axis_info=_analyze_axes(fn))
+                          target=target,
+                          axis_info=module.stage_results["axis_info"])
     for arg, larg in zip(fn.args, lfn.args):
         value = larg
         if isinstance(arg.type, ScalarType) and arg.type.bits == 1:
             value = ctx.entry_builder.icmp_unsigned("!=", larg, ir.Constant(I8, 0))
         ctx.set(arg, value)
-    plan_shared_memory(ctx, fn)
+    _apply_shared_memory_plan(ctx, module)
     if warp_spec is not None:
         warp_spec.enter(ctx)
     ctx.lower_block(fn.body.block, list(ctx.get(a) for a in fn.args))
     if not ctx.builder.block.is_terminated:
         ctx.builder.ret_void()
     check_shared_limit(ctx, fn)
+    module.stage_results["barriers"] = ctx.barriers
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
                          param_kinds=tuple(param_kind(a.type) for a in fn.args),
                          num_warps=launch_warps, target=target)

@@ -2,6 +2,9 @@
 
     offsets, total = assign_offsets(fn)        # {local_alloc op: byte offset}, bytes
 
+The `shared_memory_allocation` stage (shared_codegen/stages.py) runs it and records each
+offset on its op (`offset`), which lowering reads.
+
 Liveness. Ops are numbered in program order (pre-order through regions). An allocation is
 live from its `local_alloc` to the last use of any descriptor that may view it; a use nested
 in a region counts as a use of the op, in the allocation's own block, that encloses it, so an
@@ -36,6 +39,10 @@ from shared_codegen.ops.shared_memory.definition import (
     alloc_alignment,
     alloc_bytes,
 )
+
+# The attribute the `shared_memory_allocation` stage (shared_codegen/stages.py) records each
+# allocation's byte offset in; lowering reads it back.
+OFFSET_ATTR = "offset"
 
 # The most shared memory one CTA may use on sm_90 / sm_100 (227 KB; CUDA programming guide,
 # "Compute capabilities", technical specifications).
@@ -177,23 +184,6 @@ def assign_offsets(fn: Function) -> Tuple[Dict[Operation, int], int]:
         placed.append((op, offset, size))
     total = max((off + sz for _, off, sz in placed), default=0)
     return offsets, _align_up(total, 16)
-
-
-def plan_shared_memory(ctx, fn: Function) -> None:
-    """Give the lowering context the allocations' offsets, their aliasing (for barrier
-    placement) and the scratch base (after them)."""
-    if not any(op.name == ALLOC for op in fn.walk()):
-        return
-    offsets, total = assign_offsets(fn)
-    if total > MAX_SHARED_BYTES:
-        sizes = ", ".join(f"{alloc_bytes(op.result.type)} B at {op.loc}" for op in offsets)
-        raise LoweringError(f"kernel `{fn.name}` needs {total} bytes of shared memory, more "
-                            f"than the {MAX_SHARED_BYTES} a CTA can have (allocations: "
-                            f"{sizes})")
-    ctx.shared_offsets = offsets
-    ctx.shared_aliases = alias_sets(fn)
-    ctx.static_shared_bytes = total
-    ctx.shared_bytes = max(ctx.shared_bytes, total)
 
 
 def check_shared_limit(ctx, fn: Function) -> None:

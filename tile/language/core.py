@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins as _py
 import enum
+import warnings
 
 from shared_codegen.frontend.values import builtin, tensor, unwrap
 from shared_codegen.ir.types import bfloat16, float32
@@ -365,6 +366,19 @@ class range:
         self.flatten = unwrap(flatten)
         self.warp_specialize = unwrap(warp_specialize)
         self.disable_licm = unwrap(disable_licm)
+        # Hints for passes that do not exist yet: a request that cannot run says so.
+        if isinstance(self.num_stages, int) and self.num_stages > 1:
+            warnings.warn(f"tl.range(num_stages={self.num_stages}) is ignored: software "
+                          f"pipelining is not implemented yet, so the loop runs unpipelined",
+                          UserWarning, stacklevel=2)
+        if isinstance(self.loop_unroll_factor, int) and self.loop_unroll_factor > 1:
+            warnings.warn(f"tl.range(loop_unroll_factor={self.loop_unroll_factor}) is ignored: "
+                          f"the loop is not unrolled (LLVM may still unroll it)", UserWarning,
+                          stacklevel=2)
+        if self.warp_specialize:
+            warnings.warn("tl.range(warp_specialize=True) is ignored: automatic warp "
+                          "specialization is not implemented yet (write the partitions with "
+                          "gluon's gl.warp_specialize)", UserWarning, stacklevel=2)
 
     def __iter__(self):
         raise RuntimeError("tl.range can only be used in a @jit function")

@@ -1,9 +1,9 @@
 """Tile-IR passes: turn layout-free IR into explicit-layout IR a Gluon author could write.
 
-`TILE_PIPELINE` is the flat list of named passes, run with
+`TILE_PIPELINE` is the flat list of these passes, run with
 `shared_codegen.ir.passes.run_pipeline(module, TILE_PIPELINE)`; set `SC_DUMP_IR_DIR` to get
-the IR after each one. Later passes (dot acceleration, pipelining, shared-memory planning)
-append themselves here.
+the IR after each one. It is the head of `tile/stages.py`, which continues to the cubin; a new
+pass (dot acceleration, pipelining) goes in both.
 """
 
 from tile.passes.cleanup import cse, remove_redundant_conversions

@@ -202,7 +202,13 @@ class WarpSpecializeOp(OpDef):
         return b.create(NAME, operands, list(result_types), attrs, regions)
 
     def print_attrs(self, op):
-        return format_attrs({k: op.attrs[k] for k in ("worker_num_warps", "worker_num_regs")})
+        shown = {k: op.attrs[k] for k in ("worker_num_warps", "worker_num_regs")}
+        plan = op.attrs.get("warp_plan")  # recorded by the warp_specialization_planning stage
+        if plan is not None:
+            shown.update(total_warps=plan.total_warps, starts=plan.starts,
+                         entry_regs=plan.entry_regs, default_regs=plan.default_regs,
+                         warpgroup_regs=[f"{g}:{r}" for g, r in plan.warpgroup_regs])
+        return format_attrs(shown)
 
     def verify(self, op):
         counts = op.attrs.get("worker_arg_counts", ())

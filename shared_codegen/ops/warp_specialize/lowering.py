@@ -100,39 +100,6 @@ class WarpSpecLowering:
         b.position_at_end(default)
 
 
-def plan_kernel(fn: Function, num_warps: int) -> Optional[WarpSpecLowering]:
-    """The kernel's warp specialization, checked for what lowering supports; None without."""
-    ops = [op for op in fn.walk() if op.name == NAME]
-    if not ops:
-        return None
-    if len(ops) > 1:
-        raise LoweringError("a kernel may call gl.warp_specialize only once (its warps are "
-                            "forked once, at the kernel's entry)", ops[1])
-    op = ops[0]
-    if op.parent is not fn.body.block:
-        raise LoweringError("gl.warp_specialize must be called at the top level of the "
-                            "kernel, not inside a loop or branch", op)
-    for region in op.regions:
-        for top in region.block.ops:
-            for inner in top.walk():
-                if inner.name == "ttg.local_alloc":
-                    raise LoweringError("allocate shared memory before gl.warp_specialize "
-                                        "and pass it to the partitions: partitions run "
-                                        "concurrently, so their buffers cannot share "
-                                        "memory", inner)
-    try:
-        plan = WarpPlan.make(num_warps, op.attrs["worker_num_warps"],
-                             op.attrs["worker_num_regs"], list(op.attrs["partition_names"])[1:])
-    except ValueError as exc:
-        raise LoweringError(str(exc), op) from None
-    for v in op.operands:
-        if isinstance(v.type, TensorDescriptorType) and id(v) not in \
-                {id(a) for a in fn.args}:
-            raise LoweringError("a tensor descriptor passed to a worker partition must be a "
-                                "kernel parameter", op)
-    return WarpSpecLowering(op, plan, fn)
-
-
 # ---- PTX helpers -----------------------------------------------------------------------------
 
 def _cta_barrier(ctx) -> None:
@@ -295,7 +262,7 @@ def lower_warp_specialize(op, ctx):
     ws: WarpSpecLowering = getattr(ctx, "warp_spec", None)
     if ws is None or ws.op is not op:
         raise LoweringError("internal: gl.warp_specialize reached lowering without a plan "
-                            "(lower_module calls warp_spec_rules.plan_kernel)", op)
+                            "(the warp_specialization_planning stage makes it)", op)
     plan = ws.plan
 
     # Step 1: the default warps hand the captures over and take their registers.
@@ -369,4 +336,4 @@ def _worker_path(ctx, ws: WarpSpecLowering, scratch: int) -> None:
     b.ret_void()
 
 
-__all__ = ["plan_kernel", "lower_warp_specialize", "WarpSpecLowering"]
+__all__ = ["lower_warp_specialize", "WarpSpecLowering"]

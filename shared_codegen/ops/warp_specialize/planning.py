@@ -1,0 +1,64 @@
+"""The `warp_specialization_planning` stage: where each partition's warps go and how many
+registers each warpgroup holds, decided before lowering.
+
+    ttg.warp_specialize %a, %b {worker_num_warps = [1, 1], worker_num_regs = [24, 24],
+        plan: total_warps = 8, starts = [4, 5], entry_regs = 128, default_regs = 232, ...}
+
+The stage checks what lowering supports (one `gl.warp_specialize`, at the kernel's top level,
+no allocation inside a partition, tensor descriptors only from kernel parameters), records the
+`WarpPlan` on the op (`warp_plan`, which the op's printer shows) and leaves the per-kernel
+lowering state in `module.stage_results["warp_specialization"]`, which `lower_module` reads for
+the launch size, the `.maxnreg` cap and the warp-role branch at the kernel's entry.
+"""
+
+from __future__ import annotations
+
+from shared_codegen.ir.core import Module
+from shared_codegen.ir.types import TensorDescriptorType
+from shared_codegen.lowering.context import LoweringError
+from shared_codegen.ops.shared_memory.definition import ALLOC
+from shared_codegen.ops.warp_specialize.definition import NAME, WarpPlan
+from shared_codegen.ops.warp_specialize.lowering import WarpSpecLowering
+
+PLAN_ATTR = "warp_plan"
+RESULT_KEY = "warp_specialization"
+
+
+def plan_warp_specialization(module: Module) -> None:
+    """Stage: plan the kernel's warp specialization (nothing to do without one)."""
+    fn = module.kernel
+    num_warps = int(module.attrs.get("num_warps", 4))
+    module.stage_results[RESULT_KEY] = None
+    ops = [op for op in fn.walk() if op.name == NAME]
+    if not ops:
+        return
+    if len(ops) > 1:
+        raise LoweringError("a kernel may call gl.warp_specialize only once (its warps are "
+                            "forked once, at the kernel's entry)", ops[1])
+    op = ops[0]
+    if op.parent is not fn.body.block:
+        raise LoweringError("gl.warp_specialize must be called at the top level of the "
+                            "kernel, not inside a loop or branch", op)
+    for region in op.regions:
+        for top in region.block.ops:
+            for inner in top.walk():
+                if inner.name == ALLOC:
+                    raise LoweringError("allocate shared memory before gl.warp_specialize "
+                                        "and pass it to the partitions: partitions run "
+                                        "concurrently, so their buffers cannot share "
+                                        "memory", inner)
+    try:
+        plan = WarpPlan.make(num_warps, op.attrs["worker_num_warps"],
+                             op.attrs["worker_num_regs"], list(op.attrs["partition_names"])[1:])
+    except ValueError as exc:
+        raise LoweringError(str(exc), op) from None
+    kernel_args = {id(a) for a in fn.args}
+    for v in op.operands:
+        if isinstance(v.type, TensorDescriptorType) and id(v) not in kernel_args:
+            raise LoweringError("a tensor descriptor passed to a worker partition must be a "
+                                "kernel parameter", op)
+    op.attrs[PLAN_ATTR] = plan
+    module.stage_results[RESULT_KEY] = WarpSpecLowering(op, plan, fn)
+
+
+__all__ = ["plan_warp_specialization", "PLAN_ATTR", "RESULT_KEY"]

@@ -1,0 +1,112 @@
+"""tile/stages.py: the stages list, the interpreter running the IR after the tile passes, and
+launch options that nothing applies yet (num_stages, maxnreg) reported instead of dropped."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import shared_codegen.interpreter.run as interpreter_run
+import tile
+import tile.language as tl
+from shared_codegen.frontend.errors import ArgumentError
+from shared_codegen.ir.printer import print_module
+from shared_codegen.ir.types import TensorType
+from shared_codegen.stages import BACKEND_STAGES
+from tile.passes import TILE_PIPELINE
+from tile.stages import TILE_STAGES
+
+
+@tile.jit
+def transpose_kernel(x_ptr, out_ptr, N: tl.constexpr):
+    rows = tl.arange(0, N)[:, None]
+    cols = tl.arange(0, N)[None, :]
+    x = tl.load(x_ptr + rows * N + cols)
+    tl.store(out_ptr + rows * N + cols, tl.trans(x))
+
+
+@tile.jit
+def copy_kernel(x_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+
+def test_the_stages_are_the_tile_passes_then_the_shared_backend_stages():
+    names = [name for name, _ in TILE_STAGES]
+    assert names[:len(TILE_PIPELINE)] == [name for name, _ in TILE_PIPELINE]
+    assert TILE_STAGES[len(TILE_PIPELINE):] == BACKEND_STAGES
+    assert names[-4:] == ["barrier_insertion", "lower_to_llvm", "llvm_to_ptx", "ptx_to_cubin"]
+
+
+@pytest.fixture
+def interpreted_modules(monkeypatch):
+    modules = []
+    run_kernel = interpreter_run.run_kernel
+
+    def recording(module, *args):
+        modules.append(module)
+        return run_kernel(module, *args)
+
+    monkeypatch.setattr(interpreter_run, "run_kernel", recording)
+    return modules
+
+
+def test_the_interpreter_runs_the_ir_after_the_tile_passes(interpreted_modules):
+    x = np.arange(256, dtype=np.float32).reshape(16, 16)
+    out = np.zeros_like(x)
+    transpose_kernel[(1,)](x, out, N=16)
+    np.testing.assert_array_equal(out, x.T)
+    (module,) = interpreted_modules
+    tensors = [r for op in module.walk() for r in op.results if isinstance(r.type, TensorType)]
+    assert tensors and all(t.type.layout is not None for t in tensors)
+    # The transpose's layout differs from the store's: the pass inserted a conversion, and
+    # the interpreter executed it.
+    assert "ttg.convert_layout" in print_module(module)
+
+
+def _launch(**options):
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros_like(x)
+    copy_kernel[(1,)](x, out, N=64, **options)
+    np.testing.assert_array_equal(out, x)
+
+
+def test_num_stages_is_reported_until_pipelining_exists():
+    with pytest.warns(UserWarning, match=r"copy_kernel: num_stages=4 is ignored: software "
+                                         r"pipelining is not implemented yet"):
+        _launch(num_stages=4)
+
+
+@pytest.mark.parametrize("num_stages", [None, 1, 3])
+def test_no_pipelining_asked_or_the_default_launches_quietly(num_stages):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _launch(num_stages=num_stages)
+
+
+def test_maxnreg_is_reported_as_not_applied():
+    with pytest.warns(UserWarning, match=r"maxnreg=128 is ignored"):
+        _launch(maxnreg=128)
+
+
+def test_an_autotune_config_passes_its_options_on_to_the_launch():
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros_like(x)
+    staged = tile.autotune([tile.Config({}, num_stages=5)], key=[])(copy_kernel)
+    with pytest.warns(UserWarning, match=r"num_stages=5 is ignored"):
+        staged[(1,)](x, out, N=64)
+    clustered = tile.autotune([tile.Config({}, num_ctas=2)], key=[])(copy_kernel)
+    with pytest.raises(ArgumentError, match=r"num_ctas=2 is not supported"):
+        clustered[(1,)](x, out, N=64)
+
+
+def test_a_range_asking_for_stages_says_it_is_not_pipelined():
+    with pytest.warns(UserWarning, match=r"tl.range\(num_stages=2\) is ignored"):
+        tl.range(0, 8, num_stages=2)
+
+
+def test_a_range_asking_for_unrolling_or_warp_specialization_says_it_is_ignored():
+    with pytest.warns(UserWarning, match=r"tl.range\(loop_unroll_factor=4\) is ignored"):
+        tl.range(0, 8, loop_unroll_factor=4)
+    with pytest.warns(UserWarning, match=r"tl.range\(warp_specialize=True\) is ignored"):
+        tl.range(0, 8, warp_specialize=True)

@@ -1,0 +1,53 @@
+"""Every step from tile IR to cubin, in order: the list `tile.compile` and launches run.
+
+The tile frontend traces a kernel into IR whose tensors have no layout. Its own passes make
+that IR explicit, exactly what a Gluon author could have written; from there the stages are
+the ones every frontend shares (`shared_codegen/stages.py`):
+
+    layout_assignment             a layout for every tensor (coalesced accesses, mma operand
+                                  layouts, reductions), `ttg.convert_layout` where they differ
+    remove_redundant_conversions  drop conversions that change nothing or undo each other
+    cse                           merge identical pure ops the rewrites duplicated
+    explicit_layout_ir            the IR the CPU interpreter runs and the converter prints
+    axis_analysis                 contiguity / divisibility, for 16-byte global accesses
+    warp_specialization_planning  partitions' warps and registers (none in tile kernels yet)
+    shared_memory_allocation      offsets of shared-memory buffers, packed by liveness
+    barrier_insertion             the aliasing facts `bar.sync` placement reads
+    lower_to_llvm, llvm_to_ptx, ptx_to_cubin
+
+Not here yet: software pipelining. Until it is, `num_stages` other than 1 or the default is
+reported when a kernel is launched (shared_codegen/frontend/launch.py), not silently dropped.
+
+`SC_DUMP_IR_DIR=dir` writes the IR after each stage to `dir/NN-<stage>.mlir`; analysis,
+planning and backend stages add what they decided or produced (attributes on the ops, or
+`//` notes at the end: axis facts, LLVM IR, PTX).
+"""
+
+from shared_codegen.stages import (
+    allocate_shared_memory,
+    analyze_axes,
+    llvm_to_ptx,
+    lower_to_llvm,
+    plan_barriers,
+    plan_warp_specialization,
+    ptx_to_cubin,
+    record_explicit_layout_ir,
+)
+from tile.passes.cleanup import cse, remove_redundant_conversions
+from tile.passes.layout_assignment import assign_layouts
+
+TILE_STAGES = [
+    ("layout_assignment", assign_layouts),
+    ("remove_redundant_conversions", remove_redundant_conversions),
+    ("cse", cse),
+    ("explicit_layout_ir", record_explicit_layout_ir),
+    ("axis_analysis", analyze_axes),
+    ("warp_specialization_planning", plan_warp_specialization),
+    ("shared_memory_allocation", allocate_shared_memory),
+    ("barrier_insertion", plan_barriers),
+    ("lower_to_llvm", lower_to_llvm),
+    ("llvm_to_ptx", llvm_to_ptx),
+    ("ptx_to_cubin", ptx_to_cubin),
+]
+
+__all__ = ["TILE_STAGES"]
