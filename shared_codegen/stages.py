@@ -25,19 +25,28 @@ A frontend's stages file (`tile/stages.py`, `gluon/stages.py`) lists its own pas
 
 Analysis and planning stages record their decisions on the IR (op attributes the printer
 shows) and leave what later stages need in `module.stage_results`; `lower_module` reads them
-instead of computing them. They live with what they plan: lowering/planning.py (axes, shared
-memory, barrier facts) and ops/warp_specialize/planning.py.
+instead of computing them. They live with what they plan: axis analysis here, shared memory
+and barrier facts in ops/shared_memory/allocation.py, warp specialization in
+ops/warp_specialize/planning.py. `plan_and_lower` runs them for a module built by hand.
 """
 
 from __future__ import annotations
 
+from shared_codegen.analysis import axis_info
 from shared_codegen.ir.core import Module
 from shared_codegen.ir.passes import Notes
 from shared_codegen.ir.printer import print_module
 from shared_codegen.lowering import backend
 from shared_codegen.lowering.lower import lower_module
-from shared_codegen.lowering.planning import allocate_shared_memory, analyze_axes, plan_barriers
+from shared_codegen.ops.shared_memory.allocation import allocate_shared_memory, plan_barriers
 from shared_codegen.ops.warp_specialize.planning import plan_warp_specialization
+
+
+def analyze_axes(module: Module) -> Notes:
+    """Stage: the axis analysis of the kernel (read by vectorized loads and stores)."""
+    analysis = axis_info.analyze(module.kernel)
+    module.stage_results["axis_info"] = analysis
+    return Notes(analysis.dump)
 
 
 def record_explicit_layout_ir(module: Module) -> None:
@@ -86,6 +95,17 @@ def ptx_to_cubin(module: Module) -> Notes:
                          f"nvJitLink log:\n{log or '(empty)'}")
 
 
+def plan_and_lower(module: Module, target=None):
+    """Run the planning stages on a module that did not go through a stages list (one built
+    by hand, in tests) and lower it."""
+    if "shared_aliases" not in module.stage_results:
+        analyze_axes(module)
+        plan_warp_specialization(module)
+        allocate_shared_memory(module)
+        plan_barriers(module)
+    return lower_module(module, target)
+
+
 BACKEND_STAGES = [
     ("explicit_layout_ir", record_explicit_layout_ir),
     ("axis_analysis", analyze_axes),
@@ -100,4 +120,4 @@ BACKEND_STAGES = [
 
 __all__ = ["BACKEND_STAGES", "record_explicit_layout_ir", "analyze_axes",
            "plan_warp_specialization", "allocate_shared_memory", "plan_barriers",
-           "lower_to_llvm", "llvm_to_ptx", "ptx_to_cubin"]
+           "lower_to_llvm", "llvm_to_ptx", "ptx_to_cubin", "plan_and_lower"]

@@ -38,7 +38,6 @@ value and are joined with what the loop body yields until nothing changes (a fix
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -345,10 +344,11 @@ class AxisAnalysis:
 
     @staticmethod
     def _control_visitor(op: Operation):
-        """The visitor of a control-flow op (its regions carry values), or None."""
-        return _control_visitors().get(type(op.opdef))
+        """The visitor of a control-flow op (its regions carry values: the op's
+        `axis_region_rule` trait), or None."""
+        return op.opdef.axis_region_rule if op.opdef is not None else None
 
-    def _visit_for(self, op: Operation) -> None:
+    def visit_for(self, op: Operation) -> None:
         lb, _, step = (self._info[v] for v in op.operands[:3])
         block = op.regions[0].block
         # The induction variable is lb + i*step: every value keeps what both divide.
@@ -362,7 +362,7 @@ class AxisAnalysis:
         for i, (res, init) in enumerate(zip(op.results, inits)):
             self._carry(res, self._info[init], self._info.get(term.operands[i]))
 
-    def _visit_if(self, op: Operation) -> None:
+    def visit_if(self, op: Operation) -> None:
         for region in op.regions:
             self._visit_block(region.block)
         then_t, else_t = (r.block.terminator for r in op.regions)
@@ -370,7 +370,7 @@ class AxisAnalysis:
             self._carry(res, self._info.get(then_t.operands[i]),
                         self._info.get(else_t.operands[i]))
 
-    def _visit_while(self, op: Operation) -> None:
+    def visit_while(self, op: Operation) -> None:
         before, after = op.regions[0].block, op.regions[1].block
         cond, yld = before.terminator, after.terminator
         for i, arg in enumerate(before.args):
@@ -383,14 +383,6 @@ class AxisAnalysis:
             self._carry(res, self._info[cond.operands[1 + i]])
 
 
-
-@functools.cache
-def _control_visitors():
-    # Imported on first use: the op families import this module for their axis rules.
-    from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp
-
-    return {ForOp: AxisAnalysis._visit_for, IfOp: AxisAnalysis._visit_if,
-            WhileOp: AxisAnalysis._visit_while}
 
 
 def _argument_info(fn: Function, index: int, arg: Value) -> AxisInfo:

@@ -196,6 +196,8 @@ class OpDef:
     layout_rule: Any = None
     # `rule(op, operand_infos) -> result_infos` for axis analysis; None: nothing is known.
     axis_rule: Optional[Callable] = None
+    # Ops whose regions carry values (scf.for/if/while): `rule(analysis, op)` visits them.
+    axis_region_rule: Optional[Callable] = None
     # No side effects, so `cse` merges duplicates. A family spanning several op names may give
     # the subset of its names instead of True (the same for `cheap`).
     pure: Any = False

@@ -67,6 +67,11 @@ BFloatType._create_instance()
 BF16 = BFloatType()
 
 
+# The most shared memory one CTA may use on sm_90 / sm_100 (227 KB; CUDA programming guide,
+# "Compute capabilities", technical specifications).
+MAX_SHARED_BYTES = 227 * 1024
+
+
 class LoweringError(Exception):
     """A kernel could not be lowered; the message names the op and its source line."""
 

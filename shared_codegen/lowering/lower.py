@@ -8,7 +8,7 @@ the body; each op's `OpDef.lower(op, ctx)` emits its code (see context.py for th
 What it needs decided first (axis analysis, warp-specialization plan, shared-memory offsets,
 the descriptors' alias sets) comes from the planning stages of `shared_codegen/stages.py`
 through `module.stage_results` and op attributes; a module that did not go through them (a
-hand-built one) gets them run here (`planning.ensure_planned`).
+hand-built one) goes through `shared_codegen.stages.plan_and_lower`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,16 @@ from typing import Optional, Tuple
 
 from llvmlite import ir
 
-from shared_codegen.ir.core import Module
+from shared_codegen.ir.core import Function, Module
 from shared_codegen.ir.types import PointerType, ScalarType, TensorDescriptorType, TensorType
-from shared_codegen.lowering.context import I8, VOID, LoweringContext, LoweringError, llvm_type
-from shared_codegen.lowering.planning import ensure_planned
-from shared_codegen.lowering.shared_alloc import ALLOC, OFFSET_ATTR, check_shared_limit
+from shared_codegen.lowering.context import (
+    I8,
+    MAX_SHARED_BYTES,
+    VOID,
+    LoweringContext,
+    LoweringError,
+    llvm_type,
+)
 
 
 @dataclass(frozen=True)
@@ -81,8 +86,7 @@ def _apply_shared_memory_plan(ctx, module: Module) -> None:
     total = module.stage_results["static_shared_bytes"]
     if not total and not module.stage_results["shared_aliases"]:
         return
-    ctx.shared_offsets = {op: op.attrs[OFFSET_ATTR] for op in module.kernel.walk()
-                          if op.name == ALLOC and OFFSET_ATTR in op.attrs}
+    ctx.shared_offsets = dict(module.stage_results["shared_offsets"])
     ctx.shared_aliases = module.stage_results["shared_aliases"]
     ctx.static_shared_bytes = total
     ctx.shared_bytes = max(ctx.shared_bytes, total)
@@ -99,7 +103,10 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
             raise LoweringError(f"kernel argument {a.name_hint or a.index} is a tensor; "
                                 f"kernels take pointers and scalars")
 
-    ensure_planned(module)
+    if "shared_aliases" not in module.stage_results:
+        raise LoweringError(f"kernel `{fn.name}` reached lowering without its planning stages; "
+                            f"use shared_codegen.stages.plan_and_lower for a module built by "
+                            f"hand")
     # Warp specialization launches extra warps and fixes a starting register cap.
     warp_spec = module.stage_results["warp_specialization"]
     launch_warps = warp_spec.total_warps if warp_spec else num_warps
@@ -150,5 +157,13 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
                          param_kinds=tuple(param_kind(a.type) for a in fn.args),
                          num_warps=launch_warps, target=target)
 
+
+
+
+def check_shared_limit(ctx, fn: Function) -> None:
+    if ctx.shared_bytes > MAX_SHARED_BYTES:
+        raise LoweringError(f"kernel `{fn.name}` needs {ctx.shared_bytes} bytes of shared "
+                            f"memory ({ctx.static_shared_bytes} allocated, the rest scratch), "
+                            f"more than the {MAX_SHARED_BYTES} a CTA can have")
 
 __all__ = ["LoweredKernel", "lower_module", "param_kind"]

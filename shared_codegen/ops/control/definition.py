@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared_codegen.analysis.axis_info import AxisAnalysis
 from shared_codegen.ir.core import OpDef, Region, VerificationError
 from shared_codegen.ir.types import int1, scalar_of
 from shared_codegen.layouts.relations import TERMINATOR, LayoutRule, Same
@@ -67,6 +68,7 @@ WHILE_CARRIED = LayoutRule("while-carried values", _while_carried)
 class ForOp(OpDef):
     name = "scf.for"
     layout_rule = FOR_CARRIED
+    axis_region_rule = staticmethod(AxisAnalysis.visit_for)
 
     @staticmethod
     def build(b, lb, ub, step, inits, iv_name=""):
@@ -102,6 +104,7 @@ class ForOp(OpDef):
 class IfOp(OpDef):
     name = "scf.if"
     layout_rule = IF_RESULTS
+    axis_region_rule = staticmethod(AxisAnalysis.visit_if)
 
     @staticmethod
     def build(b, cond, result_types):
@@ -123,6 +126,7 @@ class IfOp(OpDef):
 class WhileOp(OpDef):
     name = "scf.while"
     layout_rule = WHILE_CARRIED
+    axis_region_rule = staticmethod(AxisAnalysis.visit_while)
 
     @staticmethod
     def build(b, inits):

@@ -30,7 +30,7 @@ alloc_shape)` alone:
 
 The interpreter executes these maps on numpy offset arrays (`ops/shared_memory/interpreter.py`),
 lowering on registers (`ops/shared_memory/lowering.py`); allocation offsets come from
-`lowering/shared_alloc.py`.
+`allocation.py` beside this file.
 """
 
 from __future__ import annotations

@@ -46,10 +46,9 @@ from typing import List, Optional
 from llvmlite import ir
 
 from shared_codegen.ir.core import Function, lowering_rule, walk_block
-from shared_codegen.ir.types import PointerType, ScalarType, SharedMemoryType, TensorDescriptorType
+from shared_codegen.ir.types import PointerType, ScalarType, SharedMemoryType
 from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
 from shared_codegen.ops.warp_specialize.definition import (
-    NAME,
     WarpPlan,
     WarpSpecializeOp,
     worker_operands,

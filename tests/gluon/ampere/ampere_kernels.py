@@ -19,7 +19,7 @@ from shared_codegen.ops.tensor.definition import BroadcastOp, ExpandDimsOp, Make
 from shared_codegen.ir.types import TensorType, int32, pointer_type
 from shared_codegen.ir.verifier import verify_module
 from shared_codegen.lowering.backend import llvm_to_ptx, ptx_to_cubin
-from shared_codegen.lowering.lower import lower_module
+from shared_codegen.stages import plan_and_lower as lower_module
 
 
 class Kernel:

@@ -12,15 +12,15 @@ from shared_codegen.interpreter.memory import Memory
 from shared_codegen.interpreter.run import run_kernel
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Function, Location, Module
+from shared_codegen.ir.types import SharedMemoryType, int32, pointer_type
+from shared_codegen.ir.verifier import verify_module
+from shared_codegen.lowering.backend import llvm_to_ptx, ptx_to_cubin
 from shared_codegen.ops.arith.definition import AddPtrOp, BinaryOp, ConstantOp
 from shared_codegen.ops.control.definition import YieldOp
 from shared_codegen.ops.memory.definition import LoadOp, StoreOp
 from shared_codegen.ops.shared_memory.definition import LocalAllocOp
 from shared_codegen.ops.tensor.definition import BroadcastOp, ExpandDimsOp, MakeRangeOp, SplatOp
-from shared_codegen.ir.types import SharedMemoryType, int32, pointer_type
-from shared_codegen.ir.verifier import verify_module
-from shared_codegen.lowering.backend import llvm_to_ptx, ptx_to_cubin
-from shared_codegen.lowering.lower import lower_module
+from shared_codegen.stages import plan_and_lower as lower_module
 
 
 def blocked(shape, per_thread=None, num_warps=4, order=None):

@@ -4,14 +4,14 @@ reuse, and loop-carried descriptors."""
 import re
 
 import numpy as np
+from smem_kernels import Kernel, blocked, compile_ptx, interpret
 
 from gluon.layouts import NVMMASharedLayout, SwizzledSharedLayout
+from shared_codegen.ir.types import float16, float32
 from shared_codegen.ops.control.definition import ForOp, YieldOp
+from shared_codegen.ops.shared_memory.allocation import assign_offsets, live_ranges
 from shared_codegen.ops.shared_memory.definition import LocalLoadOp, LocalStoreOp, MemDescIndexOp
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp
-from shared_codegen.lowering.shared_alloc import assign_offsets, live_ranges
-from shared_codegen.ir.types import float16, float32
-from smem_kernels import Kernel, blocked, compile_ptx, interpret
 
 SHAPE = (64, 64)
 NVMMA = NVMMASharedLayout(128, 16)

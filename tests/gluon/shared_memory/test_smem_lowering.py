@@ -7,18 +7,22 @@ import re
 import numpy as np
 import pytest
 from llvmlite import ir
+from smem_kernels import Kernel, blocked, compile_ptx, interpret
+from xthread_sim import SimContext, SimError
 
 from gluon.layouts import BlockedLayout, NVMMASharedLayout, SwizzledSharedLayout
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
-from shared_codegen.ops.shared_memory.definition import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
-                                                 MemDescSubsliceOp, MemDescTransOp,
-                                                 offset_map)
-from shared_codegen.ir.types import (SharedMemoryType, TensorType, float16, float32, int32,
-                                     int8)
+from shared_codegen.ir.types import SharedMemoryType, TensorType, float16, float32, int8, int32
 from shared_codegen.ops.shared_memory import lowering as rules
-from xthread_sim import SimContext, SimError
-from smem_kernels import Kernel, blocked, compile_ptx, interpret
+from shared_codegen.ops.shared_memory.definition import (
+    LocalLoadOp,
+    LocalStoreOp,
+    MemDescIndexOp,
+    MemDescSubsliceOp,
+    MemDescTransOp,
+    offset_map,
+)
 
 
 class SmemSim(SimContext):

@@ -5,16 +5,16 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from shared_codegen.layouts.distributed import BlockedLayout
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Function, Module
+from shared_codegen.ir.types import TensorType, int32, pointer_type
+from shared_codegen.layouts.distributed import BlockedLayout
+from shared_codegen.lowering.backend import llvm_to_ptx, ptx_to_cubin
 from shared_codegen.ops.arith.definition import AddPtrOp, BinaryOp, CompareOp, ConstantOp
 from shared_codegen.ops.control.definition import YieldOp
 from shared_codegen.ops.program.definition import ProgramIdOp
 from shared_codegen.ops.tensor.definition import MakeRangeOp, SplatOp
-from shared_codegen.ir.types import TensorType, int32, pointer_type
-from shared_codegen.lowering.backend import llvm_to_ptx, ptx_to_cubin
-from shared_codegen.lowering.lower import lower_module
+from shared_codegen.stages import plan_and_lower as lower_module
 
 TARGETS = ("sm_90a", "sm_100a")
 

@@ -5,19 +5,17 @@ ldmatrix per the PTX fragment layout) and compiled to PTX and cubin for sm_90a."
 
 import re
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gluon.layouts import BlockedLayout, DistributedLinearLayout, NVMMADistributedLayout
-from shared_codegen.layouts.planner import plan_conversion
-from shared_codegen.ops.tensor import definition as tensor
-from shared_codegen.ir.types import bfloat16, float8e4nv, float16, float32, float64, int8
-from shared_codegen.lowering.context import _to_linear
-from shared_codegen.lowering.xthread_swizzle import plan_sides
 from test_convert_shuffle import convert_ptx, simulate_convert
 from test_cross_thread import count
+
+from gluon.layouts import BlockedLayout, DistributedLinearLayout, NVMMADistributedLayout
+from shared_codegen.ir.types import bfloat16, float8e4nv, float16, float32, float64, int8
+from shared_codegen.layouts.planner import plan_conversion
+from shared_codegen.lowering.context import _to_linear
+from shared_codegen.lowering.xthread_swizzle import plan_sides
 
 
 def blocked(spt, tpw, wpc, order):

@@ -8,19 +8,29 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_cross_thread import Kernel, count
+from xthread_sim import SimContext
 
 from gluon.layouts import BlockedLayout, DistributedLinearLayout
-from shared_codegen.layouts.planner import plan_conversion
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
-from shared_codegen.ops.tensor import definition as tensor
-from shared_codegen.ir.types import (TensorType, bfloat16, float8e4nv, float16, float32,
-                                     float64, int1, int8, int16, int32, int64)
-from shared_codegen.lowering import cross_thread as xt
-from shared_codegen.ops.tensor import lowering as tensor_rules
+from shared_codegen.ir.types import (
+    TensorType,
+    bfloat16,
+    float8e4nv,
+    float16,
+    float32,
+    float64,
+    int1,
+    int8,
+    int16,
+    int32,
+    int64,
+)
+from shared_codegen.layouts.planner import plan_conversion
 from shared_codegen.lowering.xthread_shuffle import Affine, fit_affine, schedule_shuffle
-from xthread_sim import SimContext
-from test_cross_thread import Kernel, count
+from shared_codegen.ops.tensor import definition as tensor
+from shared_codegen.ops.tensor import lowering as tensor_rules
 
 DTYPES = {"fp16": float16, "bf16": bfloat16, "fp32": float32, "fp64": float64, "i8": int8,
           "i16": int16, "i32": int32, "i64": int64, "i1": int1, "fp8": float8e4nv}

@@ -3,18 +3,18 @@ of the CTA in lock step, shared memory race-checked) and compared with numpy."""
 
 import numpy as np
 import pytest
+from xthread_sim import SimContext, SimError
 
 from gluon.layouts import BlockedLayout, SliceLayout
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
-from shared_codegen.ops.reduction import definition as reduction
-from shared_codegen.ops.tensor import definition as tensor  # noqa: F401 - registers the ops
 from shared_codegen.ir.types import TensorType, float32, int32
 from shared_codegen.lowering import cross_thread as xt
+from shared_codegen.ops.reduction import definition as reduction
 from shared_codegen.ops.reduction import lowering as reduce_rules
-from shared_codegen.ops.tensor import lowering as tensor_rules
 from shared_codegen.ops.reduction.scan_lowering import lower_scan
-from xthread_sim import SimContext, SimError
+from shared_codegen.ops.tensor import definition as tensor  # noqa: F401 - registers the ops
+from shared_codegen.ops.tensor import lowering as tensor_rules
 
 
 def _add(a, b):

@@ -3,17 +3,36 @@
 import pytest
 from lowering_kernels import KernelBuilder, blocked_1d, compile_all, count, ptr
 
-from shared_codegen.ir.core import OpDef, Operation, Location
-from shared_codegen.ops.arith.definition import (BINARY_RULES, FLOAT_BINARY, BinaryOp, CastOp,
-                                         CompareOp, SelectOp, cast_op_name)
+from shared_codegen.ir.core import Location, OpDef, Operation
+from shared_codegen.ir.types import (
+    bfloat16,
+    float8e4nv,
+    float8e5,
+    float16,
+    float32,
+    float64,
+    int1,
+    int8,
+    int32,
+    int64,
+    uint8,
+    uint32,
+)
+from shared_codegen.lowering.context import LoweringError
+from shared_codegen.ops.arith.definition import (
+    BINARY_RULES,
+    FLOAT_BINARY,
+    BinaryOp,
+    CastOp,
+    CompareOp,
+    SelectOp,
+    cast_op_name,
+)
 from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp, YieldOp
 from shared_codegen.ops.math.definition import UNARY_FLOAT_RULES, AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ops.memory.definition import LoadOp, StoreOp
 from shared_codegen.ops.program.definition import AssertOp, BarrierOp, ProgramIdOp
-from shared_codegen.ir.types import (bfloat16, float8e4nv, float8e5, float16, float32, float64,
-                                     int1, int8, int32, int64, uint8, uint32)
-from shared_codegen.lowering.context import LoweringError
-from shared_codegen.lowering.lower import lower_module
+from shared_codegen.stages import plan_and_lower as lower_module
 
 BLOCK = 256
 LAYOUT = blocked_1d(2)

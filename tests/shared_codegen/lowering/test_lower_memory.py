@@ -6,9 +6,9 @@ sm_100a and reads the PTX.
 
 from lowering_kernels import KernelBuilder, blocked_1d, compile_all, count, ptr
 
+from shared_codegen.ir.types import bfloat16, float16, float32, int32, int64
 from shared_codegen.ops.arith.definition import BinaryOp
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
-from shared_codegen.ir.types import bfloat16, float16, float32, int32, int64
 
 ALIGNED = {0: 16, 1: 16, 2: 16}
 

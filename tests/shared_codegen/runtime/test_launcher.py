@@ -128,6 +128,7 @@ def test_bad_arguments_name_position_and_kind(record):
 
 def test_a_driver_error_names_the_launch(monkeypatch):
     from cuda.bindings.driver import CUresult
+
     from shared_codegen.runtime.driver import CudaError
 
     monkeypatch.setattr(launcher, "_cuLaunchKernel",

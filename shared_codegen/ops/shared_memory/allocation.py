@@ -2,8 +2,10 @@
 
     offsets, total = assign_offsets(fn)        # {local_alloc op: byte offset}, bytes
 
-The `shared_memory_allocation` stage (shared_codegen/stages.py) runs it and records each
-offset on its op (`offset`), which lowering reads.
+The `shared_memory_allocation` stage (`allocate_shared_memory`, listed in
+shared_codegen/stages.py) runs it and records each offset on its op (`offset`) and in
+`module.stage_results["shared_offsets"]`, which lowering reads; `plan_barriers` records the
+alias sets that barrier placement compares.
 
 Liveness. Ops are numbered in program order (pre-order through regions). An allocation is
 live from its `local_alloc` to the last use of any descriptor that may view it; a use nested
@@ -30,9 +32,10 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
-from shared_codegen.ir.core import Block, Function, Operation, Value
+from shared_codegen.ir.core import Block, Function, Module, Operation, Value
+from shared_codegen.ir.passes import Notes
 from shared_codegen.ir.types import SharedMemoryType
-from shared_codegen.lowering.context import LoweringError
+from shared_codegen.lowering.context import MAX_SHARED_BYTES, LoweringError
 from shared_codegen.ops.shared_memory.definition import (
     ALLOC,
     VIEW_OPS,
@@ -44,9 +47,6 @@ from shared_codegen.ops.shared_memory.definition import (
 # allocation's byte offset in; lowering reads it back.
 OFFSET_ATTR = "offset"
 
-# The most shared memory one CTA may use on sm_90 / sm_100 (227 KB; CUDA programming guide,
-# "Compute capabilities", technical specifications).
-MAX_SHARED_BYTES = 227 * 1024
 
 
 def _is_memdesc(v: Value) -> bool:
@@ -186,8 +186,46 @@ def assign_offsets(fn: Function) -> Tuple[Dict[Operation, int], int]:
     return offsets, _align_up(total, 16)
 
 
-def check_shared_limit(ctx, fn: Function) -> None:
-    if ctx.shared_bytes > MAX_SHARED_BYTES:
-        raise LoweringError(f"kernel `{fn.name}` needs {ctx.shared_bytes} bytes of shared "
-                            f"memory ({ctx.static_shared_bytes} allocated, the rest scratch), "
-                            f"more than the {MAX_SHARED_BYTES} a CTA can have")
+# ---- the stages (listed in shared_codegen/stages.py) ------------------------------------
+
+def allocate_shared_memory(module: Module) -> Notes:
+    """Stage: byte offsets for every `ttg.local_alloc` (`assign_offsets` above)."""
+    fn = module.kernel
+    if not any(op.name == ALLOC for op in fn.walk()):
+        module.stage_results["shared_offsets"] = {}
+        module.stage_results["static_shared_bytes"] = 0
+        return Notes(lambda: "no shared-memory allocations")
+    offsets, total = assign_offsets(fn)
+    if total > MAX_SHARED_BYTES:
+        sizes = ", ".join(f"{alloc_bytes(op.result.type)} B at {op.loc}" for op in offsets)
+        raise LoweringError(f"kernel `{fn.name}` needs {total} bytes of shared memory, more "
+                            f"than the {MAX_SHARED_BYTES} a CTA can have (allocations: "
+                            f"{sizes})")
+    for op, offset in offsets.items():
+        op.attrs[OFFSET_ATTR] = offset
+    module.stage_results["shared_offsets"] = dict(offsets)
+    module.stage_results["static_shared_bytes"] = total
+    return Notes(lambda: f"static shared memory: {total} bytes in {len(offsets)} allocations "
+                         f"(scratch of conversions and reductions starts after them)")
+
+
+def plan_barriers(module: Module) -> Notes:
+    """Stage: the allocations each shared-memory descriptor may view, which barrier placement
+    compares to decide whether two accesses conflict."""
+    fn = module.kernel
+    has_allocs = any(op.name == ALLOC for op in fn.walk())
+    aliases = alias_sets(fn) if has_allocs else {}
+    module.stage_results["shared_aliases"] = aliases
+    return Notes(lambda: _describe_aliases(aliases))
+
+
+def _describe_aliases(aliases: Dict[Value, FrozenSet[Operation]]) -> str:
+    if not aliases:
+        return "no shared-memory descriptors: no barriers for shared-memory hazards"
+    lines = ["bar.sync goes before an access that conflicts with one since the last barrier "
+             "(placed while lowering, by sync_shared); descriptors and the allocations "
+             "(by offset) they may view:"]
+    for value, allocs in aliases.items():
+        where = sorted(op.attrs.get(OFFSET_ATTR, 0) for op in allocs)
+        lines.append(f"  {value.name_hint or '?'}: {value.type} -> offsets {where}")
+    return "\n".join(lines)
