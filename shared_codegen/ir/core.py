@@ -10,7 +10,6 @@ interpreter rule and lowering rule side by side. `Operation.opdef` finds it by n
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
@@ -62,11 +61,6 @@ class Block:
         self.args: List[Value] = [Value(t, self, i) for i, t in enumerate(arg_types)]
         self.ops: List[Operation] = []
         self.parent = parent  # the Region
-
-    def add_arg(self, ty: IRType, name_hint: str = "") -> Value:
-        v = Value(ty, self, len(self.args), name_hint)
-        self.args.append(v)
-        return v
 
     @property
     def terminator(self) -> Optional["Operation"]:
@@ -227,10 +221,6 @@ def lookup_opdef(name: str) -> Optional[OpDef]:
     return _OPDEFS.get(name)
 
 
-def all_opdefs() -> Dict[str, OpDef]:
-    return dict(_OPDEFS)
-
-
 def format_attrs(attrs: Dict[str, Any]) -> str:
     if not attrs:
         return ""
@@ -253,13 +243,6 @@ class VerificationError(Exception):
         if op is not None and op.loc.line:
             message = f"{op.loc}: {op.name}: {message}"
         super().__init__(message)
-
-
-_counter = itertools.count()
-
-
-def fresh_id() -> int:
-    return next(_counter)
 
 
 def replace_all_uses(root_ops: List[Operation], old: Value, new: Value) -> None:

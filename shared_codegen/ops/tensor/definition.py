@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from shared_codegen.ir.core import OpDef, VerificationError
-from shared_codegen.ir.types import TensorType, int32, scalar_of
+from shared_codegen.ir.types import TensorType, int32
 
 
 class MakeRangeOp(OpDef):
@@ -167,11 +167,3 @@ class HintOp(OpDef):
 
     def interpret(self, op, frame):
         return [frame[op.operands[0]]]
-
-
-def rank_of(ty) -> int:
-    return len(ty.shape) if isinstance(ty, TensorType) else 0
-
-
-def element_of(ty):
-    return scalar_of(ty)
