@@ -150,11 +150,6 @@ GL_DTYPES = {"float16": gl.float16, "bfloat16": gl.bfloat16, "float8_e4m3fn": gl
              "float8_e5m2": gl.float8e5, "float32": gl.float32}
 
 
-def _dtype_name(x) -> str:
-    name = str(x.dtype)
-    return name[len("torch."):] if name.startswith("torch.") else name
-
-
 def _itemsize(x) -> int:
     return x.itemsize if isinstance(x, np.ndarray) else x.element_size()
 

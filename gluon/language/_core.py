@@ -19,30 +19,29 @@ from tile.language import _types as T
 @builtin
 def arange(start, end, layout=None, _semantic=None):
     """The int32 values [start, end) in `layout` (AutoLayout() when omitted)."""
-    return _semantic.arange(start, end, unwrap(layout))
+    return _semantic.arange(start, end, layout)
 
 
 @builtin
 def full(shape, value, dtype, layout=None, _semantic=None):
     """A `shape` tensor of `dtype` filled with `value`, in `layout` (AutoLayout() when
     omitted)."""
-    return _semantic.full(shape, value, dtype, unwrap(layout))
+    return _semantic.full(shape, value, dtype, layout)
 
 
 @builtin
 def zeros(shape, dtype, layout=None, _semantic=None):
-    return _semantic.full(shape, 0, dtype, unwrap(layout))
+    return _semantic.full(shape, 0, dtype, layout)
 
 
 @builtin
 def full_like(input, value, shape=None, dtype=None, layout=None, _semantic=None):
     """Like `input` (its shape, dtype and layout unless given), filled with `value`."""
-    x = unwrap(input)
-    if not isinstance(x, tensor):
-        raise TypeError(f"gl.full_like needs a tensor, got {T.describe(x)}")
-    return _semantic.full(x.shape if unwrap(shape) is None else shape, value,
-                          x.dtype if unwrap(dtype) is None else dtype,
-                          x.layout if unwrap(layout) is None else unwrap(layout))
+    if not isinstance(input, tensor):
+        raise TypeError(f"gl.full_like needs a tensor, got {T.describe(input)}")
+    return _semantic.full(input.shape if shape is None else shape, value,
+                          input.dtype if dtype is None else dtype,
+                          input.layout if layout is None else layout)
 
 
 @builtin
@@ -63,14 +62,14 @@ def to_tensor(x, _semantic=None):
 def convert_layout(value, layout, assert_trivial=False, _semantic=None):
     """`value` redistributed in `layout`. With `assert_trivial`, compilation fails unless no
     data crosses threads (a no-op or a register permutation)."""
-    return _semantic.convert_layout(value, unwrap(layout), unwrap(assert_trivial))
+    return _semantic.convert_layout(value, layout, assert_trivial)
 
 
 @builtin
 def set_auto_layout(value, layout, _semantic=None):
     """Give a tensor that has AutoLayout() the concrete `layout` (and, through the resolve
     pass, every AutoLayout tensor it was computed from)."""
-    return _semantic.set_auto_layout(value, unwrap(layout))
+    return _semantic.set_auto_layout(value, layout)
 
 
 @builtin

@@ -31,7 +31,7 @@ from gluon.language._layouts import (
     is_auto,
     linear_form,
 )
-from shared_codegen.frontend.values import tensor, unwrap
+from shared_codegen.frontend.values import tensor
 from shared_codegen.ir.types import TensorType
 from shared_codegen.ops.arith.definition import ConstantOp
 from shared_codegen.ops.program.definition import BarrierOp
@@ -96,8 +96,6 @@ class GluonSemantic(TileSemantic):
         """Pin an AutoLayout tensor to `layout`. Built as a `ttg.convert_layout` marked
         `set_auto_layout`; the resolve pass propagates the layout backwards from it and then
         removes it, so it never moves data."""
-        x = unwrap(x)
-        layout = unwrap(layout)
         if not isinstance(x, tensor) or not x.is_block():
             raise TypeError(f"gl.set_auto_layout needs a tensor, got {T.describe(x)}")
         if not isinstance(layout, DistributedLayout) or is_auto(layout):
@@ -137,18 +135,18 @@ class GluonSemantic(TileSemantic):
 
     # ---- creation -------------------------------------------------------------------------
     def arange(self, start, end, layout=None) -> tensor:
-        layout = AutoLayout() if unwrap(layout) is None else unwrap(layout)
+        layout = AutoLayout() if layout is None else layout
         out = super().arange(start, end)
         self.check_layout(layout, out.shape, "gl.arange")
         return self._retag(out, layout)
 
     def full(self, shape, value, dtype, layout=None) -> tensor:
-        shape = T.canonical_shape(shape) if unwrap(shape) not in ((), []) else []
-        if unwrap(dtype) is None:
+        shape = T.canonical_shape(shape) if shape not in ((), []) else []
+        if dtype is None:
             raise ValueError("gl.full needs a `dtype`")
         dtype = T.as_dtype(dtype)
-        layout = AutoLayout() if unwrap(layout) is None else unwrap(layout)
-        value = T.plain_number(unwrap(value))
+        layout = AutoLayout() if layout is None else layout
+        value = T.plain_number(value)
         if isinstance(value, tensor):
             if value.is_block():
                 raise ValueError(f"gl.full's `value` must be a scalar, got {value.type}")
@@ -163,7 +161,7 @@ class GluonSemantic(TileSemantic):
                                                  ty))
 
     def to_tensor(self, x, like=None) -> tensor:
-        if isinstance(like, tensor) and like.is_block() and not isinstance(unwrap(x), tensor):
+        if isinstance(like, tensor) and like.is_block() and not isinstance(x, tensor):
             scalar = super().to_tensor(x, like=like.dtype)
             return self._broadcast_to(scalar, like.shape, like.layout)
         return super().to_tensor(x, like)
@@ -227,14 +225,13 @@ class GluonSemantic(TileSemantic):
 
     def binary_operands(self, lhs, rhs, allow_lhs_ptr=False, allow_rhs_ptr=False,
                         arithmetic=True, div_or_mod=False, sym=""):
-        a, b = unwrap(lhs), unwrap(rhs)
         what = f"operands of {_operator_text(sym)}" if sym else "operands"
-        a, b = self.unify_layouts([a, b], ["lhs", "rhs"], what)
+        a, b = self.unify_layouts([lhs, rhs], ["lhs", "rhs"], what)
         return super().binary_operands(a, b, allow_lhs_ptr, allow_rhs_ptr, arithmetic,
                                        div_or_mod, sym)
 
     def where(self, cond, a, b) -> tensor:
-        xs = self.unify_layouts([unwrap(cond), unwrap(a), unwrap(b)],
+        xs = self.unify_layouts([cond, a, b],
                                 ["condition", "x", "y"], "operands of gl.where")
         return super().where(*xs)
 
@@ -246,12 +243,10 @@ class GluonSemantic(TileSemantic):
     def _memory_operands(self, fn, ptr, named):
         """`ptr` and the other operands of a memory op with the pointer's layout: scalars
         are splatted with it, tensors must already have it."""
-        ptr = unwrap(ptr)
         if not isinstance(ptr, tensor) or not ptr.is_block():
-            return [unwrap(v) for _, v in named]
+            return [v for _, v in named]
         out = []
         for name, v in named:
-            v = unwrap(v)
             if isinstance(v, tensor) and v.is_block():
                 if is_auto(v.layout) and not is_auto(ptr.layout):
                     v = self.set_auto_layout(v, ptr.layout)
@@ -270,15 +265,14 @@ class GluonSemantic(TileSemantic):
     def _splat_like_pointer(self, ptr, values):
         """Scalar values of a store / atomic as tensors in the pointer's layout (the shared
         code would otherwise splat them without one)."""
-        p = unwrap(ptr)
-        if not isinstance(p, tensor) or not p.is_block():
+        if not isinstance(ptr, tensor) or not ptr.is_block():
             return values
         out = []
         for v in values:
             if v is not None:
                 v = self._operand(v)
                 if not v.is_block():
-                    v = self._broadcast_to(v, p.shape, p.layout)
+                    v = self._broadcast_to(v, ptr.shape, ptr.layout)
             out.append(v)
         return out
 
@@ -314,7 +308,7 @@ class GluonSemantic(TileSemantic):
         return x
 
     def reshape(self, x, shape, can_reorder=False) -> tensor:
-        if unwrap(can_reorder):
+        if can_reorder:
             raise ValueError("gl.reshape: can_reorder=True is not supported in Gluon (the "
                              "result layout must be known); reshape keeps row-major order")
         x = self._operand(x, "reshape input")
@@ -336,14 +330,12 @@ class GluonSemantic(TileSemantic):
             return self._retag(out, x.layout)
         from shared_codegen.layouts.relations import transposed_layout
 
-        order = [int(unwrap(d)) for d in dims]
+        order = [int(d) for d in dims]
         return self._retag(out, transposed_layout(x.layout, order, x.shape))
 
     def convert_layout(self, x, layout, assert_trivial=False) -> tensor:
         from shared_codegen.ops.tensor.definition import ConvertLayoutOp
 
-        x = unwrap(x)
-        layout = unwrap(layout)
         if not isinstance(x, tensor) or not x.is_block():
             raise TypeError(f"gl.convert_layout needs a tensor, got {T.describe(x)}")
         if not isinstance(layout, DistributedLayout) or is_auto(layout):
@@ -353,7 +345,7 @@ class GluonSemantic(TileSemantic):
             raise LayoutError("gl.convert_layout input has no layout yet (AutoLayout); use "
                               "gl.set_auto_layout(x, layout) to give it one")
         self.check_layout(layout, x.shape, "gl.convert_layout")
-        if unwrap(assert_trivial):
+        if assert_trivial:
             self._assert_trivial(x, layout)
         if layout == x.layout:
             return x
@@ -383,7 +375,7 @@ class GluonSemantic(TileSemantic):
         inputs = self._same_layout_inputs(inputs, what)
         rank = len(inputs[0].shape)
         source_layout = inputs[0].layout
-        flat = unwrap(axis) is None
+        flat = axis is None
         if flat:
             inputs = [self.reshape(t, [t.numel]) for t in inputs]
             axis = 0
@@ -396,7 +388,7 @@ class GluonSemantic(TileSemantic):
         op = ReduceOp.build(self.builder, [t.handle for t in inputs], axis, result_layout)
         self._build_combine(op, inputs, body, what)
         results = [self.make_tensor(r) for r in op.results]
-        if unwrap(keep_dims):
+        if keep_dims:
             if flat:
                 results = [self._broadcast_to(r, [1] * rank, source_layout) for r in results]
             else:
@@ -412,13 +404,12 @@ class GluonSemantic(TileSemantic):
     def to_linear_layout(self, layout, shape):
         from shared_codegen.layouts import to_linear_layout
 
-        layout = unwrap(layout)
         if is_auto(layout):
             return layout
         if not isinstance(layout, (DistributedLayout, SharedLayout)):
             raise TypeError(f"gl.to_linear_layout: expected a DistributedLayout or "
                             f"SharedLayout, got {type(layout).__name__}")
-        return to_linear_layout(layout, [int(unwrap(s)) for s in unwrap(shape)])
+        return to_linear_layout(layout, [int(s) for s in shape])
 
     def bank_conflicts(self, distr_ty, shared_ty) -> int:
         """Gluon 3.6's `bank_conflicts(distr_ty, shared_ty)`: `distr_ty` is a tensor type
@@ -426,7 +417,6 @@ class GluonSemantic(TileSemantic):
         `layout`, an element type and optionally `alloc_shape`)."""
         from shared_codegen.layouts.bank_conflicts import bank_conflicts
 
-        distr_ty, shared_ty = unwrap(distr_ty), unwrap(shared_ty)
         if isinstance(distr_ty, tensor):
             distr_ty = distr_ty.type
         if not isinstance(distr_ty, TensorType) or not isinstance(distr_ty.layout,

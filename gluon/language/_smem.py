@@ -53,7 +53,7 @@ def _checked(op):
 
 
 def _ints(what, values):
-    values = [unwrap(v) for v in unwrap(values)]
+    values = list(values)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
         raise TypeError(f"all elements of '{what}' must be integers but got {values}")
     return values
@@ -110,7 +110,6 @@ class shared_memory_descriptor(tensor):
     @builtin
     def load(self, layout, _semantic=None) -> tensor:
         """The view's elements as a register tensor in the distributed `layout`."""
-        layout = unwrap(layout)
         if layout is None or is_shared_layout(layout) or _is_auto(layout):
             raise TypeError(f"expected 'layout' to be a DistributedLayout but got {layout!r}")
         op = LocalLoadOp.build(_semantic.builder, self.handle, layout).owner
@@ -119,7 +118,6 @@ class shared_memory_descriptor(tensor):
     @builtin
     def store(self, value, _semantic=None) -> None:
         """Write a register tensor of the view's shape and dtype into it."""
-        value = unwrap(value)
         if not isinstance(value, tensor) or not isinstance(value.type, TensorType):
             raise TypeError(f"expected 'value' to be a tensor, but got a {type(value).__name__}")
         if list(value.shape) != self.shape:
@@ -152,7 +150,7 @@ class shared_memory_descriptor(tensor):
     @builtin
     def index(self, index, _semantic=None) -> "shared_memory_descriptor":
         """The subview `self[index]` (dim 0 dropped); `index` may be a runtime int32."""
-        index = _semantic.to_tensor(unwrap(index))
+        index = _semantic.to_tensor(index)
         if index.type != int32:
             raise TypeError(f"expected 'index' to be int32 but got {index.type}")
         op = MemDescIndexOp.build(_semantic.builder, self.handle, index.handle).owner
@@ -184,7 +182,6 @@ class shared_memory_descriptor(tensor):
     @builtin
     def _reinterpret(self, dtype, shape, layout, _semantic=None) -> "shared_memory_descriptor":
         """The view's bytes as another dtype, shape and shared layout."""
-        dtype, layout = unwrap(dtype), unwrap(layout)
         _check_dtype(dtype)
         _check_layout(layout)
         shape = _ints("shape", shape)
@@ -203,7 +200,6 @@ def allocate_shared_memory(element_ty, shape, layout, value=None,
                            _semantic=None) -> shared_memory_descriptor:
     """A new shared-memory allocation of `shape` elements of `element_ty`, placed by the
     shared `layout`, initialized from the register tensor `value` when given."""
-    element_ty, layout, value = unwrap(element_ty), unwrap(layout), unwrap(value)
     _check_dtype(element_ty)
     shape = _ints("shape", shape)
     _check_layout(layout)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from shared_codegen.frontend.values import builtin, tensor, unwrap, wrap
+from shared_codegen.frontend.values import builtin, tensor, wrap
 from shared_codegen.ir.core import Region
 from shared_codegen.ops.control.definition import YieldOp
 from shared_codegen.ops.warp_specialize.definition import WarpPlan, WarpSpecializeOp, check_capture
@@ -28,7 +28,6 @@ from shared_codegen.ops.warp_specialize.definition import WarpPlan, WarpSpeciali
 
 def _flatten(value, what: str, out: List[tensor], check: bool):
     """The runtime values inside `value` (tensors, nested tuples/lists), in order."""
-    value = unwrap(value)
     if isinstance(value, tensor):
         if check:
             check_capture(value.type, what)
@@ -41,7 +40,6 @@ def _flatten(value, what: str, out: List[tensor], check: bool):
 
 def _rebuild(value, handles: List):
     """`value` with its runtime values replaced, in order, by wrapped `handles`."""
-    value = unwrap(value)
     if isinstance(value, tensor):
         h = handles.pop(0)
         return wrap(h, value.type)
@@ -63,7 +61,7 @@ def _partitions(args, kwargs) -> Tuple[list, list, list]:
         if missing:
             raise TypeError(f"gl.warp_specialize is missing {', '.join(missing)}")
         pairs = [(bound["default_partition"], bound["default_args"])]
-        pairs += list(zip(unwrap(bound["worker_partitions"]), unwrap(bound["worker_args"])))
+        pairs += list(zip(bound["worker_partitions"], bound["worker_args"]))
         return pairs, bound["worker_num_warps"], bound["worker_num_regs"]
     bound = dict(zip(names36, args), **kwargs)
     missing = [n for n in names36 if n not in bound]
@@ -71,7 +69,7 @@ def _partitions(args, kwargs) -> Tuple[list, list, list]:
         raise TypeError(f"gl.warp_specialize is missing {', '.join(missing)} (Triton 3.6: "
                         f"warp_specialize(functions_and_args, worker_num_warps, "
                         f"worker_num_regs))")
-    return list(unwrap(bound["functions_and_args"])), bound["worker_num_warps"], \
+    return list(bound["functions_and_args"]), bound["worker_num_warps"], \
         bound["worker_num_regs"]
 
 
@@ -79,7 +77,6 @@ def _check_pairs(pairs) -> None:
     if not pairs:
         raise ValueError("gl.warp_specialize needs at least the default partition")
     for i, pair in enumerate(pairs):
-        pair = unwrap(pair)
         who = "the default partition" if i == 0 else f"worker partition {i - 1}"
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise TypeError(f"{who}: expected a (function, args) pair, got {pair!r}")
@@ -87,9 +84,9 @@ def _check_pairs(pairs) -> None:
         if not getattr(fn, "is_jit_function", False):
             raise TypeError(f"{who}: partition functions must be @gluon.jit functions, got "
                             f"{getattr(fn, '__name__', fn)!r}")
-        if not isinstance(unwrap(fargs), (tuple, list)):
+        if not isinstance(fargs, (tuple, list)):
             raise TypeError(f"{who}: function arguments must be a tuple, got "
-                            f"{type(unwrap(fargs)).__name__}")
+                            f"{type(fargs).__name__}")
 
 
 @builtin
@@ -98,10 +95,10 @@ def warp_specialize(*args, _semantic=None, **kwargs):
     its own `worker_num_warps[i]` warps with `worker_num_regs[i]` registers, concurrently;
     returns what the default partition returns."""
     pairs, worker_num_warps, worker_num_regs = _partitions(args, kwargs)
-    pairs = [tuple(unwrap(p)) for p in pairs]
+    pairs = [tuple(p) for p in pairs]
     _check_pairs(pairs)
-    worker_num_warps = [unwrap(w) for w in unwrap(worker_num_warps)]
-    worker_num_regs = [unwrap(r) for r in unwrap(worker_num_regs)]
+    worker_num_warps = list(worker_num_warps)
+    worker_num_regs = list(worker_num_regs)
     if len(worker_num_warps) != len(pairs) - 1:
         raise ValueError(f"gl.warp_specialize got {len(pairs) - 1} worker partitions but "
                          f"{len(worker_num_warps)} warp counts")

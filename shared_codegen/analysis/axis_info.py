@@ -154,10 +154,6 @@ def is_const(info: AxisInfo, value: int) -> bool:
     return info.constant_value is not None and info.constant_value == value
 
 
-def whole_dim_contiguous(info: AxisInfo, shape, d) -> bool:
-    return info.contiguity[d] == shape[d]
-
-
 def div_at(info: AxisInfo, d: int, run: int) -> int:
     """Divisibility of the first value of every aligned run of `run` elements along `d`.
 

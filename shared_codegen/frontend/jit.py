@@ -30,6 +30,7 @@ from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Function, Location, Module
 from shared_codegen.ir.types import BY_NAME, PointerType
 from shared_codegen.ops.control.definition import RETURN, YieldOp
+from shared_codegen.runtime.specialize import Specializer
 
 # The first stage every frontend shares (shared_codegen/stages.py): what comes before it are
 # the language's own passes, which the interpreter and the converter run too.
@@ -101,7 +102,9 @@ class JITFunction:
         self.debug = debug
         self._source_info: Optional[SourceInfo] = None
         self._variants: Dict[tuple, Any] = {}
-        self._specializer = None
+        # Computes every specialization key of this kernel (frontend/launch.py); the launch
+        # fast path only caches variants under a cheaper proxy of it (fastpath.py).
+        self.specializer = Specializer(self.constexpr_positions, self.do_not_specialize)
         self._src_hash: Optional[str] = None
         self._defaults = [p.default for p in self.params]
         self._index = {n: i for i, n in enumerate(self.arg_names)}
@@ -276,6 +279,22 @@ class Specialization:
     hints: List[str]          # "D" (divisible by 16), "1", or ""
     num_warps: int
     target: str
+
+    @classmethod
+    def from_key(cls, key: tuple, num_warps: int, target: str) -> "Specialization":
+        """The specialization a key (`Specializer.key`) describes."""
+        arg_types, constants, hints = [], [], []
+        for entry in key:
+            name, hint = entry
+            if name == "constexpr":
+                arg_types.append(None)
+                constants.append(hint)  # the value (None for None args)
+                hints.append("")
+            else:
+                arg_types.append(type_from_key(entry))
+                constants.append(None)
+                hints.append(hint)
+        return cls(key, arg_types, constants, hints, num_warps, target)
 
     def is_constexpr(self, i) -> bool:
         return self.arg_types[i] is None

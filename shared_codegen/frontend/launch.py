@@ -16,7 +16,7 @@ import numpy as np
 
 from shared_codegen import config
 from shared_codegen.frontend.errors import ArgumentError, CompilationError
-from shared_codegen.frontend.jit import Specialization, type_from_key
+from shared_codegen.frontend.jit import Specialization
 from shared_codegen.frontend.values import constexpr
 from shared_codegen.ir.types import (
     BY_NAME,
@@ -25,6 +25,7 @@ from shared_codegen.ir.types import (
     TensorDescriptorType,
     from_host_dtype,
 )
+from shared_codegen.runtime.specialize import SpecializationError, key_of, register_handler
 
 DEFAULT_NUM_WARPS = 4
 
@@ -32,8 +33,6 @@ DEFAULT_NUM_WARPS = 4
 def _numpy_key(arr) -> tuple:
     dt = from_host_dtype(arr.dtype)
     if dt is None:
-        from shared_codegen.runtime.specialize import SpecializationError
-
         raise SpecializationError(f"numpy dtype {arr.dtype} is not supported by kernels")
     aligned = arr.__array_interface__["data"][0] % 16 == 0
     return ("*" + dt.name, "D" if aligned else "")
@@ -45,14 +44,10 @@ def _scalar_numpy_key(x) -> tuple:
         return ("fp32", "")
     if dt.is_floating():
         return ("fp32" if dt.bits <= 32 else "fp64", "")
-    from shared_codegen.runtime.specialize import key_of
-
     return key_of(int(x))
 
 
 def _register_numpy_handlers():
-    from shared_codegen.runtime.specialize import register_handler
-
     register_handler(np.ndarray, _numpy_key)
     for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
               np.uint8, np.uint16, np.uint32, np.uint64, np.bool_):
@@ -90,40 +85,31 @@ def normalize_grid(jit_fn, grid, meta: Dict[str, Any]):
     return tuple(out) + (1,) * (3 - len(out))
 
 
-def make_specialization(jit_fn, values, num_warps, target) -> Specialization:
-    from shared_codegen.runtime.specialize import SpecializationError, key_of
-
-    spec = jit_fn._specializer
-    if spec is None:
-        from shared_codegen.runtime.specialize import Specializer
-
-        spec = jit_fn._specializer = Specializer(jit_fn.constexpr_positions,
-                                                 jit_fn.do_not_specialize)
+def specialization_key(jit_fn, values) -> tuple:
+    """The specialization key of `values` (the arguments in parameter order), computed once
+    per launch by the kernel's `Specializer` (runtime/specialize.py): here, or inlined in
+    `_run_gpu`. Errors name the parameter."""
     try:
-        key = spec.key(values)
+        return jit_fn.specializer.key(values)
     except SpecializationError as exc:
-        # Name the parameter: the specializer only knows positions.
-        for i, v in enumerate(values):
-            if i in jit_fn.constexpr_positions:
-                continue
-            try:
-                key_of(v)
-            except SpecializationError as inner:
-                raise ArgumentError(f"argument `{jit_fn.arg_names[i]}` of "
-                                    f"{jit_fn.__name__}: {inner}") from None
-        raise ArgumentError(str(exc)) from None
-    arg_types, constants, hints = [], [], []
-    for i, entry in enumerate(key):
-        name, hint = entry
-        if name == "constexpr":
-            arg_types.append(None)
-            constants.append(hint)  # the value (None for None args)
-            hints.append("")
-        else:
-            arg_types.append(type_from_key(entry))
-            constants.append(None)
-            hints.append(hint)
-    return Specialization(key, arg_types, constants, hints, num_warps, target)
+        raise _argument_error(jit_fn, values, exc) from None
+
+
+def _argument_error(jit_fn, values, exc: SpecializationError) -> ArgumentError:
+    # Name the parameter: the specializer only knows positions.
+    for i, v in enumerate(values):
+        if i in jit_fn.constexpr_positions:
+            continue
+        try:
+            key_of(v)
+        except SpecializationError as inner:
+            return ArgumentError(f"argument `{jit_fn.arg_names[i]}` of {jit_fn.__name__}: "
+                                 f"{inner}")
+    return ArgumentError(str(exc))
+
+
+def make_specialization(jit_fn, values, num_warps, target) -> Specialization:
+    return Specialization.from_key(specialization_key(jit_fn, values), num_warps, target)
 
 
 def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
@@ -285,18 +271,16 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
              cluster_dims=None):
     from shared_codegen.runtime.launcher import current_stream
 
-    spec_obj = jit_fn._specializer
-    if spec_obj is None:
-        make_specialization(jit_fn, values, num_warps, "")  # builds the specializer
-        spec_obj = jit_fn._specializer
+    # `specialization_key`, inlined: calls the fast path hands over (a callable grid, launch
+    # options) come through here on every launch.
     try:
-        key = (spec_obj.key(values), num_warps, target)
-    except Exception:
-        make_specialization(jit_fn, values, num_warps, "")  # raises the named error
-        raise
+        spec_key = jit_fn.specializer.key(values)
+    except SpecializationError as exc:
+        raise _argument_error(jit_fn, values, exc) from None
+    key = (spec_key, num_warps, target)
     variant = jit_fn._variants.get(key)
     if variant is None:
-        variant = _compile_variant(jit_fn, values, num_warps, target)
+        variant = _compile_variant(jit_fn, spec_key, num_warps, target)
         jit_fn._variants[key] = variant
     if fast_key is not None and target is None:
         # Later launches with the same fast key skip this whole function (fastpath.py).
@@ -325,13 +309,13 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     return variant.kernel
 
 
-def _compile_variant(jit_fn, values, num_warps, target):
+def _compile_variant(jit_fn, spec_key, num_warps, target):
     from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
     from shared_codegen.runtime.driver import target_from_device
     from shared_codegen.runtime.launcher import get_binder
 
     target = target or config.get("SC_TARGET") or target_from_device()
-    spec = make_specialization(jit_fn, values, num_warps, target)
+    spec = Specialization.from_key(spec_key, num_warps, target)
     try:
         kernel = compile_spec(jit_fn, spec)
     except CompilationError:
@@ -362,7 +346,7 @@ def compile_for_target(jit_fn, signature: Dict[str, str], constexprs: Dict[str, 
 def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                                  num_warps: int, target: str) -> Specialization:
     constexprs = dict(constexprs)
-    key, arg_types, constants, hints = [], [], [], []
+    key = []
     for i, name in enumerate(jit_fn.arg_names):
         if name in constexprs or i in jit_fn.constexpr_positions:
             if name not in constexprs:
@@ -370,11 +354,7 @@ def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: 
                 if default is inspect.Parameter.empty:
                     raise ArgumentError(f"constexpr parameter `{name}` needs a value")
                 constexprs[name] = getattr(default, "value", default)
-            value = constexprs[name]
-            key.append(("constexpr", value))
-            arg_types.append(None)
-            constants.append(value)
-            hints.append("")
+            key.append(("constexpr", constexprs[name]))
             continue
         if name not in signature:
             raise ArgumentError(f"signature is missing parameter `{name}`")
@@ -382,21 +362,11 @@ def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: 
         if not isinstance(text, str):
             # An IR type (TensorDescriptorType), or a host object specialized like an argument
             # (a gluon.nvidia.hopper.TensorDescriptor).
-            from shared_codegen.runtime.specialize import key_of
-
-            entry = (text, "") if isinstance(text, IRType) else key_of(text)
-            key.append(entry)
-            arg_types.append(type_from_key(entry))
-            constants.append(None)
-            hints.append(entry[1] or "")
+            key.append((text, "") if isinstance(text, IRType) else key_of(text))
             continue
         hint = "D" if text.endswith(":16") else ""
         text = text.split(":")[0]
-        entry = (text, hint)
         if text.lstrip("*") not in BY_NAME:
             raise ArgumentError(f"parameter `{name}`: unknown type {text!r}")
-        key.append(entry)
-        arg_types.append(type_from_key(entry))
-        constants.append(None)
-        hints.append(hint)
-    return Specialization(tuple(key), arg_types, constants, hints, num_warps, target)
+        key.append((text, hint))
+    return Specialization.from_key(tuple(key), num_warps, target)

@@ -46,11 +46,18 @@ class constexpr:
 
 
 def unwrap(x):
-    """Plain Python value of a constexpr (recursively inside tuples); others unchanged."""
+    """Plain Python value of a constexpr (recursively inside tuples and lists); others
+    unchanged. The code generator applies it to every value it reads and to every call
+    argument, so builtins receive plain values and never call it themselves. A sequence keeps
+    its identity unless it held a constexpr (kernels may append to a compile-time list)."""
     if isinstance(x, constexpr):
         return x.value
-    if type(x) is tuple:
-        return tuple(unwrap(v) for v in x)
+    kind = type(x)
+    if kind is tuple or kind is list:
+        plain = [unwrap(v) for v in x]
+        if all(a is b for a, b in zip(plain, x)):
+            return x
+        return plain if kind is list else tuple(plain)
     return x
 
 
@@ -126,42 +133,42 @@ class tensor:
     @builtin
     def to(self, dtype, fp_downcast_rounding=None, bitcast=False, _semantic=None):
         if bitcast:
-            return _semantic.bitcast(self, unwrap(dtype))
-        return _semantic.cast(self, unwrap(dtype), unwrap(fp_downcast_rounding))
+            return _semantic.bitcast(self, dtype)
+        return _semantic.cast(self, dtype, fp_downcast_rounding)
 
     @builtin
     def reshape(self, *shape, can_reorder=False, _semantic=None):
-        if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
-            shape = unwrap(shape[0])
-        return _semantic.reshape(self, [unwrap(s) for s in shape], unwrap(can_reorder))
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return _semantic.reshape(self, list(shape), can_reorder)
 
     @builtin
     def view(self, *shape, _semantic=None):
-        if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
-            shape = unwrap(shape[0])
-        return _semantic.reshape(self, [unwrap(s) for s in shape], True)
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return _semantic.reshape(self, list(shape), True)
 
     @builtin
     def trans(self, *dims, _semantic=None):
-        if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)):
-            dims = unwrap(dims[0])
-        return _semantic.trans(self, [unwrap(d) for d in dims] or None)
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = dims[0]
+        return _semantic.trans(self, list(dims) or None)
 
     @builtin
     def permute(self, *dims, _semantic=None):
-        if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)):
-            dims = unwrap(dims[0])
-        return _semantic.trans(self, [unwrap(d) for d in dims])
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = dims[0]
+        return _semantic.trans(self, list(dims))
 
     @builtin
     def expand_dims(self, axis, _semantic=None):
-        return _semantic.expand_dims(self, unwrap(axis))
+        return _semantic.expand_dims(self, axis)
 
     @builtin
     def broadcast_to(self, *shape, _semantic=None):
-        if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
-            shape = unwrap(shape[0])
-        return _semantic.broadcast_to(self, [unwrap(s) for s in shape])
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        return _semantic.broadcast_to(self, list(shape))
 
     def _reduction(name):
         def method(self, axis=None, keep_dims=False, _semantic=None, **kwargs):

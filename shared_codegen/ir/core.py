@@ -11,7 +11,6 @@ interpreter rule), whose `lowering.py` registers the lowering rule next door
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
@@ -63,11 +62,6 @@ class Block:
         self.args: List[Value] = [Value(t, self, i) for i, t in enumerate(arg_types)]
         self.ops: List[Operation] = []
         self.parent = parent  # the Region
-
-    def add_arg(self, ty: IRType, name_hint: str = "") -> Value:
-        v = Value(ty, self, len(self.args), name_hint)
-        self.args.append(v)
-        return v
 
     @property
     def terminator(self) -> Optional["Operation"]:
@@ -281,6 +275,8 @@ def lookup_opdef(name: str) -> Optional[OpDef]:
 
 
 def all_opdefs() -> Dict[str, OpDef]:
+    """Every registered op name and its definition (the traits and architecture tests walk
+    them)."""
     return dict(_OPDEFS)
 
 
@@ -306,13 +302,6 @@ class VerificationError(Exception):
         if op is not None and op.loc.line:
             message = f"{op.loc}: {op.name}: {message}"
         super().__init__(message)
-
-
-_counter = itertools.count()
-
-
-def fresh_id() -> int:
-    return next(_counter)
 
 
 def replace_all_uses(root_ops: List[Operation], old: Value, new: Value) -> None:

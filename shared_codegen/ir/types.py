@@ -182,9 +182,6 @@ class TensorType(IRType):
     def with_layout(self, layout) -> "TensorType":
         return TensorType(self.shape, self.element, layout)
 
-    def with_element(self, element: IRType) -> "TensorType":
-        return TensorType(self.shape, element, self.layout)
-
     def with_shape(self, shape) -> "TensorType":
         return TensorType(tuple(shape), self.element, self.layout)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Set
 
-from shared_codegen.ir.core import Block, Module, Operation, VerificationError
+from shared_codegen.ir.core import Block, Module, VerificationError
 
 
 def verify_module(module: Module) -> None:
@@ -33,10 +33,3 @@ def _verify_block(block: Block, visible: Set[int]) -> None:
             _verify_block(region.block, scope)
         op.opdef.verify(op)
         scope.update(id(r) for r in op.results)
-
-
-def verify_op_tree(op: Operation) -> None:
-    for inner in op.walk():
-        if inner.opdef is None:
-            raise VerificationError(f"unknown op {inner.name!r}", inner)
-        inner.opdef.verify(inner)

@@ -85,15 +85,6 @@ def rank(vectors) -> int:
     return int_rank(vectors)
 
 
-def in_span(rows: dict[int, int], v: int) -> bool:
-    while v:
-        top = v.bit_length() - 1
-        if top not in rows:
-            return False
-        v ^= rows[top]
-    return True
-
-
 def span_intersection(a, b) -> list[int]:
     """A basis of span(a) & span(b). Unit-vector inputs keep ``a``'s order (Triton's
     heuristic); otherwise Zassenhaus: reduce rows (a|a) and (b|0) and keep the right halves
@@ -146,9 +137,6 @@ class FlatLayout:
     @property
     def numel_log2(self) -> int:
         return sum(int(s).bit_length() - 1 for _, s in self.out_dims)
-
-    def hw_bits(self, names) -> list[int]:
-        return [v for n in names for v in self.dim(n)]
 
 
 def flatten_layout(layout) -> FlatLayout:

@@ -23,6 +23,7 @@ op without results. A rule may instead call `ctx.set` itself and return None.
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -138,6 +139,16 @@ class LoweringContext:
         # (barrier id, thread count) that `barrier()` uses instead of `bar.sync 0`, set while
         # lowering a warp-specialized kernel (ops/warp_specialize/lowering.py).
         self.named_barrier = None
+        # What `sync_shared` (ops/shared_memory/lowering.py) knows of earlier shared-memory
+        # accesses: (block, barrier_count, pending accesses) as of the last one, or None before
+        # the first. `shared_accesses_ordered` resets it after a CTA-wide barrier.
+        self.shared_access_state = None
+        # True inside a warp-specialized partition that never writes an mbarrier word, where
+        # `sync_shared` needs no barrier before a wait (ops/warp_specialize/lowering.py).
+        self.mbarrier_words_settled = False
+        # The kernel's warp-specialization lowering state (ops/warp_specialize/lowering.py).
+        self.warp_spec = None
+        self._tid_is_zero = None
         self._values: Dict[Value, Any] = {}
         self._layouts: Dict[Any, Any] = {}
         self._thread_coords: Dict[Any, List[ir.Value]] = {}
@@ -147,6 +158,7 @@ class LoweringContext:
         # branch; `body` is where the kernel's ops start.
         prologue = function.append_basic_block("prologue")
         body = function.append_basic_block("body")
+        self.kernel_prologue = prologue
         self.entry_builder = ir.IRBuilder(prologue)
         self._prologue_br = self.entry_builder.branch(body)
         self.entry_builder.position_before(self._prologue_br)
@@ -214,6 +226,14 @@ class LoweringContext:
     def warp_id(self) -> ir.Value:
         """The warp index, warp-uniform (see __init__)."""
         return self._warp
+
+    def thread_is_zero(self) -> ir.Value:
+        """`thread_id() == 0` as an i1, computed once in the prologue (once per partition
+        inside a warp-specialized kernel)."""
+        if self._tid_is_zero is None:
+            self._tid_is_zero = self.entry_builder.icmp_unsigned("==", self.thread_id(),
+                                                                 self.i32(0))
+        return self._tid_is_zero
 
     # ---- layouts --------------------------------------------------------------------------
     def linear_layout(self, ty: TensorType):
@@ -365,6 +385,45 @@ class LoweringContext:
         self.barrier_block = self.builder.block
         self.barriers.append((self.current_op, self.named_barrier))
 
+    def shared_accesses_ordered(self, block) -> None:
+        """Record that a CTA-wide barrier before `block` ordered every earlier shared-memory
+        access: `sync_shared` starts over with nothing pending."""
+        self.shared_access_state = (block, self.barrier_count, {})
+
+    # ---- warp-specialized partitions ------------------------------------------------------
+    @contextmanager
+    def partition(self, name: str, first_warp: int, warps: int, barrier_id: int,
+                  scratch_base: int):
+        """Lower the code inside the `with` for the warps [first_warp, first_warp + warps) as
+        if they were a kernel of their own: ids from 0, `warps` warps, their named barrier,
+        their own prologue (values rules cache there dominate only this partition's code) and
+        scratch from `scratch_base`. On exit every field is restored; inside, `self.builder`
+        ends where the partition's code ends."""
+        saved = {k: getattr(self, k) for k in _PARTITION_SCOPED}
+        tid, warp = self.thread_id(), self.warp_id()
+        prologue = self.function.append_basic_block(f"{name}.prologue")
+        body = self.function.append_basic_block(f"{name}.body")
+        self.builder.branch(prologue)
+        entry = ir.IRBuilder(prologue)
+        entry.position_before(entry.branch(body))
+        self.entry_builder = entry
+        self._tid = entry.sub(tid, self.i32(32 * first_warp), name=f"{name}.tid") \
+            if first_warp else tid
+        self._warp = entry.sub(warp, self.i32(first_warp), name=f"{name}.warp") \
+            if first_warp else warp
+        self.num_warps = warps
+        self._thread_coords = {}
+        self._tid_is_zero = None
+        self._scratch = None
+        self.static_shared_bytes = scratch_base
+        self.named_barrier = (barrier_id, 32 * warps)
+        self.builder = ir.IRBuilder(body)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                setattr(self, k, v)
+
     # ---- calls ----------------------------------------------------------------------------
     def declare(self, name: str, ret_type: ir.Type, arg_types: Sequence[ir.Type]) -> ir.Function:
         fn = self.module.globals.get(name)
@@ -470,6 +529,13 @@ class LoweringContext:
                 return [self.get(v) for v in op.operands]
             self.lower_op(op)
         return []
+
+
+# What `partition` replaces and restores: ids, the prologue and what rules cache in it, the
+# warp count, scratch, barriers and shared-memory hazard state.
+_PARTITION_SCOPED = ("entry_builder", "builder", "_tid", "_warp", "num_warps", "_thread_coords",
+                     "_tid_is_zero", "_scratch", "static_shared_bytes", "named_barrier",
+                     "shared_access_state", "mbarrier_words_settled")
 
 
 def _combine_bit_terms(b: ir.IRBuilder, terms, disjoint: bool) -> ir.Value:

@@ -198,11 +198,6 @@ class CompilationCache:
             if config.get("SC_DEBUG"):
                 print(f"[shared_codegen.cache] could not write {path}: {exc}")
 
-    def forget_memory(self) -> None:
-        """Drop the in-memory layer (tests use it to force a disk read)."""
-        with self._lock:
-            self._memory.clear()
-
     def _discard(self, path: Path, reason: Exception) -> None:
         if config.get("SC_DEBUG"):
             print(f"[shared_codegen.cache] ignoring corrupt entry {path}: {reason}")

@@ -267,10 +267,6 @@ class Binder:
         self._lock = threading.Lock()
         self._cluster_config = None
 
-    def packed_bytes(self) -> bytes:
-        """The current contents of every slot, padding included (for tests and debugging)."""
-        return ctypes.string_at(self._base, self.size)
-
     def launch(self, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
         """Launch `function` on `grid` (1-3 ints) with num_warps*32 threads per block.
         An empty grid (any dimension 0) launches nothing, like Triton."""

@@ -216,20 +216,6 @@ class Specializer:
         return tuple(key)
 
 
-@lru_cache(maxsize=1024)
-def _specializer(constexpr_positions: frozenset, do_not_specialize: frozenset) -> Specializer:
-    return Specializer(constexpr_positions, do_not_specialize)
-
-
-def specialization_key(args, constexpr_positions=(), do_not_specialize=()) -> tuple:
-    """A hashable key for `args`: one `(type, hint)` entry per argument (see module docstring).
-
-    The JIT should keep a `Specializer` per kernel instead; this convenience caches one per
-    (constexpr_positions, do_not_specialize) pair.
-    """
-    return _specializer(frozenset(constexpr_positions), frozenset(do_not_specialize)).key(args)
-
-
 def parameter_kinds(key: tuple) -> tuple:
     """The launcher parameter kinds of the runtime (non-constexpr) arguments of a key:
     pointers become 'ptr', scalars keep their type name. Arguments equal to 1 stay parameters

@@ -8,7 +8,7 @@ are rejected with Triton's explanation.
 
 from __future__ import annotations
 
-from shared_codegen.frontend.values import tensor, unwrap
+from shared_codegen.frontend.values import tensor
 from shared_codegen.ir.types import (
     PointerType,
     bfloat16,
@@ -33,7 +33,6 @@ _SCOPES = ("gpu", "cta", "sys")
 
 
 def _option(value, allowed, what: str, fn: str) -> str:
-    value = unwrap(value)
     value = "" if value is None else value
     if value not in allowed:
         choices = ", ".join(repr(a) for a in allowed if a)
@@ -46,14 +45,12 @@ class MemorySemantic:
     `bitwise`, `unary` and `make_tensor` from `TileSemantic`."""
 
     def _pointer(self, ptr, fn: str) -> tensor:
-        ptr = unwrap(ptr)
         if not isinstance(ptr, tensor) or not ptr.is_ptr():
             raise TypeError(f"{fn}: `pointer` must be a pointer or a tensor of pointers, got "
                             f"{T.describe(ptr)}")
         return ptr
 
     def _mask(self, mask, fn: str):
-        mask = unwrap(mask)
         if mask is None:
             return None
         mask = self._operand(mask, "mask")
@@ -64,7 +61,7 @@ class MemorySemantic:
 
     @staticmethod
     def _no_block_pointer_options(boundary_check, padding_option, fn):
-        if unwrap(boundary_check) or unwrap(padding_option):
+        if boundary_check or padding_option:
             raise ValueError(f"{fn}: `padding_option` and `boundary_check` apply only to block "
                              "pointers, which the tile DSL does not have yet; use `mask` and "
                              "`other` with a tensor of pointers")
@@ -81,7 +78,6 @@ class MemorySemantic:
         cache = _option(cache_modifier, _LOAD_CACHE, "cache_modifier", fn)
         evict = _option(eviction_policy, _EVICTION, "eviction_policy", fn)
         mask = self._mask(mask, fn)
-        other = unwrap(other)
         if mask is None and other is not None:
             raise ValueError(f"{fn}: `other` cannot be given without `mask`")
         other = None if other is None else self._operand(other, "other")
@@ -104,7 +100,7 @@ class MemorySemantic:
         out = self.make_tensor(LoadOp.build(
             self.builder, ptr.handle, None if mask is None else mask.handle,
             None if other is None else other.handle, cache_modifier=cache,
-            eviction_policy=evict, volatile=bool(unwrap(volatile))))
+            eviction_policy=evict, volatile=bool(volatile)))
         return self.cast(out, int1) if is_bool else out
 
     def store(self, ptr, value, mask=None, boundary_check=(), cache_modifier="",

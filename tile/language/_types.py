@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared_codegen.frontend.values import tensor, unwrap
+from shared_codegen.frontend.values import tensor
 from shared_codegen.ir.types import IRType, PointerType, ScalarType, TensorType, int1
 
 # Triton's limit on the number of elements of one tensor (triton/_utils.py).
@@ -105,7 +105,7 @@ def wrap_int(value: int, ty: ScalarType) -> int:
 
 def constant_value(value, ty: ScalarType):
     """The Python value an `arith.constant` of type `ty` stores for `value`."""
-    value = plain_number(unwrap(value))
+    value = plain_number(value)
     if ty == int1:
         return bool(value)
     if ty.is_int():
@@ -122,7 +122,6 @@ def is_power_of_two(n: int) -> bool:
 def canonical_shape(shape, what: str = "shape"):
     """A user-given shape (int, tuple or list, possibly of constexprs) as a list of ints,
     checked like Triton's `validate_block_shape`."""
-    shape = unwrap(shape)
     if isinstance(shape, int):
         shape = [shape]
     if isinstance(shape, tensor) or not isinstance(shape, (list, tuple)):
@@ -130,7 +129,7 @@ def canonical_shape(shape, what: str = "shape"):
     out = []
     numel = 1
     for i, d in enumerate(shape):
-        d = plain_number(unwrap(d))
+        d = plain_number(d)
         if isinstance(d, bool) or not isinstance(d, int):
             raise TypeError(f"{what} element {i} must be a compile-time int (tl.constexpr), "
                             f"got {describe(d)}")
@@ -146,13 +145,12 @@ def canonical_shape(shape, what: str = "shape"):
 
 def flatten_args(args):
     """`f(x, 2, 3)` and `f(x, (2, 3))` both mean the tuple (2, 3), as in Triton."""
-    if len(args) == 1 and isinstance(unwrap(args[0]), (tuple, list)):
-        return [unwrap(a) for a in unwrap(args[0])]
-    return [unwrap(a) for a in args]
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return list(args[0])
+    return list(args)
 
 
 def as_dtype(dtype, what: str = "dtype") -> IRType:
-    dtype = unwrap(dtype)
     if isinstance(dtype, TensorType):
         dtype = dtype.element
     if not isinstance(dtype, (ScalarType, PointerType)):

@@ -12,7 +12,7 @@ import builtins as _py
 import enum
 import warnings
 
-from shared_codegen.frontend.values import builtin, tensor, unwrap
+from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import bfloat16, float32
 from tile.language import _types as T
 
@@ -56,9 +56,9 @@ def full(shape, value, dtype, _semantic=None):
 @builtin
 def cast(input, dtype, fp_downcast_rounding=None, bitcast=False, _semantic=None):
     """`input` converted to `dtype` (reinterpreting its bits when `bitcast`)."""
-    if unwrap(bitcast):
+    if bitcast:
         return _semantic.bitcast(input, dtype)
-    return _semantic.cast(input, dtype, unwrap(fp_downcast_rounding))
+    return _semantic.cast(input, dtype, fp_downcast_rounding)
 
 
 # ---- shapes --------------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def broadcast_to(input, *shape, _semantic=None):
 
 @builtin
 def reshape(input, *shape, can_reorder=False, _semantic=None):
-    return _semantic.reshape(input, T.flatten_args(shape), unwrap(can_reorder))
+    return _semantic.reshape(input, T.flatten_args(shape), can_reorder)
 
 
 @builtin
@@ -162,7 +162,7 @@ def _promote_bf16(sem, x: tensor) -> tensor:
 def _minmax(sem, op: str, x, y, propagate_nan):
     x = _promote_bf16(sem, sem._operand(x))
     y = _promote_bf16(sem, sem._operand(y))
-    nan = PropagateNan(unwrap(propagate_nan))
+    nan = PropagateNan(propagate_nan)
     x, y = sem.binary_operands(x, y, sym=f"tl.{op}imum")
     if T.is_ptr(x.dtype):
         raise TypeError(f"tl.{op}imum needs numbers, got {T.type_name(x.dtype)}")
@@ -202,7 +202,7 @@ def clamp(x, min, max, propagate_nan=PropagateNan.NONE, _semantic=None):
 def reduce(input, axis, combine_fn, keep_dims=False, _semantic=None):
     """Reduce `input` (a tensor or a tuple of tensors of one shape) along `axis` (None: all
     axes) with `combine_fn`, a @jit function of 2N scalars returning N."""
-    single = isinstance(unwrap(input), tensor)
+    single = isinstance(input, tensor)
     body = _semantic.combine_from_fn(combine_fn, "tl.reduce")
     out = _semantic.reduction(input, axis, body, keep_dims, what="tl.reduce")
     return out[0] if single else tuple(out)
@@ -211,7 +211,7 @@ def reduce(input, axis, combine_fn, keep_dims=False, _semantic=None):
 @builtin
 def associative_scan(input, axis, combine_fn, reverse=False, _semantic=None):
     """Inclusive scan of `input` (a tensor or tuple) along `axis` with `combine_fn`."""
-    single = isinstance(unwrap(input), tensor)
+    single = isinstance(input, tensor)
     body = _semantic.combine_from_fn(combine_fn, "tl.associative_scan")
     out = _semantic.scan(input, axis, body, reverse, what="tl.associative_scan")
     return out[0] if single else tuple(out)
@@ -220,11 +220,10 @@ def associative_scan(input, axis, combine_fn, reverse=False, _semantic=None):
 # ---- compiler hints ------------------------------------------------------------------------
 
 def _hint_values(values, fn: str):
-    values = unwrap(values)
     values = list(values) if isinstance(values, (list, tuple)) else [values]
     out = []
     for i, v in enumerate(values):
-        v = T.plain_number(unwrap(v))
+        v = T.plain_number(v)
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"{fn}: values element {i} must be a compile-time int, got "
                             f"{T.describe(v)}")
@@ -278,12 +277,10 @@ class CompileTimeAssertionFailure(AssertionError):
 @builtin
 def static_assert(cond, msg="", _semantic=None):
     """Fail compilation unless `cond` (a compile-time value) is true."""
-    cond = unwrap(cond)
     if isinstance(cond, tensor):
         raise TypeError("static_assert needs a compile-time condition (built from constexprs), "
                         f"got a runtime {T.describe(cond)}; use tl.device_assert")
     if not cond:
-        msg = unwrap(msg)
         raise CompileTimeAssertionFailure(f"static_assert failed: {msg}" if msg
                                           else "static_assert failed")
 
@@ -291,31 +288,30 @@ def static_assert(cond, msg="", _semantic=None):
 @builtin
 def static_print(*values, sep=" ", end="\n", file=None, flush=False, _semantic=None):
     """Print compile-time values while the kernel is compiled."""
-    print(*(unwrap(v) for v in values), sep=sep, end=end, file=file, flush=flush)
+    print(*values, sep=sep, end=end, file=file, flush=flush)
 
 
 @builtin
 def device_print(prefix, *args, hex=False, _semantic=None):
     """Print `prefix` and runtime values from every program."""
-    prefix = unwrap(prefix)
     if not isinstance(prefix, str):
         raise TypeError(f"device_print's first argument must be a string, got "
                         f"{T.describe(prefix)}")
     if not prefix.isascii():
         raise ValueError(f"device_print's prefix must be ASCII, got {prefix!r}")
-    return _semantic.device_print(prefix, list(args), unwrap(hex))
+    return _semantic.device_print(prefix, list(args), hex)
 
 
 @builtin
 def device_assert(cond, msg="", mask=None, _semantic=None):
     """Fail the kernel where `cond` is false (and `mask`, if given, is true)."""
-    return _semantic.device_assert(cond, unwrap(msg), unwrap(mask))
+    return _semantic.device_assert(cond, msg, mask)
 
 
 # ---- loop markers --------------------------------------------------------------------------
 
 def _compile_time_int(value, what: str, cls: str):
-    value = T.plain_number(unwrap(value))
+    value = T.plain_number(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"tl.{cls}'s `{what}` must be a compile-time int (tl.constexpr), got "
                         f"{T.describe(value)}")
@@ -355,17 +351,17 @@ class range:
                  disable_licm=False, _semantic=None):
         if arg2 is None:
             arg1, arg2 = 0, arg1
-        self.start = unwrap(arg1)
-        self.end = unwrap(arg2)
-        self.step = 1 if step is None else unwrap(step)
+        self.start = arg1
+        self.end = arg2
+        self.step = 1 if step is None else step
         if isinstance(self.step, int) and self.step == 0:
             raise ValueError("tl.range's `step` must not be zero")
-        self.num_stages = unwrap(num_stages)
-        self.loop_unroll_factor = unwrap(loop_unroll_factor)
-        self.disallow_acc_multi_buffer = unwrap(disallow_acc_multi_buffer)
-        self.flatten = unwrap(flatten)
-        self.warp_specialize = unwrap(warp_specialize)
-        self.disable_licm = unwrap(disable_licm)
+        self.num_stages = num_stages
+        self.loop_unroll_factor = loop_unroll_factor
+        self.disallow_acc_multi_buffer = disallow_acc_multi_buffer
+        self.flatten = flatten
+        self.warp_specialize = warp_specialize
+        self.disable_licm = disable_licm
         # Hints for passes that do not exist yet: a request that cannot run says so.
         if isinstance(self.num_stages, int) and self.num_stages > 1:
             warnings.warn(f"tl.range(num_stages={self.num_stages}) is ignored: software "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Sequence
 
-from shared_codegen.frontend.values import is_builtin, tensor, unwrap, wrap
+from shared_codegen.frontend.values import is_builtin, tensor, wrap
 from shared_codegen.ir.types import (
     IRType,
     ScalarType,
@@ -81,7 +81,7 @@ class TileSemantic(MemorySemantic):
         that type (and, for a tensor, its shape); otherwise Triton's rules pick the type:
         bool -> int1; int -> int32, uint32, int64 or uint64, the first that holds it;
         float -> fp32 (fp64 when its magnitude is outside fp32's normal range)."""
-        x = T.plain_number(unwrap(x))
+        x = T.plain_number(x)
         if isinstance(x, tensor):
             return x
         if like is not None:
@@ -121,7 +121,6 @@ class TileSemantic(MemorySemantic):
         raise ValueError(f"integer {x} does not fit in 64 bits")
 
     def _operand(self, x, what="operand") -> tensor:
-        x = unwrap(x)
         if isinstance(x, tensor):
             return x
         if T.is_number(x):
@@ -186,7 +185,7 @@ class TileSemantic(MemorySemantic):
                         arithmetic=True, div_or_mod=False, sym=""):
         """Promote both operands to one dtype (unless a pointer is involved) and broadcast
         them to one shape (Triton's `binary_op_type_checking_impl`)."""
-        lhs, rhs = T.plain_number(unwrap(lhs)), T.plain_number(unwrap(rhs))
+        lhs, rhs = T.plain_number(lhs), T.plain_number(rhs)
         l_num, r_num = T.is_number(lhs), T.is_number(rhs)
         # Numbers are typed without being built, then built once at their final type.
         a = None if l_num else self._operand(lhs)
@@ -317,7 +316,7 @@ class TileSemantic(MemorySemantic):
             raise TypeError(f"{_BITWISE_NAME[op]} ({sym}) needs integer operands, got "
                             f"{' and '.join(bad)}")
         # Shift direction follows the tensor operand's signedness, like Triton's __rshift__.
-        signed = T.is_signed((unwrap(lhs) if isinstance(unwrap(lhs), tensor) else b).dtype)
+        signed = T.is_signed((lhs if isinstance(lhs, tensor) else b).dtype)
         a, b = self.binary_operands(lhs, rhs, sym=sym)
         if op == "rshift":
             op = "rshift_s" if signed else "rshift_u"
@@ -346,7 +345,6 @@ class TileSemantic(MemorySemantic):
 
     # ---- unary operators ------------------------------------------------------------------
     def unary(self, op: str, x) -> tensor:
-        x = unwrap(x)
         if T.is_number(x):
             x = self.to_tensor(x)
         if op == "pos":
@@ -370,7 +368,7 @@ class TileSemantic(MemorySemantic):
 
     def to_condition(self, x):
         """The i1 scalar IR value an `if`/`while` tests: nonzero means true."""
-        x = T.plain_number(unwrap(x))
+        x = T.plain_number(x)
         if x is None or T.is_number(x):
             return ConstantOp.build(self.builder, bool(x), int1)
         if not isinstance(x, tensor):
@@ -448,14 +446,13 @@ class TileSemantic(MemorySemantic):
 
     # ---- creation -------------------------------------------------------------------------
     def program_id(self, axis: int, name="tt.get_program_id") -> tensor:
-        axis = unwrap(axis)
         if axis not in (0, 1, 2) or isinstance(axis, bool):
             what = "program_id" if name == "tt.get_program_id" else "num_programs"
             raise ValueError(f"{what} axis must be 0, 1 or 2, got {axis!r}")
         return self.make_tensor(ProgramIdOp.build(self.builder, name, axis))
 
     def arange(self, start, end) -> tensor:
-        start, end = T.plain_number(unwrap(start)), T.plain_number(unwrap(end))
+        start, end = T.plain_number(start), T.plain_number(end)
         for name, v in (("start", start), ("end", end)):
             if isinstance(v, bool) or not isinstance(v, int):
                 raise TypeError(f"arange's `{name}` must be a compile-time int (tl.constexpr), "
@@ -475,10 +472,10 @@ class TileSemantic(MemorySemantic):
 
     def full(self, shape, value, dtype) -> tensor:
         shape = T.canonical_shape(shape)
-        if unwrap(dtype) is None:
+        if dtype is None:
             raise ValueError("tl.full needs a `dtype`")
         dtype = T.as_dtype(dtype)
-        value = T.plain_number(unwrap(value))
+        value = T.plain_number(value)
         if isinstance(value, tensor):
             if value.is_block():
                 raise ValueError(f"tl.full's `value` must be a scalar, got {value.type}")
@@ -544,8 +541,7 @@ class TileSemantic(MemorySemantic):
     @staticmethod
     def expand_dims_axes(x, axis) -> List[int]:
         """`axis` (an int or a sequence) as non-negative, distinct axes of the result."""
-        axis = unwrap(axis)
-        axes = [unwrap(a) for a in axis] if isinstance(axis, (list, tuple)) else [axis]
+        axes = list(axis) if isinstance(axis, (list, tuple)) else [axis]
         new_rank = len(x.shape) + len(axes)
         norm = []
         for a in axes:
@@ -573,9 +569,8 @@ class TileSemantic(MemorySemantic):
     def subscript(self, x, index) -> tensor:
         """`x[None, :]`, `x[:, None]`, `x[..., None]`: insert size-1 axes."""
         x = self._operand(x, "subscripted value")
-        index = unwrap(index)
         entries = list(index) if isinstance(index, tuple) else [index]
-        entries = [unwrap(e) for e in entries]
+        entries = list(entries)
         if sum(e is Ellipsis for e in entries) > 1:
             raise IndexError("an index can only have a single ellipsis ('...')")
         kept = sum(isinstance(e, slice) for e in entries)
@@ -612,7 +607,7 @@ class TileSemantic(MemorySemantic):
         if x.shape == shape:
             return x
         return self.make_tensor(ReshapeOp.build(self.builder, x.handle, shape,
-                                                bool(unwrap(can_reorder))))
+                                                bool(can_reorder)))
 
     def _unsplat(self, x: tensor) -> tensor:
         """A one-element tensor as a scalar: a reduction whose combine keeps its first input
@@ -630,7 +625,7 @@ class TileSemantic(MemorySemantic):
 
     def trans(self, x, dims=None) -> tensor:
         x = self._operand(x, "trans input")
-        dims = [unwrap(d) for d in dims] if dims else []
+        dims = list(dims) if dims else []
         if not dims:
             n = len(x.shape)
             if n < 2:
@@ -640,7 +635,7 @@ class TileSemantic(MemorySemantic):
 
     def permute(self, x, dims) -> tensor:
         x = self._operand(x, "permute input")
-        dims = [unwrap(d) for d in dims]
+        dims = list(dims)
         if len(dims) != len(x.shape):
             raise ValueError(f"permute dims {dims} must have one entry per dimension of "
                              f"{x.type}")
@@ -656,10 +651,10 @@ class TileSemantic(MemorySemantic):
         if mask is not None:
             mask = self.cast(self._operand(mask, "mask"), int1)
             cond = self.bitwise("or", cond, self.unary("invert", mask))
-        AssertOp.build(self.builder, cond.handle, str(unwrap(msg)))
+        AssertOp.build(self.builder, cond.handle, str(msg))
 
     def device_print(self, prefix: str, args, hex=False):
-        args = [unwrap(a) for a in args]
+        args = list(args)
         # Python's `print("x =", x)` arrives as prefix "" and a leading string argument.
         while args and isinstance(args[0], str):
             prefix = f"{prefix} {args.pop(0)}" if prefix else args.pop(0)
@@ -685,7 +680,6 @@ class TileSemantic(MemorySemantic):
     def combine_from_fn(self, fn, what: str) -> Callable:
         """A region body from a user combine function: a @jit function traced inline by the
         code generator, or one of our builtins (e.g. `tl.maximum`)."""
-        fn = unwrap(fn)
 
         def body(args):
             if is_builtin(fn):
@@ -697,7 +691,7 @@ class TileSemantic(MemorySemantic):
         return body
 
     def _reduce_inputs(self, inputs, what):
-        inputs = [unwrap(t) for t in (inputs if isinstance(inputs, (tuple, list)) else [inputs])]
+        inputs = list(inputs if isinstance(inputs, (tuple, list)) else [inputs])
         for t in inputs:
             if not isinstance(t, tensor) or not t.is_block():
                 raise ValueError(f"{what} needs tensors, got {T.describe(t)}")
@@ -708,7 +702,6 @@ class TileSemantic(MemorySemantic):
 
     @staticmethod
     def _wrap_axis(axis, rank: int, what: str) -> int:
-        axis = unwrap(axis)
         if isinstance(axis, bool) or not isinstance(axis, int):
             raise TypeError(f"{what}: `axis` must be a compile-time int or None, got "
                             f"{T.describe(axis)}")
@@ -728,7 +721,7 @@ class TileSemantic(MemorySemantic):
                                 f"{len(results)}")
             handles = []
             for i, (r, t) in enumerate(zip(results, inputs)):
-                r = self.to_tensor(r, like=t.dtype) if T.is_number(unwrap(r)) else unwrap(r)
+                r = self.to_tensor(r, like=t.dtype) if T.is_number(r) else r
                 if not isinstance(r, tensor) or r.type != t.dtype:
                     raise TypeError(f"{what}: combine_fn must return a {t.dtype} scalar for "
                                     f"input {i}, got {T.describe(r)}")
@@ -740,7 +733,7 @@ class TileSemantic(MemorySemantic):
         built by `body(list of 2N scalar tensors) -> N tensors`. Returns a list."""
         inputs = self._reduce_inputs(inputs, what)
         rank = len(inputs[0].shape)
-        if unwrap(axis) is None:
+        if axis is None:
             inputs = [self.reshape(t, [t.numel], can_reorder=True) for t in inputs]
             axis, kept_axes = 0, list(range(rank))
         else:
@@ -749,14 +742,14 @@ class TileSemantic(MemorySemantic):
         op = ReduceOp.build(self.builder, [t.handle for t in inputs], axis)
         self._build_combine(op, inputs, body, what)
         results = [self.make_tensor(r) for r in op.results]
-        if unwrap(keep_dims):
+        if keep_dims:
             results = [self.expand_dims(r, kept_axes) for r in results]
         return results
 
     def scan(self, inputs, axis, body: Callable, reverse=False, what="associative_scan"):
         inputs = self._reduce_inputs(inputs, what)
-        axis = self._wrap_axis(0 if unwrap(axis) is None else axis, len(inputs[0].shape), what)
-        op = ScanOp.build(self.builder, [t.handle for t in inputs], axis, bool(unwrap(reverse)))
+        axis = self._wrap_axis(0 if axis is None else axis, len(inputs[0].shape), what)
+        op = ScanOp.build(self.builder, [t.handle for t in inputs], axis, bool(reverse))
         self._build_combine(op, inputs, body, what)
         return [self.make_tensor(r) for r in op.results]
 

@@ -13,7 +13,7 @@ build the combine region directly through the semantic object, so they need no t
 
 from __future__ import annotations
 
-from shared_codegen.frontend.values import builtin, tensor, unwrap
+from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import bfloat16, float32, int32, uint32
 from tile.language import _types as T
 from tile.language.math import exp
@@ -24,7 +24,6 @@ def _as_fp32_if_bf16(sem, x):
 
 
 def _tensor_input(sem, x, fn: str) -> tensor:
-    x = unwrap(x)
     if not isinstance(x, tensor):
         raise TypeError(f"tl.{fn} needs a tensor, got {T.describe(x)}")
     return x
@@ -35,7 +34,6 @@ def _tensor_input(sem, x, fn: str) -> tensor:
 @builtin
 def cdiv(x, div, _semantic=None):
     """Ceiling division: (x + div - 1) // div."""
-    x, div = unwrap(x), unwrap(div)
     if not isinstance(x, tensor) and not isinstance(div, tensor):
         return -(-x // div)
     sem = _semantic
@@ -54,7 +52,7 @@ def sigmoid(x, _semantic=None):
 def softmax(x, dim=None, keep_dims=False, ieee_rounding=False, _semantic=None):
     """exp(x - max) / sum(exp(x - max)) along `dim` (default 0)."""
     sem = _semantic
-    dim = 0 if unwrap(dim) is None else dim
+    dim = 0 if dim is None else dim
     z = sem.sub(x, max(x, dim, keep_dims=keep_dims, _semantic=sem))
     num = exp(z, _semantic=sem)
     return sem.truediv(num, sum(num, dim, keep_dims=keep_dims, _semantic=sem))
@@ -80,7 +78,7 @@ def ravel(x, can_reorder=False, _semantic=None):
 # ---- reductions ----------------------------------------------------------------------------
 
 def _sum_dtype(in_dtype, dtype):
-    if unwrap(dtype) is not None:
+    if dtype is not None:
         return T.as_dtype(dtype)
     if T.is_int(in_dtype) and in_dtype.bits < 32:
         return int32 if T.is_signed(in_dtype) else uint32
@@ -123,7 +121,7 @@ def _arg_body(sem, greater: bool, tie_break_left: bool):
 
 def _reduce_with_indices(sem, x, axis, keep_dims, greater, tie_break_left, fn):
     rank = len(x.shape)
-    flat = unwrap(axis) is None
+    flat = axis is None
     if flat:  # an extension: indices into the flattened tensor, like numpy
         x = sem.reshape(x, [x.numel])
     axis_n = 0 if flat else sem._wrap_axis(axis, rank, f"tl.{fn}")
@@ -131,10 +129,10 @@ def _reduce_with_indices(sem, x, axis, keep_dims, greater, tie_break_left, fn):
     if len(x.shape) > 1:
         others = [d for d in range(len(x.shape)) if d != axis_n]
         index = sem._broadcast_to(sem.expand_dims(index, others), x.shape)
-    body = _arg_body(sem, greater, bool(unwrap(tie_break_left)))
+    body = _arg_body(sem, greater, bool(tie_break_left))
     values, indices = sem.reduction([x, index], axis_n, body, keep_dims and not flat,
                                     what=f"tl.{fn}")
-    if flat and unwrap(keep_dims):
+    if flat and keep_dims:
         values, indices = (sem.expand_dims(t, list(range(rank))) for t in (values, indices))
     return values, indices
 
@@ -142,8 +140,8 @@ def _reduce_with_indices(sem, x, axis, keep_dims, greater, tie_break_left, fn):
 def _max_or_min(sem, input, axis, return_indices, tie_break_left, keep_dims, greater):
     fn = "max" if greater else "min"
     x = _as_fp32_if_bf16(sem, _tensor_input(sem, input, fn))
-    if unwrap(return_indices):
-        return _reduce_with_indices(sem, x, axis, unwrap(keep_dims), greater, tie_break_left,
+    if return_indices:
+        return _reduce_with_indices(sem, x, axis, keep_dims, greater, tie_break_left,
                                     fn)
     if x.dtype.bits < 32:
         x = sem.cast(x, float32 if x.dtype.is_floating() else int32)

@@ -14,20 +14,12 @@ Each rewrite is a small named rule `rule(op) -> bool` run by `apply_rules` until
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict
 
 from shared_codegen.ir.core import Module, Operation, Value
 from shared_codegen.ir.passes import apply_rules, erase_op
 from shared_codegen.layouts import to_linear_layout
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp
-
-
-def _uses_of(module: Module) -> Dict[Value, List[Operation]]:
-    uses: Dict[Value, List[Operation]] = {}
-    for op in module.walk():
-        for v in op.operands:
-            uses.setdefault(v, []).append(op)
-    return uses
 
 
 def _same_placement(a, b, shape) -> bool:

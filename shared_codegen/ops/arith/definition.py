@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared_codegen.ir.core import OpDef, Operation, VerificationError
+from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import (
     IRType,
     PointerType,
@@ -417,10 +417,6 @@ def cast_op_name(src: IRType, dst: IRType) -> str:
     if dst.bits < src.bits:
         return "arith.trunci"
     return "tt.bitcast"  # same width, different signedness: same bits
-
-
-def is_pointer_op(op: Operation) -> bool:
-    return isinstance(scalar_of(op.result.type), PointerType)
 
 
 __all__ = ["ConstantOp", "BinaryOp", "AddPtrOp", "CompareOp", "SelectOp", "CastOp",

@@ -182,14 +182,6 @@ def f32_pairs_to_fp8(ctx, xs: List[ir.Value], elem) -> List[ir.Value]:
     return out
 
 
-def _to_f32(ctx, x, elem):
-    if elem.is_fp8():
-        return fp8_to_f32(ctx, x, elem)
-    if elem.bits == 32:
-        return x
-    return ctx.builder.fpext(x, F32) if elem.bits < 32 else ctx.builder.fptrunc(x, F32)
-
-
 def convert_float(ctx, xs: List[ir.Value], src, dst) -> List[ir.Value]:
     """Convert registers between float types (fp8, fp16, bf16, fp32, fp64), rounding once
     where the hardware can: fp8 sources widen exactly to f16 first, fp8 results round from f32

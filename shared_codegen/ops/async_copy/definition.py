@@ -25,7 +25,7 @@ Lowering is in `shared_codegen/ops/async_copy/lowering.py`.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 
@@ -267,12 +267,6 @@ class AsyncWaitOp(OpDef):
             for copy in state.groups.pop(0):
                 copy.retire()
         return []
-
-
-def pending_groups(frame) -> Optional[int]:
-    """How many committed groups the current program has in flight (for tests and tools)."""
-    state = frame.values.get(AsyncState._KEY)
-    return None if state is None else len(state.groups)
 
 
 __all__ = ["AsyncCopyGlobalToLocalOp", "AsyncCommitGroupOp", "AsyncWaitOp", "AsyncState",

@@ -250,10 +250,7 @@ def thread_zero(ctx, pred=None):
     """`tid == 0` (and the op's predicate): the one thread that issues a CTA-wide op. Inside
     a warp-specialized partition `ctx.thread_id()` counts from the partition's first thread
     and the cache is per partition (`ops/warp_specialize/lowering.py`)."""
-    first = getattr(ctx, "_tid_is_zero", None)
-    if first is None:
-        first = ctx._tid_is_zero = ctx.entry_builder.icmp_unsigned(
-            "==", ctx.thread_id(), ctx.i32(0))
+    first = ctx.thread_is_zero()
     return first if pred is None else ctx.builder.and_(first, ctx.get(pred))
 
 

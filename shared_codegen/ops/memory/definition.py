@@ -7,8 +7,6 @@ The interpreter bounds-checks every active lane (see `interpreter.memory`).
 
 from __future__ import annotations
 
-import numpy as np
-
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError
 from shared_codegen.ir.types import PointerType, TensorType, int1, same_shape_type, scalar_of
 from shared_codegen.layouts.relations import PointerAccess
@@ -182,7 +180,3 @@ class AtomicCASOp(OpDef):
         old = frame.memory.atomic_cas(frame[ptr], frame[cmp], frame[value],
                                       scalar_of(value.type), frame, op)
         return [old]
-
-
-def numpy_zero(elem):
-    return np.zeros((), dtype=elem.np)

@@ -233,7 +233,7 @@ def sync_shared(ctx, op, desc, kind: str, check: bool = True, record: bool = Tru
     before the hand-off `bar.sync`, so an unknown history (a loop header) needs no barrier:
     without this, each pipelined loop iteration would pay one `bar.sync` before its wait."""
     allocs = ctx.shared_aliases.get(desc) or frozenset(ctx.shared_offsets)
-    state = getattr(ctx, "_smem_state", None)
+    state = ctx.shared_access_state
     block = ctx.builder.block
     if ctx.barrier_block is block and (state is None or state[1] != ctx.barrier_count):
         pending: Optional[Dict] = {}  # a barrier in this block since the last record
@@ -241,7 +241,7 @@ def sync_shared(ctx, op, desc, kind: str, check: bool = True, record: bool = Tru
         pending = state[2]
     elif state is None and not _inside_loop(op):
         pending = {}  # the kernel's first shared access, straight-line: nothing to order
-    elif mbarrier_use and getattr(ctx, "mbarrier_words_settled", False):
+    elif mbarrier_use and ctx.mbarrier_words_settled:
         pending = {}  # only atomic barrier operations can be outstanding
     else:
         pending = None  # entered a new block: any access may be outstanding
@@ -263,7 +263,7 @@ def sync_shared(ctx, op, desc, kind: str, check: bool = True, record: bool = Tru
     pending = dict(pending)
     for a in allocs:
         pending[a] = pending.get(a, frozenset()) | {kind}
-    ctx._smem_state = (ctx.builder.block, ctx.barrier_count, pending)
+    ctx.shared_access_state = (ctx.builder.block, ctx.barrier_count, pending)
 
 
 # ---- loads and stores ------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 
 from shared_codegen.analysis.axis_info import rule_passthrough
 from shared_codegen.ir.core import OpDef, VerificationError
-from shared_codegen.ir.types import TensorType, int32, scalar_of
+from shared_codegen.ir.types import TensorType, int32
 from shared_codegen.layouts.relations import (
     ANY_LAYOUT,
     EXPAND_DIMS,
@@ -212,11 +212,3 @@ class HintOp(OpDef):
 
     def interpret(self, op, frame):
         return [frame[op.operands[0]]]
-
-
-def rank_of(ty) -> int:
-    return len(ty.shape) if isinstance(ty, TensorType) else 0
-
-
-def element_of(ty):
-    return scalar_of(ty)

@@ -40,7 +40,6 @@ Why this shape:
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from typing import List, Optional
 
 from llvmlite import ir
@@ -130,7 +129,7 @@ def _everywhere(ctx, value) -> bool:
     such as the mbarrier and TMA ones require."""
     if isinstance(value, (ir.Constant, ir.Argument, ir.GlobalValue)):
         return True
-    return isinstance(value, ir.Instruction) and value.parent is ctx._prologue_br.parent
+    return isinstance(value, ir.Instruction) and value.parent is ctx.kernel_prologue
 
 
 def _store_capture(ctx, v, lowered, offset: int) -> None:
@@ -210,55 +209,13 @@ def _receive_captures(ctx, ws: WarpSpecLowering) -> List[List]:
 
 # ---- partitions ------------------------------------------------------------------------------
 
-_SCOPED = ("entry_builder", "builder", "_tid", "_lane", "_warp", "num_warps", "_thread_coords",
-           "_tid_is_zero", "_scratch", "static_shared_bytes", "named_barrier", "_smem_state",
-           "mbarrier_words_settled")
-
-
 def _settles_barrier_words(block) -> bool:
     return not any(op.name in BARRIER_WORD_WRITERS for op in walk_block(block))
 
 
-@contextmanager
-def _partition_scope(ctx, name: str, first_warp: int, warps: int, barrier_id: int,
-                     scratch_base: int, region_block):
-    """Lower code for the warps [first_warp, first_warp + warps) as if they were a kernel of
-    their own: ids from 0, `warps` warps, their named barrier, their own prologue (values
-    rules cache there dominate only this partition's code) and scratch."""
-    saved = {k: getattr(ctx, k, None) for k in _SCOPED}
-    tid, warp = ctx.thread_id(), ctx.warp_id()
-    prologue = ctx.function.append_basic_block(f"{name}.prologue")
-    body = ctx.function.append_basic_block(f"{name}.body")
-    ctx.builder.branch(prologue)
-    entry = ir.IRBuilder(prologue)
-    entry.position_before(entry.branch(body))
-    ctx.entry_builder = entry
-    ctx._tid = entry.sub(tid, ctx.i32(32 * first_warp), name=f"{name}.tid") \
-        if first_warp else tid
-    ctx._warp = entry.sub(warp, ctx.i32(first_warp), name=f"{name}.warp") \
-        if first_warp else warp
-    ctx.num_warps = warps
-    ctx._thread_coords = {}
-    ctx._tid_is_zero = None
-    ctx._scratch = None
-    ctx.static_shared_bytes = scratch_base
-    ctx.named_barrier = (barrier_id, 32 * warps)
-    ctx.builder = ir.IRBuilder(body)
-    # The hand-off bar.sync ordered every earlier shared-memory access: nothing pending.
-    ctx._smem_state = (body, ctx.barrier_count, {})
-    ctx.mbarrier_words_settled = _settles_barrier_words(region_block)
-    try:
-        yield
-    finally:
-        ends = ctx.builder
-        for k, v in saved.items():
-            setattr(ctx, k, v)
-        ctx.partition_end = ends
-
-
 @lowering_rule(WarpSpecializeOp)
 def lower_warp_specialize(op, ctx):
-    ws: WarpSpecLowering = getattr(ctx, "warp_spec", None)
+    ws: WarpSpecLowering = ctx.warp_spec
     if ws is None or ws.op is not op:
         raise LoweringError("internal: gl.warp_specialize reached lowering without a plan "
                             "(the warp_specialization_planning stage makes it)", op)
@@ -274,7 +231,7 @@ def lower_warp_specialize(op, ctx):
     results = ctx.lower_block(op.regions[0].block, [])
     ctx.mbarrier_words_settled = False
     _cta_barrier(ctx)
-    ctx._smem_state = (ctx.builder.block, ctx.barrier_count, {})
+    ctx.shared_accesses_ordered(ctx.builder.block)
 
     # Step 3: the worker path, built at the block the entry branch sends worker warps to.
     saved_builder = ctx.builder
@@ -288,7 +245,7 @@ def lower_warp_specialize(op, ctx):
         ctx.builder = saved_builder
         ctx.named_barrier = saved_named
     # The join ordered every access of every partition: nothing pending after it.
-    ctx._smem_state = (ctx.builder.block, ctx.barrier_count, {})
+    ctx.shared_accesses_ordered(ctx.builder.block)
     return results
 
 
@@ -320,10 +277,12 @@ def _worker_path(ctx, ws: WarpSpecLowering, scratch: int) -> None:
         b.cbranch(b.icmp_unsigned("<", rel, ctx.i32(warps)), mine, nxt)
         b.position_at_end(mine)
         before = ctx.shared_bytes
-        with _partition_scope(ctx, f"partition{i}", first, warps, plan.barrier_id(i),
-                              scratch, region.block):
+        with ctx.partition(f"partition{i}", first, warps, plan.barrier_id(i), scratch):
+            # The hand-off bar.sync ordered every earlier shared-memory access.
+            ctx.shared_accesses_ordered(ctx.builder.block)
+            ctx.mbarrier_words_settled = _settles_barrier_words(region.block)
             ctx.lower_block(region.block, args[i])
-        end = ctx.partition_end
+            end = ctx.builder
         if not end.block.is_terminated:
             end.branch(join)
         if ctx.shared_bytes > before:  # this partition used scratch: the next starts after

@@ -36,6 +36,7 @@ class SmemSim(SimContext):
         self.shared_aliases = {}
         self.static_shared_bytes = self.shared_bytes = nbytes
         self.barrier_count, self.barrier_block = 0, None
+        self.shared_access_state, self.mbarrier_words_settled = None, False
 
     def i32(self, v):
         return ir.Constant(ir.IntType(32), v)

@@ -10,7 +10,7 @@ the same checks on the IR.
 from __future__ import annotations
 
 from gluon.language.nvidia.ampere import async_copy
-from shared_codegen.frontend.values import builtin, tensor, unwrap
+from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import float32
 from shared_codegen.ops.dot.definition import DotFmaOp, MmaV2Op, check_dot_fma, check_mma_v2
 
@@ -18,7 +18,6 @@ __all__ = ["async_copy", "mma_v2", "dot_fma"]
 
 
 def _operands(name, a, b, acc):
-    a, b, acc = unwrap(a), unwrap(b), unwrap(acc)
     for what, x in (("a", a), ("b", b), ("acc", acc)):
         if not isinstance(x, tensor) or not x.is_block():
             raise TypeError(f"{name}: {what} must be a tensor, got {x!r}")
@@ -33,7 +32,7 @@ def mma_v2(a, b, acc, input_precision=None, _semantic=None):
     inputs accumulate in fp32; fp32 inputs run as tf32 (`input_precision` None or "tf32");
     int8 / uint8 accumulate in int32."""
     a, b, acc = _operands("mma_v2", a, b, acc)
-    precision = unwrap(input_precision)
+    precision = input_precision
     if a.dtype == float32:
         precision = "tf32" if precision is None else str(precision)
     check_mma_v2(a.type, b.type, acc.type, precision or "")

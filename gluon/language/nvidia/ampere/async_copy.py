@@ -15,7 +15,7 @@ op but do not change the instruction (cp.async has no such qualifiers).
 
 from __future__ import annotations
 
-from shared_codegen.frontend.values import builtin, tensor, unwrap
+from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ops.async_copy.definition import (
     EVICTION_POLICIES,
     AsyncCommitGroupOp,
@@ -29,7 +29,6 @@ __all__ = ["async_copy_global_to_shared", "commit_group", "wait_group"]
 
 
 def _descriptor(smem):
-    smem = unwrap(smem)
     handle = getattr(smem, "handle", None)
     if handle is None or not hasattr(smem, "type"):
         raise TypeError(f"async_copy_global_to_shared: smem must be a shared memory "
@@ -44,7 +43,6 @@ def async_copy_global_to_shared(smem, pointer, mask=None, cache_modifier="", evi
     elements become zeros. The copy joins the group the next `commit_group()` closes, and is
     visible once `wait_group(n)` leaves at most `n` newer groups in flight."""
     smem = _descriptor(smem)
-    pointer, mask = unwrap(pointer), unwrap(mask)
     if not isinstance(pointer, tensor) or not pointer.is_block():
         raise TypeError(f"async_copy_global_to_shared: pointer must be a tensor of pointers, "
                         f"got {pointer!r}")
@@ -54,15 +52,15 @@ def async_copy_global_to_shared(smem, pointer, mask=None, cache_modifier="", evi
         if not isinstance(mask, tensor):
             raise TypeError(f"async_copy_global_to_shared: mask must be a tensor, got {mask!r}")
         pointer, mask = _semantic._broadcast_pair(pointer, mask, "the pointer and the mask")
-    cache_modifier = normalize_cache_modifier(unwrap(cache_modifier))
-    eviction_policy = str(unwrap(eviction_policy) or "")
+    cache_modifier = normalize_cache_modifier(cache_modifier)
+    eviction_policy = str(eviction_policy or "")
     if eviction_policy not in EVICTION_POLICIES:
         raise ValueError(f"eviction_policy must be one of {EVICTION_POLICIES[1:]}, got "
                          f"{eviction_policy!r}")
     check_async_copy(smem.type, pointer.type, None if mask is None else mask.type)
     AsyncCopyGlobalToLocalOp.build(_semantic.builder, pointer.handle, smem.handle,
                                    None if mask is None else mask.handle, cache_modifier,
-                                   eviction_policy, bool(unwrap(volatile)))
+                                   eviction_policy, bool(volatile))
 
 
 @builtin
@@ -75,7 +73,7 @@ def commit_group(_semantic=None):
 def wait_group(num_outstanding=0, _semantic=None):
     """Wait until at most `num_outstanding` committed groups are still in flight
     (`cp.async.wait_group`); a compile-time int."""
-    n = unwrap(num_outstanding)
+    n = num_outstanding
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise TypeError(f"wait_group: num_outstanding must be a non-negative compile-time int, "
                         f"got {n!r}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gluon.language.nvidia.ampere import async_copy, mma_v2
 from gluon.language.nvidia.hopper import mbarrier, tma
-from shared_codegen.frontend.values import builtin, unwrap
+from shared_codegen.frontend.values import builtin
 from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
 
 __all__ = ["async_copy", "fence_async_shared", "mbarrier", "mma_v2", "tma"]
@@ -27,4 +27,4 @@ def fence_async_shared(cluster=False, _semantic=None):
     """Order this thread's earlier shared-memory accesses before its later asynchronous ones
     (TMA, wgmma) and vice versa (`fence.proxy.async`). With `cluster=True`, for the
     cluster's shared memory."""
-    FenceAsyncSharedOp.build(_semantic.builder, bool(unwrap(cluster)))
+    FenceAsyncSharedOp.build(_semantic.builder, bool(cluster))

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from shared_codegen.frontend.values import tensor, unwrap
+from shared_codegen.frontend.values import tensor
 from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32
 
 
 def smem_arg(value, builtin_name: str, what: str):
-    value = unwrap(value)
     if not isinstance(value, tensor) or not isinstance(value.type, SharedMemoryType):
         raise TypeError(f"{builtin_name}: {what} must be a shared memory descriptor "
                         f"(gl.allocate_shared_memory), got {value!r}")
@@ -16,7 +15,6 @@ def smem_arg(value, builtin_name: str, what: str):
 
 def pred_arg(pred, semantic, builtin_name: str):
     """None for a compile-time True (no operand), else an i1 scalar value."""
-    pred = unwrap(pred)
     if pred is True:
         return None
     x = semantic.to_tensor(pred)
@@ -26,7 +24,7 @@ def pred_arg(pred, semantic, builtin_name: str):
 
 
 def i32_arg(value, semantic, builtin_name: str, what: str):
-    x = semantic.to_tensor(unwrap(value))
+    x = semantic.to_tensor(value)
     if isinstance(x.type, TensorType) or not x.type.is_int():
         raise TypeError(f"{builtin_name}: {what} must be an integer scalar, got {x.type}")
     if x.type != int32:
@@ -35,7 +33,6 @@ def i32_arg(value, semantic, builtin_name: str, what: str):
 
 
 def int_arg(value, builtin_name: str, what: str) -> int:
-    value = unwrap(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{builtin_name}: {what} must be a compile-time int, got {value!r}")
     return value

@@ -17,7 +17,7 @@ wait compiles; the interpreter reports that read as a race, naming both lines.
 
 from __future__ import annotations
 
-from shared_codegen.frontend.values import builtin, tensor, unwrap, wrap
+from shared_codegen.frontend.values import builtin, tensor, wrap
 from shared_codegen.ir.types import SharedMemoryType, int1
 from shared_codegen.ops.wgmma.definition import (
     WarpGroupDotOp,
@@ -42,14 +42,13 @@ class warpgroup_mma_accumulator(tensor):
 @builtin
 def warpgroup_mma_init(value, _semantic=None) -> warpgroup_mma_accumulator:
     """Wrap a register tensor as an accumulator token (no code)."""
-    value = unwrap(value)
     if not isinstance(value, tensor) or not value.is_block():
         raise TypeError(f"warpgroup_mma_init takes a tensor, got {value!r}")
     return warpgroup_mma_accumulator(value.handle, value.type)
 
 
 def _use_acc(use_acc, _semantic):
-    x = _semantic.to_tensor(unwrap(use_acc))
+    x = _semantic.to_tensor(use_acc)
     if x.is_block() or x.type != int1:
         raise TypeError(f"use_acc must be a bool or an i1 scalar, got {x.type}")
     return x
@@ -64,21 +63,19 @@ def warpgroup_mma(a, b, acc, *, use_acc=True, precision=None, max_num_imprecise_
     acc.layout, k_width=32 // element bits)`; `b` is a shared memory descriptor. With
     `is_async=True` the result is a `warpgroup_mma_accumulator` to retire with
     `warpgroup_mma_wait`; otherwise the op waits for itself (and every earlier wgmma)."""
-    a, b, acc = unwrap(a), unwrap(b), unwrap(acc)
     for what, x in (("a", a), ("b", b), ("acc", acc)):
         if not isinstance(x, tensor):
             raise TypeError(f"warpgroup_mma: {what} must be a tensor or shared memory "
                             f"descriptor, got {x!r}")
     use = _use_acc(use_acc, _semantic)
-    precision = unwrap(precision)
     precision = "tf32" if precision is None else str(precision).lower()
     if precision not in _PRECISIONS:
         raise ValueError(f"precision must be one of {list(_PRECISIONS)}, got {precision!r}")
-    mnia = unwrap(max_num_imprecise_acc)
+    mnia = max_num_imprecise_acc
     fp8 = a.dtype.is_fp8() and b.dtype.is_fp8()
     if mnia is not None and not fp8:
         mnia = None  # only fp8 products accumulate imprecisely
-    is_async = bool(unwrap(is_async))
+    is_async = bool(is_async)
     check_warpgroup_mma(a.type, b.type, acc.type, precision, mnia)
     handle = WarpGroupDotOp.build(_semantic.builder, a.handle, b.handle, acc.handle,
                                   use.handle, precision, mnia, is_async)
@@ -95,11 +92,11 @@ def warpgroup_mma_wait(num_outstanding=0, deps=None, _semantic=None):
     several a tuple."""
     if deps is None:
         raise ValueError("warpgroup_mma_wait deps must be given")
-    n = unwrap(num_outstanding)
+    n = num_outstanding
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"num_outstanding must be a non-negative int (wgmma.wait_group takes "
                          f"an immediate), got {n!r}")
-    deps = [unwrap(d) for d in unwrap(deps)]
+    deps = list(deps)
     for d in deps:
         if not isinstance(d, tensor):
             raise TypeError(f"warpgroup_mma_wait deps must be tensors or shared memory "

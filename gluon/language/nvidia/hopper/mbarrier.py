@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
-from shared_codegen.frontend.values import builtin, unwrap
+from shared_codegen.frontend.values import builtin
 from shared_codegen.ops.mbarrier.definition import (
     ArriveBarrierOp,
     BarrierExpectOp,
@@ -72,7 +72,7 @@ def wait(mbarrier, phase, pred=True, deps=(), _semantic=None):
     completed (`mbarrier.try_wait.parity`). `deps` are the shared memory descriptors the
     barrier guards; they stay allocated at least until here."""
     bar = _barrier(mbarrier, "mbarrier.wait")
-    deps = [smem_arg(d, "mbarrier.wait", "each of deps").handle for d in unwrap(deps) or ()]
+    deps = [smem_arg(d, "mbarrier.wait", "each of deps").handle for d in deps or ()]
     _checked(WaitBarrierOp.build(_semantic.builder, bar.handle,
                                  i32_arg(phase, _semantic, "mbarrier.wait", "phase"),
                                  pred_arg(pred, _semantic, "mbarrier.wait"), deps))

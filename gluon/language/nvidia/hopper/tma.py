@@ -22,7 +22,7 @@ from __future__ import annotations
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
 from gluon.language.nvidia.hopper.mbarrier import _barrier
-from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
+from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor
 from shared_codegen.ir.types import TensorDescriptorType
 from shared_codegen.ops.tma.definition import (
     AsyncTMACopyGlobalToLocalOp,
@@ -82,7 +82,6 @@ VALUE_CLASSES[TensorDescriptorType] = tensor_descriptor
 
 
 def _desc(value, name):
-    value = unwrap(value)
     if not isinstance(value, tensor) or not isinstance(value.type, TensorDescriptorType):
         raise TypeError(f"{name}: tensor_desc must be a tensor descriptor kernel argument "
                         f"(gluon.nvidia.hopper.TensorDescriptor), got {value!r}")
@@ -90,7 +89,6 @@ def _desc(value, name):
 
 
 def _coords(coord, desc, semantic, name):
-    coord = unwrap(coord)
     if not isinstance(coord, (list, tuple)):
         raise TypeError(f"{name}: coord must be a list of {desc.type.rank} ints, got {coord!r}")
     if len(coord) != desc.type.rank:
