@@ -29,31 +29,15 @@ from shared_codegen.frontend.compile import explicit_layout_module
 from shared_codegen.frontend.launch import make_specialization
 from shared_codegen.ir.core import Block, Function, Module, Operation, Value
 from shared_codegen.ir.types import PointerType, ScalarType, TensorType, scalar_of
-from shared_codegen.ops.arith.definition import (
-    BITCAST,
-    NAN_PROPAGATING,
-    AddPtrOp,
-    BinaryOp,
-    CastOp,
-    CompareOp,
-    ConstantOp,
-    SelectOp,
-)
+from shared_codegen.ops.arith.definition import (BITCAST, NAN_PROPAGATING, AddPtrOp, BinaryOp,
+                                                 CastOp, CompareOp, ConstantOp, SelectOp)
 from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp, YieldOp
 from shared_codegen.ops.math.definition import AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
 from shared_codegen.ops.program.definition import AssertOp, BarrierOp, PrintOp, ProgramIdOp
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
-from shared_codegen.ops.tensor.definition import (
-    BroadcastOp,
-    ConvertLayoutOp,
-    ExpandDimsOp,
-    HintOp,
-    MakeRangeOp,
-    ReshapeOp,
-    SplatOp,
-    TransOp,
-)
+from shared_codegen.ops.tensor.definition import (BroadcastOp, ConvertLayoutOp, ExpandDimsOp,
+                                                  HintOp, MakeRangeOp, ReshapeOp, SplatOp, TransOp)
 
 _COMPARE = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
             "ult": "<", "ule": "<=", "ugt": ">", "uge": ">=", "oeq": "==", "one": "!=",

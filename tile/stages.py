@@ -23,31 +23,11 @@ planning and backend stages add what they decided or produced (attributes on the
 `//` notes at the end: axis facts, LLVM IR, PTX).
 """
 
-from shared_codegen.stages import (
-    allocate_shared_memory,
-    analyze_axes,
-    llvm_to_ptx,
-    lower_to_llvm,
-    plan_barriers,
-    plan_warp_specialization,
-    ptx_to_cubin,
-    record_explicit_layout_ir,
-)
-from tile.passes.cleanup import cse, remove_redundant_conversions
-from tile.passes.layout_assignment import assign_layouts
+from shared_codegen.stages import BACKEND_STAGES
+from tile.passes import TILE_PIPELINE
 
-TILE_STAGES = [
-    ("layout_assignment", assign_layouts),
-    ("remove_redundant_conversions", remove_redundant_conversions),
-    ("cse", cse),
-    ("explicit_layout_ir", record_explicit_layout_ir),
-    ("axis_analysis", analyze_axes),
-    ("warp_specialization_planning", plan_warp_specialization),
-    ("shared_memory_allocation", allocate_shared_memory),
-    ("barrier_insertion", plan_barriers),
-    ("lower_to_llvm", lower_to_llvm),
-    ("llvm_to_ptx", llvm_to_ptx),
-    ("ptx_to_cubin", ptx_to_cubin),
-]
+# The tile passes (layout_assignment, remove_redundant_conversions, cse), then the shared tail;
+# the docstring above names every stage, and tests/tile/test_stages.py pins the list.
+TILE_STAGES = [*TILE_PIPELINE, *BACKEND_STAGES]
 
 __all__ = ["TILE_STAGES"]

@@ -8,134 +8,33 @@ Gluon's (`GluonSemantic`) enforces the layout rules. Builtins whose signature di
 """
 
 from gluon.language import nvidia
-from gluon.language._core import (
-                                     arange,
-                                     bank_conflicts,
-                                     convert_layout,
-                                     distributed_type,
-                                     full,
-                                     full_like,
-                                     num_ctas,
-                                     num_warps,
-                                     set_auto_layout,
-                                     thread_barrier,
-                                     to_linear_layout,
-                                     to_tensor,
-                                     zeros,
-                                     zeros_like,
-)
-from gluon.language._layouts import (
-                                     AutoLayout,
-                                     BlockedLayout,
-                                     DistributedLayout,
-                                     DistributedLinearLayout,
-                                     DotOperandLayout,
-                                     NVMMADistributedLayout,
-                                     NVMMASharedLayout,
-                                     SharedLayout,
-                                     SharedLinearLayout,
-                                     SliceLayout,
-                                     SwizzledSharedLayout,
-)
-from gluon.language._smem import (
-                                     allocate_shared_memory,
-                                     shared_memory_descriptor,
-                                     shared_memory_descriptor_type,
-)
+from gluon.language._core import (arange, bank_conflicts, convert_layout, distributed_type, full,
+                                  full_like, num_ctas, num_warps, set_auto_layout, thread_barrier,
+                                  to_linear_layout, to_tensor, zeros, zeros_like)
+from gluon.language._layouts import (AutoLayout, BlockedLayout, DistributedLayout,
+                                     DistributedLinearLayout, DotOperandLayout,
+                                     NVMMADistributedLayout, NVMMASharedLayout, SharedLayout,
+                                     SharedLinearLayout, SliceLayout, SwizzledSharedLayout)
+from gluon.language._smem import (allocate_shared_memory, shared_memory_descriptor,
+                                  shared_memory_descriptor_type)
 from gluon.language._warp_spec import warp_specialize
 from gluon.language.nvidia.ampere import dot_fma  # Triton exports it at the top level too
 from shared_codegen.frontend.values import constexpr, tensor
 from shared_codegen.ir.types import IRType as dtype
 from shared_codegen.ir.types import PointerType as pointer_type
-from shared_codegen.ir.types import (
-                                     bfloat16,
-                                     block_type,
-                                     float8e4nv,
-                                     float8e5,
-                                     float16,
-                                     float32,
-                                     float64,
-                                     int1,
-                                     int8,
-                                     int16,
-                                     int32,
-                                     int64,
-                                     uint8,
-                                     uint16,
-                                     uint32,
-                                     uint64,
-                                     void,
-)
-from tile.language.core import (
-                                     PropagateNan,
-                                     associative_scan,
-                                     atomic_add,
-                                     atomic_and,
-                                     atomic_cas,
-                                     atomic_max,
-                                     atomic_min,
-                                     atomic_or,
-                                     atomic_xchg,
-                                     atomic_xor,
-                                     broadcast,
-                                     broadcast_to,
-                                     cast,
-                                     clamp,
-                                     device_assert,
-                                     device_print,
-                                     expand_dims,
-                                     load,
-                                     max_constancy,
-                                     max_contiguous,
-                                     maximum,
-                                     minimum,
-                                     multiple_of,
-                                     num_programs,
-                                     permute,
-                                     program_id,
-                                     reduce,
-                                     reshape,
-                                     static_assert,
-                                     static_print,
-                                     static_range,
-                                     store,
-                                     trans,
-                                     where,
-)
-from tile.language.math import (
-                                     abs,
-                                     ceil,
-                                     cos,
-                                     div_rn,
-                                     erf,
-                                     exp,
-                                     exp2,
-                                     fdiv,
-                                     floor,
-                                     fma,
-                                     log,
-                                     log2,
-                                     rsqrt,
-                                     sin,
-                                     sqrt,
-                                     sqrt_rn,
-                                     umulhi,
-)
-from tile.language.standard import (
-                                     argmax,
-                                     argmin,
-                                     cdiv,
-                                     cumprod,
-                                     cumsum,
-                                     max,
-                                     min,
-                                     ravel,
-                                     reduce_or,
-                                     sigmoid,
-                                     softmax,
-                                     sum,
-                                     xor_sum,
-)
+from shared_codegen.ir.types import (bfloat16, block_type, float8e4nv, float8e5, float16, float32,
+                                     float64, int1, int8, int16, int32, int64, uint8, uint16,
+                                     uint32, uint64, void)
+from tile.language.core import (PropagateNan, associative_scan, atomic_add, atomic_and, atomic_cas,
+                                atomic_max, atomic_min, atomic_or, atomic_xchg, atomic_xor,
+                                broadcast, broadcast_to, cast, clamp, device_assert, device_print,
+                                expand_dims, load, max_constancy, max_contiguous, maximum, minimum,
+                                multiple_of, num_programs, permute, program_id, reduce, reshape,
+                                static_assert, static_print, static_range, store, trans, where)
+from tile.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,
+                                rsqrt, sin, sqrt, sqrt_rn, umulhi)
+from tile.language.standard import (argmax, argmin, cdiv, cumprod, cumsum, max, min, ravel,
+                                    reduce_or, sigmoid, softmax, sum, xor_sum)
 
 __all__ = [
     # types

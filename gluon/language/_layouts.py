@@ -16,23 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared_codegen.layouts import (
-    BlockedLayout,
-    DistributedLayout,
-    DistributedLinearLayout,
-    DotOperandLayout,
-    LinearLayout,
-    NVMMADistributedLayout,
-    NVMMASharedLayout,
-    SharedLayout,
-    SharedLinearLayout,
-    SliceLayout,
-    SwizzledSharedLayout,
-    TensorMemoryLayout,
-    TensorMemoryScalesLayout,
-    default_blocked_layout,
-    get_tmem_reg_layout,
-)
+from shared_codegen.layouts import (BlockedLayout, DistributedLayout, DistributedLinearLayout,
+                                    DotOperandLayout, LinearLayout, NVMMADistributedLayout,
+                                    NVMMASharedLayout, SharedLayout, SharedLinearLayout,
+                                    SliceLayout, SwizzledSharedLayout, TensorMemoryLayout,
+                                    TensorMemoryScalesLayout, default_blocked_layout,
+                                    get_tmem_reg_layout)
 from shared_codegen.layouts import to_linear_layout as _to_linear_layout
 
 WARP_SIZE = 32

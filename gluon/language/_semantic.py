@@ -22,26 +22,14 @@ from __future__ import annotations
 
 from typing import Callable, List, Sequence
 
-from gluon.language._layouts import (
-    AutoLayout,
-    DistributedLayout,
-    SharedLayout,
-    SliceLayout,
-    check_layout,
-    is_auto,
-    linear_form,
-)
+from gluon.language._layouts import (AutoLayout, DistributedLayout, SharedLayout, SliceLayout,
+                                     check_layout, is_auto, linear_form)
 from shared_codegen.frontend.values import tensor
 from shared_codegen.ir.types import TensorType
 from shared_codegen.ops.arith.definition import ConstantOp
 from shared_codegen.ops.program.definition import BarrierOp
 from shared_codegen.ops.reduction.definition import ReduceOp
-from shared_codegen.ops.tensor.definition import (
-    BroadcastOp,
-    ConvertLayoutOp,
-    ExpandDimsOp,
-    SplatOp,
-)
+from shared_codegen.ops.tensor.definition import BroadcastOp, ConvertLayoutOp, ExpandDimsOp, SplatOp
 from tile.language import _types as T
 from tile.language.semantic import TileSemantic
 

@@ -17,18 +17,11 @@ from __future__ import annotations
 from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
 from shared_codegen.ir.core import VerificationError
 from shared_codegen.ir.types import ScalarType, SharedMemoryType, TensorType, int32
-from shared_codegen.ops.shared_memory.definition import (
-    LocalAllocOp,
-    LocalDeallocOp,
-    LocalLoadOp,
-    LocalStoreOp,
-    MemDescIndexOp,
-    MemDescReinterpretOp,
-    MemDescReshapeOp,
-    MemDescSubsliceOp,
-    MemDescTransOp,
-    is_shared_layout,
-)
+from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeallocOp, LocalLoadOp,
+                                                         LocalStoreOp, MemDescIndexOp,
+                                                         MemDescReinterpretOp, MemDescReshapeOp,
+                                                         MemDescSubsliceOp, MemDescTransOp,
+                                                         is_shared_layout)
 
 __all__ = ["allocate_shared_memory", "shared_memory_descriptor",
            "shared_memory_descriptor_type"]

@@ -20,15 +20,8 @@ import operator
 from typing import Any, Dict, List, Optional
 
 from shared_codegen.frontend.errors import CompilationError
-from shared_codegen.frontend.values import (
-    TENSOR_SEMANTIC_ATTRS,
-    constexpr,
-    is_builtin,
-    is_tensor,
-    tensor,
-    unwrap,
-    wrap,
-)
+from shared_codegen.frontend.values import (TENSOR_SEMANTIC_ATTRS, constexpr, is_builtin, is_tensor,
+                                            tensor, unwrap, wrap)
 from shared_codegen.ir.core import Location, Operation, Region
 from shared_codegen.ir.types import TensorType, int1
 from shared_codegen.ops.control.definition import CONDITION, ForOp, IfOp, WhileOp, YieldOp

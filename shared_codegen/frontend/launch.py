@@ -18,13 +18,8 @@ from shared_codegen import config
 from shared_codegen.frontend.errors import ArgumentError, CompilationError
 from shared_codegen.frontend.jit import Specialization
 from shared_codegen.frontend.values import constexpr
-from shared_codegen.ir.types import (
-    BY_NAME,
-    IRType,
-    PointerType,
-    TensorDescriptorType,
-    from_host_dtype,
-)
+from shared_codegen.ir.types import (BY_NAME, IRType, PointerType, TensorDescriptorType,
+                                     from_host_dtype)
 from shared_codegen.runtime.specialize import SpecializationError, key_of, register_handler
 
 DEFAULT_NUM_WARPS = 4

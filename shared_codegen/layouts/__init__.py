@@ -6,24 +6,14 @@ Every family (``BlockedLayout``, ``NVMMASharedLayout``, ...) is a frozen datacla
 basis what Triton 3.6 gives.
 """
 
-from shared_codegen.layouts.distributed import (
-    BlockedLayout,
-    DistributedLayout,
-    DistributedLinearLayout,
-    DotOperandLayout,
-    NVMMADistributedLayout,
-    SliceLayout,
-    default_blocked_layout,
-)
+from shared_codegen.layouts.distributed import (BlockedLayout, DistributedLayout,
+                                                DistributedLinearLayout, DotOperandLayout,
+                                                NVMMADistributedLayout, SliceLayout,
+                                                default_blocked_layout)
 from shared_codegen.layouts.linear_layout import LinearLayout
-from shared_codegen.layouts.shared import (
-    NVMMASharedLayout,
-    SharedLayout,
-    SharedLinearLayout,
-    SwizzledSharedLayout,
-    TensorMemoryLayout,
-    TensorMemoryScalesLayout,
-)
+from shared_codegen.layouts.shared import (NVMMASharedLayout, SharedLayout, SharedLinearLayout,
+                                           SwizzledSharedLayout, TensorMemoryLayout,
+                                           TensorMemoryScalesLayout)
 from shared_codegen.layouts.tmem import get_tmem_reg_layout
 
 __all__ = [

@@ -13,16 +13,9 @@ import math
 from dataclasses import dataclass, field
 
 from shared_codegen.layouts import _validate as check
-from shared_codegen.layouts._building import (
-    BLOCK,
-    LANE,
-    REGISTER,
-    WARP,
-    combine_cta_cga_with_shape,
-    identity_nd,
-    matrix_order,
-    standard_out_dims,
-)
+from shared_codegen.layouts._building import (BLOCK, LANE, REGISTER, WARP,
+                                              combine_cta_cga_with_shape, identity_nd, matrix_order,
+                                              standard_out_dims)
 from shared_codegen.layouts.linear_layout import LinearLayout
 
 __all__ = [

@@ -34,18 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shared_codegen.layouts.bank_conflicts import (
-    FlatLayout,
-    SharedSwizzle,
-    dtype_bits,
-    flatten_layout,
-    inverse_table,
-    matrix_swizzling,
-    optimal_swizzling,
-    predicted_conflicts,
-    span_table,
-    wavefronts_of,
-)
+from shared_codegen.layouts.bank_conflicts import (FlatLayout, SharedSwizzle, dtype_bits,
+                                                   flatten_layout, inverse_table, matrix_swizzling,
+                                                   optimal_swizzling, predicted_conflicts,
+                                                   span_table, wavefronts_of)
 
 __all__ = ["ConversionPlan", "PlanCost", "ShuffleRound", "as_linear_layout",
            "conversion_matrix", "plan_conversion", "placement", "simulate"]

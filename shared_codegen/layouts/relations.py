@@ -25,12 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from shared_codegen.layouts import (
-    BlockedLayout,
-    DistributedLinearLayout,
-    SliceLayout,
-    to_linear_layout,
-)
+from shared_codegen.layouts import (BlockedLayout, DistributedLinearLayout, SliceLayout,
+                                    to_linear_layout)
 from shared_codegen.layouts.linear_layout import reshape_coords
 
 # ---- layout algebra ------------------------------------------------------------------------

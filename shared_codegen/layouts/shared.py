@@ -12,13 +12,9 @@ import functools
 from dataclasses import dataclass, field
 
 from shared_codegen.layouts import _validate as check
-from shared_codegen.layouts._building import (
-    OFFSET,
-    combine_cta_cga_with_shape,
-    ensure_not_smaller_than,
-    shape_per_cta,
-    standard_out_dims,
-)
+from shared_codegen.layouts._building import (OFFSET, combine_cta_cga_with_shape,
+                                              ensure_not_smaller_than, shape_per_cta,
+                                              standard_out_dims)
 from shared_codegen.layouts.linear_layout import LinearLayout
 
 __all__ = [

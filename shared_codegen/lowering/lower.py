@@ -20,14 +20,8 @@ from llvmlite import ir
 
 from shared_codegen.ir.core import Function, Module
 from shared_codegen.ir.types import PointerType, ScalarType, TensorDescriptorType, TensorType
-from shared_codegen.lowering.context import (
-    I8,
-    MAX_SHARED_BYTES,
-    VOID,
-    LoweringContext,
-    LoweringError,
-    llvm_type,
-)
+from shared_codegen.lowering.context import (I8, MAX_SHARED_BYTES, VOID, LoweringContext,
+                                             LoweringError, llvm_type)
 
 
 @dataclass(frozen=True)

@@ -33,31 +33,12 @@ from typing import Dict, List, Optional
 from llvmlite import ir
 
 from shared_codegen.lowering.context import I32
-from shared_codegen.lowering.cross_thread import (
-    LANE,
-    REGISTER,
-    WARP,
-    _i32,
-    bases,
-    from_storage,
-    register_coords,
-    storage_bytes,
-    storage_type,
-    thread_coord_values,
-    to_storage,
-)
-from shared_codegen.lowering.smem_matrix import (
-    LDMATRIX_ARCH,
-    STMATRIX_ARCH,
-    Access,
-    SidePlan,
-    address,
-    arch_of,
-    gather_registers,
-    load_matrix,
-    matrix_side,
-    store_matrix,
-)
+from shared_codegen.lowering.cross_thread import (LANE, REGISTER, WARP, _i32, bases, from_storage,
+                                                  register_coords, storage_bytes, storage_type,
+                                                  thread_coord_values, to_storage)
+from shared_codegen.lowering.smem_matrix import (LDMATRIX_ARCH, STMATRIX_ARCH, Access, SidePlan,
+                                                 address, arch_of, gather_registers, load_matrix,
+                                                 matrix_side, store_matrix)
 
 
 def _log2(n: int) -> int:

@@ -31,11 +31,22 @@ def copy_kernel(x_ptr, out_ptr, N: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs))
 
 
+SHARED_TAIL = ["explicit_layout_ir", "axis_analysis", "warp_specialization_planning",
+               "shared_memory_allocation", "barrier_insertion", "lower_to_llvm", "llvm_to_ptx",
+               "ptx_to_cubin"]
+
+
 def test_the_stages_are_the_tile_passes_then_the_shared_backend_stages():
     names = [name for name, _ in TILE_STAGES]
-    assert names[:len(TILE_PIPELINE)] == [name for name, _ in TILE_PIPELINE]
+    assert names == ["layout_assignment", "remove_redundant_conversions", "cse"] + SHARED_TAIL
     assert TILE_STAGES[len(TILE_PIPELINE):] == BACKEND_STAGES
-    assert names[-4:] == ["barrier_insertion", "lower_to_llvm", "llvm_to_ptx", "ptx_to_cubin"]
+
+
+def test_the_gluon_stages_finish_the_layouts_then_share_the_backend_stages():
+    from gluon.stages import GLUON_STAGES
+
+    assert [name for name, _ in GLUON_STAGES] == ["resolve_auto_layouts",
+                                                   "verify_layouts"] + SHARED_TAIL
 
 
 @pytest.fixture

@@ -9,19 +9,8 @@ are rejected with Triton's explanation.
 from __future__ import annotations
 
 from shared_codegen.frontend.values import tensor
-from shared_codegen.ir.types import (
-    PointerType,
-    bfloat16,
-    float16,
-    float32,
-    float64,
-    int1,
-    int8,
-    int32,
-    int64,
-    uint32,
-    uint64,
-)
+from shared_codegen.ir.types import (PointerType, bfloat16, float16, float32, float64, int1, int8,
+                                     int32, int64, uint32, uint64)
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
 from tile.language import _types as T
 

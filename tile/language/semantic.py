@@ -14,40 +14,15 @@ from __future__ import annotations
 from typing import Callable, List, Sequence
 
 from shared_codegen.frontend.values import is_builtin, tensor, wrap
-from shared_codegen.ir.types import (
-    IRType,
-    ScalarType,
-    TensorType,
-    bfloat16,
-    float16,
-    float32,
-    float64,
-    int1,
-    int32,
-    int64,
-    uint32,
-    uint64,
-)
-from shared_codegen.ops.arith.definition import (
-    AddPtrOp,
-    BinaryOp,
-    CastOp,
-    CompareOp,
-    ConstantOp,
-    SelectOp,
-    cast_op_name,
-)
+from shared_codegen.ir.types import (IRType, ScalarType, TensorType, bfloat16, float16, float32,
+                                     float64, int1, int32, int64, uint32, uint64)
+from shared_codegen.ops.arith.definition import (AddPtrOp, BinaryOp, CastOp, CompareOp, ConstantOp,
+                                                 SelectOp, cast_op_name)
 from shared_codegen.ops.control.definition import YieldOp
 from shared_codegen.ops.program.definition import AssertOp, PrintOp, ProgramIdOp
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
-from shared_codegen.ops.tensor.definition import (
-    BroadcastOp,
-    ExpandDimsOp,
-    MakeRangeOp,
-    ReshapeOp,
-    SplatOp,
-    TransOp,
-)
+from shared_codegen.ops.tensor.definition import (BroadcastOp, ExpandDimsOp, MakeRangeOp, ReshapeOp,
+                                                  SplatOp, TransOp)
 from tile.language import _types as T
 from tile.language._memory import MemorySemantic
 

@@ -32,15 +32,8 @@ from shared_codegen.analysis.axis_info import AxisInfo
 from shared_codegen.ir.core import Function, Module, Operation, Value, replace_all_uses
 from shared_codegen.ir.passes import insert_after, insert_before
 from shared_codegen.layouts import BlockedLayout, default_blocked_layout
-from shared_codegen.layouts.relations import (
-    STRUCTURAL,
-    PointerAccess,
-    Prefer,
-    Slice,
-    equivalent,
-    reshaped_layout,
-    transposed_layout,
-)
+from shared_codegen.layouts.relations import (STRUCTURAL, PointerAccess, Prefer, Slice, equivalent,
+                                              reshaped_layout, transposed_layout)
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp
 from tile.passes.coalesce import AccessPlan, memory_pointer, plan_all_accesses
 from tile.passes.layout_constraints import Constraints, collect_constraints, is_tensor

@@ -8,21 +8,10 @@ import math
 
 import numpy as np
 
-from shared_codegen.analysis.axis_info import (
-    AxisInfo,
-    div_at,
-    elem_bytes,
-    every_element_div,
-    fold_constant,
-    full_constancy,
-    gcd_all,
-    is_const,
-    mul_div,
-    rule_elementwise,
-    rule_passthrough,
-    shape_of,
-    with_constant,
-)
+from shared_codegen.analysis.axis_info import (AxisInfo, div_at, elem_bytes, every_element_div,
+                                               fold_constant, full_constancy, gcd_all, is_const,
+                                               mul_div, rule_elementwise, rule_passthrough,
+                                               shape_of, with_constant)
 from shared_codegen.ir.types import ScalarType, TensorType, scalar_of
 
 

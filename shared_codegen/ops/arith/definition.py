@@ -11,27 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from shared_codegen.ir.core import OpDef, VerificationError
-from shared_codegen.ir.types import (
-    IRType,
-    PointerType,
-    ScalarType,
-    TensorType,
-    float8e4nv,
-    float8e5,
-    int1,
-    int64,
-    same_shape_type,
-    scalar_of,
-)
+from shared_codegen.ir.types import (IRType, PointerType, ScalarType, TensorType, float8e4nv,
+                                     float8e5, int1, int64, same_shape_type, scalar_of)
 from shared_codegen.layouts.relations import ANY_LAYOUT, SAME_LAYOUT
-from shared_codegen.ops.arith.axis import (
-    binary_axis_rule,
-    cast_axis_rule,
-    compare_axis_rule,
-    rule_add_sub,
-    rule_constant,
-    rule_select,
-)
+from shared_codegen.ops.arith.axis import (binary_axis_rule, cast_axis_rule, compare_axis_rule,
+                                           rule_add_sub, rule_constant, rule_select)
 
 # ---------------------------------------------------------------------------------------
 # constants

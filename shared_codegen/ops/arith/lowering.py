@@ -14,26 +14,10 @@ from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import PointerType, TensorType, scalar_of
 from shared_codegen.ir.types import float16 as _F16_TYPE
 from shared_codegen.ir.types import float32 as _F32_TYPE
-from shared_codegen.lowering.context import (
-    BF16,
-    F16,
-    F32,
-    F64,
-    I8,
-    I16,
-    I32,
-    I64,
-    LoweringError,
-    llvm_type,
-)
-from shared_codegen.ops.arith.definition import (
-    AddPtrOp,
-    BinaryOp,
-    CastOp,
-    CompareOp,
-    ConstantOp,
-    SelectOp,
-)
+from shared_codegen.lowering.context import (BF16, F16, F32, F64, I8, I16, I32, I64, LoweringError,
+                                             llvm_type)
+from shared_codegen.ops.arith.definition import (AddPtrOp, BinaryOp, CastOp, CompareOp, ConstantOp,
+                                                 SelectOp)
 
 
 def elementwise(ctx, op, fn: Callable) -> List:

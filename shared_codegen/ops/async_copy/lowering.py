@@ -24,12 +24,8 @@ from shared_codegen.ir.core import lowering_rule
 from shared_codegen.lowering.context import VOID, LoweringError, llvm_type
 from shared_codegen.lowering.cross_thread import storage_type, thread_coord_values
 from shared_codegen.lowering.vectorize import layout_vector, vector_width
-from shared_codegen.ops.async_copy.definition import (
-    COPY,
-    AsyncCommitGroupOp,
-    AsyncCopyGlobalToLocalOp,
-    AsyncWaitOp,
-)
+from shared_codegen.ops.async_copy.definition import (COPY, AsyncCommitGroupOp,
+                                                      AsyncCopyGlobalToLocalOp, AsyncWaitOp)
 from shared_codegen.ops.shared_memory.lowering import _Access, sync_shared
 
 

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from shared_codegen.analysis.axis_info import (
-    AxisInfo,
-    gcd_all,
-    shape_of,
-)
+from shared_codegen.analysis.axis_info import AxisInfo, gcd_all, shape_of
 
 
 def rule_load(op, ins):

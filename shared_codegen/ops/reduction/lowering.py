@@ -13,25 +13,12 @@ from llvmlite import ir
 
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import TensorType
-from shared_codegen.lowering.cross_thread import (
-    LANE,
-    WARP,
-    _combine,
-    _i32,
-    check_axis_separable,
-    element_coord_values,
-    exchange_through_smem,
-    linear_index,
-    map_layout,
-    pure_axis_bits,
-    register_coords,
-    smem_load,
-    smem_store,
-    storage_bytes,
-    thread_bases_equal,
-    thread_bits_value,
-    unique_registers,
-)
+from shared_codegen.lowering.cross_thread import (LANE, WARP, _combine, _i32, check_axis_separable,
+                                                  element_coord_values, exchange_through_smem,
+                                                  linear_index, map_layout, pure_axis_bits,
+                                                  register_coords, smem_load, smem_store,
+                                                  storage_bytes, thread_bases_equal,
+                                                  thread_bits_value, unique_registers)
 from shared_codegen.ops.reduction.definition import ReduceOp
 
 

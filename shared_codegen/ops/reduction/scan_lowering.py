@@ -31,23 +31,11 @@ from llvmlite import ir
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import TensorType
 from shared_codegen.lowering.context import LoweringError
-from shared_codegen.lowering.cross_thread import (
-    LANE,
-    REGISTER,
-    WARP,
-    _combine,
-    _i32,
-    bases,
-    check_axis_separable,
-    element_coord_values,
-    linear_index,
-    map_layout,
-    register_coords,
-    smem_load,
-    smem_store,
-    storage_bytes,
-    thread_bits_value,
-)
+from shared_codegen.lowering.cross_thread import (LANE, REGISTER, WARP, _combine, _i32, bases,
+                                                  check_axis_separable, element_coord_values,
+                                                  linear_index, map_layout, register_coords,
+                                                  smem_load, smem_store, storage_bytes,
+                                                  thread_bits_value)
 from shared_codegen.ops.reduction.definition import ScanOp
 
 

@@ -36,12 +36,8 @@ from shared_codegen.ir.core import Block, Function, Module, Operation, Value
 from shared_codegen.ir.passes import Notes
 from shared_codegen.ir.types import SharedMemoryType
 from shared_codegen.lowering.context import MAX_SHARED_BYTES, LoweringError
-from shared_codegen.ops.shared_memory.definition import (
-    ALLOC,
-    VIEW_OPS,
-    alloc_alignment,
-    alloc_bytes,
-)
+from shared_codegen.ops.shared_memory.definition import (ALLOC, VIEW_OPS, alloc_alignment,
+                                                         alloc_bytes)
 
 # The attribute the `shared_memory_allocation` stage (shared_codegen/stages.py) records each
 # allocation's byte offset in; lowering reads it back.

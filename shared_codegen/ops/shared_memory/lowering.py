@@ -40,35 +40,14 @@ from shared_codegen.ir.core import Operation, lowering_rule
 from shared_codegen.ir.types import SharedMemoryType, TensorType
 from shared_codegen.lowering import smem_matrix
 from shared_codegen.lowering.context import I8, LoweringError, llvm_type
-from shared_codegen.lowering.cross_thread import (
-    LANE,
-    REGISTER,
-    WARP,
-    bases,
-    from_storage,
-    storage_type,
-    thread_coord_values,
-    to_storage,
-)
-from shared_codegen.ops.shared_memory.definition import (
-    ALLOC,
-    INDEX,
-    REINTERPRET,
-    RESHAPE,
-    SUBSLICE,
-    TRANS,
-    LocalAllocOp,
-    LocalLoadOp,
-    LocalStoreOp,
-    MemDescIndexOp,
-    MemDescReinterpretOp,
-    MemDescSubsliceOp,
-    alloc_alignment,
-    alloc_bytes,
-    index_stride,
-    offset_map,
-    subslice_offset,
-)
+from shared_codegen.lowering.cross_thread import (LANE, REGISTER, WARP, bases, from_storage,
+                                                  storage_type, thread_coord_values, to_storage)
+from shared_codegen.ops.shared_memory.definition import (ALLOC, INDEX, REINTERPRET, RESHAPE,
+                                                         SUBSLICE, TRANS, LocalAllocOp, LocalLoadOp,
+                                                         LocalStoreOp, MemDescIndexOp,
+                                                         MemDescReinterpretOp, MemDescSubsliceOp,
+                                                         alloc_alignment, alloc_bytes, index_stride,
+                                                         offset_map, subslice_offset)
 
 MAX_VECTOR_BYTES = 16
 

@@ -3,14 +3,8 @@ move the contiguity, divisibility and constancy facts (`shared_codegen.analysis.
 
 from __future__ import annotations
 
-from shared_codegen.analysis.axis_info import (
-    AxisInfo,
-    every_element_div,
-    full_constancy,
-    gcd_all,
-    highest_pow2_divisor,
-    shape_of,
-)
+from shared_codegen.analysis.axis_info import (AxisInfo, every_element_div, full_constancy, gcd_all,
+                                               highest_pow2_divisor, shape_of)
 
 
 def rule_make_range(op, ins):

@@ -13,23 +13,10 @@ import numpy as np
 from shared_codegen.analysis.axis_info import rule_passthrough
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import TensorType, int32
-from shared_codegen.layouts.relations import (
-    ANY_LAYOUT,
-    EXPAND_DIMS,
-    RESHAPE,
-    SAME_LAYOUT,
-    TRANS,
-    UNRELATED,
-)
-from shared_codegen.ops.tensor.axis import (
-    rule_broadcast,
-    rule_expand_dims,
-    rule_hint,
-    rule_make_range,
-    rule_reshape,
-    rule_splat,
-    rule_trans,
-)
+from shared_codegen.layouts.relations import (ANY_LAYOUT, EXPAND_DIMS, RESHAPE, SAME_LAYOUT, TRANS,
+                                              UNRELATED)
+from shared_codegen.ops.tensor.axis import (rule_broadcast, rule_expand_dims, rule_hint,
+                                            rule_make_range, rule_reshape, rule_splat, rule_trans)
 
 
 class MakeRangeOp(OpDef):

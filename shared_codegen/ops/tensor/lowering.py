@@ -9,23 +9,10 @@ from __future__ import annotations
 
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import PointerType, TensorType
-from shared_codegen.lowering.cross_thread import (
-    _i32,
-    element_coord_values,
-    register_coords,
-    remap_or_exchange,
-    row_major_strides,
-)
-from shared_codegen.ops.tensor.definition import (
-    BroadcastOp,
-    ConvertLayoutOp,
-    ExpandDimsOp,
-    HintOp,
-    MakeRangeOp,
-    ReshapeOp,
-    SplatOp,
-    TransOp,
-)
+from shared_codegen.lowering.cross_thread import (_i32, element_coord_values, register_coords,
+                                                  remap_or_exchange, row_major_strides)
+from shared_codegen.ops.tensor.definition import (BroadcastOp, ConvertLayoutOp, ExpandDimsOp,
+                                                  HintOp, MakeRangeOp, ReshapeOp, SplatOp, TransOp)
 
 
 def _plan(src_ty: TensorType, dst_ty: TensorType, ctx):

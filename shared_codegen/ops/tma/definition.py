@@ -45,13 +45,8 @@ import numpy as np
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, TensorType, int1, int32
 from shared_codegen.layouts.relations import OWN_LAYOUTS
-from shared_codegen.ops.mbarrier.definition import (
-    ENGINE_KEY,
-    _where,
-    barrier_state,
-    check_barrier,
-    thread_zero,
-)
+from shared_codegen.ops.mbarrier.definition import (ENGINE_KEY, _where, barrier_state,
+                                                    check_barrier, thread_zero)
 from shared_codegen.ops.shared_memory.definition import offset_map
 
 READ_GLOBAL = MemoryEffect.READ_GLOBAL

@@ -29,13 +29,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
 from shared_codegen.ir.core import OpDef, Region, VerificationError, format_attrs
-from shared_codegen.ir.types import (
-    PointerType,
-    ScalarType,
-    SharedMemoryType,
-    TensorDescriptorType,
-    TensorType,
-)
+from shared_codegen.ir.types import (PointerType, ScalarType, SharedMemoryType,
+                                     TensorDescriptorType, TensorType)
 from shared_codegen.layouts.relations import OWN_LAYOUTS
 
 NAME = "ttg.warp_specialize"

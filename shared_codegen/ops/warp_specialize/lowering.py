@@ -47,11 +47,8 @@ from llvmlite import ir
 from shared_codegen.ir.core import Function, lowering_rule, walk_block
 from shared_codegen.ir.types import PointerType, ScalarType, SharedMemoryType
 from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
-from shared_codegen.ops.warp_specialize.definition import (
-    WarpPlan,
-    WarpSpecializeOp,
-    worker_operands,
-)
+from shared_codegen.ops.warp_specialize.definition import (WarpPlan, WarpSpecializeOp,
+                                                           worker_operands)
 
 # The non-atomic writes of an mbarrier word (shared_codegen/ops/mbarrier/definition.py); a partition without
 # them needs no bar.sync before its waits and arrives (shared_memory_rules.sync_shared).

@@ -44,20 +44,10 @@ from llvmlite import ir
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import SharedMemoryType, TensorType
 from shared_codegen.lowering.context import F32, I32, LoweringError, _register_coords
-from shared_codegen.ops.dot.lowering import (
-    MMA_SHAPES,
-    _check_warps,
-    _in_dim_point,
-    _pack,
-    _register_index,
-)
-from shared_codegen.ops.wgmma.definition import (
-    PTX_TYPES,
-    WARPGROUP_ROWS,
-    WarpGroupDotOp,
-    WarpGroupDotWaitOp,
-    wgmma_instr_k,
-)
+from shared_codegen.ops.dot.lowering import (MMA_SHAPES, _check_warps, _in_dim_point, _pack,
+                                             _register_index)
+from shared_codegen.ops.wgmma.definition import (PTX_TYPES, WARPGROUP_ROWS, WarpGroupDotOp,
+                                                 WarpGroupDotWaitOp, wgmma_instr_k)
 
 Coords = Tuple[int, int]
 I64 = ir.IntType(64)

@@ -5,25 +5,15 @@ import numpy as np
 import pytest
 from smem_kernels import Kernel, blocked, interpret
 
-from gluon.layouts import (
-    NVMMASharedLayout,
-    SharedLinearLayout,
-    SwizzledSharedLayout,
-    to_linear_layout,
-)
+from gluon.layouts import (NVMMASharedLayout, SharedLinearLayout, SwizzledSharedLayout,
+                           to_linear_layout)
 from shared_codegen.interpreter.memory import InterpreterError
 from shared_codegen.ir.core import VerificationError
 from shared_codegen.ir.printer import print_module
 from shared_codegen.ir.types import float16, float32, int8, int32
-from shared_codegen.ops.shared_memory.definition import (
-    LocalLoadOp,
-    LocalStoreOp,
-    MemDescIndexOp,
-    MemDescReinterpretOp,
-    MemDescReshapeOp,
-    MemDescSubsliceOp,
-    MemDescTransOp,
-)
+from shared_codegen.ops.shared_memory.definition import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
+                                                         MemDescReinterpretOp, MemDescReshapeOp,
+                                                         MemDescSubsliceOp, MemDescTransOp)
 
 LAYOUTS_2D = [
     NVMMASharedLayout(128, 16),

@@ -15,14 +15,9 @@ from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
 from shared_codegen.ir.types import SharedMemoryType, TensorType, float16, float32, int8, int32
 from shared_codegen.ops.shared_memory import lowering as rules
-from shared_codegen.ops.shared_memory.definition import (
-    LocalLoadOp,
-    LocalStoreOp,
-    MemDescIndexOp,
-    MemDescSubsliceOp,
-    MemDescTransOp,
-    offset_map,
-)
+from shared_codegen.ops.shared_memory.definition import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
+                                                         MemDescSubsliceOp, MemDescTransOp,
+                                                         offset_map)
 
 
 class SmemSim(SimContext):

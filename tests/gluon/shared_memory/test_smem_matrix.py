@@ -11,26 +11,15 @@ import pytest
 from smem_kernels import Kernel, compile_ptx, interpret
 from test_smem_lowering import SmemSim
 
-from gluon.layouts import (
-    BlockedLayout,
-    DistributedLinearLayout,
-    DotOperandLayout,
-    NVMMADistributedLayout,
-    NVMMASharedLayout,
-    SwizzledSharedLayout,
-)
+from gluon.layouts import (BlockedLayout, DistributedLinearLayout, DotOperandLayout,
+                           NVMMADistributedLayout, NVMMASharedLayout, SwizzledSharedLayout)
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
 from shared_codegen.ir.types import SharedMemoryType, TensorType, bfloat16, float16, int32
 from shared_codegen.ops.shared_memory import lowering as rules
-from shared_codegen.ops.shared_memory.definition import (
-    LocalLoadOp,
-    LocalStoreOp,
-    MemDescIndexOp,
-    MemDescSubsliceOp,
-    MemDescTransOp,
-    offset_map,
-)
+from shared_codegen.ops.shared_memory.definition import (LocalLoadOp, LocalStoreOp, MemDescIndexOp,
+                                                         MemDescSubsliceOp, MemDescTransOp,
+                                                         offset_map)
 from shared_codegen.ops.shared_memory.interpreter import allocate
 
 

@@ -5,21 +5,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from shared_codegen.layouts import (
-    BlockedLayout,
-    DistributedLinearLayout,
-    SliceLayout,
-    to_linear_layout,
-)
-from shared_codegen.layouts.relations import (
-    Prefer,
-    Reshape,
-    Slice,
-    Trans,
-    equivalent,
-    reshaped_layout,
-    transposed_layout,
-)
+from shared_codegen.layouts import (BlockedLayout, DistributedLinearLayout, SliceLayout,
+                                    to_linear_layout)
+from shared_codegen.layouts.relations import (Prefer, Reshape, Slice, Trans, equivalent,
+                                              reshaped_layout, transposed_layout)
 
 BLOCKED = BlockedLayout([1, 4], [4, 8], [2, 2], [1, 0])
 COLUMN_MAJOR = BlockedLayout([2, 1], [8, 4], [1, 4], [0, 1])

@@ -14,19 +14,8 @@ from xthread_sim import SimContext
 from gluon.layouts import BlockedLayout, DistributedLinearLayout
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
-from shared_codegen.ir.types import (
-    TensorType,
-    bfloat16,
-    float8e4nv,
-    float16,
-    float32,
-    float64,
-    int1,
-    int8,
-    int16,
-    int32,
-    int64,
-)
+from shared_codegen.ir.types import (TensorType, bfloat16, float8e4nv, float16, float32, float64,
+                                     int1, int8, int16, int32, int64)
 from shared_codegen.layouts.planner import plan_conversion
 from shared_codegen.lowering.xthread_shuffle import Affine, fit_affine, schedule_shuffle
 from shared_codegen.ops.tensor import definition as tensor

@@ -8,17 +8,8 @@ import pytest
 from gluon.layouts import BlockedLayout, SliceLayout
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Function, Module
-from shared_codegen.ir.types import (
-    TensorType,
-    bfloat16,
-    float16,
-    float32,
-    float64,
-    int8,
-    int32,
-    int64,
-    pointer_type,
-)
+from shared_codegen.ir.types import (TensorType, bfloat16, float16, float32, float64, int8, int32,
+                                     int64, pointer_type)
 from shared_codegen.lowering.backend import llvm_to_ptx, ptx_to_cubin
 from shared_codegen.ops.arith import definition as arith
 from shared_codegen.ops.control.definition import YieldOp

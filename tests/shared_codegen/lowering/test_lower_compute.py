@@ -4,30 +4,11 @@ import pytest
 from lowering_kernels import KernelBuilder, blocked_1d, compile_all, count, ptr
 
 from shared_codegen.ir.core import Location, OpDef, Operation
-from shared_codegen.ir.types import (
-    bfloat16,
-    float8e4nv,
-    float8e5,
-    float16,
-    float32,
-    float64,
-    int1,
-    int8,
-    int32,
-    int64,
-    uint8,
-    uint32,
-)
+from shared_codegen.ir.types import (bfloat16, float8e4nv, float8e5, float16, float32, float64,
+                                     int1, int8, int32, int64, uint8, uint32)
 from shared_codegen.lowering.context import LoweringError
-from shared_codegen.ops.arith.definition import (
-    BINARY_RULES,
-    FLOAT_BINARY,
-    BinaryOp,
-    CastOp,
-    CompareOp,
-    SelectOp,
-    cast_op_name,
-)
+from shared_codegen.ops.arith.definition import (BINARY_RULES, FLOAT_BINARY, BinaryOp, CastOp,
+                                                 CompareOp, SelectOp, cast_op_name)
 from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp, YieldOp
 from shared_codegen.ops.math.definition import UNARY_FLOAT_RULES, AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ops.memory.definition import LoadOp, StoreOp

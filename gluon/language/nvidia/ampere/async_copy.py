@@ -16,14 +16,9 @@ op but do not change the instruction (cp.async has no such qualifiers).
 from __future__ import annotations
 
 from shared_codegen.frontend.values import builtin, tensor
-from shared_codegen.ops.async_copy.definition import (
-    EVICTION_POLICIES,
-    AsyncCommitGroupOp,
-    AsyncCopyGlobalToLocalOp,
-    AsyncWaitOp,
-    check_async_copy,
-    normalize_cache_modifier,
-)
+from shared_codegen.ops.async_copy.definition import (EVICTION_POLICIES, AsyncCommitGroupOp,
+                                                      AsyncCopyGlobalToLocalOp, AsyncWaitOp,
+                                                      check_async_copy, normalize_cache_modifier)
 
 __all__ = ["async_copy_global_to_shared", "commit_group", "wait_group"]
 

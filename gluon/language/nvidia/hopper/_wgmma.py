@@ -19,11 +19,8 @@ from __future__ import annotations
 
 from shared_codegen.frontend.values import builtin, tensor, wrap
 from shared_codegen.ir.types import SharedMemoryType, int1
-from shared_codegen.ops.wgmma.definition import (
-    WarpGroupDotOp,
-    WarpGroupDotWaitOp,
-    check_warpgroup_mma,
-)
+from shared_codegen.ops.wgmma.definition import (WarpGroupDotOp, WarpGroupDotWaitOp,
+                                                 check_warpgroup_mma)
 
 __all__ = ["warpgroup_mma", "warpgroup_mma_wait", "warpgroup_mma_init",
            "warpgroup_mma_accumulator"]

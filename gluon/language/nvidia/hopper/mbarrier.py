@@ -16,16 +16,9 @@ from __future__ import annotations
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
 from shared_codegen.frontend.values import builtin
-from shared_codegen.ops.mbarrier.definition import (
-    ArriveBarrierOp,
-    BarrierExpectOp,
-    InitBarrierOp,
-    InvalBarrierOp,
-    MBarrierLayout,
-    WaitBarrierOp,
-    check_barrier,
-    check_count,
-)
+from shared_codegen.ops.mbarrier.definition import (ArriveBarrierOp, BarrierExpectOp, InitBarrierOp,
+                                                    InvalBarrierOp, MBarrierLayout, WaitBarrierOp,
+                                                    check_barrier, check_count)
 
 __all__ = ["MBarrierLayout", "init", "expect", "arrive", "wait", "invalidate"]
 

@@ -24,12 +24,9 @@ from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, sme
 from gluon.language.nvidia.hopper.mbarrier import _barrier
 from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor
 from shared_codegen.ir.types import TensorDescriptorType
-from shared_codegen.ops.tma.definition import (
-    AsyncTMACopyGlobalToLocalOp,
-    AsyncTMACopyLocalToGlobalOp,
-    AsyncTMAStoreWaitOp,
-    check_smem,
-)
+from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
+                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
+                                               check_smem)
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
            "tensor_descriptor"]
