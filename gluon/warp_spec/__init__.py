@@ -10,6 +10,6 @@
 
 from shared_codegen.ir.ops.warp_specialize import WarpPlan
 
-from . import pipeline
+from . import pingpong, pipeline
 
-__all__ = ["WarpPlan", "pipeline"]
+__all__ = ["WarpPlan", "pingpong", "pipeline"]
