@@ -276,7 +276,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                       q_ready, q_empty, turns) + common),
          (_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
                       q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T))],
-        [4, 1], [232, 40])
+        [4, 1], [240, 24])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
     pingpong.invalidate(turns)

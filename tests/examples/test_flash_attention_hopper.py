@@ -116,7 +116,7 @@ def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):
     assert "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
     assert "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group" in ptx  # O's TMA store
     assert re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32\s+(\d+)", ptx) == \
-        [("dec", "40"), ("inc", "240"), ("inc", "232")]
+        [("dec", "24"), ("inc", "240"), ("inc", "240")]
     # Named barriers: each partition's own (bar.sync id, threads), ids 1..3.
     assert {int(i) for i in re.findall(r"bar\.sync\s+(\d+), \d+;", ptx)} >= {1, 2}
     assert "ex2.approx" in ptx
