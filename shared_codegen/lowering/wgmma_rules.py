@@ -504,16 +504,28 @@ def lower_warp_group_dot(op, ctx):
     current: Dict[int, ir.Value] = {}
     packed: Dict[tuple, ir.Value] = {}
     use = b.zext(ctx.get(use_acc), I32)
-    _asm(ctx, "wgmma.fence.sync.aligned;", "~{memory}")
+    if a_in_regs:
+        # Pack every A register before the fence, and route them through it: a register an
+        # in-flight wgmma reads must not be written after `wgmma.fence` (ptxas would inject a
+        # warpgroup.arrive before each wgmma, C7519, and wait for the wgmmas early).
+        for step in plan.steps:
+            for idx in step.a_regs:
+                if idx not in packed:
+                    packed[idx] = _pack(ctx, [a_regs[r] for r in idx], elem)
+        keys = list(packed)
+        n = len(keys)
+        fenced = _asm(ctx, "wgmma.fence.sync.aligned;",
+                      ",".join(["=r"] * n + [str(i) for i in range(n)] + ["~{memory}"]),
+                      ir.LiteralStructType([I32] * n), [packed[k] for k in keys])
+        for i, k in enumerate(keys):
+            packed[k] = b.extract_value(fenced, i)
+    else:
+        _asm(ctx, "wgmma.fence.sync.aligned;", "~{memory}")
     half_ty = acc_regs[0].type if f16_acc else None
     for step in plan.steps:
         tile = plan.tiles[step.tile]
         if a_in_regs:
-            a_args = []
-            for idx in step.a_regs:
-                if idx not in packed:
-                    packed[idx] = _pack(ctx, [a_regs[r] for r in idx], elem)
-                a_args.append(packed[idx])
+            a_args = [packed[idx] for idx in step.a_regs]
         else:
             a_args = [a_desc.at(step.a_start)]
         d_in = [current.get(r, acc_regs[r]) for r in tile.regs]
