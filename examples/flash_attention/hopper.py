@@ -127,10 +127,10 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
 
 
 @gluon.jit
-def _scores(s, j, n_full, rows, N_KV, off, qk_scale,
-            BN: gl.constexpr, CAUSAL: gl.constexpr, s_layout: gl.constexpr):
-    """S * qk_scale (log2 units), with the mask applied on the blocks that need one."""
-    s = s * qk_scale
+def _masked(s, j, n_full, rows, N_KV, off, BN: gl.constexpr, CAUSAL: gl.constexpr,
+            s_layout: gl.constexpr):
+    """S with -inf where a key is past N_kv or (causal) after the query; only the blocks
+    from n_full on can hold such keys, the others pass through untouched."""
     if j >= n_full:
         cols = j * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, s_layout))
         keep = gl.expand_dims(cols < N_KV, 0)
@@ -178,47 +178,59 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             turn = pingpong.pass_turn(turns, WG, turn)
             s = warpgroup_mma_wait(0, deps=[s])
             pipeline.consumer_release(kpipe, item)
-            s = _scores(s, 0, n_full, rows, N_KV, off, qk_scale, BN, CAUSAL, s_layout)
-            m_i = gl.maximum(m_i, gl.max(s, axis=1))
-            p = gl.exp2(s - gl.expand_dims(m_i, 1))
+            # Scores stay unscaled: max(S) * scale = max(S * scale) (scale > 0), and
+            # exp2(S * scale - m) is one FFMA before the MUFU.EX2.
+            s = _masked(s, 0, n_full, rows, N_KV, off, BN, CAUSAL, s_layout)
+            m_i = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+            p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
             l_i = gl.sum(p, axis=1)
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
             for j in range(1, n_blocks):
                 sk = pipeline.consumer_wait(kpipe, item + 1)
                 sv = pipeline.consumer_wait(vpipe, item)
-                pingpong.wait_turn(turns, WG, turn)
-                s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
-                                  use_acc=False, is_async=True)
+                # O += P_{j-2} V_{j-2} retired long ago (it ran under the last softmax): the
+                # wait sits in this block, after the loop's back edge, where ptxas cannot
+                # hoist it above the softmax (it moves a wgmma wait to its block's top).
+                acc = warpgroup_mma_wait(0, deps=[acc])
+                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
                 if V_T:
                     v = v_ring.index(sv).reshape([D, BN]).permute([1, 0])
                 else:
                     v = v_ring.index(sv).reshape([BN, D])
+                pingpong.wait_turn(turns, WG, turn)
+                s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
+                                  use_acc=False, is_async=True)
                 acc = warpgroup_mma(p_op, v, acc, is_async=True)
                 turn = pingpong.pass_turn(turns, WG, turn)
-                # S_j is done (wgmmas retire in order); O += P_{j-1} V_{j-1} still runs.
+                if j > 1:
+                    pipeline.consumer_release(vpipe, item - 1)
+                # S_j is done (wgmmas retire in order); O += P_{j-1} V_{j-1} runs on under
+                # the softmax of S_j.
                 s = warpgroup_mma_wait(1, deps=[s])
                 pipeline.consumer_release(kpipe, item + 1)
-                s = _scores(s, j, n_full, rows, N_KV, off, qk_scale, BN, CAUSAL, s_layout)
-                m_new = gl.maximum(m_i, gl.max(s, axis=1))
+                s = _masked(s, j, n_full, rows, N_KV, off, BN, CAUSAL, s_layout)
+                m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
                 alpha = gl.exp2(m_i - m_new)
-                p = gl.exp2(s - gl.expand_dims(m_new, 1))
+                p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
                 l_i = l_i * alpha + gl.sum(p, axis=1)
                 m_i = m_new
-                acc = warpgroup_mma_wait(0, deps=[acc])
-                pipeline.consumer_release(vpipe, item)
-                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-                p_op = gl.convert_layout(p.to(dtype), p_layout)
                 item += 1
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
                 mbarrier.arrive(q_empty.index(WG))
             sv = pipeline.consumer_wait(vpipe, item)
-            pingpong.wait_turn(turns, WG, turn)
+            acc = warpgroup_mma_wait(0, deps=[acc])
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
             if V_T:
                 v = v_ring.index(sv).reshape([D, BN]).permute([1, 0])
             else:
                 v = v_ring.index(sv).reshape([BN, D])
+            pingpong.wait_turn(turns, WG, turn)
             acc = warpgroup_mma(p_op, v, acc, is_async=True)
             turn = pingpong.pass_turn(turns, WG, turn)
+            if n_blocks > 1:
+                pipeline.consumer_release(vpipe, item - 1)
             acc = warpgroup_mma_wait(0, deps=[acc])
             pipeline.consumer_release(vpipe, item)
             item += 1
@@ -344,7 +356,7 @@ def num_sms() -> int:
 
 def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
                        out_dtype=None, q_descale=1.0, k_descale=1.0, v_descale=1.0,
-                       block_n=None, stages=None, num_programs=None):
+                       block_n=None, stages=None, o_in_q=None, num_programs=None):
     """A function of no arguments running the forward pass (descriptors built once);
     it returns o, or (o, lse) with `return_lse`. See `attention_forward`."""
     qs, ks, vs = _shape(q, "q"), _shape(k, "k"), _shape(v, "v")
@@ -425,7 +437,9 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     grid = (max(1, min(num_programs, num_tiles)),)
     qk_scale = float(sm_scale) * LOG2E.value * float(q_descale) * float(k_descale)
     o_scale = float(v_descale)
-    o_in_q = D == 256 and not fp8
+    if o_in_q is None:
+        o_in_q = D == 256 and not fp8
+    o_in_q = bool(o_in_q) and not fp8  # fp8: O (16-bit) does not fit Q's (8-bit) buffer
     launch = attention_kernel[grid]
 
     def run():
