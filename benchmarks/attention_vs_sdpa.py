@@ -124,7 +124,7 @@ def _err(torch, o, q, k, v, causal, heads):
     return worst
 
 
-def run_row(torch, tri, gemm_fns, D, N, causal, dtype, rounds):
+def run_row(torch, tri, gemm_fns, D, N, causal, dtype, rounds, variants=()):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from hopper import attention_launcher
 
@@ -139,6 +139,10 @@ def run_row(torch, tri, gemm_fns, D, N, causal, dtype, rounds):
     q, k, v = q32.to(tdt), k32.to(tdt), v32.to(tdt)
     ours = attention_launcher(q, k, v, causal=causal)
     fns = {"ours": ours}
+    for spec in variants:  # "name:key=value,key=value" -> more of ours in the same rounds
+        name, _, kv = spec.partition(":")
+        opts = {k: int(v) for k, v in (x.split("=") for x in kv.split(",") if x)}
+        fns[name] = attention_launcher(q, k, v, causal=causal, **opts)
     ref16 = (q, k, v) if not fp8 else tuple(x.to(torch.float16) for x in (q, k, v))
     outs = {}
 
@@ -177,6 +181,9 @@ def print_row(r):
           f"triton {t.get('triton', float('nan')):6.1f} | x cuDNN {r['vs_cudnn']:.3f} "
           f"x GEMM {r['vs_gemm']:.3f} | err {r['err_ours']:.1e} (cuDNN {r['err_cudnn']:.1e})",
           flush=True)
+    for name, v in t.items():
+        if name not in ("ours", "cuDNN", "flash", "triton"):
+            print(f"      variant {name}: {v:6.1f} TFLOP/s ({v / t['ours']:.3f}x ours)", flush=True)
 
 
 def main(argv=None) -> int:
@@ -188,6 +195,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--json")
     ap.add_argument("--no-triton", action="store_true")
+    ap.add_argument("--variants", default="", help="more of ours: name:key=val,...;...")
     args = ap.parse_args(argv)
     torch = gpu_torch("benchmarks/attention_vs_sdpa.py")
     if torch is None:
@@ -208,7 +216,8 @@ def main(argv=None) -> int:
                 for causal in (bool(int(c)) for c in args.causal.split(",")):
                     try:
                         rows.append(run_row(torch, None if dtype == "fp8" else tri, gemm_fns,
-                                            D, N, causal, dtype, args.rounds))
+                                            D, N, causal, dtype, args.rounds,
+                                            [v for v in args.variants.split(";") if v]))
                     except Exception as exc:  # keep the other rows
                         print(f"{dtype} D={D} N={N} causal={causal}: {type(exc).__name__}: "
                               f"{str(exc)[:400]}", flush=True)

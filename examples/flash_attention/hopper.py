@@ -184,6 +184,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             m_i = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
             p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
             l_i = gl.sum(p, axis=1)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
             alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
             for j in range(1, n_blocks):
                 sk = pipeline.consumer_wait(kpipe, item + 1)
@@ -193,7 +194,6 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 # hoist it above the softmax (it moves a wgmma wait to its block's top).
                 acc = warpgroup_mma_wait(0, deps=[acc])
                 acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-                p_op = gl.convert_layout(p.to(dtype), p_layout)
                 if V_T:
                     v = v_ring.index(sv).reshape([D, BN]).permute([1, 0])
                 else:
@@ -215,13 +215,13 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
                 l_i = l_i * alpha + gl.sum(p, axis=1)
                 m_i = m_new
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
                 item += 1
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
                 mbarrier.arrive(q_empty.index(WG))
             sv = pipeline.consumer_wait(vpipe, item)
             acc = warpgroup_mma_wait(0, deps=[acc])
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
             if V_T:
                 v = v_ring.index(sv).reshape([D, BN]).permute([1, 0])
             else:
