@@ -439,6 +439,28 @@ def wait_group(ctx, pendings: int, values: Sequence[ir.Value]) -> List[ir.Value]
     return _tie(ctx, values, f"wgmma.wait_group.sync.aligned {int(pendings)};")
 
 
+def _keep_alive(ctx, regs: Sequence[ir.Value]) -> None:
+    """A register A operand given to `warpgroup_mma_wait` in `deps` stays in its registers
+    until the wait: ptxas does not always protect registers an in-flight wgmma reads (it may
+    give them to other values once the PTX value is dead, when the wait is in another basic
+    block), so the values get a use here: stores under a predicate that is never true
+    (%dynamic_smem_size is never 1), which ptxas cannot drop. Cost: one store per 4
+    registers, never executed."""
+    if not regs:
+        return
+    bits = regs[0].type.width if isinstance(regs[0].type, ir.IntType) else 16
+    kind, cons = {8: ("b8", "c"), 16: ("b16", "h")}.get(bits, ("b32", "r"))
+    lines = ["{", ".reg .pred p;", ".reg .u32 t;", "mov.u32 t, %dynamic_smem_size;",
+             "setp.eq.u32 p, t, 1;"]
+    for i in range(0, len(regs) - len(regs) % 4, 4):
+        lines.append(f"@p st.shared.v4.{kind} [t], {{${i}, ${i + 1}, ${i + 2}, ${i + 3}}};")
+    for i in range(len(regs) - len(regs) % 4, len(regs)):
+        lines.append(f"@p st.shared.{kind} [t], ${i};")
+    lines.append("}")
+    ctx.inline_asm("\n".join(lines), ",".join([cons] * len(regs) + ["~{memory}"]),
+                   ir.VoidType(), list(regs), side_effects=True)
+
+
 def _pack_f16_pairs(ctx, lo, hi):
     b = ctx.builder
     vec = ir.Constant(ir.VectorType(lo.type, 2), None)
@@ -557,6 +579,9 @@ def lower_warp_group_dot_wait(op, ctx):
         else:
             spans.append(None)  # descriptors and scalars pass through
     out = wait_group(ctx, op.attrs["pendings"], flat)
+    for v, span in zip(op.operands, spans):
+        if span is not None and type(v.type.layout).__name__ == "DotOperandLayout":
+            _keep_alive(ctx, out[span[0]:span[0] + span[1]])
     results = []
     for v, span in zip(op.operands, spans):
         results.append(ctx.get(v) if span is None else out[span[0]:span[0] + span[1]])
