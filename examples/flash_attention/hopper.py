@@ -127,7 +127,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
 
 
 @gluon.jit
-def _masked(s, j, n_full, rows, N_KV, off, BN: gl.constexpr, CAUSAL: gl.constexpr,
+def _masked(s, j, n_full, row0, N_KV, off, BN: gl.constexpr, CAUSAL: gl.constexpr,
             s_layout: gl.constexpr):
     """S with -inf where a key is past N_kv or (causal) after the query; only the blocks
     from n_full on can hold such keys, the others pass through untouched."""
@@ -135,7 +135,8 @@ def _masked(s, j, n_full, rows, N_KV, off, BN: gl.constexpr, CAUSAL: gl.constexp
         cols = j * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, s_layout))
         keep = gl.expand_dims(cols < N_KV, 0)
         if CAUSAL:
-            keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows + off, 1))
+            rows = row0 + off + gl.arange(0, s.shape[0], layout=gl.SliceLayout(1, s_layout))
+            keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
         s = gl.where(keep, s, -float("inf"))
     return s
 
@@ -144,7 +145,7 @@ def _masked(s, j, n_full, rows, N_KV, off, BN: gl.constexpr, CAUSAL: gl.constexp
 def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
               q_ready, q_empty, turns, N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
-              RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr):
+              RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr):
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -163,7 +164,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
         n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL)
-        rows = m0 + WG * BM_WG + gl.arange(0, BM_WG, layout=row_s)
+        row0 = m0 + WG * BM_WG
         off = N_KV - N_Q
         m_i = gl.full([BM_WG], -1.0e30, gl.float32, row_s)
         l_i = gl.zeros([BM_WG], gl.float32, row_s)
@@ -180,19 +181,22 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             pipeline.consumer_release(kpipe, item)
             # Scores stay unscaled: max(S) * scale = max(S * scale) (scale > 0), and
             # exp2(S * scale - m) is one FFMA before the MUFU.EX2.
-            s = _masked(s, 0, n_full, rows, N_KV, off, BN, CAUSAL, s_layout)
+            s = _masked(s, 0, n_full, row0, N_KV, off, BN, CAUSAL, s_layout)
             m_i = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
             p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
             l_i = gl.sum(p, axis=1)
             p_op = gl.convert_layout(p.to(dtype), p_layout)
+            p_run = p_op  # the P an in-flight PV wgmma reads
             alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
             for j in range(1, n_blocks):
                 sk = pipeline.consumer_wait(kpipe, item + 1)
                 sv = pipeline.consumer_wait(vpipe, item)
-                # O += P_{j-2} V_{j-2} retired long ago (it ran under the last softmax): the
-                # wait sits in this block, after the loop's back edge, where ptxas cannot
-                # hoist it above the softmax (it moves a wgmma wait to its block's top).
-                acc = warpgroup_mma_wait(0, deps=[acc])
+                # O += P_{j-2} V_{j-2} ran under the last softmax and is done by now. The
+                # wait sits after the loop's back edge, where ptxas cannot hoist it above the
+                # softmax (it moves a wgmma wait to its block's top); P_{j-2} is a dep so its
+                # registers stay untouched until here.
+                if OVERLAP:
+                    acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
                 acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
                 if V_T:
                     v = v_ring.index(sv).reshape([D, BN]).permute([1, 0])
@@ -202,14 +206,18 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
                                   use_acc=False, is_async=True)
                 acc = warpgroup_mma(p_op, v, acc, is_async=True)
+                p_run = p_op
                 turn = pingpong.pass_turn(turns, WG, turn)
                 if j > 1:
                     pipeline.consumer_release(vpipe, item - 1)
                 # S_j is done (wgmmas retire in order); O += P_{j-1} V_{j-1} runs on under
                 # the softmax of S_j.
-                s = warpgroup_mma_wait(1, deps=[s])
+                if OVERLAP:
+                    s = warpgroup_mma_wait(1, deps=[s])
+                else:  # no overlap: P's registers are free before anything else is written
+                    s, acc = warpgroup_mma_wait(0, deps=[s, acc])
                 pipeline.consumer_release(kpipe, item + 1)
-                s = _masked(s, j, n_full, rows, N_KV, off, BN, CAUSAL, s_layout)
+                s = _masked(s, j, n_full, row0, N_KV, off, BN, CAUSAL, s_layout)
                 m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
                 alpha = gl.exp2(m_i - m_new)
                 p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
@@ -220,7 +228,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
                 mbarrier.arrive(q_empty.index(WG))
             sv = pipeline.consumer_wait(vpipe, item)
-            acc = warpgroup_mma_wait(0, deps=[acc])
+            if OVERLAP:
+                acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
             acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
             if V_T:
                 v = v_ring.index(sv).reshape([D, BN]).permute([1, 0])
@@ -231,7 +240,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             turn = pingpong.pass_turn(turns, WG, turn)
             if n_blocks > 1:
                 pipeline.consumer_release(vpipe, item - 1)
-            acc = warpgroup_mma_wait(0, deps=[acc])
+            acc, p_op = warpgroup_mma_wait(0, deps=[acc, p_op])
             pipeline.consumer_release(vpipe, item)
             item += 1
         elif not O_IN_Q:
@@ -249,6 +258,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             mbarrier.arrive(q_empty.index(WG))
         if RETURN_LSE:
             lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_safe)) / LOG2E, -float("inf"))
+            rows = row0 + gl.arange(0, BM_WG, layout=row_s)
             gl.store(lse_ptr + (b * H + h) * N_Q + rows, lse, mask=rows < N_Q)
         t += 1
     tma.store_wait(0)
@@ -258,7 +268,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
 def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROUP, BH,
                      num_tiles, qk_scale, o_scale, BN: gl.constexpr, STAGES: gl.constexpr,
                      CAUSAL: gl.constexpr, V_T: gl.constexpr, RETURN_LSE: gl.constexpr,
-                     O_IN_Q: gl.constexpr):
+                     O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr):
     num_m = gl.cdiv(N_Q, BM)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_shape, q_desc.layout)
     if O_IN_Q:  # D = 256 with 16-bit inputs: no room for a separate O buffer
@@ -280,7 +290,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     vpipe = pipeline.create(STAGES, 2)
     turns = pingpong.create()
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
-              RETURN_LSE, O_IN_Q)
+              RETURN_LSE, O_IN_Q, OVERLAP)
     gl.warp_specialize(
         [(_consumer, (0, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
                       q_ready, q_empty, turns) + common),
@@ -344,9 +354,7 @@ def default_config(head_dim: int, dtype_name: str):
     shared memory with two 64-row consumer warpgroups."""
     if head_dim == 256:
         return 64, 2
-    if dtype_name == "float8_e4m3fn":
-        return 128, 3
-    return 128, 2 if head_dim == 128 else 3
+    return 128, 3
 
 
 def num_sms() -> int:
@@ -438,14 +446,17 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     qk_scale = float(sm_scale) * LOG2E.value * float(q_descale) * float(k_descale)
     o_scale = float(v_descale)
     if o_in_q is None:
-        o_in_q = D == 256 and not fp8
-    o_in_q = bool(o_in_q) and not fp8  # fp8: O (16-bit) does not fit Q's (8-bit) buffer
+        o_in_q = D >= 128 and not fp8
+    o_in_q = bool(o_in_q) and not fp8
+    # The PV wgmma overlaps the next softmax for 16-bit P; fp8 P (one register a byte until
+    # the wgmma packs it) would need too many registers to keep two of them alive.
+    overlap = not fp8 and D <= 128  # fp8: O (16-bit) does not fit Q's (8-bit) buffer
     launch = attention_kernel[grid]
 
     def run():
         launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
                qk_scale, o_scale, bn, st, bool(causal), fp8, bool(return_lse), o_in_q,
-               num_warps=4)
+               overlap, num_warps=4)
         return (o, lse) if return_lse else o
     return run
 
