@@ -443,20 +443,23 @@ def _keep_alive(ctx, regs: Sequence[ir.Value]) -> None:
     """A register A operand given to `warpgroup_mma_wait` in `deps` stays in its registers
     until the wait: ptxas does not always protect registers an in-flight wgmma reads (it may
     give them to other values once the PTX value is dead, when the wait is in another basic
-    block), so the values get a use here: stores under a predicate that is never true
-    (%dynamic_smem_size is never 1), which ptxas cannot drop. Cost: one store per 4
-    registers, never executed."""
+    block), so the values get a use here: stores behind a branch that is always taken
+    (%dynamic_smem_size is never 1), which ptxas cannot drop. Cost: a compare and a
+    branch; the stores never run."""
     if not regs:
         return
     bits = regs[0].type.width if isinstance(regs[0].type, ir.IntType) else 16
+    if bits == 16 and len(regs) % 2 == 0:
+        # In pairs, as the wgmma packs them: the b32 registers it reads, no half moves.
+        regs = [_pack_f16_pairs(ctx, regs[i], regs[i + 1]) for i in range(0, len(regs), 2)]
+        bits = 32
     kind, cons = {8: ("b8", "c"), 16: ("b16", "h")}.get(bits, ("b32", "r"))
+    # One branch around scalar stores: no vector register quads to assemble.
     lines = ["{", ".reg .pred p;", ".reg .u32 t;", "mov.u32 t, %dynamic_smem_size;",
-             "setp.eq.u32 p, t, 1;"]
-    for i in range(0, len(regs) - len(regs) % 4, 4):
-        lines.append(f"@p st.shared.v4.{kind} [t], {{${i}, ${i + 1}, ${i + 2}, ${i + 3}}};")
-    for i in range(len(regs) - len(regs) % 4, len(regs)):
-        lines.append(f"@p st.shared.{kind} [t], ${i};")
-    lines.append("}")
+             "setp.ne.u32 p, t, 1;", "@p bra.uni SC_KEEP_ALIVE_${:uid};"]
+    for i in range(len(regs)):
+        lines.append(f"st.shared.{kind} [t], ${i};")
+    lines += ["SC_KEEP_ALIVE_${:uid}:", "}"]
     ctx.inline_asm("\n".join(lines), ",".join([cons] * len(regs) + ["~{memory}"]),
                    ir.VoidType(), list(regs), side_effects=True)
 
