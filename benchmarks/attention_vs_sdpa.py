@@ -68,7 +68,7 @@ def triton_forward():
         return acc, l_i, m_i
 
     configs = [triton.Config({"BLOCK_M": 128, "BLOCK_N": bn}, num_warps=8, num_stages=s)
-               for bn in (64, 128) for s in (3, 4)]
+               for bn in (64, 128) for s in (2, 3, 4)]
 
     @triton.autotune(configs, key=["HEAD_DIM", "CAUSAL", "N_CTX"])
     @triton.jit
@@ -156,7 +156,11 @@ def run_row(torch, tri, gemm_fns, D, N, causal, dtype, rounds, variants=()):
     fns["flash"] = sdpa(SDPBackend.FLASH_ATTENTION, "flash")
     if tri is not None:
         o_tri = torch.empty_like(ref16[0])
-        fns["triton"] = lambda: tri(*ref16, o_tri, causal)
+        try:  # its autotuned configs may not fit (D = 256: shared memory)
+            tri(*ref16, o_tri, causal)
+            fns["triton"] = lambda: tri(*ref16, o_tri, causal)
+        except Exception as exc:
+            print(f"  triton: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
     fns.update(gemm_fns)
     med = interleaved_medians(fns, rounds, torch)
     flop = 4.0 * B * H * N * N * D / (2 if causal else 1)
