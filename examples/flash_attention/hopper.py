@@ -95,6 +95,15 @@ def _kv_blocks(m0, N_Q, N_KV, BN: gl.constexpr, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
+def _kv_block(j, rot, n_blocks):
+    """The KV block visited j-th: tiles start at a rotated block (`rot`) so that the CTAs
+    working on one head do not all read the same K/V lines of L2 at once (at N = 16k a
+    whole wave of CTAs shares a head)."""
+    jj = j + rot
+    return gl.where(jj >= n_blocks, jj - n_blocks, jj)
+
+
+@gluon.jit
 def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready, q_empty,
               N_Q, N_KV, H, GROUP, BH, num_m, num_tiles,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr):
@@ -110,7 +119,9 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
             tma.async_copy_global_to_shared(q_desc, [b, h, m0 + wg * BM_WG, 0],
                                             q_ready.index(wg), q_smem.index(wg))
         n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL)
-        for j in range(n_blocks):
+        rot = (m0 // BM) % gl.maximum(n_blocks, 1)
+        for i in range(n_blocks):
+            j = _kv_block(i, rot, n_blocks)
             s, ready = pipeline.producer_acquire(kpipe, item)
             mbarrier.expect(ready, k_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(k_desc, [b, hk, j * BN, 0], ready, k_ring.index(s))
@@ -164,6 +175,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
         n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL)
+        rot = (m0 // BM) % gl.maximum(n_blocks, 1)
         row0 = m0 + WG * BM_WG
         off = N_KV - N_Q
         m_i = gl.full([BM_WG], -1.0e30, gl.float32, row_s)
@@ -181,7 +193,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             pipeline.consumer_release(kpipe, item)
             # Scores stay unscaled: max(S) * scale = max(S * scale) (scale > 0), and
             # exp2(S * scale - m) is one FFMA before the MUFU.EX2.
-            s = _masked(s, 0, n_full, row0, N_KV, off, BN, CAUSAL, s_layout)
+            s = _masked(s, _kv_block(0, rot, n_blocks), n_full, row0, N_KV, off, BN, CAUSAL,
+                        s_layout)
             m_i = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
             p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
             l_i = gl.sum(p, axis=1)
@@ -217,7 +230,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 else:  # no overlap: P's registers are free before anything else is written
                     s, acc = warpgroup_mma_wait(0, deps=[s, acc])
                 pipeline.consumer_release(kpipe, item + 1)
-                s = _masked(s, j, n_full, row0, N_KV, off, BN, CAUSAL, s_layout)
+                s = _masked(s, _kv_block(j, rot, n_blocks), n_full, row0, N_KV, off, BN,
+                            CAUSAL, s_layout)
                 m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
                 alpha = gl.exp2(m_i - m_new)
                 p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
