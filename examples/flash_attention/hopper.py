@@ -10,18 +10,17 @@ CTA runs three partitions (gl.warp_specialize):
   producer: 1 warp, 24 regs       consumer WG0 (rows 0-63)        consumer WG1 (rows 64-127)
   per tile:                       per tile:                       per tile:
     wait q_empty[wg]; TMA Q[wg]     wait q_ready                    wait q_ready
-    for each KV block j:            S0 = Q K0^T                     S0 = Q K0^T
-      wait k_empty; TMA K_j         softmax(S0) -> P0               softmax(S0) -> P0
-      wait v_empty; TMA V_j         for j = 1 .. n-1:               for j = 1 .. n-1:
-                                      [my turn] ---------------.
-                                      issue S_j = Q K_j^T      |      (WG1 runs its softmax
-                                      issue O += P_{j-1} V_{j-1}      while WG0's GEMMs run)
-                                      [hand the turn to WG1] --'----> [my turn]
-                                      wait S_j; softmax(S_j)           issue S_j, O += P V
-                                      (overlaps the PV wgmma)         [hand the turn to WG0]
-                                      wait PV; O *= alpha_j           ...
-                                    O += P_{n-1} V_{n-1}
-                                    O /= l; O -> smem -> TMA store; lse -> global
+    for each KV block j           S0 = Q K0^T; softmax -> P0      S0 = Q K0^T; softmax -> P0
+    (from a rotated start):       for j = 1 .. n-1:               for j = 1 .. n-1:
+      wait k_empty; TMA K_j         wait PV_{j-2}; O *= alpha       wait PV_{j-2}; O *= alpha
+      wait v_empty; TMA V_j         [my turn] ---------------.
+                                    issue S_j = Q K_j^T      |      (WG1's softmax runs
+                                    issue O += P_{j-1} V_{j-1}      under WG0's GEMMs)
+                                    [hand the turn to WG1] --'----> [my turn]
+                                    wait S_j (PV still runs)        issue S_j, O += P V
+                                    softmax(S_j) -> P_j, alpha      [hand the turn to WG0]
+                                  wait; O *= alpha; O += P V        ...
+                                  O /= l; O -> smem (Q's buffer) -> TMA store; lse -> global
 
 - K and V live in separate `STAGES`-deep shared-memory rings (gluon.warp_spec.pipeline), so
   K_j frees as soon as S_j is computed and V_j after its PV product; both consumer
@@ -29,8 +28,11 @@ CTA runs three partitions (gl.warp_specialize):
 - The ping-pong (gluon.warp_spec.pingpong): each warpgroup waits for its turn before issuing
   its wgmmas and hands the turn over right after, so one warpgroup's softmax (exp2 on the
   MUFU unit) runs while the other's GEMMs keep the tensor cores busy.
-- Inside a warpgroup S_{j+1} = Q K_{j+1}^T and O += P_j V_j are in flight while the softmax
-  of block j+1 runs (FA3's intra-warpgroup overlap): `warpgroup_mma_wait(1)` retires S only.
+- Inside a warpgroup S_j = Q K_j^T and O += P_{j-1} V_{j-1} are issued together and
+  `warpgroup_mma_wait(1)` retires S_j only, so the PV product runs under the softmax of
+  block j (FA3's intra-warpgroup overlap; 16-bit and D <= 128, see OVERLAP). Its wait sits
+  at the top of the next iteration: ptxas moves a wgmma wait to the top of its basic block,
+  and P_{j-1} is a dep of that wait so ptxas keeps its registers until the wgmma is done.
 - P never touches shared memory: it is converted in registers to the A-operand layout of
   the PV wgmma (DotOperandLayout(0, o_layout)).
 - Softmax in base 2: scores are scaled by sm_scale * log2(e) once; row max m and sum l are
