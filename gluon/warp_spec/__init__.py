@@ -8,7 +8,7 @@
 - `pipeline`: a producer/consumer ring of mbarrier pairs that owns stage indices and phases.
 """
 
-from gluon.warp_spec import pipeline
+from gluon.warp_spec import pingpong, pipeline
 from shared_codegen.ops.warp_specialize.definition import WarpPlan
 
-__all__ = ["WarpPlan", "pipeline"]
+__all__ = ["WarpPlan", "pingpong", "pipeline"]

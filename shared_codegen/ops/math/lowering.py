@@ -2,7 +2,8 @@
 "Floating point instructions": ex2/lg2/sin/cos/rsqrt/sqrt .approx) plus short polynomials.
 
 fp16/bf16 (and fp8) inputs are computed in fp32 and rounded back once, as Triton does.
-Accuracy notes: `ex2.approx.f32` has ~2 ulp relative error; exp(x) = ex2(x * log2 e) adds
+Accuracy notes: `ex2.approx.ftz.f32` has ~2 ulp relative error (subnormal results flush to
+zero); exp(x) = ex2(x * log2 e) adds
 the rounding of the product (Triton's lowering, identical error). sin/cos first reduce the
 argument modulo 2*pi (Cody-Waite, two constants) because sin.approx is only accurate on
 [-pi, pi]. erf is a Taylor series for |x| < 0.5 and the Numerical Recipes erfc Chebyshev fit
@@ -36,7 +37,10 @@ def _approx(ctx, instr: str, x: ir.Value) -> ir.Value:
 
 
 def _f32_exp2(ctx, x):
-    return _approx(ctx, "ex2.approx.f32", x)
+    # .ftz: results under 2^-126 flush to zero. Without it ptxas wraps every MUFU.EX2 in a
+    # range test and two predicated multiplies (3 more instructions per exp, which an
+    # exp-bound loop such as attention's softmax pays in full).
+    return _approx(ctx, "ex2.approx.ftz.f32", x)
 
 
 def _f32_exp(ctx, x):

@@ -161,6 +161,12 @@ def _carried_alignment(value, seen) -> int:
         if getattr(op, "name", None) == "scf.for" and value.index >= 1:
             k = value.index - 1
             sources = [op.operands[3 + k], op.regions[0].block.terminator.operands[k]]
+        elif getattr(op, "name", None) == "ttg.warp_specialize":
+            # A worker partition's argument: the operand captured for it.
+            from shared_codegen.ops.warp_specialize.definition import worker_operands
+            i = list(op.regions).index(region) - 1
+            if i >= 0:
+                sources = [worker_operands(op)[i][value.index]]
     elif owner.name == "scf.for":
         k = value.index
         sources = [owner.operands[3 + k], owner.regions[0].block.terminator.operands[k]]

@@ -126,12 +126,15 @@ class WarpPlan:
                                  f"setmaxnreg sets one count per warpgroup")
             wg_regs.append((g, counts[0] if counts else MIN_REGS))
         entry = min(MAX_REGS, REGISTERS_PER_CTA // (total * 32) // 8 * 8)
-        left = REGISTERS_PER_CTA - sum(r * 128 for _, r in wg_regs)
+        # setmaxnreg only moves registers within what the CTA was launched with (`entry`
+        # per thread); asking for more makes `setmaxnreg.inc` wait forever.
+        pool = entry * total * 32
+        left = pool - sum(r * 128 for _, r in wg_regs)
         default = min(MAX_REGS, left // (num_warps * 32) // 8 * 8)
         if default < MIN_REGS:
             raise ValueError(f"the workers' register counts ({list(nr)}) take "
-                             f"{REGISTERS_PER_CTA - left} of the CTA's {REGISTERS_PER_CTA} "
-                             f"registers, leaving the {num_warps} default warps "
+                             f"{pool - left} of the CTA's {pool} registers ({entry} per "
+                             f"thread at launch), leaving the {num_warps} default warps "
                              f"{max(default, 0)} per thread, under setmaxnreg's minimum of "
                              f"{MIN_REGS}")
         return WarpPlan(num_warps, nw, nr, tuple(starts), total, entry, default,

@@ -253,39 +253,46 @@ def _worker_path(ctx, ws: WarpSpecLowering, scratch: int) -> None:
     args = _receive_captures(ctx, ws)
     b = ctx.builder
 
-    # One setmaxnreg per warpgroup, each a single instruction all its warps execute.
-    dispatch = fn.append_basic_block("ws.dispatch")
-    warpgroup = b.lshr(ctx.warp_id(), ctx.i32(2))
-    switch = b.switch(warpgroup, dispatch)
+    # One setmaxnreg per warpgroup, each a single instruction all its warps execute. The
+    # warpgroups holding the same partitions share one block that runs only those
+    # partitions: no path joins code of two register budgets, or ptxas drops setmaxnreg
+    # (C7507) to give the merged code the smaller budget's registers.
+    groups = {}
     for g, regs in plan.warpgroup_regs:
-        block = fn.append_basic_block(f"ws.warpgroup{g}")
-        switch.add_case(ctx.i32(g), block)
+        members = tuple(i for i in range(len(plan.worker_num_warps))
+                        if plan.starts[i] // 4 <= g
+                        <= (plan.starts[i] + plan.worker_num_warps[i] - 1) // 4)
+        groups.setdefault((members, regs), []).append(g)
+    join = fn.append_basic_block("ws.join")
+    warpgroup = b.lshr(ctx.warp_id(), ctx.i32(2))
+    switch = b.switch(warpgroup, join)
+    for (members, regs), wgs in groups.items():
+        block = fn.append_basic_block(f"ws.warpgroup{wgs[0]}")
+        for g in wgs:
+            switch.add_case(ctx.i32(g), block)
         b.position_at_end(block)
         _setmaxnreg(ctx, regs, plan.entry_regs)
-        b.branch(dispatch)
-    b.position_at_end(dispatch)
-
-    join = fn.append_basic_block("ws.join")
-    for i, region in enumerate(ws.op.regions[1:]):
-        first, warps = plan.starts[i], plan.worker_num_warps[i]
-        mine = fn.append_basic_block(f"ws.partition{i}")
-        nxt = fn.append_basic_block(f"ws.not_partition{i}")
-        rel = b.sub(ctx.warp_id(), ctx.i32(first))
-        b.cbranch(b.icmp_unsigned("<", rel, ctx.i32(warps)), mine, nxt)
-        b.position_at_end(mine)
-        before = ctx.shared_bytes
-        with ctx.partition(f"partition{i}", first, warps, plan.barrier_id(i), scratch):
-            # The hand-off bar.sync ordered every earlier shared-memory access.
-            ctx.shared_accesses_ordered(ctx.builder.block)
-            ctx.mbarrier_words_settled = _settles_barrier_words(region.block)
-            ctx.lower_block(region.block, args[i])
-            end = ctx.builder
-        if not end.block.is_terminated:
-            end.branch(join)
-        if ctx.shared_bytes > before:  # this partition used scratch: the next starts after
-            scratch = -(-ctx.shared_bytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
-        b.position_at_end(nxt)
-    b.branch(join)  # padding warps
+        for i in members:
+            region = ws.op.regions[1 + i]
+            first, warps = plan.starts[i], plan.worker_num_warps[i]
+            mine = fn.append_basic_block(f"ws.partition{i}")
+            nxt = fn.append_basic_block(f"ws.not_partition{i}")
+            rel = b.sub(ctx.warp_id(), ctx.i32(first))
+            b.cbranch(b.icmp_unsigned("<", rel, ctx.i32(warps)), mine, nxt)
+            b.position_at_end(mine)
+            before = ctx.shared_bytes
+            with ctx.partition(f"partition{i}", first, warps, plan.barrier_id(i), scratch):
+                # The hand-off bar.sync ordered every earlier shared-memory access.
+                ctx.shared_accesses_ordered(ctx.builder.block)
+                ctx.mbarrier_words_settled = _settles_barrier_words(region.block)
+                ctx.lower_block(region.block, args[i])
+                end = ctx.builder
+            if not end.block.is_terminated:
+                end.branch(join)
+            if ctx.shared_bytes > before:  # this partition used scratch: the next after it
+                scratch = -(-ctx.shared_bytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+            b.position_at_end(nxt)
+        b.branch(join)  # padding warps
     b.position_at_end(join)
     _cta_barrier(ctx)
     b.ret_void()

@@ -442,6 +442,31 @@ def wait_group(ctx, pendings: int, values: Sequence[ir.Value]) -> List[ir.Value]
     return _tie(ctx, values, f"wgmma.wait_group.sync.aligned {int(pendings)};")
 
 
+def _keep_alive(ctx, regs: Sequence[ir.Value]) -> None:
+    """A register A operand given to `warpgroup_mma_wait` in `deps` stays in its registers
+    until the wait: ptxas does not always protect registers an in-flight wgmma reads (it may
+    give them to other values once the PTX value is dead, when the wait is in another basic
+    block), so the values get a use here: stores behind a branch that is always taken
+    (%dynamic_smem_size is never 1), which ptxas cannot drop. Cost: a compare and a
+    branch; the stores never run."""
+    if not regs:
+        return
+    bits = regs[0].type.width if isinstance(regs[0].type, ir.IntType) else 16
+    if bits == 16 and len(regs) % 2 == 0:
+        # In pairs, as the wgmma packs them: the b32 registers it reads, no half moves.
+        regs = [_pack_f16_pairs(ctx, regs[i], regs[i + 1]) for i in range(0, len(regs), 2)]
+        bits = 32
+    kind, cons = {8: ("b8", "c"), 16: ("b16", "h")}.get(bits, ("b32", "r"))
+    # One branch around scalar stores: no vector register quads to assemble.
+    lines = ["{", ".reg .pred p;", ".reg .u32 t;", "mov.u32 t, %dynamic_smem_size;",
+             "setp.ne.u32 p, t, 1;", "@p bra.uni SC_KEEP_ALIVE_${:uid};"]
+    for i in range(len(regs)):
+        lines.append(f"st.shared.{kind} [t], ${i};")
+    lines += ["SC_KEEP_ALIVE_${:uid}:", "}"]
+    ctx.inline_asm("\n".join(lines), ",".join([cons] * len(regs) + ["~{memory}"]),
+                   ir.VoidType(), list(regs), side_effects=True)
+
+
 def _pack_f16_pairs(ctx, lo, hi):
     b = ctx.builder
     vec = ir.Constant(ir.VectorType(lo.type, 2), None)
@@ -508,16 +533,28 @@ def lower_warp_group_dot(op, ctx):
     current: Dict[int, ir.Value] = {}
     packed: Dict[tuple, ir.Value] = {}
     use = b.zext(ctx.get(use_acc), I32)
-    _asm(ctx, "wgmma.fence.sync.aligned;", "~{memory}")
+    if a_in_regs:
+        # Pack every A register before the fence, and route them through it: a register an
+        # in-flight wgmma reads must not be written after `wgmma.fence` (ptxas would inject a
+        # warpgroup.arrive before each wgmma, C7519, and wait for the wgmmas early).
+        for step in plan.steps:
+            for idx in step.a_regs:
+                if idx not in packed:
+                    packed[idx] = _pack(ctx, [a_regs[r] for r in idx], elem)
+        keys = list(packed)
+        n = len(keys)
+        fenced = _asm(ctx, "wgmma.fence.sync.aligned;",
+                      ",".join(["=r"] * n + [str(i) for i in range(n)] + ["~{memory}"]),
+                      ir.LiteralStructType([I32] * n), [packed[k] for k in keys])
+        for i, k in enumerate(keys):
+            packed[k] = b.extract_value(fenced, i)
+    else:
+        _asm(ctx, "wgmma.fence.sync.aligned;", "~{memory}")
     half_ty = acc_regs[0].type if f16_acc else None
     for step in plan.steps:
         tile = plan.tiles[step.tile]
         if a_in_regs:
-            a_args = []
-            for idx in step.a_regs:
-                if idx not in packed:
-                    packed[idx] = _pack(ctx, [a_regs[r] for r in idx], elem)
-                a_args.append(packed[idx])
+            a_args = [packed[idx] for idx in step.a_regs]
         else:
             a_args = [a_desc.at(step.a_start)]
         d_in = [current.get(r, acc_regs[r]) for r in tile.regs]
@@ -550,6 +587,9 @@ def lower_warp_group_dot_wait(op, ctx):
         else:
             spans.append(None)  # descriptors and scalars pass through
     out = wait_group(ctx, op.attrs["pendings"], flat)
+    for v, span in zip(op.operands, spans):
+        if span is not None and type(v.type.layout).__name__ == "DotOperandLayout":
+            _keep_alive(ctx, out[span[0]:span[0] + span[1]])
     results = []
     for v, span in zip(op.operands, spans):
         results.append(ctx.get(v) if span is None else out[span[0]:span[0] + span[1]])

@@ -49,10 +49,16 @@ def test_a_padding_only_warpgroup_releases_down_to_the_minimum():
 
 def test_registers_the_workers_leave_must_reach_the_minimum():
     with pytest.raises(ValueError, match=r"\(\[256, 256\]\) take 65536 of the CTA's "
-                                         r"65536 registers, leaving the 8 default warps 0 per "
+                                         r"65536 registers \(128 per thread at launch\), leaving "
+                                         r"the 8 default warps 0 per "
                                          r"thread, under setmaxnreg's minimum of 24"):
         WarpPlan.make(8, [4, 4], [256, 256])
     assert WarpPlan.make(8, [4, 4], [232, 232]).default_regs == 24
+    # Only the registers the CTA was launched with can move: 12 warps start at 168 each
+    # (64512 registers, not 65536), so 240 + 232 + 40 would make setmaxnreg.inc wait forever.
+    plan = WarpPlan.make(4, [4, 1], [232, 40])
+    assert plan.entry_regs == 168 and plan.default_regs == 232
+    assert WarpPlan.make(4, [4, 1], [240, 24]).default_regs == 240
 
 
 # ---- PTX -------------------------------------------------------------------------------------

@@ -1,0 +1,545 @@
+"""Flash attention forward for Hopper (sm_90a) in Gluon, scheduled by hand the way
+FlashAttention-3 does it.
+
+    o = softmax(q k^T * sm_scale [+ causal mask]) v,   lse = log(sum(exp(...))) per row
+    q: (B, H, N_q, D), k and v: (B, H_kv, N_kv, D), H a multiple of H_kv (GQA)
+
+One CTA per SM walks (batch*head, 128-row Q block) tiles, longest first when causal. Each
+CTA runs three partitions (gl.warp_specialize):
+
+  producer: 1 warp, 24 regs       consumer WG0 (rows 0-63)        consumer WG1 (rows 64-127)
+  per tile:                       per tile:                       per tile:
+    wait q_empty[wg]; TMA Q[wg]     wait q_ready                    wait q_ready
+    for each KV block j           S0 = Q K0^T; softmax -> P0      S0 = Q K0^T; softmax -> P0
+    (from a rotated start):       for j = 1 .. n-1:               for j = 1 .. n-1:
+      wait k_empty; TMA K_j         wait PV_{j-2}; O *= alpha       wait PV_{j-2}; O *= alpha
+      wait v_empty; TMA V_j         [my turn] ---------------.
+                                    issue S_j = Q K_j^T      |      (WG1's softmax runs
+                                    issue O += P_{j-1} V_{j-1}      under WG0's GEMMs)
+                                    [hand the turn to WG1] --'----> [my turn]
+                                    wait S_j (PV still runs)        issue S_j, O += P V
+                                    softmax(S_j) -> P_j, alpha      [hand the turn to WG0]
+                                  wait; O *= alpha; O += P V        ...
+                                  O /= l; O -> smem (Q's buffer) -> TMA store; lse -> global
+
+- K and V live in separate `STAGES`-deep shared-memory rings (gluon.warp_spec.pipeline), so
+  K_j frees as soon as S_j is computed and V_j after its PV product; both consumer
+  warpgroups must release a stage (2 arrivals) before the producer refills it.
+- The ping-pong (gluon.warp_spec.pingpong): each warpgroup waits for its turn before issuing
+  its wgmmas and hands the turn over right after, so one warpgroup's softmax (exp2 on the
+  MUFU unit) runs while the other's GEMMs keep the tensor cores busy.
+- Inside a warpgroup S_j = Q K_j^T and O += P_{j-1} V_{j-1} are issued together and
+  `warpgroup_mma_wait(1)` retires S_j only, so the PV product runs under the softmax of
+  block j (FA3's intra-warpgroup overlap; 16-bit and D <= 128, see OVERLAP). Its wait sits
+  at the top of the next iteration: ptxas moves a wgmma wait to the top of its basic block,
+  and P_{j-1} is a dep of that wait so ptxas keeps its registers until the wgmma is done.
+- P never touches shared memory: it is converted in registers to the A-operand layout of
+  the PV wgmma (DotOperandLayout(0, o_layout)).
+- Softmax in base 2: scores are scaled by sm_scale * log2(e) once; row max m and sum l are
+  kept online, O rescaled by alpha = exp2(m_old - m_new).
+- Masks: only blocks that cross the causal diagonal or the ragged end of K pay for a mask;
+  blocks past the diagonal are never loaded. With N_q != N_kv the last query row sees the
+  last key (FlashAttention's alignment). Rows past N_q are computed and clipped by the
+  TMA store; rows that see no key at all give o = 0 and lse = -inf.
+- fp8 (e4m3): the producer loads V^T (V transposed once on the host: fp8 wgmma reads B
+  K-major only) and the per-tensor descales fold into the score scale and the output.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", ".."))
+
+import gluon  # noqa: E402
+from gluon import language as gl  # noqa: E402
+from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # noqa: E402
+                                          warpgroup_mma, warpgroup_mma_wait)
+from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
+from gluon.warp_spec import pingpong, pipeline  # noqa: E402
+
+BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
+BM = gl.constexpr(128)    # query rows per CTA tile (two consumer warpgroups)
+LOG2E = gl.constexpr(1.4426950408889634)
+
+
+@gluon.jit
+def _tile_coords(tile, BH, H, num_m, CAUSAL: gl.constexpr):
+    """(batch, head, first query row) of tile `tile`. Causal: the last (longest) Q blocks
+    first, across all heads; otherwise head-major so neighbouring CTAs share K/V in L2."""
+    if CAUSAL:
+        mb = num_m - 1 - tile // BH
+        bh = tile % BH
+    else:
+        mb = tile % num_m
+        bh = tile // num_m
+    return bh // H, bh % H, mb * BM
+
+
+@gluon.jit
+def _kv_blocks(m0, N_Q, N_KV, BN: gl.constexpr, CAUSAL: gl.constexpr):
+    """(blocks to visit, blocks that need no mask) for the CTA's rows [m0, m0 + BM)."""
+    if CAUSAL:
+        off = N_KV - N_Q
+        hi = gl.minimum(N_KV, m0 + BM + off)
+        n_blocks = gl.cdiv(gl.maximum(hi, 0), BN)
+        n_full = gl.minimum(gl.maximum(m0 + off + 1, 0) // BN, N_KV // BN)
+    else:
+        n_blocks = gl.cdiv(N_KV, BN)
+        n_full = N_KV // BN
+    return n_blocks, n_full
+
+
+@gluon.jit
+def _kv_block(j, rot, n_blocks):
+    """The KV block visited j-th: tiles start at a rotated block (`rot`) so that the CTAs
+    working on one head do not all read the same K/V lines of L2 at once (at N = 16k a
+    whole wave of CTAs shares a head)."""
+    jj = j + rot
+    return gl.where(jj >= n_blocks, jj - n_blocks, jj)
+
+
+@gluon.jit
+def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready, q_empty,
+              N_Q, N_KV, H, GROUP, BH, num_m, num_tiles,
+              BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr):
+    item = 0
+    t = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
+        hk = h // GROUP
+        for wg in gl.static_range(2):
+            # The warpgroup is done with the previous tile's Q (its last QK^T retired).
+            mbarrier.wait(q_empty.index(wg), (t & 1) ^ 1)
+            mbarrier.expect(q_ready.index(wg), q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [b, h, m0 + wg * BM_WG, 0],
+                                            q_ready.index(wg), q_smem.index(wg))
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL)
+        rot = (m0 // BM) % gl.maximum(n_blocks, 1)
+        for i in range(n_blocks):
+            j = _kv_block(i, rot, n_blocks)
+            s, ready = pipeline.producer_acquire(kpipe, item)
+            mbarrier.expect(ready, k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [b, hk, j * BN, 0], ready, k_ring.index(s))
+            s, ready = pipeline.producer_acquire(vpipe, item)
+            mbarrier.expect(ready, v_desc.block_type.nbytes)
+            if V_T:
+                tma.async_copy_global_to_shared(v_desc, [b, hk, 0, j * BN], ready,
+                                                v_ring.index(s))
+            else:
+                tma.async_copy_global_to_shared(v_desc, [b, hk, j * BN, 0], ready,
+                                                v_ring.index(s))
+            item += 1
+        t += 1
+
+
+@gluon.jit
+def _masked(s, j, n_full, row0, N_KV, off, BN: gl.constexpr, CAUSAL: gl.constexpr,
+            s_layout: gl.constexpr):
+    """S with -inf where a key is past N_kv or (causal) after the query; only the blocks
+    from n_full on can hold such keys, the others pass through untouched."""
+    if j >= n_full:
+        cols = j * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, s_layout))
+        keep = gl.expand_dims(cols < N_KV, 0)
+        if CAUSAL:
+            rows = row0 + off + gl.arange(0, s.shape[0], layout=gl.SliceLayout(1, s_layout))
+            keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
+        s = gl.where(keep, s, -float("inf"))
+    return s
+
+
+@gluon.jit
+def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
+              q_ready, q_empty, turns, N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale,
+              BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
+              RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr):
+    D: gl.constexpr = o_desc.block_shape[3]
+    dtype: gl.constexpr = q_smem.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(
+        operand_index=0, parent=o_layout, k_width=32 // dtype.primitive_bitwidth)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    q = q_smem.index(WG).reshape([BM_WG, D])
+    s_zero = gl.zeros([BM_WG, BN], gl.float32, s_layout)
+    item = 0
+    t = 0
+    turn = pingpong.start(turns, WG)
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL)
+        rot = (m0 // BM) % gl.maximum(n_blocks, 1)
+        row0 = m0 + WG * BM_WG
+        off = N_KV - N_Q
+        m_i = gl.full([BM_WG], -1.0e30, gl.float32, row_s)
+        l_i = gl.zeros([BM_WG], gl.float32, row_s)
+        acc = gl.zeros([BM_WG, D], gl.float32, o_layout)
+        mbarrier.wait(q_ready.index(WG), t & 1)
+        if n_blocks > 0:
+            # Block 0: S_0 = Q K_0^T, then its softmax.
+            sk = pipeline.consumer_wait(kpipe, item)
+            pingpong.wait_turn(turns, WG, turn)
+            s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
+                              use_acc=False, is_async=True)
+            turn = pingpong.pass_turn(turns, WG, turn)
+            s = warpgroup_mma_wait(0, deps=[s])
+            pipeline.consumer_release(kpipe, item)
+            # Scores stay unscaled: max(S) * scale = max(S * scale) (scale > 0), and
+            # exp2(S * scale - m) is one FFMA before the MUFU.EX2.
+            s = _masked(s, _kv_block(0, rot, n_blocks), n_full, row0, N_KV, off, BN, CAUSAL,
+                        s_layout)
+            m_i = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+            p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
+            l_i = gl.sum(p, axis=1)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            p_run = p_op  # the P an in-flight PV wgmma reads
+            alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
+            for j in range(1, n_blocks):
+                sk = pipeline.consumer_wait(kpipe, item + 1)
+                sv = pipeline.consumer_wait(vpipe, item)
+                # O += P_{j-2} V_{j-2} ran under the last softmax and is done by now. The
+                # wait sits after the loop's back edge, where ptxas cannot hoist it above the
+                # softmax (it moves a wgmma wait to its block's top); P_{j-2} is a dep so its
+                # registers stay untouched until here.
+                if OVERLAP:
+                    acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
+                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+                if V_T:
+                    v = v_ring.index(sv).reshape([D, BN]).permute([1, 0])
+                else:
+                    v = v_ring.index(sv).reshape([BN, D])
+                pingpong.wait_turn(turns, WG, turn)
+                s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
+                                  use_acc=False, is_async=True)
+                acc = warpgroup_mma(p_op, v, acc, is_async=True)
+                p_run = p_op
+                turn = pingpong.pass_turn(turns, WG, turn)
+                if j > 1:
+                    pipeline.consumer_release(vpipe, item - 1)
+                # S_j is done (wgmmas retire in order); O += P_{j-1} V_{j-1} runs on under
+                # the softmax of S_j.
+                if OVERLAP:
+                    s = warpgroup_mma_wait(1, deps=[s])
+                else:  # no overlap: P's registers are free before anything else is written
+                    s, acc = warpgroup_mma_wait(0, deps=[s, acc])
+                pipeline.consumer_release(kpipe, item + 1)
+                s = _masked(s, _kv_block(j, rot, n_blocks), n_full, row0, N_KV, off, BN,
+                            CAUSAL, s_layout)
+                m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+                alpha = gl.exp2(m_i - m_new)
+                p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
+                l_i = l_i * alpha + gl.sum(p, axis=1)
+                m_i = m_new
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
+                item += 1
+            if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
+                mbarrier.arrive(q_empty.index(WG))
+            sv = pipeline.consumer_wait(vpipe, item)
+            if OVERLAP:
+                acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+            if V_T:
+                v = v_ring.index(sv).reshape([D, BN]).permute([1, 0])
+            else:
+                v = v_ring.index(sv).reshape([BN, D])
+            pingpong.wait_turn(turns, WG, turn)
+            acc = warpgroup_mma(p_op, v, acc, is_async=True)
+            turn = pingpong.pass_turn(turns, WG, turn)
+            if n_blocks > 1:
+                pipeline.consumer_release(vpipe, item - 1)
+            acc, p_op = warpgroup_mma_wait(0, deps=[acc, p_op])
+            pipeline.consumer_release(vpipe, item)
+            item += 1
+        elif not O_IN_Q:
+            mbarrier.arrive(q_empty.index(WG))
+        # Epilogue: O / l through shared memory and a TMA store (clipped at N_q).
+        l_safe = gl.where(l_i > 0.0, l_i, 1.0)
+        o = acc * gl.expand_dims(gl.convert_layout(o_scale / l_safe, row_o), 1)
+        tma.store_wait(0)  # the previous tile's store is done reading o_smem
+        o_view = o_smem.index(WG)
+        o_view.reshape([BM_WG, D]).store(o.to(o_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [b, h, m0 + WG * BM_WG, 0], o_view)
+        if O_IN_Q:  # O went through Q's buffer: free it once the store has read it
+            tma.store_wait(0)
+            mbarrier.arrive(q_empty.index(WG))
+        if RETURN_LSE:
+            lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_safe)) / LOG2E, -float("inf"))
+            rows = row0 + gl.arange(0, BM_WG, layout=row_s)
+            gl.store(lse_ptr + (b * H + h) * N_Q + rows, lse, mask=rows < N_Q)
+        t += 1
+    tma.store_wait(0)
+
+
+@gluon.jit
+def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROUP, BH,
+                     num_tiles, qk_scale, o_scale, BN: gl.constexpr, STAGES: gl.constexpr,
+                     CAUSAL: gl.constexpr, V_T: gl.constexpr, RETURN_LSE: gl.constexpr,
+                     O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr):
+    num_m = gl.cdiv(N_Q, BM)
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_shape, q_desc.layout)
+    if O_IN_Q:  # D = 256 with 16-bit inputs: no room for a separate O buffer
+        o_smem = q_smem
+    else:
+        o_smem = gl.allocate_shared_memory(o_desc.dtype, [2] + o_desc.block_shape,
+                                           o_desc.layout)
+    k_ring = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_shape,
+                                       k_desc.layout)
+    v_ring = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_shape,
+                                       v_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for wg in gl.static_range(2):
+        mbarrier.init(q_ready.index(wg), count=1)
+        mbarrier.init(q_empty.index(wg), count=1)
+    # Both consumer warpgroups read every K and V stage: two arrivals free one.
+    kpipe = pipeline.create(STAGES, 2)
+    vpipe = pipeline.create(STAGES, 2)
+    turns = pingpong.create()
+    common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
+              RETURN_LSE, O_IN_Q, OVERLAP)
+    gl.warp_specialize(
+        [(_consumer, (0, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
+                      q_ready, q_empty, turns) + common),
+         (_consumer, (1, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
+                      q_ready, q_empty, turns) + common),
+         (_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
+                      q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T))],
+        [4, 1], [240, 24])
+    pipeline.invalidate(kpipe)
+    pipeline.invalidate(vpipe)
+    pingpong.invalidate(turns)
+    for wg in gl.static_range(2):
+        mbarrier.invalidate(q_ready.index(wg))
+        mbarrier.invalidate(q_empty.index(wg))
+
+
+# ---- host side ---------------------------------------------------------------------------------
+
+IN_DTYPES = ("float16", "bfloat16", "float8_e4m3fn")
+OUT_DTYPES = ("float16", "bfloat16")
+HEAD_DIMS = (64, 128, 256)
+
+
+def _dtype_name(x) -> str:
+    name = str(x.dtype)
+    return name[len("torch."):] if name.startswith("torch.") else name
+
+
+def _is_numpy(x) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def _shape(x, name):
+    shape = tuple(int(s) for s in x.shape)
+    if len(shape) != 4:
+        raise ValueError(f"attention_forward: {name} must have 4 dims (B, H, N, D), got shape "
+                         f"{shape}")
+    return shape
+
+
+def _strides(x):
+    if _is_numpy(x):
+        return [s // x.itemsize for s in x.strides]
+    return list(x.stride())
+
+
+def _aligned(x):
+    """x itself when TMA can read it (16-byte aligned strides), else a contiguous copy."""
+    item = x.itemsize if _is_numpy(x) else x.element_size()
+    if all((s * item) % 16 == 0 for s in _strides(x)[:-1]):
+        return x
+    return np.ascontiguousarray(x) if _is_numpy(x) else x.contiguous()
+
+
+def _nvmma(bits: int, inner: int) -> gl.NVMMASharedLayout:
+    return gl.NVMMASharedLayout(min(128, inner * bits // 8), bits, rank=4)
+
+
+def default_config(head_dim: int, dtype_name: str):
+    """(BN, STAGES): KV block rows and ring depth that fit the registers and 227 KB of
+    shared memory with two 64-row consumer warpgroups."""
+    if head_dim == 256:
+        return 64, 2
+    return 128, 3
+
+
+def num_sms() -> int:
+    from shared_codegen.runtime.driver import get_device
+    return get_device().sm_count
+
+
+def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
+                       out_dtype=None, q_descale=1.0, k_descale=1.0, v_descale=1.0,
+                       block_n=None, stages=None, o_in_q=None, num_programs=None):
+    """A function of no arguments running the forward pass (descriptors built once);
+    it returns o, or (o, lse) with `return_lse`. See `attention_forward`."""
+    qs, ks, vs = _shape(q, "q"), _shape(k, "k"), _shape(v, "v")
+    B, H, N_q, D = qs
+    if ks != vs:
+        raise ValueError(f"attention_forward: k and v must have the same shape, got k {ks} "
+                         f"and v {vs}")
+    Bk, H_kv, N_kv, Dk = ks
+    if Bk != B:
+        raise ValueError(f"attention_forward: k has batch {Bk} but q has batch {B}; they "
+                         f"must match")
+    if Dk != D:
+        raise ValueError(f"attention_forward: k has head dim {Dk} but q has {D}; they must "
+                         f"match")
+    if D not in HEAD_DIMS:
+        raise ValueError(f"attention_forward: head dim D = {D} is not supported; allowed: "
+                         f"{', '.join(map(str, HEAD_DIMS))}")
+    if H % H_kv:
+        raise ValueError(f"attention_forward: q has H = {H} heads, not a multiple of k/v's "
+                         f"H_kv = {H_kv} (grouped-query attention shares each k/v head "
+                         f"among H / H_kv query heads)")
+    names = {n: _dtype_name(x) for n, x in (("q", q), ("k", k), ("v", v))}
+    for n, dt in names.items():
+        if dt not in IN_DTYPES:
+            raise ValueError(f"attention_forward: {n} has dtype {dt}; allowed: "
+                             f"{', '.join(IN_DTYPES)}")
+    if len(set(names.values())) != 1:
+        raise ValueError(f"attention_forward: q, k and v must share one dtype, got "
+                         f"{', '.join(f'{n} {d}' for n, d in names.items())}")
+    dt = names["q"]
+    for n, x in (("q", q), ("k", k), ("v", v)):
+        if _strides(x)[-1] != 1:
+            raise ValueError(f"attention_forward: {n}'s last dim must be contiguous (stride "
+                             f"1), got strides {tuple(_strides(x))}")
+    fp8 = dt == "float8_e4m3fn"
+    out_name = (out_dtype if isinstance(out_dtype, str) or out_dtype is None
+                else _dtype_name(out_dtype)) or ("float16" if fp8 else dt)
+    if out_name not in (OUT_DTYPES if fp8 else (dt,)):
+        raise ValueError(f"attention_forward: out_dtype {out_name} is not allowed for {dt} "
+                         f"inputs; allowed: {', '.join(OUT_DTYPES if fp8 else (dt,))}")
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    bn, st = default_config(D, dt)
+    bn, st = block_n or bn, stages or st
+    q, k = _aligned(q), _aligned(k)
+    if _is_numpy(q):
+        import ml_dtypes
+        np_out = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[out_name]
+        o = np.empty((B, H, N_q, D), np_out)
+        lse = np.empty((B, H, N_q), np.float32) if return_lse else np.empty((1,), np.float32)
+    else:
+        import torch
+        o = torch.empty((B, H, N_q, D), device=q.device, dtype=getattr(torch, out_name))
+        lse = torch.empty((B, H, N_q) if return_lse else (1,), device=q.device,
+                          dtype=torch.float32)
+    bits = 8 if fp8 else 16
+    if fp8:
+        # fp8 wgmma reads B K-major: V^T (B, H_kv, D, N_kv), N_kv padded to 16 bytes.
+        n_pad = -(-N_kv // 16) * 16
+        if _is_numpy(v):
+            vt = np.zeros((B, H_kv, D, n_pad), v.dtype)
+            vt[..., :N_kv] = np.swapaxes(v, -1, -2)
+        else:
+            import torch
+            vt = torch.zeros((B, H_kv, D, n_pad), device=v.device, dtype=v.dtype)
+            vt[..., :N_kv] = v.transpose(-1, -2)
+        v_desc = TensorDescriptor(vt, [B, H_kv, D, N_kv], _strides(vt), [1, 1, D, bn],
+                                  _nvmma(bits, bn))
+    else:
+        v = _aligned(v)
+        v_desc = TensorDescriptor.from_tensor(v, [1, 1, bn, D], _nvmma(bits, D))
+    q_desc = TensorDescriptor.from_tensor(q, [1, 1, BM_WG.value, D], _nvmma(bits, D))
+    k_desc = TensorDescriptor.from_tensor(k, [1, 1, bn, D], _nvmma(bits, D))
+    o_desc = TensorDescriptor.from_tensor(o, [1, 1, BM_WG.value, D], _nvmma(16, D))
+    num_tiles = B * H * (-(-N_q // BM.value))
+    if num_programs is None:
+        num_programs = 2 if _is_numpy(q) else num_sms()
+    grid = (max(1, min(num_programs, num_tiles)),)
+    qk_scale = float(sm_scale) * LOG2E.value * float(q_descale) * float(k_descale)
+    o_scale = float(v_descale)
+    if o_in_q is None:
+        o_in_q = D >= 128 and not fp8
+    o_in_q = bool(o_in_q) and not fp8
+    # The PV wgmma overlaps the next softmax for 16-bit P; fp8 P (one register a byte until
+    # the wgmma packs it) would need too many registers to keep two of them alive.
+    overlap = not fp8 and D <= 128  # fp8: O (16-bit) does not fit Q's (8-bit) buffer
+    launch = attention_kernel[grid]
+
+    def run():
+        launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
+               qk_scale, o_scale, bn, st, bool(causal), fp8, bool(return_lse), o_in_q,
+               overlap, num_warps=4)
+        return (o, lse) if return_lse else o
+    return run
+
+
+def attention_forward(q, k, v, *, causal=False, sm_scale=None, return_lse=False, **options):
+    """Attention forward: q (B, H, N_q, D), k and v (B, H_kv, N_kv, D), fp16 / bf16 / fp8
+    e4m3, D in {64, 128, 256}, H a multiple of H_kv. numpy arrays run in the CPU
+    interpreter, CUDA tensors on the GPU. Returns o (the input dtype; fp16 for fp8 inputs,
+    or `out_dtype`) and, with `return_lse`, the rows' natural-log log-sum-exp in fp32.
+    fp8 options: `q_descale`, `k_descale`, `v_descale` (per-tensor factors)."""
+    return attention_launcher(q, k, v, causal=causal, sm_scale=sm_scale,
+                              return_lse=return_lse, **options)()
+
+
+def reference(q, k, v, causal=False, sm_scale=None, descales=(1.0, 1.0, 1.0)):
+    """(o, lse) in float64 on the CPU. Rows that see no key: o = 0, lse = -inf."""
+    q64, k64, v64 = (np.asarray(x).astype(np.float64) * s for x, s in zip((q, k, v), descales))
+    B, H, N_q, D = q64.shape
+    H_kv, N_kv = k64.shape[1], k64.shape[2]
+    k64 = np.repeat(k64, H // H_kv, axis=1)
+    v64 = np.repeat(v64, H // H_kv, axis=1)
+    scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
+    s = np.einsum("bhqd,bhkd->bhqk", q64, k64) * scale
+    if causal:
+        keep = np.arange(N_kv)[None, :] <= np.arange(N_q)[:, None] + (N_kv - N_q)
+        s = np.where(keep, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m_safe = np.where(np.isfinite(m), m, 0.0)
+    p = np.exp(s - m_safe)
+    l = p.sum(axis=-1, keepdims=True)
+    o = np.einsum("bhqk,bhkd->bhqd", p, v64) / np.where(l > 0, l, 1.0)
+    with np.errstate(divide="ignore"):
+        lse = np.where(l[..., 0] > 0, np.log(np.where(l[..., 0] > 0, l[..., 0], 1.0))
+                       + m_safe[..., 0], -np.inf)
+    return o, lse
+
+
+def random_inputs(B, H, H_kv, N_q, N_kv, D, dtype_name="float16", seed=0):
+    import ml_dtypes
+    np_dtype = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+                "float8_e4m3fn": ml_dtypes.float8_e4m3fn}[dtype_name]
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((B, H, N_q, D)).astype(np_dtype)
+    k = rng.standard_normal((B, H_kv, N_kv, D)).astype(np_dtype)
+    v = rng.standard_normal((B, H_kv, N_kv, D)).astype(np_dtype)
+    return q, k, v
+
+
+def main(gpu=None) -> bool:
+    from _common import to_device, to_host, use_gpu
+    gpu = use_gpu() if gpu is None else gpu
+    B, H, H_kv, N, D = (2, 16, 4, 2048, 128) if gpu else (1, 2, 1, 200, 64)
+    ok = True
+    for causal in (False, True):
+        q, k, v = random_inputs(B, H, H_kv, N, N, D)
+        o, lse = attention_forward(*(to_device(x, gpu) for x in (q, k, v)), causal=causal,
+                                   return_lse=True)
+        ref_o, ref_lse = reference(q, k, v, causal)
+        err = float(np.abs(to_host(o).astype(np.float64) - ref_o).max())
+        lerr = float(np.abs(to_host(lse) - ref_lse).max())
+        good = err < 2e-2 and lerr < 1e-3
+        ok &= good
+        print(f"attention fwd B={B} H={H} H_kv={H_kv} N={N} D={D} causal={causal} on the "
+              f"{'GPU' if gpu else 'CPU interpreter'}: max |o - ref| {err:.1e}, "
+              f"max |lse - ref| {lerr:.1e} ({'ok' if good else 'WRONG'})")
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

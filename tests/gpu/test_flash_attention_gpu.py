@@ -1,0 +1,65 @@
+"""The Hopper flash-attention forward (examples/flash_attention/hopper.py) on the GPU against
+a float32 computation: every dtype and head dim, causal and not, GQA, ragged N."""
+
+import math
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "flash_attention"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+def _reference(torch, q, k, v, causal):
+    H, H_kv = q.shape[1], k.shape[1]
+    q, k, v = q.float(), k.float().repeat_interleave(H // H_kv, 1), \
+        v.float().repeat_interleave(H // H_kv, 1)
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    n_q, n_kv = q.shape[2], k.shape[2]
+    if causal:
+        keep = torch.arange(n_kv, device=q.device)[None, :] <= \
+            torch.arange(n_q, device=q.device)[:, None] + (n_kv - n_q)
+        s = s.masked_fill(~keep, -float("inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    return p @ v, lse
+
+
+@pytest.mark.parametrize("dtype, D, causal, B, H, H_kv, N_q, N_kv", [
+    ("float16", 128, False, 2, 8, 2, 1000, 1000),
+    ("float16", 128, True, 2, 8, 8, 1000, 1000),
+    ("bfloat16", 128, True, 1, 4, 2, 700, 1500),
+    ("bfloat16", 64, False, 2, 4, 4, 2048, 2048),
+    ("float16", 64, True, 1, 4, 1, 1500, 600),
+    ("float16", 256, True, 1, 4, 2, 777, 777),
+    ("bfloat16", 256, False, 1, 2, 2, 1024, 1024),
+    ("float8_e4m3fn", 128, False, 1, 4, 4, 1024, 1024),
+    ("float8_e4m3fn", 128, True, 1, 4, 2, 1000, 1000),
+    ("float8_e4m3fn", 64, False, 1, 2, 2, 512, 512),
+    ("float8_e4m3fn", 256, True, 1, 2, 2, 512, 512),
+])
+def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
+    from hopper import attention_forward
+
+    gen = torch.Generator(device="cuda").manual_seed(N_q + D)
+    mk = lambda h, n: torch.randn((B, h, n, D), device="cuda", generator=gen)  # noqa: E731
+    q, k, v = mk(H, N_q), mk(H_kv, N_kv), mk(H_kv, N_kv)
+    tdt = getattr(torch, dtype)
+    q, k, v = q.to(tdt), k.to(tdt), v.to(tdt)
+    o, lse = attention_forward(q, k, v, causal=causal, return_lse=True)
+    ref, ref_lse = _reference(torch, q, k, v, causal)
+    err = float((o.float() - ref).abs().max() / ref.abs().max())
+    tol = {"float16": 4e-3, "bfloat16": 2e-2, "float8_e4m3fn": 8e-2}[dtype]
+    assert err <= tol, err
+    fin = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
+    assert float((lse[fin] - ref_lse[fin]).abs().max()) < 1e-3
