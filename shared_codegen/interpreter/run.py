@@ -74,7 +74,7 @@ class Frame:
         for a, x in zip(block.args, args):
             values[a] = x
         for op in block.ops:
-            if op.name in ("scf.yield", "tt.return", "tt.reduce.return", "scf.condition"):
+            if op.opdef.terminator:
                 return [values[v] for v in op.operands]
             self.op = op
             results = op.opdef.interpret(op, self)

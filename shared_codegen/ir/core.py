@@ -197,6 +197,9 @@ class OpDef:
     pure: Any = False
     # Index arithmetic: recomputed per use rather than converted between layouts.
     cheap: Any = False
+    # Ends its block and hands its operands to the enclosing op (scf.yield, scf.condition,
+    # tt.return, tt.reduce.return): the interpreter and lowering stop the block there.
+    terminator: bool = False
     # Which memories the op reads and writes (`MemoryEffect` members).
     memory_effects: frozenset = frozenset()
     # What the user wrote, for error messages (the explicit-layout language's spelling).

@@ -45,7 +45,6 @@ GLOBAL_PTR = ir.PointerType(addrspace=1)
 SHARED_PTR = ir.PointerType(addrspace=3)
 
 FULL_MASK = 0xFFFFFFFF
-TERMINATORS = ("scf.yield", "scf.condition", "tt.reduce.return", "tt.return")
 
 
 class BFloatType(ir.types._BaseFloatType):
@@ -525,7 +524,7 @@ class LoweringContext:
         for arg, low in zip(block.args, arg_values):
             self.set(arg, low)
         for op in block.ops:
-            if op.name in TERMINATORS:
+            if op.opdef is not None and op.opdef.terminator:
                 return [self.get(v) for v in op.operands]
             self.lower_op(op)
         return []

@@ -159,6 +159,7 @@ YIELD, CONDITION, RETURN, COMBINE_RETURN = ("scf.yield", "scf.condition", "tt.re
 
 class YieldOp(OpDef):
     names = (YIELD, CONDITION, RETURN, COMBINE_RETURN)
+    terminator = True
     layout_rule = TERMINATOR
 
     @staticmethod

@@ -20,7 +20,9 @@ DRIVERS = [
     "tile/passes/layout_constraints.py", "tile/passes/layout_assignment.py",
     "tile/passes/cleanup.py", "tile/passes/coalesce.py", "tile/passes/rematerialize.py",
     "gluon/passes.py", "shared_codegen/analysis/axis_info.py", "tile/convert.py",
-    "shared_codegen/layouts/relations.py",
+    "shared_codegen/layouts/relations.py", "shared_codegen/lowering/context.py",
+    "shared_codegen/lowering/lower.py", "shared_codegen/interpreter/run.py",
+    "shared_codegen/stages.py",
 ]
 OP_NAME = re.compile(r"^(tt|ttg|ttng|arith|math|scf|gpu)\.[a-z_.0-9]+$")
 
