@@ -5,23 +5,11 @@ interpreter rule) and `lowering.py` (lowering rules, registered with
 Adding a family: a new folder here, its name in `FAMILIES`, and its tests (docs/extending.md).
 """
 
-from shared_codegen.ops import (  # noqa: F401
-                                arith,
-                                async_copy,
-                                control,
-                                dot,
-                                fence,
-                                math,
-                                mbarrier,
-                                memory,
-                                program,
-                                reduction,
-                                shared_memory,
-                                tensor,
-                                tma,
-                                warp_specialize,
-                                wgmma,
-)
+import importlib
 
 FAMILIES = ("arith", "async_copy", "control", "dot", "fence", "math", "mbarrier", "memory",
             "program", "reduction", "shared_memory", "tensor", "tma", "warp_specialize", "wgmma")
+
+# Importing a family registers its op definitions and lowering rules.
+for _family in FAMILIES:
+    importlib.import_module(f"{__name__}.{_family}")
