@@ -215,6 +215,15 @@ class OpDef:
     def is_cheap(self, op: "Operation") -> bool:
         return _holds(self.cheap, op)
 
+    @classmethod
+    def name_spelled(cls, spelling: str) -> str:
+        """The op name of this family that kernel source spells `spelling` (builtins build
+        ops by what the user wrote, the definition owns the names)."""
+        names = [name for name, spelled in cls.spelling.items() if spelled == spelling]
+        if len(names) != 1:
+            raise LookupError(f"{cls.__name__} has {len(names)} ops spelled {spelling!r}")
+        return names[0]
+
     def spelling_of(self, op: "Operation") -> Optional[str]:
         if isinstance(self.spelling, dict):
             return self.spelling.get(op.name)

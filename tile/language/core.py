@@ -14,6 +14,7 @@ import warnings
 
 from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import bfloat16, float32
+from shared_codegen.ops.program.definition import NUM_PROGRAMS
 from tile.language import _types as T
 
 
@@ -36,7 +37,7 @@ def program_id(axis, _semantic=None):
 @builtin
 def num_programs(axis, _semantic=None):
     """The number of programs launched along `axis` (0, 1 or 2), an int32."""
-    return _semantic.program_id(axis, name="tt.get_num_programs")
+    return _semantic.program_id(axis, name=NUM_PROGRAMS)
 
 
 # ---- creation ------------------------------------------------------------------------------

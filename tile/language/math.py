@@ -20,7 +20,9 @@ def _check_float(x, fn: str, allowed=(float32, float64)):
                         f"first, e.g. x.to(tl.float32)")
 
 
-def _unary(fn_name: str, op_name: str, allowed=(float32, float64), doc=""):
+def _unary(fn_name: str, allowed=(float32, float64), doc=""):
+    op_name = UnaryFloatOp.name_spelled(fn_name)
+
     def fn(x, _semantic=None):
         x = _semantic._operand(x)
         _check_float(x, fn_name, allowed)
@@ -31,19 +33,18 @@ def _unary(fn_name: str, op_name: str, allowed=(float32, float64), doc=""):
     return builtin(fn)
 
 
-exp = _unary("exp", "math.exp")
-exp2 = _unary("exp2", "math.exp2")
-log = _unary("log", "math.log", doc="Elementwise natural logarithm of `x`.")
-log2 = _unary("log2", "math.log2")
-sqrt = _unary("sqrt", "math.sqrt", doc="Elementwise (fast, approximate) square root.")
-sqrt_rn = _unary("sqrt_rn", "tt.precise_sqrt", (float32,),
-                 doc="Elementwise square root rounded to nearest (IEEE).")
-rsqrt = _unary("rsqrt", "math.rsqrt", doc="Elementwise 1 / sqrt(x).")
-sin = _unary("sin", "math.sin")
-cos = _unary("cos", "math.cos")
-erf = _unary("erf", "math.erf", doc="Elementwise error function.")
-floor = _unary("floor", "math.floor")
-ceil = _unary("ceil", "math.ceil")
+exp = _unary("exp")
+exp2 = _unary("exp2")
+log = _unary("log", doc="Elementwise natural logarithm of `x`.")
+log2 = _unary("log2")
+sqrt = _unary("sqrt", doc="Elementwise (fast, approximate) square root.")
+sqrt_rn = _unary("sqrt_rn", (float32,), doc="Elementwise square root rounded to nearest (IEEE).")
+rsqrt = _unary("rsqrt", doc="Elementwise 1 / sqrt(x).")
+sin = _unary("sin")
+cos = _unary("cos")
+erf = _unary("erf", doc="Elementwise error function.")
+floor = _unary("floor")
+ceil = _unary("ceil")
 
 
 @builtin
@@ -53,7 +54,8 @@ def abs(x, _semantic=None):
     x = sem._operand(x)
     ty = x.dtype
     if T.is_float(ty):
-        return sem.make_tensor(UnaryFloatOp.build(sem.builder, "math.absf", x.handle))
+        return sem.make_tensor(UnaryFloatOp.build(sem.builder, UnaryFloatOp.name_spelled("abs"),
+                                                 x.handle))
     if T.is_signed(ty):
         return sem.make_tensor(AbsIntOp.build(sem.builder, x.handle))
     if T.is_unsigned(ty):
@@ -109,7 +111,8 @@ def div_rn(x, y, _semantic=None):
     sem = _semantic
     x, y = sem.binary_operands(x, y, sym="tl.div_rn")
     _check_float(x, "div_rn", (float32,))
-    return sem.make_tensor(BinaryOp.build(sem.builder, "tt.precise_divf", x.handle, y.handle))
+    return sem.make_tensor(BinaryOp.build(sem.builder, BinaryOp.name_spelled("div_rn"), x.handle,
+                                          y.handle))
 
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "erf",

@@ -16,10 +16,12 @@ from typing import Callable, List, Sequence
 from shared_codegen.frontend.values import is_builtin, tensor, wrap
 from shared_codegen.ir.types import (IRType, ScalarType, TensorType, bfloat16, float16, float32,
                                      float64, int1, int32, int64, uint32, uint64)
-from shared_codegen.ops.arith.definition import (AddPtrOp, BinaryOp, CastOp, CompareOp, ConstantOp,
-                                                 SelectOp, cast_op_name)
-from shared_codegen.ops.control.definition import YieldOp
-from shared_codegen.ops.program.definition import AssertOp, PrintOp, ProgramIdOp
+from shared_codegen.ops.arith.definition import (BITCAST, FLOAT_COMPARE, FP_TO_FP, INT_COMPARE,
+                                                 AddPtrOp, BinaryOp, CastOp, CompareOp,
+                                                 ConstantOp, SelectOp, cast_op_name,
+                                                 operator_op_name)
+from shared_codegen.ops.control.definition import COMBINE_RETURN, YieldOp
+from shared_codegen.ops.program.definition import PROGRAM_ID, AssertOp, PrintOp, ProgramIdOp
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
 from shared_codegen.ops.tensor.definition import (BroadcastOp, ExpandDimsOp, MakeRangeOp, ReshapeOp,
                                                   SplatOp, TransOp)
@@ -222,20 +224,7 @@ class TileSemantic(MemorySemantic):
     def _arith(self, op: str, a: tensor, b: tensor) -> tensor:
         """An elementwise op on operands of one (non-pointer) dtype and shape."""
         ty = a.dtype
-        if ty.is_floating():
-            name = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf",
-                    "truediv": "arith.divf", "mod": "arith.remf", "max": "arith.maxnumf",
-                    "min": "arith.minnumf", "maximum": "arith.maximumf",
-                    "minimum": "arith.minimumf"}[op]
-        else:
-            s = T.is_signed(ty)
-            name = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli",
-                    "floordiv": "arith.divsi" if s else "arith.divui",
-                    "mod": "arith.remsi" if s else "arith.remui",
-                    "and": "arith.andi", "or": "arith.ori", "xor": "arith.xori",
-                    "lshift": "arith.shli", "rshift_s": "arith.shrsi", "rshift_u": "arith.shrui",
-                    "max": "arith.maxsi" if s else "arith.maxui",
-                    "min": "arith.minsi" if s else "arith.minui"}[op]
+        name = operator_op_name(op, ty.is_floating(), T.is_signed(ty))
         return self.make_tensor(BinaryOp.build(self.builder, name, a.handle, b.handle))
 
     def add(self, lhs, rhs) -> tensor:
@@ -306,16 +295,16 @@ class TileSemantic(MemorySemantic):
                                 f"{T.type_name(a.dtype)} and {T.type_name(b.dtype)}")
             a, b = self._broadcast_pair(self.cast(a, int64), self.cast(b, int64))
             pred = {"eq": "eq", "ne": "ne"}.get(op, "u" + _CMP_INT.get(op, ""))
-            return self.make_tensor(CompareOp.build(self.builder, "arith.cmpi", pred, a.handle,
+            return self.make_tensor(CompareOp.build(self.builder, INT_COMPARE, pred, a.handle,
                                                     b.handle))
         a, b = self.binary_operands(a, b, sym=sym)
         ty = a.dtype
         if ty.is_floating():
-            name, pred = "arith.cmpf", _CMP_FLOAT[op]
+            name, pred = FLOAT_COMPARE, _CMP_FLOAT[op]
         elif op in ("eq", "ne"):
-            name, pred = "arith.cmpi", op
+            name, pred = INT_COMPARE, op
         else:
-            name, pred = "arith.cmpi", ("s" if T.is_signed(ty) else "u") + _CMP_INT[op]
+            name, pred = INT_COMPARE, ("s" if T.is_signed(ty) else "u") + _CMP_INT[op]
         return self.make_tensor(CompareOp.build(self.builder, name, pred, a.handle, b.handle))
 
     # ---- unary operators ------------------------------------------------------------------
@@ -382,7 +371,7 @@ class TileSemantic(MemorySemantic):
         if (T.is_float(src) and T.is_float(dst) and (src.is_fp8() or dst.is_fp8())) \
                 or custom_rounding:
             attrs = {"rounding": fp_downcast_rounding} if fp_downcast_rounding else {}
-            return self.make_tensor(CastOp.build(self.builder, "tt.fp_to_fp", x.handle, dst,
+            return self.make_tensor(CastOp.build(self.builder, FP_TO_FP, x.handle, dst,
                                                  **attrs))
         if src in (float16, bfloat16) and dst != float32 and not T.is_ptr(dst):
             # 16-bit floats convert through fp32 (no direct fp16<->bf16 or fp16->int in PTX).
@@ -403,7 +392,7 @@ class TileSemantic(MemorySemantic):
             src = int64
         zero = self.scalar_constant(0, src)
         x, zero = self._broadcast_pair(x, zero)
-        name, pred = ("arith.cmpf", "une") if src.is_floating() else ("arith.cmpi", "ne")
+        name, pred = (FLOAT_COMPARE, "une") if src.is_floating() else (INT_COMPARE, "ne")
         return self.make_tensor(CompareOp.build(self.builder, name, pred, x.handle, zero.handle))
 
     def bitcast(self, x, dtype) -> tensor:
@@ -417,12 +406,12 @@ class TileSemantic(MemorySemantic):
         if src.bits != dst.bits:
             raise ValueError(f"cannot bitcast {src} ({src.bits} bits) to {dst} ({dst.bits} "
                              "bits): the widths differ")
-        return self.make_tensor(CastOp.build(self.builder, "tt.bitcast", x.handle, dst))
+        return self.make_tensor(CastOp.build(self.builder, BITCAST, x.handle, dst))
 
     # ---- creation -------------------------------------------------------------------------
-    def program_id(self, axis: int, name="tt.get_program_id") -> tensor:
+    def program_id(self, axis: int, name=PROGRAM_ID) -> tensor:
         if axis not in (0, 1, 2) or isinstance(axis, bool):
-            what = "program_id" if name == "tt.get_program_id" else "num_programs"
+            what = "program_id" if name == PROGRAM_ID else "num_programs"
             raise ValueError(f"{what} axis must be 0, 1 or 2, got {axis!r}")
         return self.make_tensor(ProgramIdOp.build(self.builder, name, axis))
 
@@ -595,7 +584,7 @@ class TileSemantic(MemorySemantic):
             x = self.reshape(x, [1])
         op = ReduceOp.build(self.builder, [x.handle], 0)
         with self.builder.at_end_of(op.regions[0].block):
-            YieldOp.build(self.builder, [op.regions[0].block.args[0]], name="tt.reduce.return")
+            YieldOp.build(self.builder, [op.regions[0].block.args[0]], name=COMBINE_RETURN)
         return self.make_tensor(op.result)
 
     def trans(self, x, dims=None) -> tensor:
@@ -701,7 +690,7 @@ class TileSemantic(MemorySemantic):
                     raise TypeError(f"{what}: combine_fn must return a {t.dtype} scalar for "
                                     f"input {i}, got {T.describe(r)}")
                 handles.append(r.handle)
-            YieldOp.build(self.builder, handles, name="tt.reduce.return")
+            YieldOp.build(self.builder, handles, name=COMBINE_RETURN)
 
     def reduction(self, inputs, axis, body: Callable, keep_dims=False, what="reduce"):
         """Reduce `inputs` (tensors of one shape) along `axis` (None: all axes) with a region

@@ -138,6 +138,36 @@ BINARY_RULES = {
     "arith.maximumf": np.maximum, "arith.minimumf": np.minimum,
 }
 
+# What the frontends' operators build, by operand kind (floating, signed, unsigned integer).
+_OPERATORS = {
+    "add": ("arith.addf", "arith.addi", "arith.addi"),
+    "sub": ("arith.subf", "arith.subi", "arith.subi"),
+    "mul": ("arith.mulf", "arith.muli", "arith.muli"),
+    "truediv": ("arith.divf", None, None),
+    "floordiv": (None, "arith.divsi", "arith.divui"),
+    "mod": ("arith.remf", "arith.remsi", "arith.remui"),
+    "and": (None, "arith.andi", "arith.andi"),
+    "or": (None, "arith.ori", "arith.ori"),
+    "xor": (None, "arith.xori", "arith.xori"),
+    "lshift": (None, "arith.shli", "arith.shli"),
+    "rshift_s": (None, "arith.shrsi", "arith.shrsi"),
+    "rshift_u": (None, "arith.shrui", "arith.shrui"),
+    "max": ("arith.maxnumf", "arith.maxsi", "arith.maxui"),
+    "min": ("arith.minnumf", "arith.minsi", "arith.minui"),
+    "maximum": ("arith.maximumf", None, None),
+    "minimum": ("arith.minimumf", None, None),
+}
+
+
+def operator_op_name(operator: str, floating: bool, signed: bool) -> str:
+    """The binary op that `operator` ("add", "floordiv", "max", ...) builds on operands of
+    one kind; a KeyError for an operator the kind has not."""
+    name = _OPERATORS[operator][0 if floating else 1 if signed else 2]
+    if name is None:
+        raise KeyError(operator)
+    return name
+
+
 FLOAT_BINARY = {k for k in BINARY_RULES if k.endswith("f") and k != "arith.andi"}
 INT_BINARY = set(BINARY_RULES) - FLOAT_BINARY
 
@@ -235,8 +265,11 @@ CMPF = {
 }
 
 
+INT_COMPARE, FLOAT_COMPARE = "arith.cmpi", "arith.cmpf"
+
+
 class CompareOp(OpDef):
-    names = ("arith.cmpi", "arith.cmpf")
+    names = (INT_COMPARE, FLOAT_COMPARE)
     layout_rule = SAME_LAYOUT
     axis_rule = staticmethod(compare_axis_rule)
     pure = cheap = frozenset({"arith.cmpi"})
@@ -298,9 +331,10 @@ class SelectOp(OpDef):
 # casts
 
 BITCAST = "tt.bitcast"  # reinterprets the bits, where the other casts convert the value
+FP_TO_FP = "tt.fp_to_fp"  # fp8 conversions and explicit rounding modes
 CAST_OPS = ("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
             "arith.fptoui", "arith.extsi", "arith.extui", "arith.trunci", BITCAST,
-            "tt.fp_to_fp", "tt.ptr_to_int", "tt.int_to_ptr")
+            FP_TO_FP, "tt.ptr_to_int", "tt.int_to_ptr")
 # The casts of index arithmetic (cheap to recompute per use).
 INDEX_CASTS = ("arith.extsi", "arith.extui", "arith.trunci", "tt.int_to_ptr", "tt.ptr_to_int")
 
@@ -404,4 +438,5 @@ def cast_op_name(src: IRType, dst: IRType) -> str:
 
 
 __all__ = ["ConstantOp", "BinaryOp", "AddPtrOp", "CompareOp", "SelectOp", "CastOp",
-           "cast_op_name", "BINARY_RULES", "FLOAT_BINARY", "INT_BINARY", "int64"]
+           "cast_op_name", "BINARY_RULES", "FLOAT_BINARY", "INT_BINARY", "int64",
+           "operator_op_name", "INT_COMPARE", "FLOAT_COMPARE", "FP_TO_FP"]

@@ -9,8 +9,11 @@ from shared_codegen.ir.types import int32
 from shared_codegen.layouts.relations import NO_RELATION, OWN_LAYOUTS, SAME_LAYOUT
 
 
+PROGRAM_ID, NUM_PROGRAMS = "tt.get_program_id", "tt.get_num_programs"
+
+
 class ProgramIdOp(OpDef):
-    names = ("tt.get_program_id", "tt.get_num_programs")
+    names = (PROGRAM_ID, NUM_PROGRAMS)
     spelling = {"tt.get_program_id": "program_id", "tt.get_num_programs": "num_programs"}
     layout_rule = OWN_LAYOUTS
 

@@ -15,15 +15,11 @@ from shared_codegen.ops.arith.definition import BinaryOp, CastOp
 from shared_codegen.ops.memory.definition import LoadOp, StoreOp
 
 ROOT = Path(__file__).resolve().parents[3]
-# The drivers: passes, analyses and the converter. Op names belong in the op definitions.
-DRIVERS = [
-    "tile/passes/layout_constraints.py", "tile/passes/layout_assignment.py",
-    "tile/passes/cleanup.py", "tile/passes/coalesce.py", "tile/passes/rematerialize.py",
-    "gluon/passes.py", "shared_codegen/analysis/axis_info.py", "tile/convert.py",
-    "shared_codegen/layouts/relations.py", "shared_codegen/lowering/context.py",
-    "shared_codegen/lowering/lower.py", "shared_codegen/interpreter/run.py",
-    "shared_codegen/stages.py",
-]
+# Every module outside the op families: passes, analyses, the converter, the interpreter and
+# lowering drivers, the frontends' builtins. Op names belong in the op definitions.
+DRIVERS = sorted(str(p.relative_to(ROOT)) for package in ("shared_codegen", "tile", "gluon")
+                 for p in (ROOT / package).rglob("*.py")
+                 if not str(p.relative_to(ROOT)).startswith("shared_codegen/ops/"))
 OP_NAME = re.compile(r"^(tt|ttg|ttng|arith|math|scf|gpu)\.[a-z_.0-9]+$")
 
 
