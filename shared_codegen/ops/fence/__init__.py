@@ -1,5 +1,5 @@
 """fence.proxy.async: ordering the generic and async proxies.
 
-Importing this package registers the ops (`definition`) and their lowering rules."""
+Importing this package registers the op (`definition`) and its lowering rule."""
 
-from shared_codegen.ops.fence import definition  # noqa: F401
+from shared_codegen.ops.fence import definition, lowering  # noqa: F401

@@ -5,10 +5,10 @@ membar/fence: `fence.proxy.async`).
 
 Typical use: `smem.store(x); fence_async_shared(); tma.async_copy_shared_to_global(...)`.
 The interpreter has no proxies (every access is immediately visible), so the op does nothing
-there. Lowering: `fence.proxy.async.shared::cta` in every thread (each thread orders its own
-writes; the `bar.sync` that joins the threads before the single-thread TMA issue comes from the
-shared-memory barrier analysis). With `cluster=True` the fence covers the cluster's shared
-memory (`.shared::cluster`).
+there. Lowering (`lowering.py`): `fence.proxy.async.shared::cta` in every thread (each thread
+orders its own writes; the `bar.sync` that joins the threads before the single-thread TMA
+issue comes from the shared-memory barrier analysis). With `cluster=True` the fence covers the
+cluster's shared memory (`.shared::cluster`).
 """
 
 from __future__ import annotations
@@ -32,13 +32,6 @@ class FenceAsyncSharedOp(OpDef):
 
     def interpret(self, op, frame):
         return []
-
-    def lower(self, op, ctx):
-        from shared_codegen.lowering.context import VOID
-        space = "shared::cluster" if op.attrs.get("cluster") else "shared::cta"
-        ctx.inline_asm(f"fence.proxy.async.{space};", "~{memory}", VOID, [],
-                       side_effects=True)
-        return None
 
 
 __all__ = ["FenceAsyncSharedOp", "FENCE"]

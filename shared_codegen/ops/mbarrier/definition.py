@@ -12,8 +12,8 @@ mbarrier"). A barrier is a 64-bit shared-memory object holding the *current phas
 *pending arrival count* and its *transaction count* (tx-count). `init(count)` starts phase 0
 with `count` pending arrivals and tx-count 0. `arrive(count)` removes arrivals;
 `expect(bytes)` is `mbarrier.arrive.expect_tx`: it raises the tx-count by `bytes` and then
-arrives once. TMA loads (`shared_codegen/ops/tma/definition.py`) lower the tx-count by the bytes they land
-(`complete_tx`). A phase completes when both counts reach zero; the barrier then moves to the
+arrives once. TMA loads (`ops/tma/definition.py`) lower the tx-count by the bytes they
+land (`complete_tx`). A phase completes when both counts reach zero; the barrier then moves to the
 next phase with `count` pending arrivals again. `wait(phase)` blocks while the *current*
 phase has parity `phase` (`mbarrier.try_wait.parity`): waiting on parity 0 of a fresh
 barrier blocks until phase 0 completes, waiting on parity 1 returns at once.
@@ -23,21 +23,20 @@ whose phase cannot complete first lands the TMA loads still in flight on that ba
 must complete before the wait can return); if the phase is still open and only one partition
 runs, no one else can arrive, and the wait is reported as a deadlock naming the barrier's
 allocation, the wait's line and the phase, instead of hanging. Inside `gl.warp_specialize`
-the wait switches to another partition instead (`ops/warp_specialize/interpreter.py`), which reports
-the deadlock once every partition is blocked.
+the wait switches to another partition instead (`ops/warp_specialize/interpreter.py`), which
+reports the deadlock once every partition is blocked.
 
-Lowering: inline PTX. Thread 0 (of the partition, under warp specialization) initializes,
-expects, arrives and invalidates (one arrival per call, as Triton does); every thread waits in a `try_wait.parity` loop. Barrier words are
-shared memory: `init` / `inval` count as writes and the others as reads for the barrier
-insertion of `ops/shared_memory/lowering.sync_shared`, so the `bar.sync` that makes an
-`init` visible to the other threads' waits comes from the same analysis as any other store.
+Lowering (`lowering.py`): inline PTX. Thread 0 (of the partition, under warp specialization)
+initializes, expects, arrives and invalidates (one arrival per call, as Triton does); every
+thread waits in a `try_wait.parity` loop. Barrier words are shared memory: `init` / `inval`
+count as writes and the others as reads for the barrier insertion of
+`ops/shared_memory/lowering.sync_shared`, so the `bar.sync` that makes an `init` visible to
+the other threads' waits comes from the same analysis as any other store.
 """
 
 from __future__ import annotations
 
 from typing import List, Optional
-
-from llvmlite import ir
 
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32, int64
@@ -116,7 +115,7 @@ def _verify_counted_arrival(op, attr: str, what: str, low: int = 1) -> None:
         raise VerificationError(str(exc), op) from None
 
 
-def _pred_of(op, index: int):
+def pred_of(op, index: int):
     return op.operands[index] if op.attrs.get("has_pred") else None
 
 
@@ -238,31 +237,6 @@ def _where(op) -> str:
 
 # ---- lowering helpers ------------------------------------------------------------------------
 
-def _bar_address(ctx, op, bar):
-    from shared_codegen.lowering.context import LoweringError
-    base, xor = ctx.get(bar)
-    if not (isinstance(xor, ir.Constant) and int(xor.constant) == 0):
-        raise LoweringError("an mbarrier view must start at its own 8-byte word", op)
-    return base
-
-
-def thread_zero(ctx, pred=None):
-    """`tid == 0` (and the op's predicate): the one thread that issues a CTA-wide op. Inside
-    a warp-specialized partition `ctx.thread_id()` counts from the partition's first thread
-    and the cache is per partition (`ops/warp_specialize/lowering.py`)."""
-    first = ctx.thread_is_zero()
-    return first if pred is None else ctx.builder.and_(first, ctx.get(pred))
-
-
-def _sync(ctx, op, bar, kind: str) -> None:
-    from shared_codegen.ops.shared_memory.lowering import sync_shared
-    sync_shared(ctx, op, bar, kind, mbarrier_use=kind == "read")
-
-
-def _asm(ctx, text: str, constraints: str, args) -> None:
-    from shared_codegen.lowering.context import VOID
-    ctx.inline_asm(text, constraints + ",~{memory}", VOID, args, side_effects=True)
-
 
 # ---- ops -------------------------------------------------------------------------------------
 
@@ -296,17 +270,6 @@ class InitBarrierOp(OpDef):
         state.phase = 0
         return []
 
-    def lower(self, op, ctx):
-        bar = op.operands[0]
-        _sync(ctx, op, bar, "write")
-        # The fence makes the initialized word visible to the async proxy, so a TMA load this
-        # thread issues next can complete_tx on it (PTX ISA 9.7.13.4.18 membar/fence: proxy
-        # fences).
-        _asm(ctx, f"@$0 mbarrier.init.shared::cta.b64 [$1], {op.attrs['count']};\n"
-                  "@$0 fence.proxy.async.shared::cta;",
-             "b,l", [thread_zero(ctx), _bar_address(ctx, op, bar)])
-        return None
-
 
 class BarrierExpectOp(OpDef):
     """`ttng.barrier_expect %bar[, %pred] {size}`: tx-count += size, then one arrival
@@ -330,21 +293,13 @@ class BarrierExpectOp(OpDef):
 
     def interpret(self, op, frame):
         progress(frame)
-        if not _active(frame, _pred_of(op, 1)):
+        if not _active(frame, pred_of(op, 1)):
             return []
         state = barrier_state(frame, op, frame[op.operands[0]])
         state._require_valid(frame, op)
         state.expect_tx(op.attrs["size"])
         state.arrive(1, frame, op)
         return []
-
-    def lower(self, op, ctx):
-        bar = op.operands[0]
-        _sync(ctx, op, bar, "read")
-        _asm(ctx, f"@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], "
-                  f"{op.attrs['size']};", "b,l",
-             [thread_zero(ctx, _pred_of(op, 1)), _bar_address(ctx, op, bar)])
-        return None
 
 
 class ArriveBarrierOp(OpDef):
@@ -369,23 +324,10 @@ class ArriveBarrierOp(OpDef):
 
     def interpret(self, op, frame):
         progress(frame)
-        if not _active(frame, _pred_of(op, 1)):
+        if not _active(frame, pred_of(op, 1)):
             return []
         barrier_state(frame, op, frame[op.operands[0]]).arrive(op.attrs["count"], frame, op)
         return []
-
-    def lower(self, op, ctx):
-        bar = op.operands[0]
-        _sync(ctx, op, bar, "read")
-        # One thread arrives for all the threads running this code, so each of them must be
-        # done with what the arrival releases (typically its reads of a buffer a producer
-        # refills next). `ctx.barrier()` syncs exactly those threads: the CTA, or inside a
-        # warp-specialized partition only that partition's warps (its named barrier); a
-        # CTA-wide bar.sync there would wait for warps that never come.
-        ctx.barrier()
-        _asm(ctx, f"@$0 mbarrier.arrive.shared::cta.b64 _, [$1], {op.attrs['count']};",
-             "b,l", [thread_zero(ctx, _pred_of(op, 1)), _bar_address(ctx, op, bar)])
-        return None
 
 
 class WaitBarrierOp(OpDef):
@@ -454,22 +396,6 @@ class WaitBarrierOp(OpDef):
         _observe(state)
         return []
 
-    def lower(self, op, ctx):
-        bar, phase, pred, _ = self.parts(op)
-        _sync(ctx, op, bar, "read")
-        args = [_bar_address(ctx, op, bar), ctx.get(phase)]
-        skip_open, skip_close = "", ""
-        if pred is not None:
-            args.append(ctx.get(pred))
-            skip_open, skip_close = "@!$2 bra skip;\n", "skip:\n"
-        # Labels inside `{ }` are local to the block, so the loop can be emitted many times
-        # in one kernel.
-        _asm(ctx, "{\n.reg .pred done;\n" + skip_open + "wait:\n"
-                  "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
-                  "@!done bra wait;\n" + skip_close + "}",
-             "l,r" + (",b" if pred is not None else ""), args)
-        return None
-
 
 class InvalBarrierOp(OpDef):
     """`ttng.inval_barrier %bar`: the word stops being a barrier and may be reused as
@@ -496,15 +422,8 @@ class InvalBarrierOp(OpDef):
         state.valid = False
         return []
 
-    def lower(self, op, ctx):
-        bar = op.operands[0]
-        _sync(ctx, op, bar, "write")
-        _asm(ctx, "@$0 mbarrier.inval.shared::cta.b64 [$1];", "b,l",
-             [thread_zero(ctx), _bar_address(ctx, op, bar)])
-        return None
-
 
 __all__ = ["MBarrierLayout", "InitBarrierOp", "BarrierExpectOp", "ArriveBarrierOp",
            "WaitBarrierOp", "InvalBarrierOp", "BarrierState", "barrier_state",
-           "check_barrier", "check_count", "thread_zero", "progress", "lacks", "ENGINE_KEY",
+           "check_barrier", "check_count", "progress", "lacks", "ENGINE_KEY",
            "MAX_COUNT"]

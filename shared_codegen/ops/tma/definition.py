@@ -46,7 +46,8 @@ from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, forma
 from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, TensorType, int1, int32
 from shared_codegen.layouts.relations import OWN_LAYOUTS
 from shared_codegen.ops.mbarrier.definition import (ENGINE_KEY, _where, barrier_state,
-                                                    check_barrier, thread_zero)
+                                                    check_barrier)
+from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
 from shared_codegen.ops.shared_memory.definition import offset_map
 
 READ_GLOBAL = MemoryEffect.READ_GLOBAL
@@ -321,14 +322,13 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
 
     def lower(self, op, ctx):
         desc, smem, bar, coords, pred = self.parts(op)
-        from shared_codegen.ops.mbarrier.definition import _bar_address
         from shared_codegen.ops.shared_memory.lowering import sync_shared
         # The copy overwrites the buffer: order it after other threads' earlier reads. Its
         # bytes arrive later and are ordered by the mbarrier wait, not by bar.sync.
         sync_shared(ctx, op, smem, "write", record=False)
         sync_shared(ctx, op, bar, "read", mbarrier_use=True)
         rank = desc.type.rank
-        lead = [thread_zero(ctx, pred), ctx.get(desc), _bar_address(ctx, op, bar)]
+        lead = [thread_zero(ctx, pred), ctx.get(desc), bar_address(ctx, op, bar)]
         for dst, box_coords in _boxes(ctx, op, desc, smem, coords):
             crd = ", ".join(f"${4 + i}" for i in range(rank))
             _emit(ctx, f"@$0 cp.async.bulk.tensor.{rank}d.shared::cluster.global."

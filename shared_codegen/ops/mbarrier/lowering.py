@@ -1,0 +1,108 @@
+"""Lowering of the mbarrier ops: inline PTX (PTX ISA 9.7.13.15, mbarrier). Thread 0 (of the
+partition, under warp specialization) initializes, expects, arrives and invalidates; every
+thread waits in a `try_wait.parity` loop. Barrier words are shared memory: `init` and
+`inval` count as writes and the others as reads for the barrier placement of
+`ops/shared_memory/lowering.sync_shared`."""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from shared_codegen.ir.core import lowering_rule
+from shared_codegen.lowering.context import VOID, LoweringError
+from shared_codegen.ops.mbarrier.definition import (ArriveBarrierOp, BarrierExpectOp,
+                                                    InitBarrierOp, InvalBarrierOp,
+                                                    WaitBarrierOp, pred_of)
+from shared_codegen.ops.shared_memory.lowering import sync_shared
+
+
+def bar_address(ctx, op, bar):
+    """The barrier word's shared-memory address; a view must start at its own word."""
+    base, xor = ctx.get(bar)
+    if not (isinstance(xor, ir.Constant) and int(xor.constant) == 0):
+        raise LoweringError("an mbarrier view must start at its own 8-byte word", op)
+    return base
+
+
+def thread_zero(ctx, pred=None):
+    """`tid == 0` (and the op's predicate): the one thread that issues a CTA-wide op. Inside
+    a warp-specialized partition `ctx.thread_id()` counts from the partition's first thread
+    and the cache is per partition (`ops/warp_specialize/lowering.py`)."""
+    first = ctx.thread_is_zero()
+    return first if pred is None else ctx.builder.and_(first, ctx.get(pred))
+
+
+def _sync(ctx, op, bar, kind: str) -> None:
+    sync_shared(ctx, op, bar, kind, mbarrier_use=kind == "read")
+
+
+def _asm(ctx, text: str, constraints: str, args) -> None:
+    ctx.inline_asm(text, constraints + ",~{memory}", VOID, args, side_effects=True)
+
+
+@lowering_rule(InitBarrierOp)
+def lower_init_barrier(op, ctx):
+    bar = op.operands[0]
+    _sync(ctx, op, bar, "write")
+    # The fence makes the initialized word visible to the async proxy, so a TMA load this
+    # thread issues next can complete_tx on it (PTX ISA 9.7.13.4.18 membar/fence: proxy
+    # fences).
+    _asm(ctx, f"@$0 mbarrier.init.shared::cta.b64 [$1], {op.attrs['count']};\n"
+              "@$0 fence.proxy.async.shared::cta;",
+         "b,l", [thread_zero(ctx), bar_address(ctx, op, bar)])
+    return None
+
+
+@lowering_rule(BarrierExpectOp)
+def lower_barrier_expect(op, ctx):
+    bar = op.operands[0]
+    _sync(ctx, op, bar, "read")
+    _asm(ctx, f"@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], "
+              f"{op.attrs['size']};", "b,l",
+         [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
+    return None
+
+
+@lowering_rule(ArriveBarrierOp)
+def lower_arrive_barrier(op, ctx):
+    bar = op.operands[0]
+    _sync(ctx, op, bar, "read")
+    # One thread arrives for all the threads running this code, so each of them must be
+    # done with what the arrival releases (typically its reads of a buffer a producer
+    # refills next). `ctx.barrier()` syncs exactly those threads: the CTA, or inside a
+    # warp-specialized partition only that partition's warps (its named barrier); a
+    # CTA-wide bar.sync there would wait for warps that never come.
+    ctx.barrier()
+    _asm(ctx, f"@$0 mbarrier.arrive.shared::cta.b64 _, [$1], {op.attrs['count']};",
+         "b,l", [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
+    return None
+
+
+@lowering_rule(WaitBarrierOp)
+def lower_wait_barrier(op, ctx):
+    bar, phase, pred, _ = op.opdef.parts(op)
+    _sync(ctx, op, bar, "read")
+    args = [bar_address(ctx, op, bar), ctx.get(phase)]
+    skip_open, skip_close = "", ""
+    if pred is not None:
+        args.append(ctx.get(pred))
+        skip_open, skip_close = "@!$2 bra skip;\n", "skip:\n"
+    # Labels inside `{ }` are local to the block, so the loop can be emitted many times
+    # in one kernel.
+    _asm(ctx, "{\n.reg .pred done;\n" + skip_open + "wait:\n"
+              "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
+              "@!done bra wait;\n" + skip_close + "}",
+         "l,r" + (",b" if pred is not None else ""), args)
+    return None
+
+
+@lowering_rule(InvalBarrierOp)
+def lower_inval_barrier(op, ctx):
+    bar = op.operands[0]
+    _sync(ctx, op, bar, "write")
+    _asm(ctx, "@$0 mbarrier.inval.shared::cta.b64 [$1];", "b,l",
+         [thread_zero(ctx), bar_address(ctx, op, bar)])
+    return None
+
+
+__all__ = ["bar_address", "thread_zero"]
