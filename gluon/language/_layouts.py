@@ -33,9 +33,13 @@ from shared_codegen.layouts import (
     default_blocked_layout,
     get_tmem_reg_layout,
 )
+from shared_codegen.frontend.codegen import constexpr_function
 from shared_codegen.layouts import to_linear_layout as _to_linear_layout
 
 WARP_SIZE = 32
+
+# Kernels compute default shared layouts at compile time (`gl.constexpr = ...get_default_for`).
+constexpr_function(NVMMASharedLayout.get_default_for)
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,25 @@ def linear_form(layout, shape) -> str:
     except (ValueError, TypeError) as exc:
         return f"(no linear form: {exc})"
     return text.strip("\n")
+
+
+def linear_layout_of(layout, shape):
+    """`gl.to_linear_layout`'s value, typed as in Gluon 3.6: a `DistributedLinearLayout` for a
+    register layout and a `SharedLinearLayout` for a shared one, so it can be handed to
+    `gl.arange(..., layout=...)`, `gl.SliceLayout` or `allocate_shared_memory` like any other
+    layout; `.to_linear_layout()` gives its bit matrix."""
+    if isinstance(layout, DistributedLinearLayout):
+        return layout
+    ll = _to_linear_layout(layout, list(shape))
+    if isinstance(layout, DistributedLayout):
+        return DistributedLinearLayout.from_linear_layout(ll)
+    if isinstance(layout, SharedLinearLayout):
+        return layout
+    ll = ll.transpose_outs([f"dim{i}" for i in range(len(shape))])
+    # Swizzled NVMMA tiles repeat every 1024 bytes: the allocation must keep that alignment.
+    swizzled = isinstance(layout, NVMMASharedLayout) and layout.swizzle_byte_width
+    return SharedLinearLayout(ll.bases.get("offset", []), ll.bases.get("block", []),
+                              1024 if swizzled else 16)
 
 
 def check_layout(layout, shape, num_warps=None, what="tensor") -> None:
@@ -106,4 +129,4 @@ __all__ = ["AutoLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
            "SharedLayout", "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout",
            "TensorMemoryLayout", "TensorMemoryScalesLayout", "LinearLayout",
            "default_blocked_layout", "get_tmem_reg_layout", "check_layout", "linear_form",
-           "is_auto"]
+           "is_auto", "linear_layout_of"]

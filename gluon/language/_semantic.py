@@ -30,6 +30,7 @@ from gluon.language._layouts import (
     check_layout,
     is_auto,
     linear_form,
+    linear_layout_of,
 )
 from shared_codegen.frontend.values import tensor, unwrap
 from shared_codegen.ir.types import TensorType
@@ -413,7 +414,9 @@ class GluonSemantic(TileSemantic):
         if not isinstance(layout, (DistributedLayout, SharedLayout)):
             raise TypeError(f"gl.to_linear_layout: expected a DistributedLayout or "
                             f"SharedLayout, got {type(layout).__name__}")
-        return to_linear_layout(layout, [int(unwrap(s)) for s in unwrap(shape)])
+        shape = [int(unwrap(s)) for s in unwrap(shape)]
+        to_linear_layout(layout, shape)  # raises the errors it always raised
+        return linear_layout_of(layout, shape)
 
     def bank_conflicts(self, distr_ty, shared_ty) -> int:
         """Gluon 3.6's `bank_conflicts(distr_ty, shared_ty)`: `distr_ty` is a tensor type
