@@ -694,6 +694,8 @@ class CodeGenerator(ast.NodeVisitor):
         # Methods of compile-time objects (`x.dtype.is_floating()`, `layout.to_linear_layout(
         # shape)`) run now, like any compile-time Python.
         bound_to_constant = inspect.ismethod(fn) and not is_tensor(fn.__self__)
+        if runtime and fn in (min, max) and args and not kwargs:
+            return self.runtime_min_max(fn, args)
         if getattr(fn, CONSTEXPR_FUNCTION_FLAG, False) or _is_python_builtin(fn) or \
                 isinstance(fn, type) or bound_to_constant:
             if runtime and fn not in (tuple, list, len, isinstance, getattr, hasattr, type,
@@ -706,6 +708,17 @@ class CodeGenerator(ast.NodeVisitor):
         raise self.error(node, f"cannot call `{name}` in a kernel: only jitted functions, "
                                "language builtins and functions marked constexpr_function can "
                                "be called")
+
+    def runtime_min_max(self, fn, args):
+        """Python's `min` / `max` over runtime values (Triton 3.6 allows them): folded left to
+        right with the language's `minimum` / `maximum`, as Triton's code generator does."""
+        values = list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) \
+            else list(args)
+        name = "minimum" if fn is min else "maximum"
+        result = values[0]
+        for value in values[1:]:
+            result = unwrap(self.semantic.call_language(name, result, value))
+        return result
 
 
 def _same_constant(a, b) -> bool:
