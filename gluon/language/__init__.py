@@ -24,6 +24,7 @@ from gluon.language._core import (
                                      zeros,
                                      zeros_like,
 )
+from gluon.language._newer_names import barrier  # Triton 3.8's name for thread_barrier
 from gluon.language._layouts import (
                                      AutoLayout,
                                      BlockedLayout,
@@ -164,7 +165,7 @@ __all__ = [
     "associative_scan", "cumsum", "cumprod", "dot_fma",
     # hints, debugging, synchronization, loops
     "multiple_of", "max_contiguous", "max_constancy", "thread_barrier", "static_assert",
-    "static_print", "device_print", "device_assert", "static_range", "nvidia",
+    "static_print", "device_print", "device_assert", "static_range", "nvidia", "barrier",
     # warp specialization
     "warp_specialize",
 ]

@@ -141,3 +141,27 @@ def test_to_linear_layout_keeps_the_bases_and_types_shared_layouts_as_shared():
     shared = linear_layout_of(nvmma, [64, 64])
     assert isinstance(shared, gl.SharedLinearLayout) and shared.alignment == 1024
     assert to_linear_layout(shared, [64, 64]) == to_linear_layout(nvmma, [64, 64])
+
+
+# ---- host-side names -----------------------------------------------------------------------
+
+
+def test_constexpr_values_compute_on_the_host_as_in_triton():
+    block = gl.constexpr(64)
+    assert isinstance(block * 2, gl.constexpr) and block * 2 == 128
+    assert 256 // block == 4 and -block == -64 and block > 32 and int(block) + 1 == 65
+    assert list(gl.constexpr((1, 2))) == [1, 2] and gl.constexpr([3, 4])[1] == 4
+
+
+def test_must_use_result_marks_functions_with_and_without_a_message():
+    @gluon.must_use_result
+    @gluon.jit
+    def a(x):
+        return x
+
+    @gluon.must_use_result("the token must be waited on")
+    @gluon.jit
+    def b(x):
+        return x
+
+    assert a._must_use_result is True and b._must_use_result == "the token must be waited on"

@@ -19,6 +19,7 @@ shape and strides are in the descriptor's bytes only). Semantics and PTX:
 
 from __future__ import annotations
 
+from gluon.language._newer_names import async_load, async_store  # noqa: F401 (3.7 names)
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
 from gluon.language.nvidia.hopper.mbarrier import _barrier
@@ -32,7 +33,7 @@ from shared_codegen.ops.tma.definition import (
 )
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
-           "tensor_descriptor"]
+           "tensor_descriptor", "async_load", "async_store"]
 
 
 class tensor_descriptor(tensor):
