@@ -125,3 +125,24 @@ def test_warpgroup_mma_init_starts_an_async_accumulator():
                                             "out_ptr": "*fp32:16"},
                         {"M": 64, "N": 64, "K": 32}).asm["ptx"]
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx
+
+
+@gluon.jit
+def block_type_kernel(a_desc, b_desc, out_ptr):
+    gl.static_assert(a_desc.block_type == b_desc.block_type)
+    gl.static_assert(a_desc.type.block_type == a_desc.block_type)
+    dtype: gl.constexpr = a_desc.type.block_type.element_ty
+    shape: gl.constexpr = [2] + a_desc.block_type.shape
+    smem = gl.allocate_shared_memory(dtype, shape, a_desc.layout)
+    gl.store(out_ptr, smem.index(1).type.shape[0] + a_desc.block_type.numel)
+
+
+def test_descriptor_block_types_compare_by_shape_and_element():
+    x = np.zeros((64, 64), np.float16)
+    a, b = _descs(x, x, [32, 64])
+    out = np.zeros(1, np.int32)
+    block_type_kernel[(1,)](a, b, out)
+    assert out[0] == 32 + 32 * 64
+    c = _descs(x, x, [64, 64])[0]
+    with pytest.raises(Exception, match="static_assert"):
+        block_type_kernel[(1,)](a, c, out)

@@ -54,7 +54,7 @@ class tensor_descriptor(tensor):
 
     @property
     def block_type(self):
-        return _BlockType(self.type)
+        return self.type.block_type
 
     @property
     def nbytes(self) -> int:
@@ -62,21 +62,6 @@ class tensor_descriptor(tensor):
 
     def __repr__(self):
         return f"tensor_descriptor({self.type})"
-
-
-class _BlockType:
-    """The block's type (Triton's `block_type`): `shape`, `element_ty`, `numel`, `nbytes`."""
-
-    def __init__(self, desc_ty):
-        self.shape = list(desc_ty.block_shape)
-        self.element_ty = desc_ty.element
-        self.numel = 1
-        for s in self.shape:
-            self.numel *= s
-        self.nbytes = desc_ty.block_bytes
-
-    def __repr__(self):
-        return f"block_type({self.shape}, {self.element_ty!r})"
 
 
 VALUE_CLASSES[TensorDescriptorType] = tensor_descriptor
