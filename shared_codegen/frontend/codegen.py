@@ -19,6 +19,7 @@ import inspect
 import operator
 from typing import Any, Dict, List, Optional
 
+from shared_codegen.frontend.early_return import fold_early_returns
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.frontend.values import (
     TENSOR_SEMANTIC_ATTRS,
@@ -139,7 +140,7 @@ class CodeGenerator(ast.NodeVisitor):
     # ---- entry points --------------------------------------------------------------------
     def generate_body(self):
         fn_def = self.info.tree
-        self.visit_statements(fn_def.body)
+        self.visit_statements(fold_early_returns(fn_def.body))
         return self.return_value
 
     def call_function(self, jit_fn, args: List[Any], kwargs: Dict[str, Any]):

@@ -165,3 +165,46 @@ def test_must_use_result_marks_functions_with_and_without_a_message():
         return x
 
     assert a._must_use_result is True and b._must_use_result == "the token must be waited on"
+
+
+# ---- return inside a runtime if ------------------------------------------------------------
+
+
+@gluon.jit
+def early_return_kernel(out_ptr, n, FLAG: gl.constexpr):
+    pid = gl.program_id(0)
+    if pid >= n:
+        return
+    if FLAG:
+        gl.store(out_ptr + pid, 7)
+        return
+    else:
+        if pid % 2 == 0:
+            gl.store(out_ptr + pid, 2)
+            return
+    gl.store(out_ptr + pid, 1)
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_return_inside_a_runtime_if_skips_the_rest(flag):
+    out = np.zeros(8, np.int32)
+    early_return_kernel[(8,)](out, 5, flag)
+    want = [7] * 5 if flag else [2, 1, 2, 1, 2]
+    np.testing.assert_array_equal(out, want + [0, 0, 0])
+    ptx = gluon.compile(early_return_kernel, {"out_ptr": "*i32", "n": "i32"},
+                        {"FLAG": flag}).asm["ptx"]
+    assert ptx.count("st.global") == (1 if flag else 2)
+
+
+def test_return_inside_a_runtime_loop_is_still_refused():
+    @gluon.jit
+    def kernel(out_ptr, n):
+        for i in range(n):
+            if i == 3:
+                return
+            gl.store(out_ptr + i, i)
+
+    from shared_codegen.frontend.errors import CompilationError
+
+    with pytest.raises(CompilationError, match="`return` inside a runtime `if`/loop"):
+        kernel[(1,)](np.zeros(8, np.int32), 8)
