@@ -45,6 +45,7 @@ from gluon.language._smem import (
 )
 from gluon.language._warp_spec import warp_specialize
 from gluon.language.nvidia.ampere import dot_fma  # Triton exports it at the top level too
+from shared_codegen.frontend.codegen import constexpr_function  # also gl.*, as upstream
 from shared_codegen.frontend.values import constexpr, tensor
 from shared_codegen.ir.types import IRType as dtype
 from shared_codegen.ir.types import PointerType as pointer_type
@@ -140,7 +141,7 @@ from tile.language.standard import (
 
 __all__ = [
     # types
-    "constexpr", "tensor", "dtype", "pointer_type", "block_type", "distributed_type", "void",
+    "constexpr", "constexpr_function", "tensor", "dtype", "pointer_type", "block_type", "distributed_type", "void",
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float8e4nv", "float8e5", "float16", "bfloat16", "float32", "float64", "PropagateNan",
     # layouts

@@ -624,6 +624,10 @@ class CodeGenerator(ast.NodeVisitor):
         obj = unwrap(self.visit(node.value))
         if is_tensor(obj) and node.attr in TENSOR_SEMANTIC_ATTRS:
             return TENSOR_SEMANTIC_ATTRS[node.attr](self.semantic, obj)
+        # Attributes that build ops (a descriptor's `.shape`) name their rule on the class.
+        rule = getattr(type(obj), "semantic_attrs", {}).get(node.attr) if is_tensor(obj) else None
+        if rule is not None:
+            return rule(self.semantic, obj)
         try:
             return unwrap(getattr(obj, node.attr))
         except AttributeError:

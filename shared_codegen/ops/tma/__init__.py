@@ -2,4 +2,4 @@
 
 Importing this package registers the ops (`definition`) and their lowering rules."""
 
-from shared_codegen.ops.tma import definition  # noqa: F401
+from shared_codegen.ops.tma import definition, descriptor_dims  # noqa: F401

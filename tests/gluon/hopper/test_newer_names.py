@@ -146,3 +146,28 @@ def test_descriptor_block_types_compare_by_shape_and_element():
     c = _descs(x, x, [64, 64])[0]
     with pytest.raises(Exception, match="static_assert"):
         block_type_kernel[(1,)](a, c, out)
+
+
+@gluon.jit
+def descriptor_dims_kernel(desc, out_ptr):
+    # Upstream kernels loop over `desc.shape[1]` instead of passing K.
+    for i in gl.static_range(2):
+        gl.store(out_ptr + i, desc.shape[i])
+        gl.store(out_ptr + 2 + i, desc.strides[i].to(gl.int32))
+
+
+def test_descriptor_shape_and_strides_are_runtime_values_in_the_interpreter():
+    x = np.zeros((100, 200), np.float16)
+    d = TensorDescriptor.from_tensor(x[:, :160], [64, 64],
+                                     gl.NVMMASharedLayout.get_default_for([64, 64], gl.float16))
+    out = np.zeros(4, np.int32)
+    descriptor_dims_kernel[(1,)](d, out)
+    np.testing.assert_array_equal(out, [100, 160, 200, 1])
+
+
+def test_descriptor_shape_in_a_compiled_kernel_says_it_is_interpreter_only():
+    x = np.zeros((64, 64), np.float16)
+    with pytest.raises(Exception, match=r"desc.shape of a tensor descriptor is not available "
+                                        r"in compiled kernels yet"):
+        gluon.compile(descriptor_dims_kernel, {"desc": _descs(x, x, [64, 64])[0],
+                                               "out_ptr": "*i32"})

@@ -25,6 +25,7 @@ from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, sme
 from gluon.language.nvidia.hopper.mbarrier import _barrier
 from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
 from shared_codegen.ir.types import TensorDescriptorType
+from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
 from shared_codegen.ops.tma.definition import (
     AsyncTMACopyGlobalToLocalOp,
     AsyncTMACopyLocalToGlobalOp,
@@ -36,9 +37,21 @@ __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_
            "tensor_descriptor", "async_load", "async_store"]
 
 
+def _global_dims(kind):
+    def rule(semantic, desc):
+        return [semantic.make_tensor(TensorDescriptorDimOp.build(semantic.builder, desc.handle,
+                                                                 kind, i))
+                for i in range(desc.type.rank)]
+    return rule
+
+
 class tensor_descriptor(tensor):
     """A kernel's tensor descriptor parameter: `block_shape`, `dtype`, `layout`,
-    `block_type` (`block_type.nbytes` is what one copy moves)."""
+    `block_type` (`block_type.nbytes` is what one copy moves), and the global `shape` (i32)
+    and `strides` (i64) as runtime scalars (interpreter only for now, see
+    `shared_codegen/ops/tma/descriptor_dims.py`)."""
+
+    semantic_attrs = {"shape": _global_dims("shape"), "strides": _global_dims("stride")}
 
     @property
     def block_shape(self):
