@@ -9,15 +9,19 @@ Gluon's (`GluonSemantic`) enforces the layout rules. Builtins whose signature di
 
 from gluon.language import nvidia
 from gluon.language._core import (
+                                     add,
                                      arange,
+                                     assume,
                                      bank_conflicts,
                                      convert_layout,
                                      distributed_type,
                                      full,
                                      full_like,
+                                     mul,
                                      num_ctas,
                                      num_warps,
                                      set_auto_layout,
+                                     sub,
                                      thread_barrier,
                                      to_linear_layout,
                                      to_tensor,
@@ -158,7 +162,7 @@ __all__ = [
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
     "atomic_xor", "atomic_xchg", "atomic_cas",
     # elementwise
-    "where", "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
+    "add", "sub", "mul", "assume", "where", "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
     "rsqrt", "abs", "sin", "cos", "erf", "floor", "ceil", "fma", "umulhi", "fdiv", "div_rn",
     "sigmoid", "softmax", "cdiv",
     # reductions and scans

@@ -208,3 +208,28 @@ def test_return_inside_a_runtime_loop_is_still_refused():
 
     with pytest.raises(CompilationError, match="`return` inside a runtime `if`/loop"):
         kernel[(1,)](np.zeros(8, np.int32), 8)
+
+
+@gluon.jit
+def arith_functions_kernel(x_ptr, out_ptr):
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    offs = gl.arange(0, 128, layout=layout)
+    gl.assume(offs >= 0)
+    x = gl.load(gl.add(x_ptr, offs))
+    gl.store(out_ptr + offs, gl.sub(gl.mul(x, 3, sanitize_overflow=False), 1))
+
+
+def test_add_sub_mul_and_assume_are_functions_too():
+    x = np.arange(128, dtype=np.int32)
+    out = np.zeros_like(x)
+    arith_functions_kernel[(1,)](x, out)
+    np.testing.assert_array_equal(out, 3 * x - 1)
+    gluon.compile(arith_functions_kernel, {"x_ptr": "*i32:16", "out_ptr": "*i32:16"})
+
+
+def test_the_ampere_mbarrier_module_is_the_hopper_one():
+    from gluon.language.nvidia.ampere import mbarrier as ampere_mbarrier
+    from gluon.language.nvidia.hopper import mbarrier as hopper_mbarrier
+
+    for name in ampere_mbarrier.__all__:
+        assert getattr(ampere_mbarrier, name) is getattr(hopper_mbarrier, name)
