@@ -22,8 +22,8 @@ def must_use_result(fn, message=True):
 
 
 def __getattr__(name):
-    if name == "language":
+    if name in ("language", "nvidia"):
         import importlib
 
-        return importlib.import_module(".language", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'gluon' has no attribute {name!r}")
