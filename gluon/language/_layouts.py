@@ -74,6 +74,26 @@ def linear_form(layout, shape) -> str:
     return text.strip("\n")
 
 
+def layout_difference(a, b) -> str:
+    """What tells two layouts apart when their reprs read the same (a hidden field, a field of
+    another type, or another class of the same name): "field: a vs b" for each differing
+    dataclass field, recursing into nested layouts; "" when nothing can be named."""
+    if type(a) is not type(b):
+        return f"class {type(a).__module__}.{type(a).__qualname__} vs " \
+               f"{type(b).__module__}.{type(b).__qualname__}"
+    if not hasattr(a, "__dataclass_fields__"):
+        return "" if a == b else f"{a!r} ({type(a).__name__}) vs {b!r} ({type(b).__name__})"
+    parts = []
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        if x == y and type(x) is type(y):
+            continue
+        inner = layout_difference(x, y) if hasattr(x, "__dataclass_fields__") else ""
+        parts.append(f"{name}: {inner}" if inner else f"{name}: {x!r} ({type(x).__name__}) vs "
+                                                       f"{y!r} ({type(y).__name__})")
+    return "; ".join(parts)
+
+
 def linear_layout_of(layout, shape):
     """`gl.to_linear_layout`'s value, typed as in Gluon 3.6: a `DistributedLinearLayout` for a
     register layout and a `SharedLinearLayout` for a shared one, so it can be handed to

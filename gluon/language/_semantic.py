@@ -29,6 +29,7 @@ from gluon.language._layouts import (
     SliceLayout,
     check_layout,
     is_auto,
+    layout_difference,
     linear_form,
     linear_layout_of,
 )
@@ -69,6 +70,10 @@ def layout_mismatch_message(what: str, named, shape) -> str:
     if len(layouts) == 2 and not any(map(is_auto, layouts)) and \
             linear_form(layouts[0], shape) == linear_form(layouts[1], shape):
         lines.append("  (they place every element identically, so the conversion is free)")
+    if len(layouts) == 2 and repr(layouts[0]) == repr(layouts[1]):
+        difference = layout_difference(layouts[0], layouts[1])
+        lines.append(f"  (they print alike but differ in {difference})" if difference else
+                     "  (they print alike; compare their linear forms above)")
     lines.append("  use gl.convert_layout(x, layout) to move one of them")
     return "\n".join(lines)
 

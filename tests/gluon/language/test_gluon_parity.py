@@ -233,3 +233,20 @@ def test_the_ampere_mbarrier_module_is_the_hopper_one():
 
     for name in ampere_mbarrier.__all__:
         assert getattr(ampere_mbarrier, name) is getattr(hopper_mbarrier, name)
+
+
+def test_a_mismatch_of_layouts_that_print_alike_says_what_differs():
+    from gluon.language._semantic import layout_mismatch_message
+
+    class BlockedLayout(gl.BlockedLayout):  # e.g. a layout class from another package
+        pass
+
+    ours = gl.BlockedLayout([1], [32], [4], [0])
+    other = BlockedLayout([1], [32], [4], [0])
+    assert repr(ours) == repr(other) and ours != other
+    text = layout_mismatch_message("`lhs` and `rhs` of gl.add", [("lhs", ours), ("rhs", other)],
+                                   [128])
+    assert "(they place every element identically, so the conversion is free)" in text
+    assert "(they print alike but differ in class shared_codegen.layouts.distributed." \
+           "BlockedLayout vs " in text
+    assert "test_gluon_parity" in text.splitlines()[-2]
