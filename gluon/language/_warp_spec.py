@@ -66,6 +66,7 @@ def _partitions(args, kwargs) -> Tuple[list, list, list]:
         pairs += list(zip(unwrap(bound["worker_partitions"]), unwrap(bound["worker_args"])))
         return pairs, bound["worker_num_warps"], bound["worker_num_regs"]
     bound = dict(zip(names36, args), **kwargs)
+    bound.setdefault("worker_num_regs", None)  # optional since Triton 3.8
     missing = [n for n in names36 if n not in bound]
     if missing:
         raise TypeError(f"gl.warp_specialize is missing {', '.join(missing)} (Triton 3.6: "
@@ -73,6 +74,16 @@ def _partitions(args, kwargs) -> Tuple[list, list, list]:
                         f"worker_num_regs))")
     return list(unwrap(bound["functions_and_args"])), bound["worker_num_warps"], \
         bound["worker_num_regs"]
+
+
+def even_register_share(num_warps, worker_num_warps) -> list:
+    """Triton 3.8 lets `worker_num_regs` be omitted: every worker then keeps the per-thread
+    share of the SM's 64K registers that all warps start with, so no warpgroup gives
+    registers away (a multiple of 8 in [24, 256], as setmaxnreg needs)."""
+    warps = num_warps + sum(int(w) for w in worker_num_warps)
+    warps = -(-warps // 4) * 4
+    share = min(256, (65536 // (warps * 32)) // 8 * 8)
+    return [max(24, share)] * len(worker_num_warps)
 
 
 def _check_pairs(pairs) -> None:
@@ -101,6 +112,8 @@ def warp_specialize(*args, _semantic=None, **kwargs):
     pairs = [tuple(unwrap(p)) for p in pairs]
     _check_pairs(pairs)
     worker_num_warps = [unwrap(w) for w in unwrap(worker_num_warps)]
+    if unwrap(worker_num_regs) is None:
+        worker_num_regs = even_register_share(_semantic.num_warps, worker_num_warps)
     worker_num_regs = [unwrap(r) for r in unwrap(worker_num_regs)]
     if len(worker_num_warps) != len(pairs) - 1:
         raise ValueError(f"gl.warp_specialize got {len(pairs) - 1} worker partitions but "
