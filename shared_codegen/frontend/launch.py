@@ -202,10 +202,25 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
             from shared_codegen.runtime.driver import has_gpu
 
             interpret = not has_gpu()
+    if interpret and warmup:
+        return _compile_without_gpu(jit_fn, values, num_warps, target)
     if interpret:
         return _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims)
     return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key,
                     cluster_dims)
+
+
+def _compile_without_gpu(jit_fn, values, num_warps, target):
+    """`kernel.warmup(...)` where the kernel would be interpreted (host arrays, no GPU): like
+    Triton, compile without running, for `target` (default SC_TARGET, else sm_90a), and
+    return the CompiledKernel, whose `.asm` holds every stage."""
+    from shared_codegen.frontend.compile import compile_spec
+    from shared_codegen.interpreter.memory import host_array
+
+    host_values = [v if i in jit_fn.constexpr_positions or host_array(v) is None
+                   else host_array(v) for i, v in enumerate(values)]
+    target = target or config.get("SC_TARGET") or "sm_90a"
+    return compile_spec(jit_fn, make_specialization(jit_fn, host_values, num_warps, target))
 
 
 # ---- interpreter ---------------------------------------------------------------------------

@@ -250,3 +250,10 @@ def test_a_mismatch_of_layouts_that_print_alike_says_what_differs():
     assert "(they print alike but differ in class shared_codegen.layouts.distributed." \
            "BlockedLayout vs " in text
     assert "test_gluon_parity" in text.splitlines()[-2]
+
+
+def test_warmup_compiles_without_running_and_returns_the_compiled_kernel():
+    out = np.zeros(128, np.int32)
+    compiled = warps_iota_kernel.warmup(out, num_warps=4, grid=(1,))
+    assert not out.any()  # nothing ran
+    assert "ptx" in compiled.asm and ".target sm_90a" in compiled.asm["ptx"]
