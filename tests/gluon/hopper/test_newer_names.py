@@ -171,3 +171,41 @@ def test_descriptor_shape_in_a_compiled_kernel_says_it_is_interpreter_only():
                                         r"in compiled kernels yet"):
         gluon.compile(descriptor_dims_kernel, {"desc": _descs(x, x, [64, 64])[0],
                                                "out_ptr": "*i32"})
+
+
+@gluon.jit
+def wgmma_m64_kernel(a_ptr, b_ptr, out_ptr, A_IN_REGS: gl.constexpr, num_warps: gl.constexpr):
+    # M = 64 on 8 warps: the second warpgroup computes a copy of the first one's tile.
+    mma: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [num_warps, 1], [16, 32, 16])
+    blocked: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [num_warps, 1], [1, 0])
+    rm = gl.arange(0, 64, layout=gl.SliceLayout(1, blocked))
+    rk = gl.arange(0, 32, layout=gl.SliceLayout(0, blocked))
+    rkb = gl.arange(0, 32, layout=gl.SliceLayout(1, blocked))
+    a = gl.load(a_ptr + rm[:, None] * 32 + rk[None, :])
+    b = gl.load(b_ptr + rkb[:, None] * 32 + rk[None, :])
+    a_s = gl.allocate_shared_memory(gl.float16, [64, 32],
+                                    gl.NVMMASharedLayout.get_default_for([64, 32], gl.float16), a)
+    b_s = gl.allocate_shared_memory(gl.float16, [32, 32],
+                                    gl.NVMMASharedLayout.get_default_for([32, 32], gl.float16), b)
+    fence_async_shared()
+    if A_IN_REGS:
+        a_op = a_s.load(gl.DotOperandLayout(0, mma, 2))
+    else:
+        a_op = a_s
+    acc = warpgroup_mma(a_op, b_s, gl.zeros([64, 32], gl.float32, mma))
+    gl.store(out_ptr + rm[:, None] * 32 + rk[None, :], gl.convert_layout(acc, blocked))
+
+
+@pytest.mark.parametrize("a_in_regs", [False, True])
+def test_wgmma_with_m64_on_8_warps(a_in_regs):
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, (64, 32)).astype(np.float16)
+    b = rng.uniform(-1, 1, (32, 32)).astype(np.float16)
+    out = np.zeros((64, 32), np.float32)
+    wgmma_m64_kernel[(1,)](a, b, out, a_in_regs, num_warps=8)
+    np.testing.assert_allclose(out, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3,
+                               atol=1e-3)
+    ptx = gluon.compile(wgmma_m64_kernel, {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16",
+                                           "out_ptr": "*fp32:16"},
+                        {"A_IN_REGS": a_in_regs}, num_warps=8).asm["ptx"]
+    assert "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16" in ptx
