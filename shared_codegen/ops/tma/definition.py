@@ -403,11 +403,17 @@ class AsyncTMAStoreWaitOp(OpDef):
     name = STORE_WAIT
 
     @staticmethod
-    def build(b, pendings: int):
-        return b.create(STORE_WAIT, [], [], {"pendings": int(pendings)})
+    def build(b, pendings: int, read_only: bool = True):
+        attrs = {"pendings": int(pendings)}
+        if not read_only:
+            # Triton 3.8's `read_only=False`: wait until the stores' writes are done, not
+            # only their reads of shared memory (`wait_group` without `.read`).
+            attrs["read_only"] = False
+        return b.create(STORE_WAIT, [], [], attrs)
 
     def print_attrs(self, op):
-        return format_attrs({"pendings": op.attrs["pendings"]})
+        return format_attrs({k: op.attrs[k] for k in ("pendings", "read_only")
+                             if k in op.attrs})
 
     def verify(self, op):
         n = op.attrs.get("pendings")
@@ -424,7 +430,8 @@ class AsyncTMAStoreWaitOp(OpDef):
 
     def lower(self, op, ctx):
         from shared_codegen.ops.shared_memory.lowering import sync_shared
-        _emit(ctx, f"cp.async.bulk.wait_group.read {op.attrs['pendings']};", "", [])
+        suffix = "" if op.attrs.get("read_only") is False else ".read"
+        _emit(ctx, f"cp.async.bulk.wait_group{suffix} {op.attrs['pendings']};", "", [])
         # Thread 0's sources are free from here; record a write so that other threads'
         # next access of them waits for thread 0 at a bar.sync.
         for src in _store_sources(op):

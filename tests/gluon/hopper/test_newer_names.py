@@ -209,3 +209,24 @@ def test_wgmma_with_m64_on_8_warps(a_in_regs):
                                            "out_ptr": "*fp32:16"},
                         {"A_IN_REGS": a_in_regs}, num_warps=8).asm["ptx"]
     assert "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16" in ptx
+
+
+@gluon.jit
+def store_wait_kernel(out_desc, READ_ONLY: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    smem = gl.allocate_shared_memory(out_desc.dtype, out_desc.block_shape, out_desc.layout,
+                                     gl.full(out_desc.block_shape, 3.0, gl.float16, layout))
+    fence_async_shared()
+    tma.async_store(out_desc, [0, 0], smem)
+    tma.store_wait(0, read_only=READ_ONLY)
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+def test_store_wait_read_only_chooses_the_wait(read_only):
+    out = np.zeros((64, 64), np.float16)
+    d = _descs(out, out, [64, 64])[1]
+    store_wait_kernel[(1,)](d, read_only)
+    assert (out == 3).all()
+    ptx = gluon.compile(store_wait_kernel, {"out_desc": d}, {"READ_ONLY": read_only}).asm["ptx"]
+    wait = "cp.async.bulk.wait_group.read 0" if read_only else "cp.async.bulk.wait_group 0"
+    assert wait in ptx

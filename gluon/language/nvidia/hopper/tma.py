@@ -137,7 +137,8 @@ def async_copy_shared_to_global(tensor_desc, coord, src, _semantic=None):
 
 
 @builtin
-def store_wait(pendings, _semantic=None):
-    """Wait until at most `pendings` TMA stores still read their shared memory."""
+def store_wait(pendings, read_only=True, _semantic=None):
+    """Wait until at most `pendings` TMA stores still read their shared memory; with
+    `read_only=False` (Triton 3.8), until their writes to global memory are done too."""
     n = int_arg(pendings, "tma.store_wait", "pendings")
-    _checked(AsyncTMAStoreWaitOp.build(_semantic.builder, n))
+    _checked(AsyncTMAStoreWaitOp.build(_semantic.builder, n, bool(unwrap(read_only))))
