@@ -145,7 +145,8 @@ from tile.language.standard import (
 
 __all__ = [
     # types
-    "constexpr", "constexpr_function", "tensor", "dtype", "pointer_type", "block_type", "distributed_type", "void",
+    "constexpr", "constexpr_function", "tensor", "dtype", "pointer_type", "block_type",
+    "distributed_type", "void",
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float8e4nv", "float8e5", "float16", "bfloat16", "float32", "float64", "PropagateNan",
     # layouts
@@ -162,7 +163,8 @@ __all__ = [
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
     "atomic_xor", "atomic_xchg", "atomic_cas",
     # elementwise
-    "add", "sub", "mul", "assume", "where", "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
+    "add", "sub", "mul", "assume",
+    "where", "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
     "rsqrt", "abs", "sin", "cos", "erf", "floor", "ceil", "fma", "umulhi", "fdiv", "div_rn",
     "sigmoid", "softmax", "cdiv",
     # reductions and scans

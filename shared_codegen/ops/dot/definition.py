@@ -87,7 +87,8 @@ def check_mma_v2(a, b, acc, input_precision) -> None:
                          f"and {b.element}")
     if (a.element.name, acc.element.name) not in MMA_V2_TYPES:
         raise ValueError(f"{what} supports fp16/bf16 -> fp32, fp16 -> fp16, fp32 (tf32) -> "
-                         f"fp32 and int8/uint8 -> int32; got {a.element} x {b.element} -> {acc.element}")
+                         f"fp32 and int8/uint8 -> int32; got {a.element} x {b.element} -> "
+                         f"{acc.element}")
     _check_operand_layouts(a, b, acc, mma_v2_k_width(a.element), what)
     if a.element == float32 and input_precision != "tf32":
         raise ValueError(f"{what} on fp32 inputs computes in tf32 (input_precision='tf32'), "
