@@ -6,9 +6,10 @@
 """
 
 from gluon.jit import compile, jit
+from shared_codegen.frontend.aggregates import aggregate
 from shared_codegen.frontend.codegen import constexpr_function
 
-__all__ = ["jit", "compile", "constexpr_function", "must_use_result", "language"]
+__all__ = ["jit", "compile", "constexpr_function", "must_use_result", "aggregate", "language"]
 
 
 def must_use_result(fn, message=True):

@@ -19,6 +19,7 @@ import inspect
 import operator
 from typing import Any, Dict, List, Optional
 
+from shared_codegen.frontend.aggregates import BoundJitMethod, is_aggregate, is_aggregate_class
 from shared_codegen.frontend.early_return import fold_early_returns
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.frontend.values import (
@@ -372,6 +373,10 @@ class CodeGenerator(ast.NodeVisitor):
         names = []
         for name in assigned_names(stmts):
             value = self.scope.get(name, _NO_VALUE)
+            if is_aggregate(value):
+                raise self.error(stmts[0], f"aggregate `{name}` is reassigned inside a runtime "
+                                           "loop; carrying aggregates through loops is not "
+                                           "supported yet")
             if is_tensor(value) or (_is_number(value) and value is not _NO_VALUE):
                 names.append(name)
         return names
@@ -629,7 +634,10 @@ class CodeGenerator(ast.NodeVisitor):
         if rule is not None:
             return rule(self.semantic, obj)
         try:
-            return unwrap(getattr(obj, node.attr))
+            value = unwrap(getattr(obj, node.attr))
+            if is_aggregate(obj) and getattr(type(value), "is_jit_function", False):
+                return BoundJitMethod(value, obj)
+            return value
         except AttributeError:
             raise self.error(node, f"{self.describe(obj)} has no attribute `{node.attr}`") \
                 from None
@@ -681,6 +689,10 @@ class CodeGenerator(ast.NodeVisitor):
     def call(self, node, fn, args, kwargs):
         if getattr(fn, "is_jit_function", False):
             return self.call_function(fn, args, kwargs)
+        if isinstance(fn, BoundJitMethod):
+            return self.call_function(fn.fn, [fn.obj] + list(args), kwargs)
+        if is_aggregate_class(fn):
+            return fn(*args, **kwargs)  # fields may be runtime values
         if is_builtin(fn):
             return unwrap(fn(*args, _semantic=self.semantic, **kwargs))
         if fn is RangeSpec:
