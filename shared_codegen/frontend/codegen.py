@@ -19,6 +19,7 @@ import inspect
 import operator
 from typing import Any, Dict, List, Optional
 
+from shared_codegen.frontend import aggregates
 from shared_codegen.frontend.aggregates import BoundJitMethod, is_aggregate, is_aggregate_class
 from shared_codegen.frontend.early_return import fold_early_returns
 from shared_codegen.frontend.errors import CompilationError
@@ -32,7 +33,7 @@ from shared_codegen.frontend.values import (
     wrap,
 )
 from shared_codegen.ir.core import Location, Operation, Region
-from shared_codegen.ir.types import TensorType, int1
+from shared_codegen.ir.types import ScalarType, TensorType, int1
 from shared_codegen.ops.control.definition import ForOp, WhileOp, YieldOp
 
 _NO_VALUE = object()
@@ -373,10 +374,9 @@ class CodeGenerator(ast.NodeVisitor):
         names = []
         for name in assigned_names(stmts):
             value = self.scope.get(name, _NO_VALUE)
-            if is_aggregate(value):
-                raise self.error(stmts[0], f"aggregate `{name}` is reassigned inside a runtime "
-                                           "loop; carrying aggregates through loops is not "
-                                           "supported yet")
+            if is_aggregate(value):  # carried as its runtime fields
+                names += aggregates.explode(self, name, value, self.is_carried_leaf)
+                continue
             if is_tensor(value) or (_is_number(value) and value is not _NO_VALUE):
                 names.append(name)
         return names
@@ -416,6 +416,12 @@ class CodeGenerator(ast.NodeVisitor):
         for n, arg, init in zip(names, args, inits):
             arg.name_hint = n
             self.scope[n] = wrap(arg, init.type)
+        aggregates.rebuild(self, names)
+
+    def is_carried_leaf(self, value) -> bool:
+        """What a loop carries of an aggregate: register values and numbers."""
+        return _is_number(value) or (is_tensor(value) and isinstance(value.type,
+                                                                     (TensorType, ScalarType)))
 
     def loop_body(self, node, names, inits):
         """Trace a loop body inside its region, then yield the carried variables."""
@@ -431,6 +437,7 @@ class CodeGenerator(ast.NodeVisitor):
         for n, res, init in zip(names, results, inits):
             res.name_hint = n
             self.scope[n] = wrap(res, init.type)
+        aggregates.rebuild(self, names)
 
     def loop_bounds(self, node, lb, ub, st):
         vals = [lb, ub, st]
@@ -456,6 +463,7 @@ class CodeGenerator(ast.NodeVisitor):
         return out
 
     def loop_outputs(self, node, names, inits):
+        aggregates.explode_again(self, node, names, self.is_carried_leaf)
         outs = []
         for n, init in zip(names, inits):
             value = self.scope.get(n, _NO_VALUE)

@@ -63,14 +63,55 @@ def test_aggregates_hold_runtime_values_and_bind_their_methods():
     gluon.compile(aggregate_kernel, {"out_ptr": "*i32:16", "factor": "i32"}, {"SIZE": 128})
 
 
-def test_reassigning_an_aggregate_in_a_runtime_loop_is_refused_by_name():
+@gluon.aggregate
+class Counter:
+    index: gl.tensor
+    phase: gl.tensor
+    num: gl.constexpr
+
+    @gluon.jit
+    def create(NUM: gl.constexpr):
+        return Counter(gl.to_tensor(0), gl.to_tensor(0), NUM)
+
+    @gluon.jit
+    def next(self):
+        wrap = self.index + 1 == self.num
+        return Counter(gl.where(wrap, 0, self.index + 1), gl.where(wrap, self.phase ^ 1,
+                                                                   self.phase), self.num)
+
+
+@gluon.jit
+def counter_loop_kernel(out_ptr, n):
+    counter = Counter.create(3)
+    tile = Tile.make(0, 128)
+    for i in range(n):  # both aggregates are loop-carried
+        gl.store(out_ptr + 2 * i, counter.index)
+        gl.store(out_ptr + 2 * i + 1, counter.phase)
+        counter = counter.next()
+        tile = tile.advanced(1)
+    gl.store(out_ptr + 2 * n + tile.offsets() * 0, tile.start)
+
+
+def test_aggregates_are_carried_through_runtime_loops():
+    out = np.zeros(2 * 7 + 1, np.int32)
+    counter_loop_kernel[(1,)](out, 7)
+    index = [i % 3 for i in range(7)]
+    phase = [(i // 3) & 1 for i in range(7)]
+    np.testing.assert_array_equal(out[:-1:2], index)
+    np.testing.assert_array_equal(out[1:-1:2], phase)
+    assert out[-1] == 7
+    ptx = gluon.compile(counter_loop_kernel, {"out_ptr": "*i32", "n": "i32"}).asm["ptx"]
+    assert "st.global" in ptx
+
+
+def test_an_aggregate_whose_constexpr_field_changes_in_a_loop_is_refused_by_name():
     @gluon.jit
     def kernel(out_ptr, n):
-        tile = Tile.make(0, 128)
+        counter = Counter.create(3)
         for i in range(n):
-            tile = tile.advanced(128)
-        store_scaled(out_ptr, tile, Scale(1))
+            counter = Counter(counter.index, counter.phase, 4)
+        gl.store(out_ptr, counter.index)
 
-    with pytest.raises(CompilationError, match="aggregate `tile` is reassigned inside a "
-                                               "runtime loop"):
-        kernel[(1,)](np.zeros(512, np.int32), 2)
+    with pytest.raises(CompilationError, match="aggregate `counter` cannot be carried through "
+                                               "the loop: its field `num` changes from 3 to 4"):
+        kernel[(1,)](np.zeros(4, np.int32), 2)
