@@ -15,7 +15,8 @@ compile-time values, built and used inside kernels to group state:
 The code generator builds them from runtime values (an ordinary class may only be called on
 compile-time ones), binds their `@jit` methods to the instance, and passes them to jitted
 functions by reference. An aggregate reassigned inside a runtime loop is carried as its
-runtime fields (see below). Not there yet: one reassigned in a branch of a runtime `if`.
+runtime fields, and one reassigned in a branch of a runtime `if` is yielded the same way
+(see below).
 """
 
 from __future__ import annotations
@@ -176,3 +177,19 @@ def explode_again(codegen, node, names, is_leaf) -> None:
                                       f"{why}")
         for leaf, (_, v) in zip(leaf_names, leaves(value, is_leaf)):
             codegen.scope[leaf] = v
+
+
+def split_branches(codegen, node, name, a, b, scopes, is_leaf) -> list:
+    """An aggregate assigned in a branch of a runtime `if`: its runtime fields become values
+    the `if` yields (`name.field`), the other fields must be the same in both branches."""
+    why = same_structure(a, b, is_leaf) if is_aggregate(a) and is_aggregate(b) else \
+        "only one branch gives it an aggregate"
+    if why:
+        raise codegen.error(node, f"aggregate `{name}` differs between the branches of a "
+                                  f"runtime `if`: {why}")
+    found = leaves(a, is_leaf)
+    leaf_names = [name + "." + ".".join(path) for path, _ in found]
+    for leaf, (_, va), (_, vb) in zip(leaf_names, found, leaves(b, is_leaf)):
+        scopes[0][leaf], scopes[1][leaf] = va, vb
+    _table(codegen)[name] = (a, [path for path, _ in found], leaf_names)
+    return leaf_names

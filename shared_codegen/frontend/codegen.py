@@ -295,6 +295,10 @@ class CodeGenerator(ast.NodeVisitor):
             if a is b or (not is_tensor(a) and not is_tensor(b) and _same_constant(a, b)):
                 self.scope[name] = a
                 continue
+            if is_aggregate(a) or is_aggregate(b):  # yielded as its runtime fields
+                names += aggregates.split_branches(self, node, name, a, b, scopes,
+                                                   self.is_carried_leaf)
+                continue
             names.append(name)
         yielded = [[], []]
         for name in names:
@@ -312,6 +316,7 @@ class CodeGenerator(ast.NodeVisitor):
         for name, res, ty in zip(names, op.results, types):
             res.name_hint = name
             self.scope[name] = wrap(res, ty)
+        aggregates.rebuild(self, names)
 
     def unify_branch_values(self, node, name, a, b, regions):
         """Give a variable assigned in both branches one runtime type."""

@@ -115,3 +115,24 @@ def test_an_aggregate_whose_constexpr_field_changes_in_a_loop_is_refused_by_name
     with pytest.raises(CompilationError, match="aggregate `counter` cannot be carried through "
                                                "the loop: its field `num` changes from 3 to 4"):
         kernel[(1,)](np.zeros(4, np.int32), 2)
+
+
+@gluon.jit
+def counter_branch_kernel(out_ptr, n):
+    counter = Counter.create(3)
+    for i in range(n):
+        if i % 2 == 0:  # advanced on even iterations only
+            counter = counter.next()
+        gl.store(out_ptr + i, counter.index + 10 * counter.phase)
+
+
+def test_an_aggregate_assigned_in_a_runtime_if_is_yielded_by_the_if():
+    out = np.zeros(8, np.int32)
+    counter_branch_kernel[(1,)](out, 8)
+    want, index, phase = [], 0, 0
+    for i in range(8):
+        if i % 2 == 0:
+            index, phase = (0, phase ^ 1) if index + 1 == 3 else (index + 1, phase)
+        want.append(index + 10 * phase)
+    np.testing.assert_array_equal(out, want)
+    gluon.compile(counter_branch_kernel, {"out_ptr": "*i32", "n": "i32"})
