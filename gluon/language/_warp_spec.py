@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from shared_codegen.frontend.aggregates import is_aggregate
 from shared_codegen.frontend.values import builtin, tensor, unwrap, wrap
 from shared_codegen.ir.core import Region
 from shared_codegen.ops.control.definition import YieldOp
@@ -36,6 +37,9 @@ def _flatten(value, what: str, out: List[tensor], check: bool):
     elif isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
             _flatten(v, f"{what}[{i}]", out, check)
+    elif is_aggregate(value):  # its fields, in order, like a tuple's
+        for name, v in vars(value).items():
+            _flatten(v, f"{what}.{name}", out, check)
     return out
 
 
@@ -49,6 +53,11 @@ def _rebuild(value, handles: List):
         return tuple(_rebuild(v, handles) for v in value)
     if isinstance(value, list):
         return [_rebuild(v, handles) for v in value]
+    if is_aggregate(value):
+        new = object.__new__(type(value))
+        for name, v in vars(value).items():
+            object.__setattr__(new, name, _rebuild(v, handles))
+        return new
     return value
 
 

@@ -63,3 +63,34 @@ def test_the_default_register_share_is_what_every_warp_starts_with():
     # 4 + 1 warps pad to 8: 65536 / 256 threads = 256 registers each.
     assert even_register_share(4, [1]) == [256]
     assert even_register_share(8, [4, 4]) == [128, 128]
+
+
+@gluon.aggregate
+class Target:
+    ptr: gl.tensor
+    value: gl.tensor
+    COUNT: gl.constexpr
+
+
+@gluon.jit
+def _default_fill_target(t):
+    _default_fill(t.ptr, t.value)
+
+
+@gluon.jit
+def _worker_fill_target(t):
+    _worker_fill(t.ptr + t.COUNT, t.value)
+
+
+@gluon.jit
+def aggregate_args_kernel(out_ptr, value):
+    gl.warp_specialize([(_default_fill_target, (Target(out_ptr, value, 0),)),
+                        (_worker_fill_target, (Target(out_ptr, value + 100, 128),))], [1], [24])
+
+
+def test_partitions_take_aggregates_as_arguments():
+    out = np.zeros(160, np.int32)
+    aggregate_args_kernel[(1,)](out, 5)
+    np.testing.assert_array_equal(out[:128], 5)
+    np.testing.assert_array_equal(out[128:], 105 + np.arange(32))
+    gluon.compile(aggregate_args_kernel, {"out_ptr": "*i32:16", "value": "i32"})
