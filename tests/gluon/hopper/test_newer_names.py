@@ -230,3 +230,22 @@ def test_store_wait_read_only_chooses_the_wait(read_only):
     ptx = gluon.compile(store_wait_kernel, {"out_desc": d}, {"READ_ONLY": read_only}).asm["ptx"]
     wait = "cp.async.bulk.wait_group.read 0" if read_only else "cp.async.bulk.wait_group 0"
     assert wait in ptx
+
+
+@gluon.jit
+def wrapped_index_kernel(out_ptr, i, USE: gl.constexpr):
+    bars = mbarrier.allocate_mbarrier(batch=2)
+    mbarrier.init(bars.index(0), count=1)
+    mbarrier.init(bars.index(1), count=1)
+    # (i - 1) % 2 is -1 for i = 0 (a remainder, as on the GPU): harmless under a false pred.
+    mbarrier.arrive(bars.index((i - 1) % 2), pred=(i >= 1) | USE)
+    gl.store(out_ptr, 1)
+
+
+def test_an_out_of_range_index_is_an_error_only_where_the_view_is_used():
+    out = np.zeros(1, np.int32)
+    wrapped_index_kernel[(1,)](out, 0, False)
+    assert out[0] == 1
+    with pytest.raises(Exception, match=r"memdesc_index at .*test_newer_names.py:\d+: index -1 "
+                                        r"is outside \[0, 2\) \(program id \(0, 0, 0\)\) is used"):
+        wrapped_index_kernel[(1,)](out, 0, True)
