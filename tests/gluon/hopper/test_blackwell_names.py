@@ -40,3 +40,10 @@ def test_the_tensor_memory_register_layout_is_the_layout_library_one():
     tmem = TensorMemoryLayout([128, 64], col_stride=1)
     assert get_tmem_reg_layout(gl.float32, [128, 64], tmem, 4) == \
         layouts_get_tmem_reg_layout(gl.float32, [128, 64], tmem, 4)
+
+
+def test_the_blackwell_host_descriptor_is_the_hopper_one():
+    from gluon.nvidia.blackwell import TensorDescriptor as BlackwellDescriptor
+    from gluon.nvidia.hopper import TensorDescriptor
+
+    assert BlackwellDescriptor is TensorDescriptor
