@@ -6,14 +6,25 @@
 """
 
 from gluon.jit import compile, jit
+from shared_codegen.frontend.aggregates import aggregate
 from shared_codegen.frontend.codegen import constexpr_function
 
-__all__ = ["jit", "compile", "constexpr_function", "language"]
+__all__ = ["jit", "compile", "constexpr_function", "must_use_result", "aggregate", "language"]
+
+
+def must_use_result(fn, message=True):
+    """Triton's marker for functions whose result must be used (`@gluon.must_use_result` or
+    `@gluon.must_use_result("why")`). Accepted so upstream kernels import; we record the mark
+    but do not yet report an unused result."""
+    if isinstance(fn, str):
+        return lambda f: must_use_result(f, fn)
+    fn._must_use_result = message
+    return fn
 
 
 def __getattr__(name):
-    if name == "language":
+    if name in ("language", "nvidia"):
         import importlib
 
-        return importlib.import_module(".language", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'gluon' has no attribute {name!r}")

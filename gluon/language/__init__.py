@@ -8,9 +8,11 @@ Gluon's (`GluonSemantic`) enforces the layout rules. Builtins whose signature di
 """
 
 from gluon.language import nvidia
-from gluon.language._core import (arange, bank_conflicts, convert_layout, distributed_type, full,
-                                  full_like, num_ctas, num_warps, set_auto_layout, thread_barrier,
-                                  to_linear_layout, to_tensor, zeros, zeros_like)
+from gluon.language._core import (add, arange, assume, bank_conflicts, convert_layout,
+                                  distributed_type, full, full_like, mul, num_ctas, num_warps,
+                                  set_auto_layout, sub, thread_barrier, to_linear_layout, to_tensor,
+                                  zeros, zeros_like)
+from gluon.language._newer_names import barrier  # Triton 3.8's name for thread_barrier
 from gluon.language._layouts import (AutoLayout, BlockedLayout, DistributedLayout,
                                      DistributedLinearLayout, DotOperandLayout,
                                      NVMMADistributedLayout, NVMMASharedLayout, SharedLayout,
@@ -19,6 +21,7 @@ from gluon.language._smem import (allocate_shared_memory, shared_memory_descript
                                   shared_memory_descriptor_type)
 from gluon.language._warp_spec import warp_specialize
 from gluon.language.nvidia.ampere import dot_fma  # Triton exports it at the top level too
+from shared_codegen.frontend.codegen import constexpr_function  # also gl.*, as upstream
 from shared_codegen.frontend.values import constexpr, tensor
 from shared_codegen.ir.types import IRType as dtype
 from shared_codegen.ir.types import PointerType as pointer_type
@@ -38,7 +41,8 @@ from tile.language.standard import (argmax, argmin, cdiv, cumprod, cumsum, max, 
 
 __all__ = [
     # types
-    "constexpr", "tensor", "dtype", "pointer_type", "block_type", "distributed_type", "void",
+    "constexpr", "constexpr_function", "tensor", "dtype", "pointer_type", "block_type",
+    "distributed_type", "void",
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float8e4nv", "float8e5", "float16", "bfloat16", "float32", "float64", "PropagateNan",
     # layouts
@@ -55,6 +59,7 @@ __all__ = [
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
     "atomic_xor", "atomic_xchg", "atomic_cas",
     # elementwise
+    "add", "sub", "mul", "assume",
     "where", "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
     "rsqrt", "abs", "sin", "cos", "erf", "floor", "ceil", "fma", "umulhi", "fdiv", "div_rn",
     "sigmoid", "softmax", "cdiv",
@@ -63,7 +68,7 @@ __all__ = [
     "associative_scan", "cumsum", "cumprod", "dot_fma",
     # hints, debugging, synchronization, loops
     "multiple_of", "max_contiguous", "max_constancy", "thread_barrier", "static_assert",
-    "static_print", "device_print", "device_assert", "static_range", "nvidia",
+    "static_print", "device_print", "device_assert", "static_range", "nvidia", "barrier",
     # warp specialization
     "warp_specialize",
 ]

@@ -117,3 +117,36 @@ def thread_barrier(_semantic=None):
 __all__ = ["arange", "full", "zeros", "full_like", "zeros_like", "to_tensor", "convert_layout",
            "set_auto_layout", "to_linear_layout", "bank_conflicts", "distributed_type",
            "num_warps", "num_ctas", "thread_barrier"]
+
+
+# ---- arithmetic as functions, hints --------------------------------------------------------
+# Triton 3.6 Gluon exports `add`, `sub`, `mul` (what `x + y` calls) and `assume`.
+
+
+@builtin
+def add(x, y, sanitize_overflow=True, _semantic=None):
+    """`x + y` (pointer + offset included). We never insert overflow checks, so
+    `sanitize_overflow` changes nothing."""
+    return _semantic.add(x, y)
+
+
+@builtin
+def sub(x, y, sanitize_overflow=True, _semantic=None):
+    return _semantic.sub(x, y)
+
+
+@builtin
+def mul(x, y, sanitize_overflow=True, _semantic=None):
+    return _semantic.binary("mul", x, y)
+
+
+@builtin
+def assume(cond, _semantic=None):
+    """A promise that `cond` holds (Triton emits `llvm.assume`). We emit nothing and use no
+    such facts yet; a compile-time False is an error, as it can never hold."""
+    cond = unwrap(cond)
+    if not isinstance(cond, tensor) and not cond:
+        raise ValueError("gl.assume: the condition is False at compile time")
+
+
+__all__ += ["add", "sub", "mul", "assume"]

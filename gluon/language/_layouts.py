@@ -22,9 +22,13 @@ from shared_codegen.layouts import (BlockedLayout, DistributedLayout, Distribute
                                     SliceLayout, SwizzledSharedLayout, TensorMemoryLayout,
                                     TensorMemoryScalesLayout, default_blocked_layout,
                                     get_tmem_reg_layout)
+from shared_codegen.frontend.codegen import constexpr_function
 from shared_codegen.layouts import to_linear_layout as _to_linear_layout
 
 WARP_SIZE = 32
+
+# Kernels compute default shared layouts at compile time (`gl.constexpr = ...get_default_for`).
+constexpr_function(NVMMASharedLayout.get_default_for)
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,45 @@ def linear_form(layout, shape) -> str:
     except (ValueError, TypeError) as exc:
         return f"(no linear form: {exc})"
     return text.strip("\n")
+
+
+def layout_difference(a, b) -> str:
+    """What tells two layouts apart when their reprs read the same (a hidden field, a field of
+    another type, or another class of the same name): "field: a vs b" for each differing
+    dataclass field, recursing into nested layouts; "" when nothing can be named."""
+    if type(a) is not type(b):
+        return f"class {type(a).__module__}.{type(a).__qualname__} vs " \
+               f"{type(b).__module__}.{type(b).__qualname__}"
+    if not hasattr(a, "__dataclass_fields__"):
+        return "" if a == b else f"{a!r} ({type(a).__name__}) vs {b!r} ({type(b).__name__})"
+    parts = []
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        if x == y and type(x) is type(y):
+            continue
+        inner = layout_difference(x, y) if hasattr(x, "__dataclass_fields__") else ""
+        parts.append(f"{name}: {inner}" if inner else f"{name}: {x!r} ({type(x).__name__}) vs "
+                                                       f"{y!r} ({type(y).__name__})")
+    return "; ".join(parts)
+
+
+def linear_layout_of(layout, shape):
+    """`gl.to_linear_layout`'s value, typed as in Gluon 3.6: a `DistributedLinearLayout` for a
+    register layout and a `SharedLinearLayout` for a shared one, so it can be handed to
+    `gl.arange(..., layout=...)`, `gl.SliceLayout` or `allocate_shared_memory` like any other
+    layout; `.to_linear_layout()` gives its bit matrix."""
+    if isinstance(layout, DistributedLinearLayout):
+        return layout
+    ll = _to_linear_layout(layout, list(shape))
+    if isinstance(layout, DistributedLayout):
+        return DistributedLinearLayout.from_linear_layout(ll)
+    if isinstance(layout, SharedLinearLayout):
+        return layout
+    ll = ll.transpose_outs([f"dim{i}" for i in range(len(shape))])
+    # Swizzled NVMMA tiles repeat every 1024 bytes: the allocation must keep that alignment.
+    swizzled = isinstance(layout, NVMMASharedLayout) and layout.swizzle_byte_width
+    return SharedLinearLayout(ll.bases.get("offset", []), ll.bases.get("block", []),
+                              1024 if swizzled else 16)
 
 
 def check_layout(layout, shape, num_warps=None, what="tensor") -> None:
@@ -95,4 +138,4 @@ __all__ = ["AutoLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
            "SharedLayout", "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout",
            "TensorMemoryLayout", "TensorMemoryScalesLayout", "LinearLayout",
            "default_blocked_layout", "get_tmem_reg_layout", "check_layout", "linear_form",
-           "is_auto"]
+           "is_auto", "linear_layout_of"]

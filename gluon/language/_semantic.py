@@ -23,7 +23,8 @@ from __future__ import annotations
 from typing import Callable, List, Sequence
 
 from gluon.language._layouts import (AutoLayout, DistributedLayout, SharedLayout, SliceLayout,
-                                     check_layout, is_auto, linear_form)
+                                     check_layout, is_auto, layout_difference, linear_form,
+                                     linear_layout_of)
 from shared_codegen.frontend.values import tensor
 from shared_codegen.ir.types import TensorType
 from shared_codegen.ops.arith.definition import ConstantOp
@@ -61,6 +62,10 @@ def layout_mismatch_message(what: str, named, shape) -> str:
     if len(layouts) == 2 and not any(map(is_auto, layouts)) and \
             linear_form(layouts[0], shape) == linear_form(layouts[1], shape):
         lines.append("  (they place every element identically, so the conversion is free)")
+    if len(layouts) == 2 and repr(layouts[0]) == repr(layouts[1]):
+        difference = layout_difference(layouts[0], layouts[1])
+        lines.append(f"  (they print alike but differ in {difference})" if difference else
+                     "  (they print alike; compare their linear forms above)")
     lines.append("  use gl.convert_layout(x, layout) to move one of them")
     return "\n".join(lines)
 
@@ -397,7 +402,9 @@ class GluonSemantic(TileSemantic):
         if not isinstance(layout, (DistributedLayout, SharedLayout)):
             raise TypeError(f"gl.to_linear_layout: expected a DistributedLayout or "
                             f"SharedLayout, got {type(layout).__name__}")
-        return to_linear_layout(layout, [int(s) for s in shape])
+        shape = [int(s) for s in shape]
+        to_linear_layout(layout, shape)  # raises the errors it always raised
+        return linear_layout_of(layout, shape)
 
     def bank_conflicts(self, distr_ty, shared_ty) -> int:
         """Gluon 3.6's `bank_conflicts(distr_ty, shared_ty)`: `distr_ty` is a tensor type

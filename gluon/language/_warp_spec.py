@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from shared_codegen.frontend.aggregates import is_aggregate
 from shared_codegen.frontend.values import builtin, tensor, wrap
 from shared_codegen.ir.core import Region
 from shared_codegen.ops.control.definition import YieldOp
@@ -35,6 +36,9 @@ def _flatten(value, what: str, out: List[tensor], check: bool):
     elif isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
             _flatten(v, f"{what}[{i}]", out, check)
+    elif is_aggregate(value):  # its fields, in order, like a tuple's
+        for name, v in vars(value).items():
+            _flatten(v, f"{what}.{name}", out, check)
     return out
 
 
@@ -47,6 +51,11 @@ def _rebuild(value, handles: List):
         return tuple(_rebuild(v, handles) for v in value)
     if isinstance(value, list):
         return [_rebuild(v, handles) for v in value]
+    if is_aggregate(value):
+        new = object.__new__(type(value))
+        for name, v in vars(value).items():
+            object.__setattr__(new, name, _rebuild(v, handles))
+        return new
     return value
 
 
@@ -64,6 +73,7 @@ def _partitions(args, kwargs) -> Tuple[list, list, list]:
         pairs += list(zip(bound["worker_partitions"], bound["worker_args"]))
         return pairs, bound["worker_num_warps"], bound["worker_num_regs"]
     bound = dict(zip(names36, args), **kwargs)
+    bound.setdefault("worker_num_regs", None)  # optional since Triton 3.8
     missing = [n for n in names36 if n not in bound]
     if missing:
         raise TypeError(f"gl.warp_specialize is missing {', '.join(missing)} (Triton 3.6: "
@@ -71,6 +81,16 @@ def _partitions(args, kwargs) -> Tuple[list, list, list]:
                         f"worker_num_regs))")
     return list(bound["functions_and_args"]), bound["worker_num_warps"], \
         bound["worker_num_regs"]
+
+
+def even_register_share(num_warps, worker_num_warps) -> list:
+    """Triton 3.8 lets `worker_num_regs` be omitted: every worker then keeps the per-thread
+    share of the SM's 64K registers that all warps start with, so no warpgroup gives
+    registers away (a multiple of 8 in [24, 256], as setmaxnreg needs)."""
+    warps = num_warps + sum(int(w) for w in worker_num_warps)
+    warps = -(-warps // 4) * 4
+    share = min(256, (65536 // (warps * 32)) // 8 * 8)
+    return [max(24, share)] * len(worker_num_warps)
 
 
 def _check_pairs(pairs) -> None:
@@ -98,6 +118,8 @@ def warp_specialize(*args, _semantic=None, **kwargs):
     pairs = [tuple(p) for p in pairs]
     _check_pairs(pairs)
     worker_num_warps = list(worker_num_warps)
+    if worker_num_regs is None:
+        worker_num_regs = even_register_share(_semantic.num_warps, worker_num_warps)
     worker_num_regs = list(worker_num_regs)
     if len(worker_num_warps) != len(pairs) - 1:
         raise ValueError(f"gl.warp_specialize got {len(pairs) - 1} worker partitions but "

@@ -3,10 +3,10 @@
 
 import importlib
 
-__all__ = ["hopper"]
+__all__ = ["hopper", "blackwell"]
 
 
 def __getattr__(name):
-    if name == "hopper":
+    if name in ("hopper", "blackwell"):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,11 +19,14 @@ import inspect
 import operator
 from typing import Any, Dict, List, Optional
 
+from shared_codegen.frontend import aggregates
+from shared_codegen.frontend.aggregates import BoundJitMethod, is_aggregate, is_aggregate_class
+from shared_codegen.frontend.early_return import fold_early_returns
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.frontend.values import (TENSOR_SEMANTIC_ATTRS, constexpr, is_builtin, is_tensor,
                                             tensor, unwrap, wrap)
 from shared_codegen.ir.core import Location, Operation, Region
-from shared_codegen.ir.types import TensorType, int1
+from shared_codegen.ir.types import ScalarType, TensorType, int1
 from shared_codegen.ops.control.definition import CONDITION, ForOp, IfOp, WhileOp, YieldOp
 
 _NO_VALUE = object()
@@ -132,7 +135,7 @@ class CodeGenerator(ast.NodeVisitor):
     # ---- entry points --------------------------------------------------------------------
     def generate_body(self):
         fn_def = self.info.tree
-        self.visit_statements(fn_def.body)
+        self.visit_statements(fold_early_returns(fn_def.body))
         return self.return_value
 
     def call_function(self, jit_fn, args: List[Any], kwargs: Dict[str, Any]):
@@ -285,6 +288,10 @@ class CodeGenerator(ast.NodeVisitor):
             if a is b or (not is_tensor(a) and not is_tensor(b) and _same_constant(a, b)):
                 self.scope[name] = a
                 continue
+            if is_aggregate(a) or is_aggregate(b):  # yielded as its runtime fields
+                names += aggregates.split_branches(self, node, name, a, b, scopes,
+                                                   self.is_carried_leaf)
+                continue
             names.append(name)
         yielded = [[], []]
         for name in names:
@@ -302,6 +309,7 @@ class CodeGenerator(ast.NodeVisitor):
         for name, res, ty in zip(names, op.results, types):
             res.name_hint = name
             self.scope[name] = wrap(res, ty)
+        aggregates.rebuild(self, names)
 
     def unify_branch_values(self, node, name, a, b, regions):
         """Give a variable assigned in both branches one runtime type."""
@@ -364,6 +372,9 @@ class CodeGenerator(ast.NodeVisitor):
         names = []
         for name in assigned_names(stmts):
             value = self.scope.get(name, _NO_VALUE)
+            if is_aggregate(value):  # carried as its runtime fields
+                names += aggregates.explode(self, name, value, self.is_carried_leaf)
+                continue
             if is_tensor(value) or (_is_number(value) and value is not _NO_VALUE):
                 names.append(name)
         return names
@@ -403,6 +414,12 @@ class CodeGenerator(ast.NodeVisitor):
         for n, arg, init in zip(names, args, inits):
             arg.name_hint = n
             self.scope[n] = wrap(arg, init.type)
+        aggregates.rebuild(self, names)
+
+    def is_carried_leaf(self, value) -> bool:
+        """What a loop carries of an aggregate: register values and numbers."""
+        return _is_number(value) or (is_tensor(value) and isinstance(value.type,
+                                                                     (TensorType, ScalarType)))
 
     def loop_body(self, node, names, inits):
         """Trace a loop body inside its region, then yield the carried variables."""
@@ -418,6 +435,7 @@ class CodeGenerator(ast.NodeVisitor):
         for n, res, init in zip(names, results, inits):
             res.name_hint = n
             self.scope[n] = wrap(res, init.type)
+        aggregates.rebuild(self, names)
 
     def loop_bounds(self, node, lb, ub, st):
         vals = [lb, ub, st]
@@ -443,6 +461,7 @@ class CodeGenerator(ast.NodeVisitor):
         return out
 
     def loop_outputs(self, node, names, inits):
+        aggregates.explode_again(self, node, names, self.is_carried_leaf)
         outs = []
         for n, init in zip(names, inits):
             value = self.scope.get(n, _NO_VALUE)
@@ -616,8 +635,15 @@ class CodeGenerator(ast.NodeVisitor):
         obj = unwrap(self.visit(node.value))
         if is_tensor(obj) and node.attr in TENSOR_SEMANTIC_ATTRS:
             return TENSOR_SEMANTIC_ATTRS[node.attr](self.semantic, obj)
+        # Attributes that build ops (a descriptor's `.shape`) name their rule on the class.
+        rule = getattr(type(obj), "semantic_attrs", {}).get(node.attr) if is_tensor(obj) else None
+        if rule is not None:
+            return rule(self.semantic, obj)
         try:
-            return unwrap(getattr(obj, node.attr))
+            value = unwrap(getattr(obj, node.attr))
+            if is_aggregate(obj) and getattr(type(value), "is_jit_function", False):
+                return BoundJitMethod(value, obj)
+            return value
         except AttributeError:
             raise self.error(node, f"{self.describe(obj)} has no attribute `{node.attr}`") \
                 from None
@@ -669,6 +695,10 @@ class CodeGenerator(ast.NodeVisitor):
     def call(self, node, fn, args, kwargs):
         if getattr(fn, "is_jit_function", False):
             return self.call_function(fn, args, kwargs)
+        if isinstance(fn, BoundJitMethod):
+            return self.call_function(fn.fn, [fn.obj] + list(args), kwargs)
+        if is_aggregate_class(fn):
+            return fn(*args, **kwargs)  # fields may be runtime values
         if is_builtin(fn):
             return unwrap(fn(*args, _semantic=self.semantic, **kwargs))
         if fn is RangeSpec:
@@ -687,6 +717,8 @@ class CodeGenerator(ast.NodeVisitor):
         # Methods of compile-time objects (`x.dtype.is_floating()`, `layout.to_linear_layout(
         # shape)`) run now, like any compile-time Python.
         bound_to_constant = inspect.ismethod(fn) and not is_tensor(fn.__self__)
+        if runtime and fn in (min, max) and args and not kwargs:
+            return self.runtime_min_max(fn, args)
         if getattr(fn, CONSTEXPR_FUNCTION_FLAG, False) or _is_python_builtin(fn) or \
                 isinstance(fn, type) or bound_to_constant:
             if runtime and fn not in (tuple, list, len, isinstance, getattr, hasattr, type,
@@ -699,6 +731,17 @@ class CodeGenerator(ast.NodeVisitor):
         raise self.error(node, f"cannot call `{name}` in a kernel: only jitted functions, "
                                "language builtins and functions marked constexpr_function can "
                                "be called")
+
+    def runtime_min_max(self, fn, args):
+        """Python's `min` / `max` over runtime values (Triton 3.6 allows them): folded left to
+        right with the language's `minimum` / `maximum`, as Triton's code generator does."""
+        values = list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) \
+            else list(args)
+        name = "minimum" if fn is min else "maximum"
+        result = values[0]
+        for value in values[1:]:
+            result = unwrap(self.semantic.call_language(name, result, value))
+        return result
 
 
 def _same_constant(a, b) -> bool:

@@ -18,6 +18,7 @@ Per-argument keys (must separate everything the full specialization separates):
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Any, Callable, Dict
 
@@ -52,6 +53,8 @@ def arg_code(a):
 
 def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
     """Generate `launch(<kernel params>, *, grid, num_warps=None, stream=None, **options)`."""
+    if NUM_WARPS_PARAM in jit_fn.constexpr_names:
+        return _num_warps_param_launcher(jit_fn, slow)
     params = jit_fn.params
     # The kernel's own parameter names, so constexprs passed by keyword bind as usual; the
     # generated function's other names carry a `_sc_` prefix to stay out of their way.
@@ -135,3 +138,35 @@ def _slow_call(jit_fn, slow):
 
 class _NoTensor:
     """Stands in for torch.Tensor when torch is not imported (nothing is ever of this type)."""
+
+
+# Gluon kernels may declare `num_warps: gl.constexpr` (Triton 3.6 does this for them): the
+# launch option `num_warps=` then also fills the parameter, so the two can never disagree.
+NUM_WARPS_PARAM = "num_warps"
+
+
+def _num_warps_param_launcher(jit_fn, slow) -> Callable:
+    """The launcher of a kernel with a `num_warps` constexpr parameter. Such launches take
+    the full path: the generated fast launcher cannot have `num_warps` both as the kernel's
+    parameter and as the launch option."""
+    from shared_codegen.frontend.launch import DEFAULT_NUM_WARPS
+
+    index = jit_fn.arg_names.index(NUM_WARPS_PARAM)
+
+    def launch(*args, grid, stream=None, **kwargs):
+        params = {k: v for k, v in kwargs.items() if k in jit_fn._index}
+        options = {k: v for k, v in kwargs.items() if k not in jit_fn._index}
+        if index < len(args):
+            num_warps = args[index]
+        elif NUM_WARPS_PARAM in params:
+            num_warps = params[NUM_WARPS_PARAM]
+        else:
+            default = jit_fn._defaults[index]
+            num_warps = DEFAULT_NUM_WARPS if default is inspect.Parameter.empty else \
+                getattr(default, "value", default)
+            params[NUM_WARPS_PARAM] = num_warps
+        num_warps = getattr(num_warps, "value", num_warps)
+        values = jit_fn.bind_args(args, params)
+        return slow(tuple(values), options, grid, num_warps, stream)
+
+    return launch

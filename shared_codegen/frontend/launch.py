@@ -111,7 +111,7 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
     """The full path for the fast launcher: `values` are already in parameter order."""
     options = dict(options)
     known = {"num_stages", "num_ctas", "interpret", "target", "warmup", "maxnreg",
-             "cluster_dims"}
+             "cluster_dims"} | IGNORED_LAUNCH_OPTIONS
     unknown = [k for k in options if k not in known]
     if unknown:
         raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
@@ -124,10 +124,18 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
                      options.get("cluster_dims"))
 
 
+# Launch keywords upstream tests pass that change nothing here: we never insert overflow
+# checks, and `debug` is a per-kernel flag (`@jit(debug=...)`).
+IGNORED_LAUNCH_OPTIONS = frozenset({"sanitize_overflow", "debug"})
+
+
 def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, stream, warmup,
         num_ctas=1, cluster_dims=None, maxnreg=None):
     _check_num_ctas(jit_fn, num_ctas)
     warn_unapplied_options(jit_fn, num_stages, maxnreg)
+    kwargs = fill_num_warps_param(jit_fn, args, kwargs, num_warps)
+    if num_warps is None and "num_warps" in jit_fn.constexpr_names:
+        num_warps = jit_fn.bind_args(args, kwargs)[jit_fn.arg_names.index("num_warps")]
     values = jit_fn.bind_args(args, kwargs)
     return _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
                      cluster_dims=cluster_dims)
@@ -197,10 +205,25 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
             from shared_codegen.runtime.driver import has_gpu
 
             interpret = not has_gpu()
+    if interpret and warmup:
+        return _compile_without_gpu(jit_fn, values, num_warps, target)
     if interpret:
         return _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims)
     return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key,
                     cluster_dims)
+
+
+def _compile_without_gpu(jit_fn, values, num_warps, target):
+    """`kernel.warmup(...)` where the kernel would be interpreted (host arrays, no GPU): like
+    Triton, compile without running, for `target` (default SC_TARGET, else sm_90a), and
+    return the CompiledKernel, whose `.asm` holds every stage."""
+    from shared_codegen.frontend.compile import compile_spec
+    from shared_codegen.interpreter.memory import host_array
+
+    host_values = [v if i in jit_fn.constexpr_positions or host_array(v) is None
+                   else host_array(v) for i, v in enumerate(values)]
+    target = target or config.get("SC_TARGET") or "sm_90a"
+    return compile_spec(jit_fn, make_specialization(jit_fn, host_values, num_warps, target))
 
 
 # ---- interpreter ---------------------------------------------------------------------------
@@ -338,9 +361,21 @@ def compile_for_target(jit_fn, signature: Dict[str, str], constexprs: Dict[str, 
     return compile_spec(jit_fn, spec)
 
 
+def fill_num_warps_param(jit_fn, args, kwargs, num_warps):
+    """`kwargs` with a kernel's `num_warps` constexpr parameter set from the launch option
+    (see fastpath.NUM_WARPS_PARAM), and launch keywords that change nothing dropped."""
+    kwargs = {k: v for k, v in kwargs.items() if k not in IGNORED_LAUNCH_OPTIONS}
+    if "num_warps" in jit_fn.constexpr_names and "num_warps" not in kwargs and \
+            jit_fn.arg_names.index("num_warps") >= len(args):
+        kwargs["num_warps"] = DEFAULT_NUM_WARPS if num_warps is None else num_warps
+    return kwargs
+
+
 def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: Dict[str, Any],
                                  num_warps: int, target: str) -> Specialization:
-    constexprs = dict(constexprs)
+    if "num_warps" in jit_fn.constexpr_names and "num_warps" in constexprs:
+        num_warps = constexprs["num_warps"]
+    constexprs = fill_num_warps_param(jit_fn, (), constexprs, num_warps)
     key = []
     for i, name in enumerate(jit_fn.arg_names):
         if name in constexprs or i in jit_fn.constexpr_positions:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any, List
 
 from shared_codegen.ir.types import IRType, PointerType, TensorType, scalar_of
@@ -43,6 +44,40 @@ class constexpr:
 
     def __call__(self, *args, **kwargs):
         return self.value(*args, **kwargs)
+
+
+def _constexpr_binary(op, reflected=False):
+    def method(self, other):
+        if isinstance(other, tensor):
+            return NotImplemented  # runtime arithmetic is the code generator's
+        a, b = (unwrap(other), self.value) if reflected else (self.value, unwrap(other))
+        return constexpr(op(a, b))
+    return method
+
+
+def _constexpr_unary(op):
+    return lambda self: constexpr(op(self.value))
+
+
+# Host code computes with constexprs as Triton 3.6 allows (`BLOCK * 2`, `-x`, `x < 4`); the
+# result is again a constexpr, so it can be passed on to a kernel or a layout constructor.
+for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("truediv", operator.truediv), ("floordiv", operator.floordiv),
+                   ("mod", operator.mod), ("pow", operator.pow), ("and", operator.and_),
+                   ("or", operator.or_), ("xor", operator.xor), ("lshift", operator.lshift),
+                   ("rshift", operator.rshift)):
+    setattr(constexpr, f"__{_name}__", _constexpr_binary(_op))
+    setattr(constexpr, f"__r{_name}__", _constexpr_binary(_op, reflected=True))
+for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt),
+                   ("ge", operator.ge), ("ne", operator.ne)):
+    setattr(constexpr, f"__{_name}__", _constexpr_binary(_op))
+for _name, _op in (("neg", operator.neg), ("pos", operator.pos), ("invert", operator.invert),
+                   ("abs", abs)):
+    setattr(constexpr, f"__{_name}__", _constexpr_unary(_op))
+constexpr.__int__ = lambda self: int(self.value)
+constexpr.__float__ = lambda self: float(self.value)
+constexpr.__iter__ = lambda self: iter(self.value)
+constexpr.__getitem__ = lambda self, index: self.value[unwrap(index)]
 
 
 def unwrap(x):

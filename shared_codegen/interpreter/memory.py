@@ -39,6 +39,8 @@ def host_array(arg) -> Optional[np.ndarray]:
 
         if arg.device.type != "cpu":
             return None
+        if not arg.is_contiguous():
+            return _torch_strided_view(arg)
         if arg.dtype == torch.bfloat16:
             import ml_dtypes
 
@@ -51,6 +53,18 @@ def host_array(arg) -> Optional[np.ndarray]:
             return arg.detach().view(torch.uint8).numpy().view(npdt)
         return arg.detach().numpy()
     return None
+
+
+def _torch_strided_view(arg) -> np.ndarray:
+    """A non-contiguous CPU tensor (`x.t()`, `x[:, ::2]`) as a numpy view whose base is its
+    whole storage: a kernel gets `data_ptr()` and indexes the storage with the strides it is
+    given, as on the GPU, so the interpreter must map the storage, not a copy."""
+    itemsize = arg.element_size()
+    whole = arg.detach().as_strided((arg.untyped_storage().nbytes() // itemsize,), (1,), 0)
+    flat = host_array(whole)
+    return np.ndarray(tuple(arg.shape), dtype=flat.dtype, buffer=flat,
+                      offset=arg.storage_offset() * itemsize,
+                      strides=tuple(s * itemsize for s in arg.stride()))
 
 
 def _whole_memory(arr: np.ndarray):

@@ -253,9 +253,43 @@ class TensorDescriptorType(IRType):
             n *= s
         return n
 
+    @property
+    def block_type(self) -> "DescriptorBlockType":
+        """The type of the box one copy moves (Triton's `desc.type.block_type`)."""
+        return DescriptorBlockType(tuple(self.block_shape), self.element)
+
     def __str__(self) -> str:
         dims = "x".join(str(s) for s in self.block_shape)
         return f"!tt.tensordesc<{dims}x{self.element}, {layout_alias(self.layout)}>"
+
+
+@dataclass(frozen=True, eq=True)
+class DescriptorBlockType:
+    """A tensor descriptor's block (Triton's `block_type` without a layout): `shape`,
+    `element_ty`, `numel`, `nbytes` (what `mbarrier.expect` waits for). Equal when shape and
+    element are, so kernels can `static_assert(a.block_type == b.block_type)`."""
+
+    dims: tuple
+    element_ty: ScalarType
+
+    @property
+    def shape(self) -> list:
+        # A list, as Triton's: kernels write `[STAGES] + desc.block_type.shape`.
+        return list(self.dims)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.dims:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.element_ty.itemsize
+
+    def __repr__(self) -> str:
+        return f"block_type({self.shape}, {self.element_ty!r})"
 
 
 @dataclass(frozen=True, eq=True)

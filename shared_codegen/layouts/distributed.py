@@ -261,6 +261,8 @@ class DistributedLinearLayout(DistributedLayout):
 
     def to_linear_layout(self, shape=None) -> LinearLayout:
         if shape is not None and tuple(shape) != self.shape:
+            if _fits_inside(shape, self.shape):
+                return _restricted_linear_layout(self, tuple(shape))
             raise ValueError(f"DistributedLinearLayout: built for shape {list(self.shape)}, "
                              f"asked for {list(shape)}")
         return _cached_linear_layout(self, self.shape)
@@ -281,6 +283,26 @@ class DistributedLinearLayout(DistributedLayout):
         bases = layout.bases
         return cls(bases.get(REGISTER, []), bases.get(LANE, []), bases.get(WARP, []),
                    bases.get(BLOCK, []), [layout.out_dim_size(n) for n in names])
+
+
+def _fits_inside(shape, full) -> bool:
+    return len(shape) == len(full) and all(
+        isinstance(s, int) and 0 < s <= f and s & (s - 1) == 0 for s, f in zip(shape, full))
+
+
+@functools.lru_cache(maxsize=None)
+def _restricted_linear_layout(layout: DistributedLinearLayout, shape) -> LinearLayout:
+    """A linear layout over a smaller shape (`x[:, None]` of a tensor in a linear layout, a
+    slice's parent): coordinates wrap into the shape, so lanes and warps broadcast, and
+    registers that land on an element already held are dropped, as Triton's
+    `ensureLayoutNotLargerThan` does."""
+    full = layout.to_linear_layout()
+    names = standard_out_dims(len(shape))
+    bases = {}
+    for in_dim, vectors in full.transpose_outs(names).bases.items():
+        wrapped = [tuple(c & (s - 1) for c, s in zip(v, shape)) for v in vectors]
+        bases[in_dim] = [v for v in wrapped if any(v)] if in_dim == REGISTER else wrapped
+    return LinearLayout(bases, list(zip(names, shape)), require_surjective=False)
 
 
 @dataclass(frozen=True, repr=False)

@@ -151,6 +151,13 @@ class NVMMASharedLayout(SharedLayout):
                    "fp4_padded", "cga_layout"],
             {"rank": 2, "transposed": False, "fp4_padded": False, "cga_layout": ()})
 
+    @staticmethod
+    def get_default_for(block_shape, dtype, transposed=False, fp4_padded=False,
+                        cga_layout=None) -> "NVMMASharedLayout":
+        """The layout with the widest swizzle a `block_shape` block of `dtype` allows (Gluon
+        3.6's `get_default_for`): the fewest TMA / wgmma messages per block."""
+        return default_nvmma_layout(block_shape, dtype, transposed, fp4_padded, cga_layout)
+
     # Swizzle parameters: 16-byte chunks; phase advances every 128 bytes of rows.
     @property
     def vec(self) -> int:
@@ -231,6 +238,39 @@ class NVMMASharedLayout(SharedLayout):
             layout = _permute_dims(layout, [rank - 1] + list(range(rank - 1)))
         layout = ensure_not_smaller_than(layout, dict(zip(names, per_cta)))
         return combine_cta_cga_with_shape(layout, self.cga_layout, shape)
+
+
+def _plain(value):
+    """A compile-time wrapper's value (kernels pass `gl.constexpr`s), or the value itself."""
+    return getattr(value, "value", value)
+
+
+def default_nvmma_layout(block_shape, dtype, transposed=False, fp4_padded=False,
+                         cga_layout=None) -> NVMMASharedLayout:
+    """`NVMMASharedLayout.get_default_for`: the swizzle is the widest of 128, 64, 32 bytes
+    that divides the contiguous dim's bytes (0 when none does, or when fewer than 8 rows
+    exist to swizzle over). `dtype` is anything with `primitive_bitwidth` (a gl dtype)."""
+    shape = [int(_plain(s)) for s in _plain(block_shape)]
+    dtype, transposed, fp4_padded = _plain(dtype), bool(_plain(transposed)), \
+        bool(_plain(fp4_padded))
+    bits = getattr(dtype, "primitive_bitwidth", None)
+    if not isinstance(bits, int):
+        raise TypeError(f"NVMMASharedLayout.get_default_for: dtype must be a gl dtype "
+                        f"(gl.float16, ...), got {dtype!r}")
+    cga = tuple(tuple(v) for v in _plain(cga_layout) or ())
+    per_cta = shape_per_cta(shape, cga) if cga else list(shape)
+    if transposed:
+        per_cta = per_cta[1:] + per_cta[:1]
+    # fp4 values are packed two to a byte but padded to one byte each in shared memory.
+    contig_bytes = per_cta[-1] * (2 if fp4_padded else 1) * bits // 8
+    swizzle = next((w for w in (128, 64, 32) if contig_bytes >= w and contig_bytes % w == 0),
+                   0)
+    rows = 1
+    for size in per_cta[:-1]:
+        rows *= size
+    if len(shape) < 2 or rows < 8:
+        swizzle = 0
+    return NVMMASharedLayout(swizzle, bits, len(shape), transposed, fp4_padded, cga)
 
 
 def _reshape_row_major(layout: LinearLayout, shape) -> LinearLayout:

@@ -383,3 +383,7 @@ class range:
     def __repr__(self):
         return f"range({self.start!r}, {self.end!r}, {self.step!r})"
 
+
+
+# Triton 3.6 kernels import aggregates as `from triton.language.core import _aggregate`.
+from shared_codegen.frontend.aggregates import aggregate as _aggregate  # noqa: E402,F401

@@ -28,6 +28,7 @@ from shared_codegen.layouts.relations import OWN_LAYOUTS
 # (a/b element, accumulator element) -> (instruction K, the PTX type names).
 MMA_V2_TYPES = {
     ("fp16", "fp32"): 16,
+    ("fp16", "fp16"): 16,    # f16 accumulators: two per 32-bit C/D register
     ("bf16", "fp32"): 16,
     ("fp32", "fp32"): 8,     # tf32 inputs
     ("i8", "i32"): 32,
@@ -86,8 +87,9 @@ def check_mma_v2(a, b, acc, input_precision) -> None:
         raise ValueError(f"a and b must have the same element type, got {a.element} "
                          f"and {b.element}")
     if (a.element.name, acc.element.name) not in MMA_V2_TYPES:
-        raise ValueError(f"{what} supports fp16/bf16 -> fp32, fp32 (tf32) -> fp32 and "
-                         f"int8/uint8 -> int32; got {a.element} x {b.element} -> {acc.element}")
+        raise ValueError(f"{what} supports fp16/bf16 -> fp32, fp16 -> fp16, fp32 (tf32) -> "
+                         f"fp32 and int8/uint8 -> int32; got {a.element} x {b.element} -> "
+                         f"{acc.element}")
     _check_operand_layouts(a, b, acc, mma_v2_k_width(a.element), what)
     if a.element == float32 and input_precision != "tf32":
         raise ValueError(f"{what} on fp32 inputs computes in tf32 (input_precision='tf32'), "
@@ -157,7 +159,9 @@ class MmaV2Op(OpDef):
             return [prod.astype(np.uint64).astype(np.uint32).view(np.int32)]
         if op.attrs.get("input_precision") == "tf32":
             a, b = round_to_tf32(a), round_to_tf32(b)
-        return [(a.astype(np.float32) @ b.astype(np.float32) + acc).astype(np.float32)]
+        # fp32 products and sums, rounded once to the accumulator (fp16 accumulators round
+        # per instruction on the GPU, so results can differ in the last bits there).
+        return [(a.astype(np.float32) @ b.astype(np.float32) + acc).astype(acc.dtype)]
 
 
 def round_to_tf32(x: np.ndarray) -> np.ndarray:

@@ -117,6 +117,8 @@ class MmaShape:
 MMA_SHAPES: Dict[Tuple[str, str], MmaShape] = {
     ("fp16", "fp32"): MmaShape("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 16, 2,
                                _a_m16n8k16, _b_m16n8k16),
+    ("fp16", "fp16"): MmaShape("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", 16, 2,
+                               _a_m16n8k16, _b_m16n8k16),
     ("bf16", "fp32"): MmaShape("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 16, 2,
                                _a_m16n8k16, _b_m16n8k16),
     ("fp32", "fp32"): MmaShape("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", 8, 1,
@@ -311,6 +313,9 @@ def lower_mma_v2(op, ctx):
             packed[key] = _pack(ctx, [regs[r] for r in idx], a_ty.element)
         return packed[key]
 
+    if c_ty.element.bits == 16:
+        return _lower_mma_v2_f16_acc(ctx, shape, steps, c_rep, fragment, a_regs, b_regs,
+                                     acc_regs)
     c_lty = llvm_type(c_ty.element)
     out_constraint = "=f" if c_lty == F32 else "=r"
     constraints = ",".join([out_constraint] * 4 + ["r"] * 6 + ["0", "1", "2", "3"])
@@ -325,6 +330,31 @@ def lower_mma_v2(op, ctx):
         res = ctx.inline_asm(asm, constraints, ret, args)
         for i, r in enumerate(step.c):
             current[r] = ctx.builder.extract_value(res, i)
+    return [[current.get(c_rep[r], acc_regs[r]) for r in range(len(acc_regs))]]
+
+
+def _lower_mma_v2_f16_acc(ctx, shape, steps, c_rep, fragment, a_regs, b_regs, acc_regs):
+    """The f16-accumulator form (PTX ISA 9.7.14.5.8, m16n8k16 .f16): C and D are two 32-bit
+    registers, each holding the pair (c0, c1) / (c2, c3) as f16x2, low half first."""
+    b = ctx.builder
+    half2 = ir.VectorType(ir.HalfType(), 2)
+    constraints = ",".join(["=r"] * 2 + ["r"] * 6 + ["0", "1"])
+    asm = f"{shape.ptx} {{$0, $1}}, {{$2, $3, $4, $5}}, {{$6, $7}}, {{$8, $9}};"
+    ret = ir.LiteralStructType([I32, I32])
+    current: Dict[int, ir.Value] = {}
+    for step in steps:
+        args = [fragment("a", a_regs, idx) for idx in step.a]
+        args += [fragment("b", b_regs, idx) for idx in step.b]
+        c = [current.get(r, acc_regs[r]) for r in step.c]
+        for lo, hi in ((c[0], c[1]), (c[2], c[3])):
+            vec = b.insert_element(ir.Constant(half2, None), lo, ir.Constant(I32, 0))
+            vec = b.insert_element(vec, hi, ir.Constant(I32, 1))
+            args.append(b.bitcast(vec, I32))
+        res = ctx.inline_asm(asm, constraints, ret, args)
+        for j in range(2):
+            pair = b.bitcast(b.extract_value(res, j), half2)
+            for i in range(2):
+                current[step.c[2 * j + i]] = b.extract_element(pair, ir.Constant(I32, i))
     return [[current.get(c_rep[r], acc_regs[r]) for r in range(len(acc_regs))]]
 
 

@@ -235,9 +235,6 @@ def _where(op) -> str:
     return f"{op.loc.file}:{op.loc.line}" if op.loc.line else "<kernel>"
 
 
-# ---- lowering helpers ------------------------------------------------------------------------
-
-
 # ---- ops -------------------------------------------------------------------------------------
 
 class InitBarrierOp(OpDef):

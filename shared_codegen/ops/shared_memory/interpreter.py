@@ -34,6 +34,7 @@ def _where(op) -> str:
     return f"{op.loc.file}:{op.loc.line}" if op.loc.line else "<kernel>"
 
 
+
 class SharedView:
     """A descriptor's value: its buffer and the byte offset of each element (the dtype and
     shape come from the op's descriptor type)."""
@@ -46,7 +47,11 @@ class SharedView:
     def index(self, i: int, frame, op) -> "SharedView":
         n = self.offsets.shape[0]
         if not 0 <= i < n:
-            frame.error(op, f"memdesc_index: index {i} is outside [0, {n})")
+            # As on the GPU, forming the view is harmless (kernels index with `(i - 1) % n`
+            # under a false predicate); using it is the error, reported where it happens.
+            return _OutOfRangeView(self.buffer, f"memdesc_index at {_where(op)}: index {i} is "
+                                                f"outside [0, {n}) (program id "
+                                                f"{tuple(int(p) for p in frame.program_id)})")
         return SharedView(self.buffer, self.offsets[i])
 
     def subslice(self, starts, shape) -> "SharedView":
@@ -113,3 +118,18 @@ def allocate(op, frame) -> SharedView:
     itemsize = ty.element.itemsize
     buffer = SharedBuffer(m.alloc_elems * itemsize, _where(op))
     return SharedView(buffer, itemsize * m.element_offsets())
+
+
+class _OutOfRangeView(SharedView):
+    """The view `memdesc_index` gives for an index outside the allocation: any use of its
+    elements (a load, a store, an mbarrier or TMA op that is not predicated off) raises."""
+
+    def __init__(self, buffer: SharedBuffer, message: str):
+        self.buffer = buffer
+        self.message = message
+
+    @property
+    def offsets(self):
+        from shared_codegen.interpreter.memory import InterpreterError
+
+        raise InterpreterError(f"{self.message} is used")

@@ -1,5 +1,6 @@
 """TMA bulk tensor copies through host-encoded tensor descriptors.
 
-Importing this package registers the ops (`definition`) and their lowering rules."""
+Importing this package registers the ops (`definition`, `descriptor_dims`) and their lowering
+rules."""
 
-from shared_codegen.ops.tma import definition  # noqa: F401
+from shared_codegen.ops.tma import definition, descriptor_dims, lowering  # noqa: F401

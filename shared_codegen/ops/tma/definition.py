@@ -33,7 +33,7 @@ Interpreter: a load reads global memory when issued and lands at a seeded random
 phase it landed in, its destination bytes belong to it, and any access is a race report
 (the cp.async machinery of `ops/async_copy/definition.py`). A store writes global memory when
 issued and owns its source bytes (reads allowed, writes are races) until a `store_wait`
-retires its group. Lowering: inline PTX issued by thread 0.
+retires its group. Lowering (`lowering.py`): inline PTX issued by thread 0.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, Tens
 from shared_codegen.layouts.relations import OWN_LAYOUTS
 from shared_codegen.ops.mbarrier.definition import (ENGINE_KEY, _where, barrier_state,
                                                     check_barrier)
-from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
 from shared_codegen.ops.shared_memory.definition import offset_map
 
 READ_GLOBAL = MemoryEffect.READ_GLOBAL
@@ -320,22 +319,6 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
         state.in_flight.append(load)
         return []
 
-    def lower(self, op, ctx):
-        desc, smem, bar, coords, pred = self.parts(op)
-        from shared_codegen.ops.shared_memory.lowering import sync_shared
-        # The copy overwrites the buffer: order it after other threads' earlier reads. Its
-        # bytes arrive later and are ordered by the mbarrier wait, not by bar.sync.
-        sync_shared(ctx, op, smem, "write", record=False)
-        sync_shared(ctx, op, bar, "read", mbarrier_use=True)
-        rank = desc.type.rank
-        lead = [thread_zero(ctx, pred), ctx.get(desc), bar_address(ctx, op, bar)]
-        for dst, box_coords in _boxes(ctx, op, desc, smem, coords):
-            crd = ", ".join(f"${4 + i}" for i in range(rank))
-            _emit(ctx, f"@$0 cp.async.bulk.tensor.{rank}d.shared::cluster.global."
-                       f"mbarrier::complete_tx::bytes [$3], [$1, {{{crd}}}], [$2];",
-                  "b,l,l,l" + ",r" * rank, lead + [dst] + box_coords)
-        return None
-
 
 class AsyncTMACopyLocalToGlobalOp(OpDef):
     """`ttng.async_tma_copy_local_to_global [desc, smem, *coords]`."""
@@ -385,22 +368,6 @@ class AsyncTMACopyLocalToGlobalOp(OpDef):
         engine.stores.append(store)
         return []
 
-    def lower(self, op, ctx):
-        desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
-        from shared_codegen.ops.shared_memory.lowering import sync_shared
-        # Every thread's writes of the buffer (each followed by its fence_async_shared) must
-        # be done before thread 0 hands it to the TMA unit.
-        sync_shared(ctx, op, smem, "read")
-        rank = desc.type.rank
-        lead = [thread_zero(ctx), ctx.get(desc)]
-        for src, box_coords in _boxes(ctx, op, desc, smem, coords):
-            crd = ", ".join(f"${3 + i}" for i in range(rank))
-            _emit(ctx, f"@$0 cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group "
-                       f"[$1, {{{crd}}}], [$2];", "b,l,l" + ",r" * rank,
-                  lead + [src] + box_coords)
-        _emit(ctx, "@$0 cp.async.bulk.commit_group;", "b", [lead[0]])
-        return None
-
 
 class AsyncTMAStoreWaitOp(OpDef):
     """`ttng.async_tma_store_wait {pendings}`: wait until at most `pendings` TMA store
@@ -410,11 +377,17 @@ class AsyncTMAStoreWaitOp(OpDef):
     layout_rule = OWN_LAYOUTS
 
     @staticmethod
-    def build(b, pendings: int):
-        return b.create(STORE_WAIT, [], [], {"pendings": int(pendings)})
+    def build(b, pendings: int, read_only: bool = True):
+        attrs = {"pendings": int(pendings)}
+        if not read_only:
+            # Triton 3.8's `read_only=False`: wait until the stores' writes are done, not
+            # only their reads of shared memory (`wait_group` without `.read`).
+            attrs["read_only"] = False
+        return b.create(STORE_WAIT, [], [], attrs)
 
     def print_attrs(self, op):
-        return format_attrs({"pendings": op.attrs["pendings"]})
+        return format_attrs({k: op.attrs[k] for k in ("pendings", "read_only")
+                             if k in op.attrs})
 
     def verify(self, op):
         n = op.attrs.get("pendings")
@@ -428,63 +401,6 @@ class AsyncTMAStoreWaitOp(OpDef):
         while len(engine.stores) > op.attrs["pendings"]:
             engine.stores.pop(0).retire()
         return []
-
-    def lower(self, op, ctx):
-        from shared_codegen.ops.shared_memory.lowering import sync_shared
-        _emit(ctx, f"cp.async.bulk.wait_group.read {op.attrs['pendings']};", "", [])
-        # Thread 0's sources are free from here; record a write so that other threads'
-        # next access of them waits for thread 0 at a bar.sync.
-        for src in _store_sources(op):
-            sync_shared(ctx, op, src, "write", check=False)
-        return None
-
-
-# ---- lowering helpers ------------------------------------------------------------------------
-
-def _emit(ctx, text, constraints, args) -> None:
-    from shared_codegen.lowering.context import VOID
-    constraints = (constraints + "," if constraints else "") + "~{memory}"
-    ctx.inline_asm(text, constraints, VOID, args, side_effects=True)
-
-
-def _boxes(ctx, op, desc, smem, coords):
-    """Per TMA message: the shared address of its box and its coordinates, innermost first."""
-    from shared_codegen.lowering.context import I8, LoweringError
-    ty = desc.type
-    box = box_shape(ty)
-    base, xor = ctx.get(smem)
-    if not (hasattr(xor, "constant") and int(xor.constant) == 0):
-        raise LoweringError("TMA needs a shared memory view that starts a whole tile", op)
-    inner_bits = offset_map(smem.type).dims[-1].bits
-    itemsize = ty.element.itemsize
-    lowered = [ctx.get(c) for c in coords]
-    out = []
-    for k in range(ty.block_shape[-1] // box[-1]):
-        start = k * box[-1]
-        offset = 0
-        for j, v in enumerate(inner_bits):
-            if start >> j & 1:
-                offset ^= v
-        addr = base if not offset else ctx.builder.gep(base, [ctx.i32(offset * itemsize)],
-                                                       source_etype=I8)
-        inner = lowered[-1] if not start else ctx.builder.add(lowered[-1], ctx.i32(start))
-        out.append((addr, [inner] + lowered[-2::-1]))
-    return out
-
-
-def _store_sources(op):
-    """The shared views every TMA store of the function reads (a wait may retire stores
-    issued anywhere before it, earlier loop iterations included)."""
-    from shared_codegen.ir.core import Operation
-    block = op.parent
-    while block is not None and isinstance(getattr(block.parent, "parent", None), Operation):
-        block = block.parent.parent.parent
-    seen = []
-    for root in block.ops if block is not None else []:
-        for inner in root.walk():
-            if inner.name == STORE and inner.operands[1] not in seen:
-                seen.append(inner.operands[1])
-    return seen
 
 
 __all__ = ["AsyncTMACopyGlobalToLocalOp", "AsyncTMACopyLocalToGlobalOp", "AsyncTMAStoreWaitOp",

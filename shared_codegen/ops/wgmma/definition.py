@@ -94,6 +94,9 @@ def smem_k_major(ty: SharedMemoryType, k_dim: int) -> Optional[bool]:
     return None
 
 
+WARPGROUP_M = 64  # rows of one warpgroup's wgmma tile
+
+
 def check_warpgroup_mma(a, b, acc, precision: str = "", max_num_imprecise_acc=None) -> None:
     """ValueError, in the user's terms, unless `a @ b + acc` (IR types) is a wgmma this
     compiler lowers. `a` is a TensorType or SharedMemoryType, `b` a SharedMemoryType."""
@@ -134,7 +137,9 @@ def check_warpgroup_mma(a, b, acc, precision: str = "", max_num_imprecise_acc=No
     if wm % 4:
         raise ValueError(f"wgmma stacks the 4 warps of a warpgroup along M: warps_per_cta[0] "
                          f"must be a multiple of 4, got {list(lay.warps_per_cta)}")
-    if m % (16 * wm):
+    # Warpgroups beyond what M needs hold copies of the accumulator (Triton allows M = 64 on
+    # warps_per_cta=[8, 1]): each computes the same 64-row tile.
+    if m % (16 * wm) and (m % WARPGROUP_M or (16 * wm) % m):
         raise ValueError(f"wgmma M must be a multiple of 16 x warps_per_cta[0] = {16 * wm} "
                          f"(each warpgroup computes 64-row tiles), got M={m}")
     if n % (instr_n * wn):

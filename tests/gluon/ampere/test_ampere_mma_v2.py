@@ -241,8 +241,9 @@ def test_verifier_rejects_bad_shapes_types_and_accumulator_layouts():
     with pytest.raises(VerificationError, match=r"M must be a multiple of 16, N of 8, K of 16; "
                                                 r"got M=32, N=32, K=8"):
         matmul_kernel(MmaV2Op.build, float16, float32, (32, 32, 8), a_lay, b_lay, mma)
+    # fp16 -> fp16 is an mma.sync form (test_mma_v2_f16_acc.py); bf16 -> bf16 is not.
     with pytest.raises(VerificationError, match="fp16/bf16 -> fp32"):
-        matmul_kernel(MmaV2Op.build, float16, float16, (32, 32, 16), a_lay, b_lay, mma)
+        matmul_kernel(MmaV2Op.build, bfloat16, bfloat16, (32, 32, 16), a_lay, b_lay, mma)
     hopper = NVMMADistributedLayout([3, 0], [4, 1], [16, 32, 16])
     with pytest.raises(VerificationError, match=r"acc must have layout NVMMADistributedLayout"
                                                 r"\(version=\[2, 0\]"):

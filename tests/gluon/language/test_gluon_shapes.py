@@ -183,7 +183,9 @@ def test_to_linear_layout_is_a_compile_time_value():
     from gluon.layouts import to_linear_layout
 
     out = np.zeros(1, dtype=np.int32)
-    layout_query_kernel[(1,)](out, layout=L2, EXPECTED=to_linear_layout(L2, [16, 32]))
+    # Gluon 3.6 types the value as a layout: a DistributedLinearLayout of the same bases.
+    expected = gl.DistributedLinearLayout.from_linear_layout(to_linear_layout(L2, [16, 32]))
+    layout_query_kernel[(1,)](out, layout=L2, EXPECTED=expected)
     assert out[0] == 1
 
 

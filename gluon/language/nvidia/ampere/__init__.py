@@ -14,7 +14,16 @@ from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import float32
 from shared_codegen.ops.dot.definition import DotFmaOp, MmaV2Op, check_dot_fma, check_mma_v2
 
-__all__ = ["async_copy", "mma_v2", "dot_fma"]
+__all__ = ["async_copy", "mma_v2", "dot_fma", "mbarrier"]
+
+
+def __getattr__(name):
+    # Loaded on first use: it imports the Hopper package, which imports this one.
+    if name == "mbarrier":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.mbarrier")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _operands(name, a, b, acc):

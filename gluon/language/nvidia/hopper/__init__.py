@@ -16,8 +16,14 @@ from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
 __all__ = ["async_copy", "fence_async_shared", "mbarrier", "mma_v2", "tma"]
 
 try:  # wgmma is built in a sibling module; this package works without it.
-    from gluon.language.nvidia.hopper._wgmma import warpgroup_mma, warpgroup_mma_wait  # noqa: F401
-    __all__ += ["warpgroup_mma", "warpgroup_mma_wait"]
+    from gluon.language.nvidia.hopper._wgmma import (  # noqa: F401
+        warpgroup_mma,
+        warpgroup_mma_accumulator,
+        warpgroup_mma_init,
+        warpgroup_mma_wait,
+    )
+    __all__ += ["warpgroup_mma", "warpgroup_mma_wait", "warpgroup_mma_init",
+                "warpgroup_mma_accumulator"]
 except ImportError:
     pass
 

@@ -13,6 +13,7 @@ Semantics, interpreter checks and PTX: `shared_codegen/ops/mbarrier/definition.p
 
 from __future__ import annotations
 
+from gluon.language._newer_names import allocate_mbarrier  # noqa: F401 (Triton 3.8)
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
 from shared_codegen.frontend.values import builtin
@@ -20,7 +21,8 @@ from shared_codegen.ops.mbarrier.definition import (ArriveBarrierOp, BarrierExpe
                                                     InvalBarrierOp, MBarrierLayout, WaitBarrierOp,
                                                     check_barrier, check_count)
 
-__all__ = ["MBarrierLayout", "init", "expect", "arrive", "wait", "invalidate"]
+__all__ = ["MBarrierLayout", "init", "expect", "arrive", "wait", "invalidate",
+           "allocate_mbarrier"]
 
 
 def _barrier(value, name):

@@ -19,22 +19,36 @@ shape and strides are in the descriptor's bytes only). Semantics and PTX:
 
 from __future__ import annotations
 
+from gluon.language._newer_names import async_load, async_store  # noqa: F401 (3.7 names)
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
 from gluon.language.nvidia.hopper.mbarrier import _barrier
 from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor
 from shared_codegen.ir.types import TensorDescriptorType
+from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
 from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
                                                check_smem)
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
-           "tensor_descriptor"]
+           "tensor_descriptor", "async_load", "async_store"]
+
+
+def _global_dims(kind):
+    def rule(semantic, desc):
+        return [semantic.make_tensor(TensorDescriptorDimOp.build(semantic.builder, desc.handle,
+                                                                 kind, i))
+                for i in range(desc.type.rank)]
+    return rule
 
 
 class tensor_descriptor(tensor):
     """A kernel's tensor descriptor parameter: `block_shape`, `dtype`, `layout`,
-    `block_type` (`block_type.nbytes` is what one copy moves)."""
+    `block_type` (`block_type.nbytes` is what one copy moves), and the global `shape` (i32)
+    and `strides` (i64) as runtime scalars (interpreter only for now, see
+    `shared_codegen/ops/tma/descriptor_dims.py`)."""
+
+    semantic_attrs = {"shape": _global_dims("shape"), "strides": _global_dims("stride")}
 
     @property
     def block_shape(self):
@@ -50,7 +64,7 @@ class tensor_descriptor(tensor):
 
     @property
     def block_type(self):
-        return _BlockType(self.type)
+        return self.type.block_type
 
     @property
     def nbytes(self) -> int:
@@ -58,21 +72,6 @@ class tensor_descriptor(tensor):
 
     def __repr__(self):
         return f"tensor_descriptor({self.type})"
-
-
-class _BlockType:
-    """The block's type (Triton's `block_type`): `shape`, `element_ty`, `numel`, `nbytes`."""
-
-    def __init__(self, desc_ty):
-        self.shape = list(desc_ty.block_shape)
-        self.element_ty = desc_ty.element
-        self.numel = 1
-        for s in self.shape:
-            self.numel *= s
-        self.nbytes = desc_ty.block_bytes
-
-    def __repr__(self):
-        return f"block_type({self.shape}, {self.element_ty!r})"
 
 
 VALUE_CLASSES[TensorDescriptorType] = tensor_descriptor
@@ -133,7 +132,8 @@ def async_copy_shared_to_global(tensor_desc, coord, src, _semantic=None):
 
 
 @builtin
-def store_wait(pendings, _semantic=None):
-    """Wait until at most `pendings` TMA stores still read their shared memory."""
+def store_wait(pendings, read_only=True, _semantic=None):
+    """Wait until at most `pendings` TMA stores still read their shared memory; with
+    `read_only=False` (Triton 3.8), until their writes to global memory are done too."""
     n = int_arg(pendings, "tma.store_wait", "pendings")
-    _checked(AsyncTMAStoreWaitOp.build(_semantic.builder, n))
+    _checked(AsyncTMAStoreWaitOp.build(_semantic.builder, n, bool(read_only)))

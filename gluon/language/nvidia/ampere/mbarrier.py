@@ -1,0 +1,8 @@
+"""`gluon.language.nvidia.ampere.mbarrier` (Triton 3.6): the mbarrier builtins without the
+TMA transaction count (`expect` is Hopper's). They are the Hopper module's own functions, so
+a barrier initialized through one module can be waited on through the other."""
+
+from gluon.language.nvidia.hopper.mbarrier import (MBarrierLayout, allocate_mbarrier, arrive, init,
+                                                   invalidate, wait)
+
+__all__ = ["MBarrierLayout", "arrive", "init", "invalidate", "wait", "allocate_mbarrier"]

@@ -1,0 +1,112 @@
+"""Lowering of the TMA ops (PTX ISA 9.7.9.25, cp.async.bulk.tensor): thread 0 issues each copy,
+one message per box of the block; stores are committed as bulk groups and retired by
+`cp.async.bulk.wait_group`. Shared-memory ordering comes from
+`ops/shared_memory/lowering.sync_shared`: a load is a write of its buffer that lands later
+(ordered by the mbarrier wait, not by bar.sync), a store a read."""
+
+from __future__ import annotations
+
+from shared_codegen.ir.core import Operation, lowering_rule
+from shared_codegen.lowering.context import I8, VOID, LoweringError
+from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
+from shared_codegen.ops.shared_memory.definition import offset_map
+from shared_codegen.ops.shared_memory.lowering import sync_shared
+from shared_codegen.ops.tma.definition import (STORE, AsyncTMACopyGlobalToLocalOp,
+                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
+                                               box_shape)
+from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
+
+
+def _emit(ctx, text, constraints, args) -> None:
+    constraints = (constraints + "," if constraints else "") + "~{memory}"
+    ctx.inline_asm(text, constraints, VOID, args, side_effects=True)
+
+
+def _boxes(ctx, op, desc, smem, coords):
+    """Per TMA message: the shared address of its box and its coordinates, innermost first."""
+    ty = desc.type
+    box = box_shape(ty)
+    base, xor = ctx.get(smem)
+    if not (hasattr(xor, "constant") and int(xor.constant) == 0):
+        raise LoweringError("TMA needs a shared memory view that starts a whole tile", op)
+    inner_bits = offset_map(smem.type).dims[-1].bits
+    itemsize = ty.element.itemsize
+    lowered = [ctx.get(c) for c in coords]
+    out = []
+    for k in range(ty.block_shape[-1] // box[-1]):
+        start = k * box[-1]
+        offset = 0
+        for j, v in enumerate(inner_bits):
+            if start >> j & 1:
+                offset ^= v
+        addr = base if not offset else ctx.builder.gep(base, [ctx.i32(offset * itemsize)],
+                                                       source_etype=I8)
+        inner = lowered[-1] if not start else ctx.builder.add(lowered[-1], ctx.i32(start))
+        out.append((addr, [inner] + lowered[-2::-1]))
+    return out
+
+
+def _store_sources(op):
+    """The shared views every TMA store of the function reads (a wait may retire stores
+    issued anywhere before it, earlier loop iterations included)."""
+    block = op.parent
+    while block is not None and isinstance(getattr(block.parent, "parent", None), Operation):
+        block = block.parent.parent.parent
+    seen = []
+    for root in block.ops if block is not None else []:
+        for inner in root.walk():
+            if inner.name == STORE and inner.operands[1] not in seen:
+                seen.append(inner.operands[1])
+    return seen
+
+
+@lowering_rule(AsyncTMACopyGlobalToLocalOp)
+def lower_tma_load(op, ctx):
+    desc, smem, bar, coords, pred = op.opdef.parts(op)
+    # The copy overwrites the buffer: order it after other threads' earlier reads. Its
+    # bytes arrive later and are ordered by the mbarrier wait, not by bar.sync.
+    sync_shared(ctx, op, smem, "write", record=False)
+    sync_shared(ctx, op, bar, "read", mbarrier_use=True)
+    rank = desc.type.rank
+    lead = [thread_zero(ctx, pred), ctx.get(desc), bar_address(ctx, op, bar)]
+    for dst, box_coords in _boxes(ctx, op, desc, smem, coords):
+        crd = ", ".join(f"${4 + i}" for i in range(rank))
+        _emit(ctx, f"@$0 cp.async.bulk.tensor.{rank}d.shared::cluster.global."
+                   f"mbarrier::complete_tx::bytes [$3], [$1, {{{crd}}}], [$2];",
+              "b,l,l,l" + ",r" * rank, lead + [dst] + box_coords)
+    return None
+
+
+@lowering_rule(AsyncTMACopyLocalToGlobalOp)
+def lower_tma_store(op, ctx):
+    desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
+    # Every thread's writes of the buffer (each followed by its fence_async_shared) must
+    # be done before thread 0 hands it to the TMA unit.
+    sync_shared(ctx, op, smem, "read")
+    rank = desc.type.rank
+    lead = [thread_zero(ctx), ctx.get(desc)]
+    for src, box_coords in _boxes(ctx, op, desc, smem, coords):
+        crd = ", ".join(f"${3 + i}" for i in range(rank))
+        _emit(ctx, f"@$0 cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group "
+                   f"[$1, {{{crd}}}], [$2];", "b,l,l" + ",r" * rank,
+              lead + [src] + box_coords)
+    _emit(ctx, "@$0 cp.async.bulk.commit_group;", "b", [lead[0]])
+    return None
+
+
+@lowering_rule(AsyncTMAStoreWaitOp)
+def lower_tma_store_wait(op, ctx):
+    suffix = "" if op.attrs.get("read_only") is False else ".read"
+    _emit(ctx, f"cp.async.bulk.wait_group{suffix} {op.attrs['pendings']};", "", [])
+    # Thread 0's sources are free from here; record a write so that other threads'
+    # next access of them waits for thread 0 at a bar.sync.
+    for src in _store_sources(op):
+        sync_shared(ctx, op, src, "write", check=False)
+    return None
+
+
+@lowering_rule(TensorDescriptorDimOp)
+def lower_tensor_descriptor_dim(op, ctx):
+    what = "desc.shape" if op.attrs["kind"] == "shape" else "desc.strides"
+    raise LoweringError(f"{what} of a tensor descriptor is not available in compiled kernels "
+                        "yet (the interpreter has it); pass the sizes as kernel arguments", op)
