@@ -140,6 +140,27 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
 
 
 @gluon.jit
+def _v_operand(v_ring, stage, V_T: gl.constexpr, D: gl.constexpr, BN: gl.constexpr):
+    """The B operand of the PV wgmma: V[BN, D], or V^T stored K-major (fp8) seen as V."""
+    if V_T:
+        return v_ring.index(stage).reshape([D, BN]).permute([1, 0])
+    return v_ring.index(stage).reshape([BN, D])
+
+
+@gluon.jit
+def _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o, OVERLAP: gl.constexpr,
+                 V_T: gl.constexpr, D: gl.constexpr, BN: gl.constexpr):
+    """Before a PV wgmma: its V stage has landed, the previous PV product is done (with
+    OVERLAP it ran under the last softmax) and O is rescaled by alpha. Returns O, the P that
+    the finished product read, and V."""
+    stage = pipeline.consumer_wait(vpipe, item)
+    if OVERLAP:
+        acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+    return acc, p_run, _v_operand(v_ring, stage, V_T, D, BN)
+
+
+@gluon.jit
 def _masked(s, j, n_full, row0, N_KV, off, BN: gl.constexpr, CAUSAL: gl.constexpr,
             s_layout: gl.constexpr):
     """S with -inf where a key is past N_kv or (causal) after the query; only the blocks
@@ -205,18 +226,12 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
             for j in range(1, n_blocks):
                 sk = pipeline.consumer_wait(kpipe, item + 1)
-                sv = pipeline.consumer_wait(vpipe, item)
                 # O += P_{j-2} V_{j-2} ran under the last softmax and is done by now. The
                 # wait sits after the loop's back edge, where ptxas cannot hoist it above the
                 # softmax (it moves a wgmma wait to its block's top); P_{j-2} is a dep so its
                 # registers stay untouched until here.
-                if OVERLAP:
-                    acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
-                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-                if V_T:
-                    v = v_ring.index(sv).reshape([D, BN]).permute([1, 0])
-                else:
-                    v = v_ring.index(sv).reshape([BN, D])
+                acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o,
+                                             OVERLAP, V_T, D, BN)
                 pingpong.wait_turn(turns, WG, turn)
                 s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
                                   use_acc=False, is_async=True)
@@ -243,14 +258,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 item += 1
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
                 mbarrier.arrive(q_empty.index(WG))
-            sv = pipeline.consumer_wait(vpipe, item)
-            if OVERLAP:
-                acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-            if V_T:
-                v = v_ring.index(sv).reshape([D, BN]).permute([1, 0])
-            else:
-                v = v_ring.index(sv).reshape([BN, D])
+            acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o,
+                                         OVERLAP, V_T, D, BN)
             pingpong.wait_turn(turns, WG, turn)
             acc = warpgroup_mma(p_op, v, acc, is_async=True)
             turn = pingpong.pass_turn(turns, WG, turn)
