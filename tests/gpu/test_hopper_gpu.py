@@ -70,3 +70,16 @@ def test_wgmma_tile_matches_torch(dtype, n, k, a_in_regs, b_k_major, is_async):
     want = a.float() @ b.float()
     tol = {"float16": 1e-2, "bfloat16": 5e-2, "float8_e4m3fn": 1e-1, "float32": 5e-2}[dtype]
     torch.testing.assert_close(out, want, atol=tol * k ** 0.5, rtol=tol)
+
+
+@pytest.mark.parametrize("a_in_regs", [False, True])
+def test_wgmma_with_m_64_on_8_warps_matches_torch(a_in_regs):
+    # Triton's rule: the second warpgroup computes a copy of the 64-row tile.
+    torch = pytest.importorskip("torch")
+    m, n, k = 64, 128, 64
+    a = torch.randn(m, k, device="cuda").half()
+    b = torch.randn(k, n, device="cuda").half()
+    out = torch.empty(m, n, device="cuda")
+    wgmma_tile[(1,)](a, b, out, DTYPE=gl.float16, M=m, N=n, K=k, SWIZZLE=128,
+                     A_IN_REGS=a_in_regs, B_K_MAJOR=False, IS_ASYNC=True, num_warps=8)
+    torch.testing.assert_close(out, a.float() @ b.float(), atol=1e-2 * k ** 0.5, rtol=1e-2)

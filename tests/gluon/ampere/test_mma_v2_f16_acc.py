@@ -47,3 +47,15 @@ def test_the_fp16_accumulator_form_compiles_to_f16x2_registers():
     # One 16x8 tile per warp (warps_per_cta=[2, 2]) and one K step.
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16") == 1
     assert "f32.f16.f16.f32" not in ptx
+
+
+@pytest.mark.gpu
+def test_an_fp16_accumulator_on_the_gpu_matches_torch():
+    torch = pytest.importorskip("torch")
+    m, n, k = 64, 32, 32
+    a, b, c = (torch.rand(shape, device="cuda").half() * 2 - 1
+               for shape in ((m, k), (k, n), (m, n)))
+    out = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    mma_f16_kernel[(1,)](a, b, c, out, m, n, k)
+    want = a.float() @ b.float() + c.float()
+    torch.testing.assert_close(out.float(), want, rtol=2e-2, atol=2e-2)
