@@ -1,0 +1,26 @@
+"""Blackwell (sm_100a) builtins with the names of
+`triton.experimental.gluon.language.nvidia.blackwell` 3.6: tensor memory
+(`TensorMemoryLayout`, `TensorMemoryScalesLayout`, `allocate_tensor_memory`,
+`tensor_memory_descriptor`, `get_tmem_reg_layout`), the tensor cores (`tcgen05_mma`,
+`tcgen05_commit`), and Hopper's `mbarrier`, `tma`, `fence_async_shared`, which Blackwell
+kernels use too.
+
+The ops behind them are in `shared_codegen/ops/tensor_memory/` and `shared_codegen/ops/tcgen05/`.
+Not here yet: `tcgen05_mma_scaled`, `tcgen05_copy`, the packed float2 math,
+`tensor_memory_descriptor._reinterpret`.
+"""
+
+from __future__ import annotations
+
+from gluon.language.nvidia.ampere import async_copy, mma_v2
+from gluon.language.nvidia.blackwell._tcgen05 import tcgen05_commit, tcgen05_mma
+from gluon.language.nvidia.blackwell._tmem import (allocate_tensor_memory, get_tmem_reg_layout,
+                                                   tensor_memory_descriptor,
+                                                   tensor_memory_descriptor_type)
+from gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+from shared_codegen.layouts import TensorMemoryLayout, TensorMemoryScalesLayout
+
+__all__ = ["TensorMemoryLayout", "TensorMemoryScalesLayout", "allocate_tensor_memory",
+           "async_copy", "fence_async_shared", "get_tmem_reg_layout", "mbarrier", "mma_v2",
+           "tcgen05_commit", "tcgen05_mma", "tensor_memory_descriptor",
+           "tensor_memory_descriptor_type", "tma"]

@@ -1,0 +1,249 @@
+"""Lowering of tensor memory (sm_100a): allocation at entry and exit, views, tcgen05.ld/st.
+
+A lowered tensor-memory descriptor is one i32 *TMEM address* (PTX ISA 9.7.16.1.1 "Tensor
+Memory Addressing"): lane in bits 16-31, column in bits 0-15. Allocations add their
+`col_offset` (from the `tensor_memory_allocation` stage) to the kernel's base address;
+`index` and `slice` add whole columns.
+
+Entry and exit (`TensorMemoryLowering`, PTX ISA 9.7.16.7.1 "tcgen05.alloc, tcgen05.dealloc,
+tcgen05.relinquish_alloc_permit"): warp 0 allocates the kernel's columns, which writes the
+base address to a shared-memory slot, and gives up the permit to allocate again (nothing
+else allocates, and a co-resident CTA may then); after a barrier every thread reads the
+address. At exit every thread passes a barrier, then warp 0 deallocates.
+
+Loads and stores (PTX ISA 9.7.16.8.3 "tcgen05.ld", 9.7.16.8.4 "tcgen05.st", 9.7.16.8.5
+"tcgen05.wait") use the `32x32b` shape: thread t of warp w moves TMEM lane 32*(w%4) + t, one
+32-bit column per register, `.x{n}` consecutive columns per instruction. `plan_access` finds,
+from the register layout composed with the TMEM layout, each register's column (and the
+column each warp beyond the first warpgroup adds); a layout that is not this shape's (lane i
+on row i, warps 1 and 2 on rows 32 and 64) is an error here. `tcgen05.wait::ld` takes the
+loaded registers as tied operands, so nothing reads them before the wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Tuple
+
+from llvmlite import ir
+
+from shared_codegen.ir.core import lowering_rule
+from shared_codegen.lowering.context import I32, VOID, LoweringError
+from shared_codegen.layouts import to_linear_layout
+from shared_codegen.ops.tensor_memory.definition import (COL_OFFSET, TmemAllocOp, TmemIndexOp,
+                                                         TmemLoadOp, TmemStoreOp,
+                                                         TmemSubsliceOp, buffer_columns,
+                                                         cell_map, subslice_columns)
+
+MAX_X = 32  # registers per tcgen05.ld/st: .x1 .. .x128 exist; 32 keeps the asm small
+
+
+def _asm(ctx, text, constraints="", ret=None, args=()):
+    return ctx.inline_asm(text, constraints, ret or VOID, list(args), side_effects=True)
+
+
+class TensorMemoryLowering:
+    """The kernel's tensor-memory allocation (`columns`, a power of two in [32, 512])."""
+
+    SLOT_BYTES = 16
+
+    def __init__(self, columns: int):
+        self.columns = columns
+
+    def _warp0(self, ctx):
+        return ctx.builder.icmp_unsigned("==", ctx.warp_id(), ctx.i32(0))
+
+    def enter(self, ctx) -> None:
+        """Before the kernel body: allocate, relinquish, publish the base address."""
+        b = ctx.builder
+        at = -(-ctx.static_shared_bytes // 16) * 16
+        ctx.static_shared_bytes = at + self.SLOT_BYTES
+        ctx.shared_bytes = max(ctx.shared_bytes, ctx.static_shared_bytes)
+        slot = b.gep(ctx.shared_base(), [ctx.i32(at)], source_etype=ir.IntType(8))
+        _asm(ctx, f"@$0 tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], "
+                  f"{self.columns};\n"
+                  "@$0 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;",
+             "b,l,~{memory}", args=[self._warp0(ctx), slot])
+        _asm(ctx, "tcgen05.fence::before_thread_sync;", "~{memory}")
+        ctx.barrier()
+        _asm(ctx, "tcgen05.fence::after_thread_sync;", "~{memory}")
+        ctx.tmem_base = b.load(slot, name="tmem_base", typ=I32)
+
+    def exit(self, ctx) -> None:
+        """At the end of the kernel: every thread is done with tensor memory, warp 0 frees."""
+        _asm(ctx, "tcgen05.fence::before_thread_sync;", "~{memory}")
+        ctx.barrier()
+        _asm(ctx, "tcgen05.fence::after_thread_sync;", "~{memory}")
+        _asm(ctx, f"@$0 tcgen05.dealloc.cta_group::1.sync.aligned.b32 $1, {self.columns};",
+             "b,r,~{memory}", args=[self._warp0(ctx), ctx.tmem_base])
+
+
+def _base(ctx, op):
+    base = getattr(ctx, "tmem_base", None)
+    if base is None:
+        raise LoweringError("tensor memory used without the tensor_memory_allocation stage", op)
+    return base
+
+
+@lowering_rule(TmemAllocOp)
+def lower_tmem_alloc(op, ctx):
+    col = op.attrs.get(COL_OFFSET)
+    if col is None:
+        raise LoweringError("ttng.tmem_alloc has no col_offset: run the "
+                            "tensor_memory_allocation stage", op)
+    addr = ctx.builder.add(_base(ctx, op), ctx.i32(col))
+    if op.operands:
+        _store(ctx, op, addr, op.result.type, op.operands[0])
+    return [addr]
+
+
+@lowering_rule(TmemIndexOp)
+def lower_tmem_index(op, ctx):
+    src, idx = op.operands
+    b = ctx.builder
+    step = b.mul(ctx.get(idx), ctx.i32(buffer_columns(src.type)))
+    return [b.add(ctx.get(src), step)]
+
+
+@lowering_rule(TmemSubsliceOp)
+def lower_tmem_subslice(op, ctx):
+    cols = subslice_columns(op.operands[0].type, op.attrs["start"])
+    return [ctx.builder.add(ctx.get(op.operands[0]), ctx.i32(cols))]
+
+
+# ---- tcgen05.ld / tcgen05.st ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AccessPlan:
+    reg_cols: Tuple[int, ...]    # per register index: its TMEM column (from the view start)
+    warp_cols: Tuple[int, ...]   # per warp bit past the first two: columns it adds
+
+
+def plan_access(reg_layout, mem_ty) -> AccessPlan:
+    """The 32x32b access of a [M, N] view of 32-bit elements by `reg_layout` (ValueError when
+    the layout is not one the shape moves without data exchange)."""
+    if mem_ty.element.bits != 32:
+        raise ValueError(f"tensor memory loads and stores of {mem_ty.element} (packed 16-bit "
+                         f"columns) are not lowered yet; only 32-bit elements")
+    shape = tuple(mem_ty.shape)
+    ll = to_linear_layout(reg_layout, list(shape))
+    lanes, units, _ = cell_map(mem_ty.layout, shape, 32)
+
+    def cell(v):
+        return int(lanes[v[0], v[1]]), int(units[v[0], v[1]])
+
+    def coords(in_dim):
+        return [cell(v) for v in ll.bases.get(in_dim, [])]
+
+    want_lanes = [(1 << i, 0) for i in range(5)]
+    warps = coords("warp")
+    if coords("lane") != want_lanes or warps[:2] != [(32, 0), (64, 0)] or \
+            any(r for r, _ in warps[2:]) or any(r for r, _ in coords("register")):
+        raise ValueError(f"the register layout {reg_layout!r} is not the tcgen05.ld/st "
+                         f"32x32b layout of this tensor memory (lane i on TMEM lane i, warps "
+                         f"on lanes 32 and 64, registers along columns); use "
+                         f"get_tmem_reg_layout(..., instr_variant='32x32b')")
+    reg_bases = [c for _, c in coords("register")]
+    cols = [0]
+    for c in reg_bases:
+        cols += [x ^ c for x in cols]
+    return AccessPlan(tuple(cols), tuple(c for _, c in warps[2:]))
+
+
+def _chunks(plan: AccessPlan) -> List[Tuple[int, List[int]]]:
+    """(first column, register indices) per instruction: runs of consecutive columns, a power
+    of two long (at most MAX_X); replicated registers (same column) move once."""
+    first = {}
+    for reg, col in enumerate(plan.reg_cols):
+        first.setdefault(col, reg)
+    cols = sorted(first)
+    out, i = [], 0
+    while i < len(cols):
+        n = 1
+        while i + n < len(cols) and cols[i + n] == cols[i] + n and n < MAX_X:
+            n += 1
+        n = 1 << (n.bit_length() - 1)
+        out.append((cols[i], [first[c] for c in cols[i:i + n]]))
+        i += n
+    return out
+
+
+def _thread_addr(ctx, addr, plan: AccessPlan):
+    """The view address plus this warp's lanes (32*(w%4) << 16) and extra warps' columns."""
+    b = ctx.builder
+    warp = ctx.warp_id()
+    lane_part = b.shl(b.and_(warp, ctx.i32(3)), ctx.i32(21))  # 32 * (w % 4) << 16
+    addr = b.add(addr, lane_part)
+    for j, col in enumerate(plan.warp_cols):
+        if col:
+            bit = b.and_(b.lshr(warp, ctx.i32(2 + j)), ctx.i32(1))
+            addr = b.add(addr, b.mul(bit, ctx.i32(col)))
+    return addr
+
+
+def _plan(ctx, op, reg_ty, mem_ty) -> AccessPlan:
+    try:
+        return plan_access(reg_ty.layout, mem_ty)
+    except ValueError as exc:
+        raise LoweringError(str(exc), op) from None
+
+
+@lowering_rule(TmemLoadOp)
+def lower_tmem_load(op, ctx):
+    from shared_codegen.ops.wgmma.lowering import _tie
+    mem = op.operands[0]
+    reg_ty = op.result.type
+    plan = _plan(ctx, op, reg_ty, mem.type)
+    b = ctx.builder
+    # After the mbarrier wait that observed the MMA's completion (PTX ISA 9.7.16.6.3).
+    _asm(ctx, "tcgen05.fence::after_thread_sync;", "~{memory}")
+    addr = _thread_addr(ctx, ctx.get(mem), plan)
+    got = {}
+    for col, regs in _chunks(plan):
+        n = len(regs)
+        outs = ",".join(f"${i}" for i in range(n))
+        ret = ir.LiteralStructType([I32] * n)
+        res = _asm(ctx, f"tcgen05.ld.sync.aligned.32x32b.x{n}.b32 {{{outs}}}, [${n}];",
+                   ",".join(["=r"] * n + ["r"]), ret, [b.add(addr, ctx.i32(col))])
+        for i, reg in enumerate(regs):
+            got[reg] = b.extract_value(res, i)
+    order = sorted(got)
+    waited = dict(zip(order, _tie(ctx, [got[r] for r in order],
+                                  "tcgen05.wait::ld.sync.aligned;")))
+    elem = ctx.llvm_type(reg_ty.element)
+    out = []
+    for reg, col in enumerate(plan.reg_cols):
+        src = waited[reg] if reg in waited else waited[_same_column(plan, col)]
+        out.append(src if elem == I32 else b.bitcast(src, elem))
+    return [out]
+
+
+def _same_column(plan: AccessPlan, col: int) -> int:
+    return plan.reg_cols.index(col)
+
+
+def _store(ctx, op, addr, mem_ty, value, pred=None):
+    plan = _plan(ctx, op, value.type, mem_ty)
+    b = ctx.builder
+    regs = ctx.get(value)
+    addr = _thread_addr(ctx, addr, plan)
+    for col, chunk in _chunks(plan):
+        n = len(chunk)
+        vals = [regs[r] if regs[r].type == I32 else b.bitcast(regs[r], I32) for r in chunk]
+        ins = ",".join(f"${i + 2}" for i in range(n))
+        _asm(ctx, f"@$0 tcgen05.st.sync.aligned.32x32b.x{n}.b32 [$1], {{{ins}}};",
+             ",".join(["b", "r"] + ["r"] * n) + ",~{memory}",
+             args=[pred if pred is not None else ir.Constant(ir.IntType(1), 1),
+                   b.add(addr, ctx.i32(col))] + vals)
+    _asm(ctx, "tcgen05.wait::st.sync.aligned;", "~{memory}")
+
+
+@lowering_rule(TmemStoreOp)
+def lower_tmem_store(op, ctx):
+    mem, value = op.operands[:2]
+    pred = ctx.get(op.operands[2]) if len(op.operands) == 3 else None
+    _store(ctx, op, ctx.get(mem), mem.type, value, pred)
+    return []
+
+
+__all__ = ["TensorMemoryLowering", "plan_access", "AccessPlan"]
