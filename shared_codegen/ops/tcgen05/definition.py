@@ -18,7 +18,9 @@ point (`mbarrier.progress`, each barrier op and each tcgen05 op is one), in issu
 the latest when the commit tracking it arrives, which happens at a random point too or when a
 wait needs the barrier's phase. From issue until a wait observes the phase its commit arrived
 in, the MMA owns the tensor memory it writes (and reads, in the TS form): loads and stores of
-it are reported as races naming the MMA's line (`tensor_memory/interpreter.py`).
+it are reported as races naming the MMA's line (`tensor_memory/interpreter.py`). A of the TS
+form is read when the MMA lands (an earlier MMA may produce it: the tensor core runs them in
+order); stores to it before the wait are races.
 """
 
 from __future__ import annotations
@@ -86,10 +88,10 @@ def check_tcgen05_mma(a, b, d) -> None:
         raise ValueError(f"tcgen05_mma with {a.element} inputs takes K in steps of {instr_k}, "
                          f"got K={k}")
     if isinstance(a, TensorMemoryType):
-        if a.layout.block[0] != m or a.element.bits * a.layout.col_stride != 32:
+        if a.layout.block[0] != m or a.layout.col_stride != 1:
             raise ValueError(f"a in tensor memory must be [M, K] on M lanes with packed "
-                             f"columns (TensorMemoryLayout(block=({m}, ...), col_stride="
-                             f"{32 // a.element.bits})), got {a.layout!r}")
+                             f"columns (TensorMemoryLayout(block=({m}, K), col_stride=1)), "
+                             f"got {a.layout!r}")
 
 
 # ---- interpreter state -----------------------------------------------------------------------
@@ -99,6 +101,8 @@ class _Mma:
 
     def __init__(self, machine, ident, where, a, b, d_view, d_ty, use_acc):
         self.machine, self.id, self.where = machine, ident, where
+        # `a` is an array, or (view, type) of tensor memory read when the MMA runs (an
+        # earlier MMA may still be writing it: the tensor core orders them).
         self.a, self.b, self.d_view, self.d_ty, self.use_acc = a, b, d_view, d_ty, use_acc
         self.landed = False
 
@@ -108,7 +112,11 @@ class _Mma:
         self.machine.land_through(self)
 
     def _compute(self) -> None:
-        res = self.a.astype(np.float32) @ self.b.astype(np.float32)
+        a = self.a
+        if isinstance(a, tuple):
+            view, ty = a
+            a = view.read_raw(ty)
+        res = a.astype(np.float32) @ self.b.astype(np.float32)
         if self.use_acc:
             res = res + self.d_view.read_raw(self.d_ty).astype(np.float32)
         self.d_view.write_raw(res.astype(self.d_ty.element.np), self.d_ty)
@@ -143,6 +151,7 @@ class _Commit:
         tmem = self.machine.tmem
         for mma in self.mmas:
             tmem.owner[tmem.owner == mma.id] = 0
+            tmem.readers[tmem.readers == mma.id] = 0
 
 
 class Tcgen05Machine:
@@ -173,12 +182,13 @@ class Tcgen05Machine:
                 self.engine.loads.remove(first)
             first._compute()
 
-    def issue(self, op, frame, a, b, d_view, d_ty, use_acc, owned_views) -> None:
+    def issue(self, op, frame, a, b, d_view, d_ty, use_acc) -> None:
         mma = _Mma(self, self.next_id, _where(op), a, b, d_view, d_ty, use_acc)
         self.next_id += 1
         self.tmem.owners[mma.id] = mma.where
-        for view, itemsize in owned_views:
-            self.tmem.owner[view.cells(itemsize)] = mma.id
+        self.tmem.owner[d_view.cells(d_ty.element.itemsize)] = mma.id
+        if isinstance(a, tuple):
+            self.tmem.readers[a[0].cells(a[1].element.itemsize)] = mma.id
         self.queue.append(mma)
         self.issued.append(mma)
         self.engine.loads.append(mma)  # lands at a random progress point
@@ -189,12 +199,10 @@ class Tcgen05Machine:
         self.engine.loads.append(commit)
 
 
-def _read_operand(frame, op, v) -> np.ndarray:
+def _read_operand(frame, op, v):
     ty = v.type
     if isinstance(ty, TensorMemoryType):
-        view = frame[v]
-        view.check(ty.element.itemsize, frame, op, "reads")
-        return view.read_raw(ty)
+        return frame[v], ty
     from shared_codegen.ops.wgmma.definition import _read_smem
     return _read_smem(frame[v], ty, frame, op)
 
@@ -251,13 +259,10 @@ class TCGen5MMAOp(OpDef):
         machine = Tcgen05Machine.of(frame)
         if bool(frame[pred_v]):
             a, b = _read_operand(frame, op, a_v), _read_operand(frame, op, b_v)
-            if a_v.type.element == float32:  # the tensor cores read tf32
-                a, b = _tf32(a), _tf32(b)
-            d_view = frame[d_v]
-            owned = [(d_view, d_v.type.element.itemsize)]
-            if isinstance(a_v.type, TensorMemoryType):
-                owned.append((frame[a_v], a_v.type.element.itemsize))
-            machine.issue(op, frame, a, b, d_view, d_v.type, bool(frame[use_v]), owned)
+            if b_v.type.element == float32:  # the tensor cores read tf32
+                a = a if isinstance(a, tuple) else _tf32(a)
+                b = _tf32(b)
+            machine.issue(op, frame, a, b, frame[d_v], d_v.type, bool(frame[use_v]))
         for bar, p in zip(bars, preds):
             if bool(frame[pred_v]) and bool(frame[p]):
                 state = barrier_state(frame, op, frame[bar])

@@ -7,9 +7,11 @@ NaNs, as it would see garbage on the GPU. Allocations get the columns the
 `tensor_memory_allocation` stage would give them (`allocation.assign_columns`).
 
 A `TmemView` holds, per element of its shape, the lane and the byte offset inside the lane.
-`owner` marks the bytes an in-flight `tcgen05_mma` will write (or reads from tensor memory):
-reading or writing them through a load or store before a wait observed the MMA's completion
-is reported as a race naming the MMA's line (`ops/tcgen05/definition.py` sets and clears it).
+`owner` marks the bytes an in-flight `tcgen05_mma` will write, `readers` those it reads (A of
+the TS form): reading the first or writing either through a load or store before a wait
+observed the MMA's completion is reported as a race naming the MMA's line
+(`ops/tcgen05/definition.py` sets and clears them). Later MMAs are not checked: the tensor
+core runs one thread's MMAs in order.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class TmemState:
     def __init__(self):
         self.data = np.full((TMEM_LANES, TMEM_COLUMNS * 4), POISON, dtype=np.uint8)
         self.owner = np.zeros((TMEM_LANES, TMEM_COLUMNS * 4), dtype=np.int64)
+        self.readers = np.zeros((TMEM_LANES, TMEM_COLUMNS * 4), dtype=np.int64)  # TS-form A
         self.owners: Dict[int, str] = {}  # owner id -> the MMA's "file:line"
         self.columns = None  # {tmem_alloc op: first column}
 
@@ -88,13 +91,19 @@ class TmemView:
         return np.broadcast_to(self.lanes[..., None], byte.shape), byte
 
     def check(self, itemsize: int, frame, op, verb: str) -> None:
-        owner = self.state.owner[self.cells(itemsize)]
-        if owner.any():
-            where = self.state.owners[int(owner[owner != 0][0])]
-            frame.error(op, f"race: {op.opdef.user_name or op.name} {verb} tensor memory that "
-                            f"the tcgen05_mma at {where} may still be writing; wait on the "
-                            f"mbarrier its completion is committed to (tcgen05_commit or "
-                            f"mbarriers=[...]) first")
+        """Race report when an in-flight MMA writes these bytes (or, for a write, reads
+        them)."""
+        cells = self.cells(itemsize)
+        for owners, what in ((self.state.owner, "writing"), (self.state.readers, "reading")):
+            owner = owners[cells]
+            if owner.any():
+                where = self.state.owners[int(owner[owner != 0][0])]
+                frame.error(op, f"race: {op.opdef.user_name or op.name} {verb} tensor memory "
+                                f"that the tcgen05_mma at {where} may still be {what}; wait "
+                                f"on the mbarrier its completion is committed to "
+                                f"(tcgen05_commit or mbarriers=[...]) first")
+            if verb == "reads":
+                break
 
     def read_raw(self, ty) -> np.ndarray:
         dtype = np.dtype(ty.element.np)

@@ -16,8 +16,11 @@ Loads and stores (PTX ISA 9.7.16.8.3 "tcgen05.ld", 9.7.16.8.4 "tcgen05.st", 9.7.
 32-bit column per register, `.x{n}` consecutive columns per instruction. `plan_access` finds,
 from the register layout composed with the TMEM layout, each register's column (and the
 column each warp beyond the first warpgroup adds); a layout that is not this shape's (lane i
-on row i, warps 1 and 2 on rows 32 and 64) is an error here. `tcgen05.wait::ld` takes the
-loaded registers as tied operands, so nothing reads them before the wait.
+on row i, warps 1 and 2 on rows 32 and 64) is an error here. M = 64 buffers leave lanes 16-31
+of each quadrant empty; their layouts put lanes 16-31 on further columns, which the
+`16x32bx2` shape moves (its immediate half-split offset is that column distance).
+`tcgen05.wait::ld` takes the loaded registers as tied operands, so nothing reads them before
+the wait.
 """
 
 from __future__ import annotations
@@ -117,6 +120,15 @@ def lower_tmem_subslice(op, ctx):
 class AccessPlan:
     reg_cols: Tuple[int, ...]    # per register index: its TMEM column (from the view start)
     warp_cols: Tuple[int, ...]   # per warp bit past the first two: columns it adds
+    split: int = 0               # 16x32bx2: lanes 16-31 read TMEM lanes 0-15, `split` on
+
+    @property
+    def shape(self) -> str:
+        return "16x32bx2" if self.split else "32x32b"
+
+    def operand(self) -> str:
+        """The immediate half-split offset 16x32bx2 takes after the address."""
+        return f", {self.split}" if self.split else ""
 
 
 def plan_access(reg_layout, mem_ty) -> AccessPlan:
@@ -135,9 +147,16 @@ def plan_access(reg_layout, mem_ty) -> AccessPlan:
     def coords(in_dim):
         return [cell(v) for v in ll.bases.get(in_dim, [])]
 
+    lanes_seen = coords("lane")
+    split = 0
+    if lanes_seen[:4] == [(1, 0), (2, 0), (4, 0), (8, 0)] and len(lanes_seen) == 5 and \
+            lanes_seen[4][0] == 0 and lanes_seen[4][1]:
+        # M = 64 data leaves TMEM lanes 16-31 empty: lanes 16-31 take the next columns.
+        split = lanes_seen[4][1]
+        lanes_seen = lanes_seen[:4] + [(16, 0)]
     want_lanes = [(1 << i, 0) for i in range(5)]
     warps = coords("warp")
-    if coords("lane") != want_lanes or warps[:2] != [(32, 0), (64, 0)] or \
+    if lanes_seen != want_lanes or warps[:2] != [(32, 0), (64, 0)] or \
             any(r for r, _ in warps[2:]) or any(r for r, _ in coords("register")):
         raise ValueError(f"the register layout {reg_layout!r} is not the tcgen05.ld/st "
                          f"32x32b layout of this tensor memory (lane i on TMEM lane i, warps "
@@ -147,7 +166,7 @@ def plan_access(reg_layout, mem_ty) -> AccessPlan:
     cols = [0]
     for c in reg_bases:
         cols += [x ^ c for x in cols]
-    return AccessPlan(tuple(cols), tuple(c for _, c in warps[2:]))
+    return AccessPlan(tuple(cols), tuple(c for _, c in warps[2:]), split)
 
 
 def _chunks(plan: AccessPlan) -> List[Tuple[int, List[int]]]:
@@ -203,7 +222,8 @@ def lower_tmem_load(op, ctx):
         n = len(regs)
         outs = ",".join(f"${i}" for i in range(n))
         ret = ir.LiteralStructType([I32] * n)
-        res = _asm(ctx, f"tcgen05.ld.sync.aligned.32x32b.x{n}.b32 {{{outs}}}, [${n}];",
+        res = _asm(ctx, f"tcgen05.ld.sync.aligned.{plan.shape}.x{n}.b32 {{{outs}}}, "
+                        f"[${n}]{plan.operand()};",
                    ",".join(["=r"] * n + ["r"]), ret, [b.add(addr, ctx.i32(col))])
         for i, reg in enumerate(regs):
             got[reg] = b.extract_value(res, i)
@@ -231,7 +251,8 @@ def _store(ctx, op, addr, mem_ty, value, pred=None):
         n = len(chunk)
         vals = [regs[r] if regs[r].type == I32 else b.bitcast(regs[r], I32) for r in chunk]
         ins = ",".join(f"${i + 2}" for i in range(n))
-        _asm(ctx, f"@$0 tcgen05.st.sync.aligned.32x32b.x{n}.b32 [$1], {{{ins}}};",
+        _asm(ctx, f"@$0 tcgen05.st.sync.aligned.{plan.shape}.x{n}.b32 [$1]{plan.operand()}, "
+                  f"{{{ins}}};",
              ",".join(["b", "r"] + ["r"] * n) + ",~{memory}",
              args=[pred if pred is not None else ir.Constant(ir.IntType(1), 1),
                    b.add(addr, ctx.i32(col))] + vals)

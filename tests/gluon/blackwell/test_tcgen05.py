@@ -86,3 +86,207 @@ def test_tcgen05_matmul_matches_numpy(monkeypatch, seed, kind, m, n, k, use_acc,
     monkeypatch.setenv("SC_INTERPRET_SEED", seed)
     out, want = run(kind, m, n, k, use_acc, k_steps, commit)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
+# ---- races, poison, overflow ----------------------------------------------------------------
+
+@gluon.jit
+def racy_kernel(a_ptr, b_ptr, out_ptr, M: gl.constexpr, N: gl.constexpr, K: gl.constexpr,
+                WAIT_FIRST: gl.constexpr, USE_ACC: gl.constexpr):
+    blocked: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [gl.num_warps(), 1], [1, 0])
+    smem: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16,
+                                              rank=2)
+    tmem_layout: gl.constexpr = TensorMemoryLayout(block=(M, N), col_stride=1)
+    reg: gl.constexpr = get_tmem_reg_layout(gl.float32, [M, N], tmem_layout, gl.num_warps())
+    a = gl.allocate_shared_memory(gl.float16, [M, K], smem,
+                                  gl.load(a_ptr + tile_offsets(M, K, blocked)))
+    b = gl.allocate_shared_memory(gl.float16, [K, N], smem,
+                                  gl.load(b_ptr + tile_offsets(K, N, blocked)))
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    fence_async_shared()
+    acc = allocate_tensor_memory(gl.float32, [M, N], tmem_layout)
+    tcgen05_mma(a, b, acc, use_acc=USE_ACC)
+    tcgen05_commit(bar)
+    if WAIT_FIRST:
+        mbarrier.wait(bar, 0)
+    x = acc.load(reg)  # the racy read when WAIT_FIRST is False
+    mbarrier.wait(bar, 0)
+    gl.store(out_ptr + tile_offsets(M, N, blocked), gl.convert_layout(x, blocked))
+
+
+def line_of(fn, text):
+    lines, first = inspect.getsourcelines(fn.fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def run_racy(wait_first, use_acc=False, m=128, n=32, k=32):
+    a = np.ones((m, k), np.float16)
+    b = np.ones((k, n), np.float16)
+    out = np.zeros((m, n), np.float32)
+    racy_kernel[(1,)](a, b, out, M=m, N=n, K=k, WAIT_FIRST=wait_first, USE_ACC=use_acc)
+    return out
+
+
+@pytest.mark.parametrize("seed", ["0", "3"])
+def test_loading_the_accumulator_before_the_commit_barrier_is_a_race(monkeypatch, seed):
+    monkeypatch.setenv("SC_INTERPRET_SEED", seed)
+    np.testing.assert_array_equal(run_racy(True), np.full((128, 32), 32, np.float32))
+    with pytest.raises(InterpreterError) as info:
+        run_racy(False)
+    mma, load = line_of(racy_kernel, "tcgen05_mma(a, b, acc"), line_of(racy_kernel, "x = acc")
+    path = __file__
+    assert f"{path}:{load}: race: tensor_memory_descriptor.load reads tensor memory that the " \
+           f"tcgen05_mma at {path}:{mma} may still be writing; wait on the mbarrier its " \
+           f"completion is committed to (tcgen05_commit or mbarriers=[...]) first" \
+           in str(info.value), str(info.value)
+
+
+def test_uninitialized_tensor_memory_is_nan():
+    # use_acc=True on a fresh allocation accumulates onto poison.
+    assert np.isnan(run_racy(True, use_acc=True)).all()
+
+
+@gluon.jit
+def overflow_kernel(out_ptr, N: gl.constexpr, BUFFERS: gl.constexpr):
+    layout: gl.constexpr = TensorMemoryLayout(block=(128, N), col_stride=1)
+    acc = allocate_tensor_memory(gl.float32, [128, N], layout)
+    more = allocate_tensor_memory(gl.float32, [BUFFERS, 128, N], layout)
+    reg: gl.constexpr = get_tmem_reg_layout(gl.float32, [128, N], layout, gl.num_warps())
+    acc.store(gl.full([128, N], 1.0, gl.float32, reg))
+    more.index(0).store(acc.load(reg))
+
+
+def test_tensor_memory_overflow_names_the_allocations():
+    with pytest.raises(Exception) as info:
+        gluon.compile(overflow_kernel, {"out_ptr": "*fp32:16"}, dict(N=256, BUFFERS=2),
+                      target="sm_100a", num_warps=4)
+    path = __file__.rsplit("/", 1)[-1]
+    acc, more = line_of(overflow_kernel, "acc = allocate"), line_of(overflow_kernel, "more =")
+    assert "kernel `overflow_kernel` needs 1024 columns of tensor memory, more than the 512 a " \
+           f"CTA has (allocations: 256 columns for [128, 256] x fp32 at {path}:{acc}, 512 " \
+           f"columns for [2, 128, 256] x fp32 at {path}:{more})" in str(info.value), \
+        str(info.value)
+    # The interpreter plans the same columns and reports the same overflow.
+    with pytest.raises(InterpreterError) as info:
+        overflow_kernel[(1,)](np.zeros(1, np.float32), N=256, BUFFERS=2)
+    assert "needs 1024 columns of tensor memory, more than the 512 a CTA has" in str(info.value)
+
+
+# ---- TS form, views --------------------------------------------------------------------------
+
+@gluon.jit
+def ts_kernel(a_ptr, b_ptr, out_ptr, M: gl.constexpr, N: gl.constexpr, K: gl.constexpr):
+    blocked: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [gl.num_warps(), 1], [1, 0])
+    smem: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16,
+                                              rank=2)
+    a_layout: gl.constexpr = TensorMemoryLayout(block=(M, K), col_stride=1)
+    a_reg: gl.constexpr = get_tmem_reg_layout(gl.float16, [M, K], a_layout, gl.num_warps())
+    acc_layout: gl.constexpr = TensorMemoryLayout(block=(M, N), col_stride=1)
+    reg: gl.constexpr = get_tmem_reg_layout(gl.float32, [M, N], acc_layout, gl.num_warps())
+    b = gl.allocate_shared_memory(gl.float16, [K, N], smem,
+                                  gl.load(b_ptr + tile_offsets(K, N, blocked)))
+    a = allocate_tensor_memory(gl.float16, [M, K], a_layout,
+                               gl.convert_layout(gl.load(a_ptr + tile_offsets(M, K, blocked)),
+                                                 a_reg))
+    # Two accumulators in one [2, M, N] allocation; each half of N computed separately.
+    accs = allocate_tensor_memory(gl.float32, [2, M, N], acc_layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    fence_async_shared()
+    acc = accs.index(1)
+    tcgen05_mma(a, b.slice(0, N // 2, dim=1), acc.slice(0, N // 2), use_acc=False)
+    tcgen05_mma(a, b.slice(N // 2, N // 2, dim=1), acc.slice(N // 2, N // 2), use_acc=False,
+                mbarriers=[bar])
+    mbarrier.wait(bar, 0)
+    gl.store(out_ptr + tile_offsets(M, N, blocked), gl.convert_layout(acc.load(reg), blocked))
+
+
+@pytest.mark.parametrize("seed", ["0", "5"])
+def test_ts_form_with_index_and_slice_views(monkeypatch, seed):
+    monkeypatch.setenv("SC_INTERPRET_SEED", seed)
+    rng = np.random.default_rng(1)
+    m, n, k = 128, 64, 32
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    out = np.zeros((m, n), np.float32)
+    ts_kernel[(1,)](a, b, out, M=m, N=n, K=k)
+    np.testing.assert_allclose(out, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5,
+                               atol=1e-4)
+
+
+@gluon.jit
+def wrong_warp_kernel(out_ptr):
+    layout: gl.constexpr = TensorMemoryLayout(block=(128, 32), col_stride=1)
+    blocked: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [gl.num_warps(), 1], [1, 0])
+    acc = allocate_tensor_memory(gl.float32, [128, 32], layout)
+    acc.store(gl.full([128, 32], 1.0, gl.float32, blocked))
+
+
+def test_a_register_layout_outside_the_warps_lanes_is_an_error():
+    with pytest.raises(CompilationError) as info:
+        wrong_warp_kernel[(1,)](np.zeros(1, np.float32))
+    assert "tmem store value: the register layout puts element [8, 0] (TMEM lane 8) in warp " \
+           "1, which may only access lanes 32...63; use get_tmem_reg_layout(...) for the " \
+           "layout" in str(info.value), str(info.value)
+
+
+# ---- PTX and cubin ---------------------------------------------------------------------------
+
+def compiled(m=128, n=64, k=64, use_acc=True, commit=False, k_steps=1, num_warps=4):
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16",
+           "out_ptr": "*fp32:16"}
+    consts = dict(DTYPE=gl.float16, M=m, N=n, K=k, SWIZZLE=min(128, 2 * k // k_steps),
+                  USE_ACC=use_acc, K_STEPS=k_steps, COMMIT=commit)
+    return gluon.compile(tcgen05_kernel, sig, consts, target="sm_100a", num_warps=num_warps)
+
+
+def test_sm100a_ptx_has_the_tcgen05_instructions_and_assembles_without_spills():
+    comp = compiled()
+    ptx = comp.asm["ptx"]
+    assert "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32" in ptx
+    assert "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" in ptx
+    assert "tcgen05.dealloc.cta_group::1.sync.aligned.b32" in ptx
+    # K = 64 in four K steps of 16.
+    assert ptx.count("tcgen05.mma.cta_group::1.kind::f16") == 4
+    assert "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64" in ptx
+    assert ptx.count("tcgen05.ld.sync.aligned.32x32b.x32.b32") == 2  # 64 columns
+    assert "tcgen05.wait::ld.sync.aligned;" in ptx
+    assert "tcgen05.st.sync.aligned.32x32b.x32.b32" in ptx
+    assert "tcgen05.wait::st.sync.aligned;" in ptx
+    assert "ttng.tc_gen5_mma" in str(comp.asm["ttgir"])
+    cubin = comp.asm["cubin"]
+    assert cubin
+    from shared_codegen.lowering.backend import ptx_to_cubin
+    _, log = ptx_to_cubin(ptx, "sm_100a", extra_opts=["-verbose"])
+    (res,) = parse_resource_usage(log).values()
+    assert res.spill_stores == 0 and res.spill_loads == 0, log
+
+
+def test_tcgen05_commit_and_m64():
+    comp = compiled(m=64, n=64, k=32, use_acc=False, commit=True, k_steps=2)
+    ptx = comp.asm["ptx"]
+    assert ptx.count("tcgen05.mma.cta_group::1.kind::f16") == 2
+    assert ptx.count("tcgen05.commit.cta_group::1") == 1
+    # M = 64: TMEM lanes 16-31 of each quadrant are empty; lanes 16-31 read columns 32-63.
+    assert "tcgen05.ld.sync.aligned.16x32bx2.x32.b32" in ptx and "], 32;" in ptx
+    assert comp.asm["cubin"]
+
+
+def test_instruction_and_shared_memory_descriptors():
+    from shared_codegen.ir.types import SharedMemoryType, TensorMemoryType
+    from shared_codegen.ops.tcgen05.lowering import DESCRIPTOR_VERSION, plan_tcgen05
+    smem = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    a = SharedMemoryType((128, 64), gl.float16, smem, (128, 64))
+    b = SharedMemoryType((64, 128), gl.float16, smem, (64, 128))
+    d = TensorMemoryType((128, 128), gl.float32, TensorMemoryLayout((128, 128), 1), (128, 128))
+    plan = plan_tcgen05(a, b, d)
+    # PTX ISA Table 42: f32 D (bit 4), f16 A/B (0), A K-major, B N-major (bit 16), N >> 3 at
+    # 17, M >> 4 at 24.
+    assert plan.idesc == (1 << 4) | (1 << 16) | (16 << 17) | (8 << 24)
+    assert plan.kind == "f16" and len(plan.steps) == 4
+    assert plan.a.swizzle == 128 and plan.a.k_major and not plan.b.k_major
+    # Blackwell's descriptor = wgmma's fields + the version bits 46-48 = 0b001; the 3-bit
+    # swizzle field 61-63 reads wgmma's 2-bit code at 62-63 (128B: 2 << 61 == 1 << 62).
+    assert DESCRIPTOR_VERSION == 1 << 46
+    assert (plan.a.descriptor_hi() >> 61) == 2
