@@ -18,7 +18,8 @@ point (`mbarrier.progress`, each barrier op and each tcgen05 op is one), in issu
 the latest when the commit tracking it arrives, which happens at a random point too or when a
 wait needs the barrier's phase. From issue until a wait observes the phase its commit arrived
 in, the MMA owns the tensor memory it writes (and reads, in the TS form): loads and stores of
-it are reported as races naming the MMA's line (`tensor_memory/interpreter.py`). A of the TS
+it are reported as races naming the MMA's line (`tensor_memory/interpreter.py`), and so
+are writes to its shared operands (through the buffers' `async_pending`). A of the TS
 form is read when the MMA lands (an earlier MMA may produce it: the tensor core runs them in
 order); stores to it before the wait are races.
 """
@@ -105,6 +106,7 @@ class _Mma:
         # earlier MMA may still be writing it: the tensor core orders them).
         self.a, self.b, self.d_view, self.d_ty, self.use_acc = a, b, d_view, d_ty, use_acc
         self.landed = False
+        self.smem: List[tuple] = []  # (pending bytes, byte indices, owner id) it reads
 
     def land(self) -> None:
         """Complete this MMA and, first, every one issued before it (the tensor core runs
@@ -152,6 +154,9 @@ class _Commit:
         for mma in self.mmas:
             tmem.owner[tmem.owner == mma.id] = 0
             tmem.readers[tmem.readers == mma.id] = 0
+            for pending, idx, ident in mma.smem:
+                mine = pending.owner[idx] == ident
+                pending.owner[idx[mine]] = 0
 
 
 class Tcgen05Machine:
@@ -182,9 +187,18 @@ class Tcgen05Machine:
                 self.engine.loads.remove(first)
             first._compute()
 
-    def issue(self, op, frame, a, b, d_view, d_ty, use_acc) -> None:
+    def issue(self, op, frame, a, b, d_view, d_ty, use_acc, smem_reads) -> None:
+        from shared_codegen.ops.tma.definition import _pending
         mma = _Mma(self, self.next_id, _where(op), a, b, d_view, d_ty, use_acc)
         self.next_id += 1
+        # Its shared operands are the MMA's until a wait observes its completion: writing
+        # them is a race, reading them is not (the ids are the async engine's, negative).
+        for buf, idx in smem_reads:
+            pending, ident = _pending(buf), self.engine.new_id()
+            pending.describe(ident, mma.where, "tcgen05_mma", "reading", ADVICE,
+                             reads_only=True)
+            pending.owner[idx] = ident
+            mma.smem.append((pending, idx, ident))
         self.tmem.owners[mma.id] = mma.where
         self.tmem.owner[d_view.cells(d_ty.element.itemsize)] = mma.id
         if isinstance(a, tuple):
@@ -199,12 +213,40 @@ class Tcgen05Machine:
         self.engine.loads.append(commit)
 
 
-def _read_operand(frame, op, v):
+ADVICE = ("wait on the mbarrier its completion is committed to (tcgen05_commit or "
+          "mbarriers=[...]) first")
+
+
+def _read_smem(view, ty, frame, op):
+    """The operand's elements and their byte indices; pending async writes to them (cp.async,
+    TMA) are races, as are elements never written."""
+    buf = view.buffer
+    if buf.freed_at is not None:
+        frame.error(op, f"tcgen05_mma reads shared memory allocated at {buf.where} after "
+                        f"ttg.local_dealloc at {buf.freed_at}")
+    dtype = np.dtype(ty.element.np)
+    idx = view.offsets[..., None] + np.arange(dtype.itemsize, dtype=np.int64)
+    pending = getattr(buf, "async_pending", None)
+    if pending is not None:
+        pending.check(idx, frame, op, "tcgen05_mma reads", reading=True)
+    ok = buf.written[idx].all(axis=-1)
+    if not ok.all():
+        first = [int(c) for c in np.argwhere(~ok)[0]]
+        frame.error(op, f"tcgen05_mma reads uninitialized shared memory: element {first} of "
+                        f"the {list(ty.shape)} operand was never written (allocation at "
+                        f"{buf.where})")
+    data = np.ascontiguousarray(buf.data[idx]).view(dtype).reshape(tuple(ty.shape))
+    return data, idx.reshape(-1)
+
+
+def _read_operand(frame, op, v, smem_reads: list):
     ty = v.type
     if isinstance(ty, TensorMemoryType):
         return frame[v], ty
-    from shared_codegen.ops.wgmma.definition import _read_smem
-    return _read_smem(frame[v], ty, frame, op)
+    view = frame[v]
+    data, idx = _read_smem(view, ty, frame, op)
+    smem_reads.append((view.buffer, idx))
+    return data
 
 
 def _tf32(x: np.ndarray) -> np.ndarray:
@@ -258,11 +300,14 @@ class TCGen5MMAOp(OpDef):
         progress(frame)
         machine = Tcgen05Machine.of(frame)
         if bool(frame[pred_v]):
-            a, b = _read_operand(frame, op, a_v), _read_operand(frame, op, b_v)
+            smem_reads = []
+            a = _read_operand(frame, op, a_v, smem_reads)
+            b = _read_operand(frame, op, b_v, smem_reads)
             if b_v.type.element == float32:  # the tensor cores read tf32
                 a = a if isinstance(a, tuple) else _tf32(a)
                 b = _tf32(b)
-            machine.issue(op, frame, a, b, frame[d_v], d_v.type, bool(frame[use_v]))
+            machine.issue(op, frame, a, b, frame[d_v], d_v.type, bool(frame[use_v]),
+                          smem_reads)
         for bar, p in zip(bars, preds):
             if bool(frame[pred_v]) and bool(frame[p]):
                 state = barrier_state(frame, op, frame[bar])

@@ -101,7 +101,7 @@ class TmemView:
                 frame.error(op, f"race: {op.opdef.user_name or op.name} {verb} tensor memory "
                                 f"that the tcgen05_mma at {where} may still be {what}; wait "
                                 f"on the mbarrier its completion is committed to "
-                                f"(tcgen05_commit or mbarriers=[...]) first")
+                                f"(tcgen05_commit or mbarriers=[...]) first")  # = ADVICE
             if verb == "reads":
                 break
 

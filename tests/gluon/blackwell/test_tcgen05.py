@@ -290,3 +290,44 @@ def test_instruction_and_shared_memory_descriptors():
     # swizzle field 61-63 reads wgmma's 2-bit code at 62-63 (128B: 2 << 61 == 1 << 62).
     assert DESCRIPTOR_VERSION == 1 << 46
     assert (plan.a.descriptor_hi() >> 61) == 2
+
+
+@gluon.jit
+def overwrite_kernel(a_ptr, b_ptr, out_ptr, M: gl.constexpr, N: gl.constexpr, K: gl.constexpr):
+    blocked: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [gl.num_warps(), 1], [1, 0])
+    smem: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16,
+                                              rank=2)
+    tmem_layout: gl.constexpr = TensorMemoryLayout(block=(M, N), col_stride=1)
+    reg: gl.constexpr = get_tmem_reg_layout(gl.float32, [M, N], tmem_layout, gl.num_warps())
+    x = gl.load(a_ptr + tile_offsets(M, K, blocked))
+    a = gl.allocate_shared_memory(gl.float16, [M, K], smem, x)
+    b = gl.allocate_shared_memory(gl.float16, [K, N], smem,
+                                  gl.load(b_ptr + tile_offsets(K, N, blocked)))
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    fence_async_shared()
+    acc = allocate_tensor_memory(gl.float32, [M, N], tmem_layout)
+    tcgen05_mma(a, b, acc, use_acc=False, mbarriers=[bar])
+    tcgen05_mma(a, b, acc, use_acc=True)  # reading a again is fine
+    mbarrier.wait(bar, 0)  # observes the first MMA's completion only
+    a.store(x + x)  # a race: the second MMA may still be reading a
+    tcgen05_commit(bar)
+    mbarrier.wait(bar, 1)
+    gl.store(out_ptr + tile_offsets(M, N, blocked), gl.convert_layout(acc.load(reg), blocked))
+
+
+@pytest.mark.parametrize("seed", ["0", "2"])
+def test_writing_a_shared_operand_of_an_in_flight_mma_is_a_race(monkeypatch, seed):
+    monkeypatch.setenv("SC_INTERPRET_SEED", seed)
+    m, n, k = 128, 32, 32
+    a, b = np.ones((m, k), np.float16), np.ones((k, n), np.float16)
+    out = np.zeros((m, n), np.float32)
+    # Waiting on the first commit retires only the first MMA: the second still reads `a`.
+    with pytest.raises(InterpreterError) as info:
+        overwrite_kernel[(1,)](a, b, out, M=m, N=n, K=k)
+    mma, store = line_of(overwrite_kernel, "tcgen05_mma(a, b, acc, use_acc=True)"), \
+        line_of(overwrite_kernel, "a.store(x + x)")
+    assert f"{__file__}:{store}: race: local_store writes shared memory that the tcgen05_mma " \
+           f"at {__file__}:{mma} may still be reading; wait on the mbarrier its completion " \
+           f"is committed to (tcgen05_commit or mbarriers=[...]) first" in str(info.value), \
+        str(info.value)
