@@ -160,9 +160,10 @@ def lower_tc_gen5_mma(op, ctx):
     for step in plan.steps:
         enable = use if first_k[step.n0] == step.k0 else ctx.i32(1)
         dst = b.add(d_addr, ctx.i32(step.n0))
-        if a_tmem is not None:  # K-step columns of packed A (32 bits per column)
-            a_arg, a_op = b.add(a_tmem, ctx.i32(step.k0 * a.type.element.bits // 32)), "[$2]"
-            a_cons = "r"
+        if a_tmem is not None:  # A's column of (0, k0): K steps along packed columns
+            _, a_units, _ = cell_map(a.type.layout, tuple(a.type.shape), a.type.element.bits)
+            a_col = int(a_units[0, step.k0]) * a.type.element.bits // 32
+            a_arg, a_op, a_cons = b.add(a_tmem, ctx.i32(a_col)), "[$2]", "r"
         else:
             a_arg, a_op, a_cons = a_desc.at(step.a_start), "$2", "l"
         _asm(ctx, "{\n.reg .pred en;\nsetp.ne.b32 en, $5, 0;\n"

@@ -26,7 +26,7 @@ the wait.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 from llvmlite import ir
 
@@ -119,8 +119,10 @@ def lower_tmem_subslice(op, ctx):
 @dataclass(frozen=True)
 class AccessPlan:
     reg_cols: Tuple[int, ...]    # per register index: its TMEM column (from the view start)
+    reg_parts: Tuple[int, ...]   # ... and which 16- or 8-bit part of the column (0 for 32-bit)
     warp_cols: Tuple[int, ...]   # per warp bit past the first two: columns it adds
     split: int = 0               # 16x32bx2: lanes 16-31 read TMEM lanes 0-15, `split` on
+    bits: int = 32
 
     @property
     def shape(self) -> str:
@@ -132,14 +134,13 @@ class AccessPlan:
 
 
 def plan_access(reg_layout, mem_ty) -> AccessPlan:
-    """The 32x32b access of a [M, N] view of 32-bit elements by `reg_layout` (ValueError when
-    the layout is not one the shape moves without data exchange)."""
-    if mem_ty.element.bits != 32:
-        raise ValueError(f"tensor memory loads and stores of {mem_ty.element} (packed 16-bit "
-                         f"columns) are not lowered yet; only 32-bit elements")
-    shape = tuple(mem_ty.shape)
+    """The 32x32b (or 16x32bx2) access of a [M, N] view by `reg_layout` (ValueError when the
+    layout is not one the shape moves without data exchange). Narrow elements travel packed
+    in 32-bit registers, element `part` in bits [part * bits, (part + 1) * bits)."""
+    shape, bits = tuple(mem_ty.shape), mem_ty.element.bits
+    per = 32 // bits
     ll = to_linear_layout(reg_layout, list(shape))
-    lanes, units, _ = cell_map(mem_ty.layout, shape, 32)
+    lanes, units, _ = cell_map(mem_ty.layout, shape, bits)
 
     def cell(v):
         return int(lanes[v[0], v[1]]), int(units[v[0], v[1]])
@@ -150,39 +151,39 @@ def plan_access(reg_layout, mem_ty) -> AccessPlan:
     lanes_seen = coords("lane")
     split = 0
     if lanes_seen[:4] == [(1, 0), (2, 0), (4, 0), (8, 0)] and len(lanes_seen) == 5 and \
-            lanes_seen[4][0] == 0 and lanes_seen[4][1]:
+            lanes_seen[4][0] == 0 and lanes_seen[4][1] % per == 0 and lanes_seen[4][1]:
         # M = 64 data leaves TMEM lanes 16-31 empty: lanes 16-31 take the next columns.
-        split = lanes_seen[4][1]
+        split = lanes_seen[4][1] // per
         lanes_seen = lanes_seen[:4] + [(16, 0)]
     want_lanes = [(1 << i, 0) for i in range(5)]
     warps = coords("warp")
     if lanes_seen != want_lanes or warps[:2] != [(32, 0), (64, 0)] or \
-            any(r for r, _ in warps[2:]) or any(r for r, _ in coords("register")):
+            any(r or u % per for r, u in warps[2:]) or any(r for r, _ in coords("register")):
         raise ValueError(f"the register layout {reg_layout!r} is not the tcgen05.ld/st "
                          f"32x32b layout of this tensor memory (lane i on TMEM lane i, warps "
                          f"on lanes 32 and 64, registers along columns); use "
                          f"get_tmem_reg_layout(..., instr_variant='32x32b')")
-    reg_bases = [c for _, c in coords("register")]
-    cols = [0]
-    for c in reg_bases:
-        cols += [x ^ c for x in cols]
-    return AccessPlan(tuple(cols), tuple(c for _, c in warps[2:]), split)
+    reg_units = [0]
+    for _, u in coords("register"):
+        reg_units += [x ^ u for x in reg_units]
+    return AccessPlan(tuple(u // per for u in reg_units), tuple(u % per for u in reg_units),
+                      tuple(u // per for _, u in warps[2:]), split, bits)
 
 
-def _chunks(plan: AccessPlan) -> List[Tuple[int, List[int]]]:
-    """(first column, register indices) per instruction: runs of consecutive columns, a power
-    of two long (at most MAX_X); replicated registers (same column) move once."""
-    first = {}
-    for reg, col in enumerate(plan.reg_cols):
-        first.setdefault(col, reg)
-    cols = sorted(first)
+def _chunks(plan: AccessPlan) -> List[Tuple[int, List[Dict[int, int]]]]:
+    """(first column, per column {part: register}) per instruction: runs of consecutive
+    columns, a power of two long (at most MAX_X); replicated registers move once."""
+    parts: Dict[int, Dict[int, int]] = {}
+    for reg, (col, part) in enumerate(zip(plan.reg_cols, plan.reg_parts)):
+        parts.setdefault(col, {}).setdefault(part, reg)
+    cols = sorted(parts)
     out, i = [], 0
     while i < len(cols):
         n = 1
         while i + n < len(cols) and cols[i + n] == cols[i] + n and n < MAX_X:
             n += 1
         n = 1 << (n.bit_length() - 1)
-        out.append((cols[i], [first[c] for c in cols[i:i + n]]))
+        out.append((cols[i], [parts[c] for c in cols[i:i + n]]))
         i += n
     return out
 
@@ -217,29 +218,28 @@ def lower_tmem_load(op, ctx):
     # After the mbarrier wait that observed the MMA's completion (PTX ISA 9.7.16.6.3).
     _asm(ctx, "tcgen05.fence::after_thread_sync;", "~{memory}")
     addr = _thread_addr(ctx, ctx.get(mem), plan)
-    got = {}
-    for col, regs in _chunks(plan):
-        n = len(regs)
+    words, owners = [], []
+    for col, columns in _chunks(plan):
+        n = len(columns)
         outs = ",".join(f"${i}" for i in range(n))
         ret = ir.LiteralStructType([I32] * n)
         res = _asm(ctx, f"tcgen05.ld.sync.aligned.{plan.shape}.x{n}.b32 {{{outs}}}, "
                         f"[${n}]{plan.operand()};",
                    ",".join(["=r"] * n + ["r"]), ret, [b.add(addr, ctx.i32(col))])
-        for i, reg in enumerate(regs):
-            got[reg] = b.extract_value(res, i)
-    order = sorted(got)
-    waited = dict(zip(order, _tie(ctx, [got[r] for r in order],
-                                  "tcgen05.wait::ld.sync.aligned;")))
+        for i, parts in enumerate(columns):
+            words.append(b.extract_value(res, i))
+            owners.append(parts)
+    words = _tie(ctx, words, "tcgen05.wait::ld.sync.aligned;")
     elem = ctx.llvm_type(reg_ty.element)
-    out = []
-    for reg, col in enumerate(plan.reg_cols):
-        src = waited[reg] if reg in waited else waited[_same_column(plan, col)]
-        out.append(src if elem == I32 else b.bitcast(src, elem))
-    return [out]
-
-
-def _same_column(plan: AccessPlan, col: int) -> int:
-    return plan.reg_cols.index(col)
+    narrow = ir.IntType(plan.bits)
+    found = {}
+    for word, parts in zip(words, owners):
+        for part, reg in parts.items():
+            x = word
+            if plan.bits != 32:
+                x = b.trunc(b.lshr(word, ctx.i32(part * plan.bits)), narrow)
+            found[(plan.reg_cols[reg], part)] = x if x.type == elem else b.bitcast(x, elem)
+    return [[found[(c, p)] for c, p in zip(plan.reg_cols, plan.reg_parts)]]
 
 
 def _store(ctx, op, addr, mem_ty, value, pred=None):
@@ -247,9 +247,18 @@ def _store(ctx, op, addr, mem_ty, value, pred=None):
     b = ctx.builder
     regs = ctx.get(value)
     addr = _thread_addr(ctx, addr, plan)
-    for col, chunk in _chunks(plan):
-        n = len(chunk)
-        vals = [regs[r] if regs[r].type == I32 else b.bitcast(regs[r], I32) for r in chunk]
+    narrow = ir.IntType(plan.bits)
+    for col, columns in _chunks(plan):
+        n = len(columns)
+        vals = []
+        for parts in columns:  # pack the column's elements; parts no element holds stay 0
+            word = ctx.i32(0)
+            for part, reg in parts.items():
+                x = regs[reg]
+                x = x if x.type == narrow else b.bitcast(x, narrow)
+                x = x if plan.bits == 32 else b.shl(b.zext(x, I32), ctx.i32(part * plan.bits))
+                word = x if plan.bits == 32 else b.or_(word, x)
+            vals.append(word)
         ins = ",".join(f"${i + 2}" for i in range(n))
         _asm(ctx, f"@$0 tcgen05.st.sync.aligned.{plan.shape}.x{n}.b32 [$1]{plan.operand()}, "
                   f"{{{ins}}};",

@@ -331,3 +331,17 @@ def test_writing_a_shared_operand_of_an_in_flight_mma_is_a_race(monkeypatch, see
            f"at {__file__}:{mma} may still be reading; wait on the mbarrier its completion " \
            f"is committed to (tcgen05_commit or mbarriers=[...]) first" in str(info.value), \
         str(info.value)
+
+
+def test_ts_form_compiles_with_packed_fp16_tensor_memory():
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "out_ptr": "*fp32:16"}
+    comp = gluon.compile(ts_kernel, sig, dict(M=128, N=64, K=32), target="sm_100a",
+                         num_warps=4)
+    ptx = comp.asm["ptx"]
+    # A: 32 fp16 per row packed in 16 columns; accumulators: [2, 128, 64] from column 128.
+    assert "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%rd1], 256;" in ptx
+    assert "tcgen05.st.sync.aligned.32x32b.x16.b32" in ptx
+    # Two N halves x two K steps, A read from tensor memory ([%r..]).
+    assert len([line for line in ptx.splitlines()
+                if "tcgen05.mma.cta_group::1.kind::f16" in line and "], [%r" in line]) == 4
+    assert comp.asm["cubin"]
