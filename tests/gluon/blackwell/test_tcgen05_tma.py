@@ -50,7 +50,7 @@ def matmul_kernel(a_desc, b_desc, out_ptr, K, N: gl.constexpr,
 
 
 def descriptors(a, b_nk, bm, bn, bk):
-    layout = gl.NVMMASharedLayout(min(128, bk * 2), 16)
+    layout = gl.NVMMASharedLayout(min(128, bk * a.itemsize), 8 * a.itemsize)
     return (TensorDescriptor.from_tensor(a, [bm, bk], layout),
             TensorDescriptor.from_tensor(b_nk, [bn, bk], layout))
 
@@ -98,3 +98,31 @@ def test_refilling_shared_memory_an_mma_still_reads_is_a_race():
            f"shared memory that the tcgen05_mma at {__file__}:{mma} may still be reading; " \
            f"wait on the mbarrier its completion is committed to (tcgen05_commit or " \
            f"mbarriers=[...]) first" in text, text
+
+
+def tf32(x):
+    return (np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["tf32", "fp8e4nv"])
+def test_tf32_and_fp8_kinds(monkeypatch, kind):
+    import ml_dtypes
+    monkeypatch.setenv("SC_INTERPRET_SEED", "3")
+    np_dtype, bk = {"tf32": (np.float32, 32), "fp8e4nv": (ml_dtypes.float8_e4m3fn, 128)}[kind]
+    rng = np.random.default_rng(2)
+    m, n, k = 128, 64, 2 * bk
+    a = rng.standard_normal((m, k)).astype(np.float32).astype(np_dtype)
+    b_nk = rng.standard_normal((n, k)).astype(np.float32).astype(np_dtype)
+    out = np.zeros((m, n), np.float32)
+    a_desc, b_desc = descriptors(a, b_nk, 128, 64, bk)
+    matmul_kernel[(1, 1)](a_desc, b_desc, out, k, N=n)
+    want = a.astype(np.float32) @ b_nk.astype(np.float32).T
+    if kind == "tf32":
+        want = tf32(a) @ tf32(b_nk).T
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
+    comp = gluon.compile(matmul_kernel, {"a_desc": a_desc, "b_desc": b_desc,
+                                         "out_ptr": "*fp32:16", "K": "i32"}, dict(N=n),
+                         target="sm_100a", num_warps=4)
+    ptx_kind = {"tf32": "tf32", "fp8e4nv": "f8f6f4"}[kind]
+    assert comp.asm["ptx"].count(f"tcgen05.mma.cta_group::1.kind::{ptx_kind}") == 4
+    assert comp.asm["cubin"]
