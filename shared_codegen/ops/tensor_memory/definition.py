@@ -6,6 +6,8 @@
     ttng.tmem_store %acc, %v[, %pred]
     %b   = ttng.tmem_index %bufs, %i            (drops the leading buffer dim)
     %s   = ttng.tmem_subslice %acc {start = 32}  (columns [32, 32 + N) of a [M, N] view)
+    %p   = ttng.tmem_reinterpret %acc : ...xf16, #tmem1...  (the same first column, another
+                                                             type: FA's P over S)
 
 Tensor memory (PTX ISA 9.7.16.1 "Tensor Memory") is 128 lanes x 512 columns of 32 bits per
 CTA. A `TensorMemoryLayout` places each element of a [M, N] buffer on a (lane, column): its
@@ -31,8 +33,9 @@ from shared_codegen.ir.types import TensorMemoryType, TensorType, int1, int32
 from shared_codegen.layouts import TensorMemoryLayout, to_linear_layout
 from shared_codegen.layouts.relations import OWN_LAYOUTS
 
-ALLOC, LOAD, STORE, INDEX, SUBSLICE = ("ttng.tmem_alloc", "ttng.tmem_load", "ttng.tmem_store",
-                                       "ttng.tmem_index", "ttng.tmem_subslice")
+ALLOC, LOAD, STORE, INDEX, SUBSLICE, REINTERPRET = (
+    "ttng.tmem_alloc", "ttng.tmem_load", "ttng.tmem_store", "ttng.tmem_index",
+    "ttng.tmem_subslice", "ttng.tmem_reinterpret")
 TMEM_LANES, TMEM_COLUMNS = 128, 512
 COL_OFFSET = "col_offset"  # attr the allocation stage records on ttng.tmem_alloc
 
@@ -339,7 +342,35 @@ class TmemSubsliceOp(OpDef):
         return [frame[op.operands[0]].columns(start, length)]
 
 
+class TmemReinterpretOp(OpDef):
+    """`ttng.tmem_reinterpret %mem`: the view's first column seen as another type (dtype,
+    shape, layout), which must fit in the allocation's columns."""
+
+    name = REINTERPRET
+    layout_rule = OWN_LAYOUTS
+    user_name = "tensor_memory_descriptor._reinterpret"
+    pure = True
+
+    @staticmethod
+    def build(b, mem, ty: TensorMemoryType):
+        return b.create(REINTERPRET, [mem], [ty]).result
+
+    def verify(self, op):
+        src, res = op.operands[0].type, op.result.type
+        _verify_type(op, src)
+        _verify_type(op, res)
+        if tuple(res.alloc_shape) != tuple(res.shape):
+            raise VerificationError("a reinterpreted view is its own allocation shape", op)
+        if alloc_columns(res) > alloc_columns(src):
+            raise VerificationError(f"{res} spans {alloc_columns(res)} columns of tensor "
+                                    f"memory, more than the {alloc_columns(src)} of {src}", op)
+
+    def interpret(self, op, frame):
+        return [frame[op.operands[0]].reinterpret(op.result.type)]
+
+
 __all__ = ["TmemAllocOp", "TmemLoadOp", "TmemStoreOp", "TmemIndexOp", "TmemSubsliceOp",
+           "TmemReinterpretOp",
            "check_tmem_type", "check_reg_layout", "cell_map", "element_cells",
            "alloc_columns", "buffer_columns", "subslice_type", "subslice_columns",
            "TMEM_LANES", "TMEM_COLUMNS", "COL_OFFSET"]

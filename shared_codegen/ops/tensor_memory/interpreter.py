@@ -85,6 +85,11 @@ class TmemView:
         sel = (slice(None), slice(start, start + length))
         return TmemView(self.state, self.lanes[sel], self.offs[sel])
 
+    def reinterpret(self, ty) -> "TmemView":
+        """The same first column (the view's lowest byte, a column start) as type `ty`."""
+        lanes, offs = element_cells(ty)
+        return TmemView(self.state, lanes, offs + int(self.offs.min()) // 4 * 4)
+
     def cells(self, itemsize: int):
         """(lane, byte) index arrays of shape + (itemsize,) into the state's arrays."""
         byte = self.offs[..., None] + np.arange(itemsize)

@@ -34,9 +34,10 @@ from shared_codegen.ir.core import lowering_rule
 from shared_codegen.lowering.context import I32, VOID, LoweringError
 from shared_codegen.layouts import to_linear_layout
 from shared_codegen.ops.tensor_memory.definition import (COL_OFFSET, TmemAllocOp, TmemIndexOp,
-                                                         TmemLoadOp, TmemStoreOp,
-                                                         TmemSubsliceOp, buffer_columns,
-                                                         cell_map, subslice_columns)
+                                                         TmemLoadOp, TmemReinterpretOp,
+                                                         TmemStoreOp, TmemSubsliceOp,
+                                                         buffer_columns, cell_map,
+                                                         subslice_columns)
 
 MAX_X = 32  # registers per tcgen05.ld/st: .x1 .. .x128 exist; 32 keeps the asm small
 
@@ -112,6 +113,11 @@ def lower_tmem_index(op, ctx):
 def lower_tmem_subslice(op, ctx):
     cols = subslice_columns(op.operands[0].type, op.attrs["start"])
     return [ctx.builder.add(ctx.get(op.operands[0]), ctx.i32(cols))]
+
+
+@lowering_rule(TmemReinterpretOp)
+def lower_tmem_reinterpret(op, ctx):
+    return [ctx.get(op.operands[0])]
 
 
 # ---- tcgen05.ld / tcgen05.st ------------------------------------------------------------------

@@ -345,3 +345,66 @@ def test_ts_form_compiles_with_packed_fp16_tensor_memory():
     assert len([line for line in ptx.splitlines()
                 if "tcgen05.mma.cta_group::1.kind::f16" in line and "], [%r" in line]) == 4
     assert comp.asm["cubin"]
+
+
+# ---- FlashAttention's P over S: _reinterpret and the TS form ------------------------------
+
+@gluon.jit
+def p_over_s_kernel(q_ptr, k_ptr, v_ptr, out_ptr, M: gl.constexpr, N: gl.constexpr,
+                    D: gl.constexpr):
+    blocked: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [gl.num_warps(), 1], [1, 0])
+    smem: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16,
+                                              rank=2)
+    s_layout: gl.constexpr = TensorMemoryLayout(block=(M, N), col_stride=1)
+    p_layout: gl.constexpr = TensorMemoryLayout(block=(M, N), col_stride=1)
+    o_layout: gl.constexpr = TensorMemoryLayout(block=(M, D), col_stride=1)
+    s_reg: gl.constexpr = get_tmem_reg_layout(gl.float32, [M, N], s_layout, gl.num_warps())
+    p_reg: gl.constexpr = get_tmem_reg_layout(gl.float16, [M, N], p_layout, gl.num_warps())
+    o_reg: gl.constexpr = get_tmem_reg_layout(gl.float32, [M, D], o_layout, gl.num_warps())
+    q = gl.allocate_shared_memory(gl.float16, [M, D], smem,
+                                  gl.load(q_ptr + tile_offsets(M, D, blocked)))
+    k = gl.allocate_shared_memory(gl.float16, [N, D], smem,
+                                  gl.load(k_ptr + tile_offsets(N, D, blocked)))
+    v = gl.allocate_shared_memory(gl.float16, [N, D], smem,
+                                  gl.load(v_ptr + tile_offsets(N, D, blocked)))
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    fence_async_shared()
+    s_tmem = allocate_tensor_memory(gl.float32, [M, N], s_layout)
+    o_tmem = allocate_tensor_memory(gl.float32, [M, D], o_layout)
+    tcgen05_mma(q, k.permute((1, 0)), s_tmem, use_acc=False, mbarriers=[bar])
+    mbarrier.wait(bar, 0)
+    p = (s_tmem.load(s_reg) * 0.125).to(gl.float16)
+    p_tmem = s_tmem._reinterpret(gl.float16, [M, N], p_layout)
+    p_tmem.store(gl.convert_layout(p, p_reg))
+    tcgen05_mma(p_tmem, v, o_tmem, use_acc=False, mbarriers=[bar])
+    mbarrier.wait(bar, 1)
+    gl.store(out_ptr + tile_offsets(M, D, blocked),
+             gl.convert_layout(o_tmem.load(o_reg), blocked))
+
+
+def p_over_s_inputs(m=128, n=64, d=64):
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(shape).astype(np.float16)
+               for shape in ((m, d), (n, d), (n, d)))
+    p = ((q.astype(np.float32) @ k.astype(np.float32).T) * 0.125).astype(np.float16)
+    return q, k, v, p.astype(np.float32) @ v.astype(np.float32)
+
+
+@pytest.mark.parametrize("seed", ["0", "6"])
+def test_p_written_over_s_feeds_the_ts_mma(monkeypatch, seed):
+    monkeypatch.setenv("SC_INTERPRET_SEED", seed)
+    q, k, v, want = p_over_s_inputs()
+    out = np.zeros_like(want)
+    p_over_s_kernel[(1,)](q, k, v, out, M=128, N=64, D=64)
+    np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-2)
+
+
+def test_p_over_s_compiles_for_sm100a():
+    sig = {"q_ptr": "*fp16:16", "k_ptr": "*fp16:16", "v_ptr": "*fp16:16", "out_ptr": "*fp32:16"}
+    comp = gluon.compile(p_over_s_kernel, sig, dict(M=128, N=64, D=64), target="sm_100a",
+                         num_warps=4)
+    ptx = comp.asm["ptx"]
+    assert "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%rd1], 128;" in ptx
+    assert "ttng.tmem_reinterpret" in str(comp.asm["ttgir"])
+    assert comp.asm["cubin"]

@@ -6,8 +6,7 @@
 kernels use too.
 
 The ops behind them are in `shared_codegen/ops/tensor_memory/` and `shared_codegen/ops/tcgen05/`.
-Not here yet: `tcgen05_mma_scaled`, `tcgen05_copy`, the packed float2 math,
-`tensor_memory_descriptor._reinterpret`.
+Not here yet: `tcgen05_mma_scaled`, `tcgen05_copy`, the packed float2 math.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ names and arguments of `triton.experimental.gluon.language.nvidia.blackwell` 3.6
     x = acc.load(reg)
 
 The ops are in `shared_codegen/ops/tensor_memory/`; the columns are planned by the
-`tensor_memory_allocation` stage. Not here yet: `_reinterpret`.
+`tensor_memory_allocation` stage.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from shared_codegen.ir.types import ScalarType, TensorMemoryType, TensorType, in
 from shared_codegen.layouts import TensorMemoryLayout
 from shared_codegen.layouts.tmem import get_tmem_reg_layout as _get_tmem_reg_layout
 from shared_codegen.ops.tensor_memory.definition import (TmemAllocOp, TmemIndexOp, TmemLoadOp,
-                                                         TmemStoreOp, TmemSubsliceOp)
+                                                         TmemReinterpretOp, TmemStoreOp,
+                                                         TmemSubsliceOp)
 
 __all__ = ["allocate_tensor_memory", "tensor_memory_descriptor",
            "tensor_memory_descriptor_type", "get_tmem_reg_layout"]
@@ -110,6 +111,15 @@ class tensor_memory_descriptor(tensor):
         if index.type != int32:
             raise TypeError(f"expected 'index' to be int32 but got {index.type}")
         handle = TmemIndexOp.build(_semantic.builder, self.handle, index.handle)
+        return tensor_memory_descriptor(_checked(handle.owner).result)
+
+    @builtin
+    def _reinterpret(self, dtype, shape, layout, _semantic=None) -> "tensor_memory_descriptor":
+        """The same tensor memory (from the view's first column) as another dtype, shape and
+        layout: FlashAttention writes P (fp16) over S (fp32) this way."""
+        ty = TensorMemoryType(tuple(unwrap(s) for s in unwrap(shape)), unwrap(dtype),
+                              unwrap(layout), tuple(unwrap(s) for s in unwrap(shape)))
+        handle = TmemReinterpretOp.build(_semantic.builder, self.handle, ty)
         return tensor_memory_descriptor(_checked(handle.owner).result)
 
 
