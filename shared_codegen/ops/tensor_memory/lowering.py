@@ -198,6 +198,8 @@ def _thread_addr(ctx, addr, plan: AccessPlan):
     """The view address plus this warp's lanes (32*(w%4) << 16) and extra warps' columns."""
     b = ctx.builder
     warp = ctx.warp_id()
+    if ctx.partition_first_warp:  # a worker partition: the lane quadrant is the absolute warp's
+        warp = b.add(warp, ctx.i32(ctx.partition_first_warp))
     lane_part = b.shl(b.and_(warp, ctx.i32(3)), ctx.i32(21))  # 32 * (w % 4) << 16
     addr = b.add(addr, lane_part)
     for j, col in enumerate(plan.warp_cols):
