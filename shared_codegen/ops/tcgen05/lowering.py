@@ -35,6 +35,7 @@ from shared_codegen.lowering.context import I32, VOID, LoweringError
 from shared_codegen.ops.tcgen05.definition import (KINDS, MAX_INSTR_N, TCGen5CommitOp,
                                                    TCGen5MMAOp)
 from shared_codegen.ops.tensor_memory.definition import cell_map
+from shared_codegen.ops.tensor_memory.lowering import require_tcgen05
 from shared_codegen.ops.wgmma.lowering import (SmemPlan, _Descriptors, operand_bits,
                                                plan_smem_operand, smem_start)
 
@@ -135,6 +136,7 @@ def lower_tc_gen5_mma(op, ctx):
     from shared_codegen.ops.mbarrier.definition import _sync
     from shared_codegen.ops.shared_memory.lowering import sync_shared
     a, bm, d, use_acc, pred, bars, preds = TCGen5MMAOp.parts(op)
+    require_tcgen05(ctx, op, "tcgen05_mma")
     try:
         plan = plan_tcgen05(a.type, bm.type, d.type)
     except ValueError as exc:
@@ -179,6 +181,7 @@ def lower_tc_gen5_mma(op, ctx):
 @lowering_rule(TCGen5CommitOp)
 def lower_tc_gen5_commit(op, ctx):
     from shared_codegen.ops.mbarrier.definition import _sync
+    require_tcgen05(ctx, op, "tcgen05_commit")
     bar = op.operands[0]
     _sync(ctx, op, bar, "read")
     pred = ctx.thread_is_zero()

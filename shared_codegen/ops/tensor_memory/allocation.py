@@ -62,7 +62,8 @@ def plan_tensor_memory(module: Module) -> Notes:
     for op, col in offsets.items():
         op.attrs[COL_OFFSET] = col
     total = columns_to_allocate(offsets)
-    module.stage_results["tensor_memory"] = TensorMemoryLowering(total) if total else None
+    first = next(iter(offsets), None)
+    module.stage_results["tensor_memory"] = TensorMemoryLowering(total, first) if total else None
     return Notes(lambda: f"tensor memory: {total} columns allocated for {len(offsets)} "
                          f"allocations" if total else "no tensor-memory allocations")
 

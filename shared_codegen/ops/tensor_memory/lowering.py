@@ -46,19 +46,32 @@ def _asm(ctx, text, constraints="", ret=None, args=()):
     return ctx.inline_asm(text, constraints, ret or VOID, list(args), side_effects=True)
 
 
+def require_tcgen05(ctx, op, what: str) -> None:
+    """LoweringError unless the target has tensor memory and the tcgen05 instructions
+    (sm_100a / sm_103a and their family targets; PTX ISA 9.7.16 target notes)."""
+    target = str(getattr(ctx, "target", ""))
+    arch = target.split("_")[-1]
+    digits = "".join(ch for ch in arch if ch.isdigit())
+    if not (digits in ("100", "101", "103", "110") and arch[-1:] in ("a", "f")):
+        raise LoweringError(f"{what} needs tensor memory and tcgen05 (sm_100a); the target "
+                            f"is {target}", op)
+
+
 class TensorMemoryLowering:
     """The kernel's tensor-memory allocation (`columns`, a power of two in [32, 512])."""
 
     SLOT_BYTES = 16
 
-    def __init__(self, columns: int):
+    def __init__(self, columns: int, first_alloc=None):
         self.columns = columns
+        self.first_alloc = first_alloc  # the op errors about the whole allocation name
 
     def _warp0(self, ctx):
         return ctx.builder.icmp_unsigned("==", ctx.warp_id(), ctx.i32(0))
 
     def enter(self, ctx) -> None:
         """Before the kernel body: allocate, relinquish, publish the base address."""
+        require_tcgen05(ctx, self.first_alloc, "allocate_tensor_memory")
         b = ctx.builder
         at = -(-ctx.static_shared_bytes // 16) * 16
         ctx.static_shared_bytes = at + self.SLOT_BYTES
@@ -284,4 +297,4 @@ def lower_tmem_store(op, ctx):
     return []
 
 
-__all__ = ["TensorMemoryLowering", "plan_access", "AccessPlan"]
+__all__ = ["TensorMemoryLowering", "plan_access", "AccessPlan", "require_tcgen05"]

@@ -408,3 +408,14 @@ def test_p_over_s_compiles_for_sm100a():
     assert "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%rd1], 128;" in ptx
     assert "ttng.tmem_reinterpret" in str(comp.asm["ttgir"])
     assert comp.asm["cubin"]
+
+
+def test_tensor_memory_on_hopper_is_a_clear_error():
+    with pytest.raises(Exception) as info:
+        gluon.compile(tcgen05_kernel, {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16",
+                                       "c_ptr": "*fp32:16", "out_ptr": "*fp32:16"},
+                      dict(DTYPE=gl.float16, M=128, N=64, K=64, SWIZZLE=128, USE_ACC=False,
+                           K_STEPS=1, COMMIT=False), target="sm_90a", num_warps=4)
+    line = line_of(tcgen05_kernel, "acc = allocate_tensor_memory")
+    assert f"{__file__}:{line}: ttng.tmem_alloc: allocate_tensor_memory needs tensor memory " \
+           f"and tcgen05 (sm_100a); the target is sm_90a" in str(info.value), str(info.value)
