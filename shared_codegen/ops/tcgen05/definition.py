@@ -105,8 +105,9 @@ class _Mma:
         # `a` is an array, or (view, type) of tensor memory read when the MMA runs (an
         # earlier MMA may still be writing it: the tensor core orders them).
         self.a, self.b, self.d_view, self.d_ty, self.use_acc = a, b, d_view, d_ty, use_acc
-        self.landed = False
+        self.landed = self.retired = False
         self.smem: List[tuple] = []  # (pending bytes, byte indices, owner id) it reads
+        self.tmem: List[tuple] = []  # (owner array, cells) it marked in tensor memory
 
     def land(self) -> None:
         """Complete this MMA and, first, every one issued before it (the tensor core runs
@@ -150,13 +151,19 @@ class _Commit:
     def retire(self) -> None:
         """A wait observed the phase the commit arrived in: the MMAs' memory is the
         program's again."""
-        tmem = self.machine.tmem
+        machine = self.machine
         for mma in self.mmas:
-            tmem.owner[tmem.owner == mma.id] = 0
-            tmem.readers[tmem.readers == mma.id] = 0
+            if mma.retired:  # an earlier commit that tracked it too was observed first
+                continue
+            mma.retired = True
+            for owners, cells in mma.tmem:
+                mine = owners[cells] == mma.id
+                owners[tuple(c[mine] for c in cells)] = 0
             for pending, idx, ident in mma.smem:
                 mine = pending.owner[idx] == ident
                 pending.owner[idx[mine]] = 0
+        # Later commits need not track retired MMAs: keeps long loops linear.
+        machine.issued = [mma for mma in machine.issued if not mma.retired]
 
 
 class Tcgen05Machine:
@@ -200,9 +207,12 @@ class Tcgen05Machine:
             pending.owner[idx] = ident
             mma.smem.append((pending, idx, ident))
         self.tmem.owners[mma.id] = mma.where
-        self.tmem.owner[d_view.cells(d_ty.element.itemsize)] = mma.id
+        marks = [(self.tmem.owner, d_view.cells(d_ty.element.itemsize))]
         if isinstance(a, tuple):
-            self.tmem.readers[a[0].cells(a[1].element.itemsize)] = mma.id
+            marks.append((self.tmem.readers, a[0].cells(a[1].element.itemsize)))
+        for owners, cells in marks:
+            owners[cells] = mma.id
+            mma.tmem.append((owners, cells))
         self.queue.append(mma)
         self.issued.append(mma)
         self.engine.loads.append(mma)  # lands at a random progress point
