@@ -3,14 +3,14 @@
     ttng.tc_gen5_mma %a, %b, %d, %use_acc, %pred[, %bars..., %bar_preds...] {num_barriers}
     ttng.tc_gen5_commit %bar[, %pred]
 
-- `tc_gen5_mma` computes `d = a @ b + (d if use_acc else 0)` asynchronously (PTX ISA 9.7.16.10
+- `tc_gen5_mma` computes `d = a @ b + (d if use_acc else 0)` asynchronously (PTX ISA
   "tcgen05.mma"): `d` is a [M, N] tensor-memory descriptor (M = 64 or 128 lanes, fp32, or
   fp16 for fp16 inputs), `a` a [M, K] shared-memory descriptor (the SS form) or tensor-memory
   descriptor (the TS form), `b` a [K, N] shared-memory descriptor. Kinds (PTX ISA 9.7.16.2.1,
   Table 39): f16 / bf16 (`.kind::f16`, K steps of 16), fp32 as tf32 (`.kind::tf32`, K 8),
   fp8 e4m3 / e5m2 (`.kind::f8f6f4`, K 32). `pred` false issues nothing. Each barrier gets a
   `tcgen05.commit` after the MMA (when its predicate and `pred` hold).
-- `tc_gen5_commit` (PTX ISA 9.7.16.11 "tcgen05.commit"): the barrier receives one arrival once
+- `tc_gen5_commit` (PTX ISA "tcgen05.commit"): the barrier receives one arrival once
   every tcgen05 MMA issued before it has completed.
 
 Interpreter: an MMA captures its operands at issue and lands (writes `d`) at a seeded random

@@ -1,7 +1,7 @@
 """Lowering of `ttng.tc_gen5_mma` (tcgen05.mma, sm_100a) and `ttng.tc_gen5_commit`.
 
 One `tcgen05.mma.cta_group::1.kind::{f16,tf32,f8f6f4} [d], a, b_desc, idesc, enable_input_d`
-(PTX ISA 9.7.16.10.9), issued by one thread, multiplies a M x K-step tile of A by a
+(PTX ISA "tcgen05.mma"), issued by one thread, multiplies a M x K-step tile of A by a
 K-step x N tile of B into M TMEM lanes x N columns of D, asynchronously.
 
   Step 1. Shared operands (`plan_tcgen05`): the same canonical layouts and descriptor fields
@@ -124,7 +124,7 @@ class _TcDescriptors(_Descriptors):
 
 
 def commit(ctx, op, bar, pred) -> None:
-    """`tcgen05.commit` (PTX ISA 9.7.16.11): one arrival on `bar` once the issuing thread's
+    """`tcgen05.commit` (PTX ISA "tcgen05.commit"): one arrival on `bar` once the issuing thread's
     earlier tcgen05 MMAs complete."""
     from shared_codegen.ops.mbarrier.definition import _bar_address
     _asm(ctx, "@$0 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
@@ -146,7 +146,7 @@ def lower_tc_gen5_mma(op, ctx):
         if isinstance(v.type, SharedMemoryType):
             sync_shared(ctx, op, v, "read")
     # Every thread's tcgen05.st (and wait::st) is ordered before the barrier, and the issue
-    # after it (PTX ISA 9.7.16.6.3 "tcgen05.fence").
+    # after it (PTX ISA "tcgen05.fence").
     _asm(ctx, "tcgen05.fence::before_thread_sync;", "", [])
     ctx.barrier()
     _asm(ctx, "tcgen05.fence::after_thread_sync;", "", [])

@@ -1,6 +1,6 @@
 """The `tensor_memory_allocation` stage: a first column for every `ttng.tmem_alloc`.
 
-Tensor memory is 512 columns x 128 lanes per CTA (PTX ISA 9.7.16.1). Every allocation spans
+Tensor memory is 512 columns x 128 lanes per CTA (PTX ISA "Tensor Memory"). Every allocation spans
 all lanes and `alloc_columns(type)` 32-bit columns; it starts at a multiple of its size
 rounded up to a power of two, so that halves and quarters sliced out of it are aligned too.
 Allocations live for the whole kernel (no reuse between allocations whose lifetimes do not

@@ -9,7 +9,7 @@
     %p   = ttng.tmem_reinterpret %acc : ...xf16, #tmem1...  (the same first column, another
                                                              type: FA's P over S)
 
-Tensor memory (PTX ISA 9.7.16.1 "Tensor Memory") is 128 lanes x 512 columns of 32 bits per
+Tensor memory (PTX ISA "Tensor Memory", in the tcgen05 chapter) is 128 lanes x 512 columns of 32 bits per
 CTA. A `TensorMemoryLayout` places each element of a [M, N] buffer on a (lane, column): its
 linear form maps (row, col) -> (dim0, dim1), `col` counting element-sized units (two 16-bit
 elements share a 32-bit column when packed). Buffers of a [n, M, N] allocation follow each
@@ -196,7 +196,7 @@ class TmemAllocOp(OpDef):
 
 class TmemLoadOp(OpDef):
     """`ttng.tmem_load %mem`: the view's elements in registers, in the result's layout
-    (`tcgen05.ld` + `tcgen05.wait::ld`, PTX ISA 9.7.16.8.3)."""
+    (`tcgen05.ld` + `tcgen05.wait::ld`, PTX ISA "tcgen05.ld")."""
 
     name = LOAD
     layout_rule = OWN_LAYOUTS

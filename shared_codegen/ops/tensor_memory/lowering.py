@@ -1,19 +1,20 @@
 """Lowering of tensor memory (sm_100a): allocation at entry and exit, views, tcgen05.ld/st.
 
-A lowered tensor-memory descriptor is one i32 *TMEM address* (PTX ISA 9.7.16.1.1 "Tensor
+A lowered tensor-memory descriptor is one i32 *TMEM address* (PTX ISA "Tensor
 Memory Addressing"): lane in bits 16-31, column in bits 0-15. Allocations add their
 `col_offset` (from the `tensor_memory_allocation` stage) to the kernel's base address;
 `index` and `slice` add whole columns.
 
-Entry and exit (`TensorMemoryLowering`, PTX ISA 9.7.16.7.1 "tcgen05.alloc, tcgen05.dealloc,
+Entry and exit (`TensorMemoryLowering`, PTX ISA "tcgen05.alloc, tcgen05.dealloc,
 tcgen05.relinquish_alloc_permit"): warp 0 allocates the kernel's columns, which writes the
 base address to a shared-memory slot, and gives up the permit to allocate again (nothing
 else allocates, and a co-resident CTA may then); after a barrier every thread reads the
 address. At exit every thread passes a barrier, then warp 0 deallocates.
 
-Loads and stores (PTX ISA 9.7.16.8.3 "tcgen05.ld", 9.7.16.8.4 "tcgen05.st", 9.7.16.8.5
+Loads and stores (PTX ISA "tcgen05.ld", "tcgen05.st",
 "tcgen05.wait") use the `32x32b` shape: thread t of warp w moves TMEM lane 32*(w%4) + t, one
-32-bit column per register, `.x{n}` consecutive columns per instruction. `plan_access` finds,
+32-bit column per register (16- and 8-bit elements packed into it), `.x{n}` consecutive
+columns per instruction. `plan_access` finds,
 from the register layout composed with the TMEM layout, each register's column (and the
 column each warp beyond the first warpgroup adds); a layout that is not this shape's (lane i
 on row i, warps 1 and 2 on rows 32 and 64) is an error here. M = 64 buffers leave lanes 16-31
@@ -236,7 +237,7 @@ def lower_tmem_load(op, ctx):
     reg_ty = op.result.type
     plan = _plan(ctx, op, reg_ty, mem.type)
     b = ctx.builder
-    # After the mbarrier wait that observed the MMA's completion (PTX ISA 9.7.16.6.3).
+    # After the mbarrier wait that observed the MMA's completion (PTX ISA "tcgen05.fence").
     _asm(ctx, "tcgen05.fence::after_thread_sync;", "~{memory}")
     addr = _thread_addr(ctx, ctx.get(mem), plan)
     words, owners = [], []
