@@ -208,12 +208,20 @@ def _chunks(plan: AccessPlan) -> List[Tuple[int, List[Dict[int, int]]]]:
     return out
 
 
-def _thread_addr(ctx, addr, plan: AccessPlan):
+def _thread_addr(ctx, op, addr, plan: AccessPlan):
     """The view address plus this warp's lanes (32*(w%4) << 16) and extra warps' columns."""
     b = ctx.builder
     warp = ctx.warp_id()
-    if ctx.partition_first_warp:  # a worker partition: the lane quadrant is the absolute warp's
-        warp = b.add(warp, ctx.i32(ctx.partition_first_warp))
+    first = ctx.partition_first_warp
+    if first % 4:
+        # The layout places the partition's warp 0 on lanes 0-31, but the hardware gives
+        # warp `first` lanes 32*(first%4) on: the data would land on other rows.
+        raise LoweringError(f"tensor memory is loaded or stored by a warp-specialized "
+                            f"partition that starts at warp {first}; warp w reaches TMEM "
+                            f"lanes 32*(w%4)..., so such a partition must start on a "
+                            f"warpgroup (a multiple of 4 warps)", op)
+    if first:  # a worker partition: the lane quadrant is the absolute warp's
+        warp = b.add(warp, ctx.i32(first))
     lane_part = b.shl(b.and_(warp, ctx.i32(3)), ctx.i32(21))  # 32 * (w % 4) << 16
     addr = b.add(addr, lane_part)
     for j, col in enumerate(plan.warp_cols):
@@ -239,7 +247,7 @@ def lower_tmem_load(op, ctx):
     b = ctx.builder
     # After the mbarrier wait that observed the MMA's completion (PTX ISA "tcgen05.fence").
     _asm(ctx, "tcgen05.fence::after_thread_sync;", "~{memory}")
-    addr = _thread_addr(ctx, ctx.get(mem), plan)
+    addr = _thread_addr(ctx, op, ctx.get(mem), plan)
     words, owners = [], []
     for col, columns in _chunks(plan):
         n = len(columns)
@@ -268,7 +276,7 @@ def _store(ctx, op, addr, mem_ty, value, pred=None):
     plan = _plan(ctx, op, value.type, mem_ty)
     b = ctx.builder
     regs = ctx.get(value)
-    addr = _thread_addr(ctx, addr, plan)
+    addr = _thread_addr(ctx, op, addr, plan)
     narrow = ir.IntType(plan.bits)
     for col, columns in _chunks(plan):
         n = len(columns)
