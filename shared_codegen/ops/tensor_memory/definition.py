@@ -9,8 +9,8 @@
     %p   = ttng.tmem_reinterpret %acc : ...xf16, #tmem1...  (the same first column, another
                                                              type: FA's P over S)
 
-Tensor memory (PTX ISA "Tensor Memory", in the tcgen05 chapter) is 128 lanes x 512 columns of 32 bits per
-CTA. A `TensorMemoryLayout` places each element of a [M, N] buffer on a (lane, column): its
+Tensor memory (PTX ISA "Tensor Memory", in the tcgen05 chapter) is 128 lanes x 512 columns
+of 32 bits per CTA. A `TensorMemoryLayout` places each element of a [M, N] buffer on a (lane, column): its
 linear form maps (row, col) -> (dim0, dim1), `col` counting element-sized units (two 16-bit
 elements share a 32-bit column when packed). Buffers of a [n, M, N] allocation follow each
 other along the columns. Warp w may only reach lanes 32*(w%4) .. 32*(w%4)+31 (PTX ISA
