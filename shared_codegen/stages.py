@@ -12,6 +12,8 @@ A frontend's stages file (`tile/stages.py`, `gluon/stages.py`) lists its own pas
                                 (dump: the plan on `ttg.warp_specialize`)
     shared_memory_allocation    a byte offset for every `ttg.local_alloc`, packed by liveness
                                 (dump: `offset` on each alloc, the total as a comment)
+    tensor_memory_allocation    the first TMEM column of every `ttng.tmem_alloc` (512 columns
+                                per CTA; dump: `col_offset` on each, the total as a comment)
     barrier_insertion           which allocations each descriptor may view, the facts the
                                 `bar.sync` placement reads (dump: the alias sets, as comments);
                                 the barriers themselves are still placed while lowering, by
@@ -39,6 +41,7 @@ from shared_codegen.ir.printer import print_module
 from shared_codegen.lowering import backend
 from shared_codegen.lowering.lower import lower_module
 from shared_codegen.ops.shared_memory.allocation import allocate_shared_memory, plan_barriers
+from shared_codegen.ops.tensor_memory.allocation import plan_tensor_memory
 from shared_codegen.ops.warp_specialize.planning import plan_warp_specialization
 
 
@@ -102,6 +105,7 @@ def plan_and_lower(module: Module, target=None):
         analyze_axes(module)
         plan_warp_specialization(module)
         allocate_shared_memory(module)
+        plan_tensor_memory(module)
         plan_barriers(module)
     return lower_module(module, target)
 
@@ -111,6 +115,7 @@ BACKEND_STAGES = [
     ("axis_analysis", analyze_axes),
     ("warp_specialization_planning", plan_warp_specialization),
     ("shared_memory_allocation", allocate_shared_memory),
+    ("tensor_memory_allocation", plan_tensor_memory),
     ("barrier_insertion", plan_barriers),
     ("lower_to_llvm", lower_to_llvm),
     ("llvm_to_ptx", llvm_to_ptx),
@@ -119,5 +124,6 @@ BACKEND_STAGES = [
 
 
 __all__ = ["BACKEND_STAGES", "record_explicit_layout_ir", "analyze_axes",
-           "plan_warp_specialization", "allocate_shared_memory", "plan_barriers",
+           "plan_warp_specialization", "allocate_shared_memory", "plan_tensor_memory",
+           "plan_barriers",
            "lower_to_llvm", "llvm_to_ptx", "ptx_to_cubin", "plan_and_lower"]

@@ -1,5 +1,6 @@
-"""`gluon.nvidia.blackwell.TensorDescriptor` (Triton 3.6's path): the same host descriptor as
-`gluon.nvidia.hopper`'s, since TMA descriptors do not differ between the two."""
+"""Host side of Blackwell Gluon kernels (Triton 3.6's
+`triton.experimental.gluon.nvidia.blackwell`): the TMA `TensorDescriptor`, the same as
+Hopper's."""
 
 from gluon.nvidia.hopper import TensorDescriptor
 

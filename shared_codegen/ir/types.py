@@ -228,6 +228,43 @@ class SharedMemoryType(IRType):
 
 
 @dataclass(frozen=True, eq=True)
+class TensorMemoryType(IRType):
+    """A tensor-memory descriptor (Blackwell; Gluon's `tensor_memory_descriptor_type`, TTG's
+    memdesc in `#ttng.tensor_memory`): a view of `shape` elements of `element` inside a TMEM
+    allocation of `alloc_shape`, placed on TMEM lanes and 32-bit columns by `layout` (a
+    `TensorMemoryLayout`). Like `SharedMemoryType`, the view's start (its first column) is a
+    value, not part of the type. Ops and rules: `shared_codegen/ops/tensor_memory/`."""
+
+    shape: tuple
+    element: ScalarType
+    layout: Any
+    alloc_shape: tuple
+
+    @property
+    def element_ty(self) -> ScalarType:  # Triton's name
+        return self.element
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def __str__(self) -> str:
+        dims = "x".join(str(s) for s in self.shape)
+        text = f"!ttg.memdesc<{dims}x{self.element}, {layout_alias(self.layout)}, " \
+               f"#ttng.tensor_memory"
+        if tuple(self.alloc_shape) != tuple(self.shape):
+            text += ", alloc " + "x".join(str(s) for s in self.alloc_shape)
+        return text + ">"
+
+
+@dataclass(frozen=True, eq=True)
 class TensorDescriptorType(IRType):
     """A TMA tensor descriptor (a `CUtensorMap`) passed as a kernel parameter: each copy
     moves one `block_shape` box of `element` between global memory and a shared-memory view

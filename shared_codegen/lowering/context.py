@@ -138,6 +138,11 @@ class LoweringContext:
         # (barrier id, thread count) that `barrier()` uses instead of `bar.sync 0`, set while
         # lowering a warp-specialized kernel (ops/warp_specialize/lowering.py).
         self.named_barrier = None
+        # First warp of the partition being lowered (warp_id() counts from it); tensor memory
+        # needs the absolute warp: warp w reaches TMEM lanes 32*(w%4) ...
+        self.partition_first_warp = 0
+        # The kernel's tensor-memory base address (ops/tensor_memory/lowering.py), or None.
+        self.tmem_base = None
         # What `sync_shared` (ops/shared_memory/lowering.py) knows of earlier shared-memory
         # accesses: (block, barrier_count, pending accesses) as of the last one, or None before
         # the first. `shared_accesses_ordered` resets it after a CTA-wide barrier.
@@ -416,6 +421,7 @@ class LoweringContext:
         self._scratch = None
         self.static_shared_bytes = scratch_base
         self.named_barrier = (barrier_id, 32 * warps)
+        self.partition_first_warp = first_warp
         self.builder = ir.IRBuilder(body)
         try:
             yield
@@ -534,6 +540,7 @@ class LoweringContext:
 # warp count, scratch, barriers and shared-memory hazard state.
 _PARTITION_SCOPED = ("entry_builder", "builder", "_tid", "_warp", "num_warps", "_thread_coords",
                      "_tid_is_zero", "_scratch", "static_shared_bytes", "named_barrier",
+                     "partition_first_warp",
                      "shared_access_state", "mbarrier_words_settled")
 
 

@@ -140,10 +140,17 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
             value = ctx.entry_builder.icmp_unsigned("!=", larg, ir.Constant(I8, 0))
         ctx.set(arg, value)
     _apply_shared_memory_plan(ctx, module)
+    # Tensor memory (tensor_memory_allocation stage): allocated by every warp's entry, before
+    # warp specialization splits them, and freed at the end of the default path.
+    tensor_memory = module.stage_results.get("tensor_memory")
+    if tensor_memory is not None:
+        tensor_memory.enter(ctx)
     if warp_spec is not None:
         warp_spec.enter(ctx)
     ctx.lower_block(fn.body.block, list(ctx.get(a) for a in fn.args))
     if not ctx.builder.block.is_terminated:
+        if tensor_memory is not None:
+            tensor_memory.exit(ctx)
         ctx.builder.ret_void()
     check_shared_limit(ctx, fn)
     module.stage_results["barriers"] = ctx.barriers

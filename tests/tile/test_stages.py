@@ -32,7 +32,8 @@ def copy_kernel(x_ptr, out_ptr, N: tl.constexpr):
 
 
 SHARED_TAIL = ["explicit_layout_ir", "axis_analysis", "warp_specialization_planning",
-               "shared_memory_allocation", "barrier_insertion", "lower_to_llvm", "llvm_to_ptx",
+               "shared_memory_allocation", "tensor_memory_allocation",
+               "barrier_insertion", "lower_to_llvm", "llvm_to_ptx",
                "ptx_to_cubin"]
 
 

@@ -32,7 +32,8 @@ def thread_zero(ctx, pred=None):
     return first if pred is None else ctx.builder.and_(first, ctx.get(pred))
 
 
-def _sync(ctx, op, bar, kind: str) -> None:
+def sync_barrier(ctx, op, bar, kind: str) -> None:
+    """Order the barrier word's access (`kind`: "read" or "write") like any shared memory."""
     sync_shared(ctx, op, bar, kind, mbarrier_use=kind == "read")
 
 
@@ -43,7 +44,7 @@ def _asm(ctx, text: str, constraints: str, args) -> None:
 @lowering_rule(InitBarrierOp)
 def lower_init_barrier(op, ctx):
     bar = op.operands[0]
-    _sync(ctx, op, bar, "write")
+    sync_barrier(ctx, op, bar, "write")
     # The fence makes the initialized word visible to the async proxy, so a TMA load this
     # thread issues next can complete_tx on it (PTX ISA 9.7.13.4.18 membar/fence: proxy
     # fences).
@@ -56,7 +57,7 @@ def lower_init_barrier(op, ctx):
 @lowering_rule(BarrierExpectOp)
 def lower_barrier_expect(op, ctx):
     bar = op.operands[0]
-    _sync(ctx, op, bar, "read")
+    sync_barrier(ctx, op, bar, "read")
     _asm(ctx, f"@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], "
               f"{op.attrs['size']};", "b,l",
          [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
@@ -66,7 +67,7 @@ def lower_barrier_expect(op, ctx):
 @lowering_rule(ArriveBarrierOp)
 def lower_arrive_barrier(op, ctx):
     bar = op.operands[0]
-    _sync(ctx, op, bar, "read")
+    sync_barrier(ctx, op, bar, "read")
     # One thread arrives for all the threads running this code, so each of them must be
     # done with what the arrival releases (typically its reads of a buffer a producer
     # refills next). `ctx.barrier()` syncs exactly those threads: the CTA, or inside a
@@ -81,7 +82,7 @@ def lower_arrive_barrier(op, ctx):
 @lowering_rule(WaitBarrierOp)
 def lower_wait_barrier(op, ctx):
     bar, phase, pred, _ = op.opdef.parts(op)
-    _sync(ctx, op, bar, "read")
+    sync_barrier(ctx, op, bar, "read")
     args = [bar_address(ctx, op, bar), ctx.get(phase)]
     skip_open, skip_close = "", ""
     if pred is not None:
@@ -99,10 +100,10 @@ def lower_wait_barrier(op, ctx):
 @lowering_rule(InvalBarrierOp)
 def lower_inval_barrier(op, ctx):
     bar = op.operands[0]
-    _sync(ctx, op, bar, "write")
+    sync_barrier(ctx, op, bar, "write")
     _asm(ctx, "@$0 mbarrier.inval.shared::cta.b64 [$1];", "b,l",
          [thread_zero(ctx), bar_address(ctx, op, bar)])
     return None
 
 
-__all__ = ["bar_address", "thread_zero"]
+__all__ = ["bar_address", "sync_barrier", "thread_zero"]

@@ -30,7 +30,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from shared_codegen.ir.core import OpDef, Region, VerificationError, format_attrs
 from shared_codegen.ir.types import (PointerType, ScalarType, SharedMemoryType,
-                                     TensorDescriptorType, TensorType)
+                                     TensorDescriptorType, TensorMemoryType, TensorType)
 from shared_codegen.layouts.relations import OWN_LAYOUTS
 
 NAME = "ttg.warp_specialize"
@@ -146,7 +146,8 @@ class WarpPlan:
 
 def check_capture(ty, what: str) -> None:
     """ValueError unless a value of type `ty` may be passed to a worker partition."""
-    if isinstance(ty, (ScalarType, PointerType, SharedMemoryType, TensorDescriptorType)):
+    if isinstance(ty, (ScalarType, PointerType, SharedMemoryType, TensorDescriptorType,
+                       TensorMemoryType)):
         return
     if isinstance(ty, TensorType):
         raise ValueError(f"{what} is a register tensor ({ty}); a worker partition runs on "

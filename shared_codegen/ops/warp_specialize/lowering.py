@@ -45,7 +45,7 @@ from typing import List, Optional
 from llvmlite import ir
 
 from shared_codegen.ir.core import Function, lowering_rule, walk_block
-from shared_codegen.ir.types import PointerType, ScalarType, SharedMemoryType
+from shared_codegen.ir.types import PointerType, ScalarType, SharedMemoryType, TensorMemoryType
 from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
 from shared_codegen.ops.warp_specialize.definition import (WarpPlan, WarpSpecializeOp,
                                                            worker_operands)
@@ -165,7 +165,9 @@ def _load_capture(ctx, v, offset: int):
         return b.inttoptr(raw, ctx.llvm_type(ty))
     if isinstance(ty, ScalarType) and ty.bits == 1:
         return b.trunc(b.load(_slot(ctx, offset), typ=I8, align=1), ir.IntType(1))
-    return b.load(_slot(ctx, offset), typ=ctx.llvm_type(ty), align=8)
+    # A tensor-memory descriptor is its i32 TMEM address (ops/tensor_memory/lowering.py).
+    typ = I32 if isinstance(ty, TensorMemoryType) else ctx.llvm_type(ty)
+    return b.load(_slot(ctx, offset), typ=typ, align=8)
 
 
 def _publish_captures(ctx, ws: WarpSpecLowering) -> None:

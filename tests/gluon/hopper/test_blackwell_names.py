@@ -1,5 +1,6 @@
 """`gluon.language.nvidia.blackwell` imports (kernels with a Blackwell and a Hopper path port
-unchanged); its tensor-memory layouts work, its tcgen05 builtins say they are not supported."""
+unchanged); its tensor-memory layouts work, and its tcgen05 builtins check their operands in
+the user's terms."""
 
 import numpy as np
 import pytest
@@ -30,9 +31,9 @@ def test_the_hopper_path_of_a_two_path_kernel_runs():
     np.testing.assert_array_equal(out, np.arange(128))
 
 
-def test_the_blackwell_path_names_what_is_missing():
-    with pytest.raises(CompilationError, match="allocate_tensor_memory: Blackwell tensor "
-                                               "memory and tcgen05 are not supported yet"):
+def test_the_blackwell_path_checks_the_mma_operands():
+    with pytest.raises(CompilationError, match="tcgen05_mma reads b from shared memory; b must "
+                                               "be a shared memory descriptor"):
         two_paths_kernel[(1,)](np.zeros(128, np.int32), True)
 
 

@@ -1,22 +1,24 @@
-"""`gluon.language.nvidia.blackwell` (Triton 3.6's names), so kernels that import it for
-their Blackwell path still import and run their Hopper path here.
+"""Blackwell (sm_100a) builtins with the names of
+`triton.experimental.gluon.language.nvidia.blackwell` 3.6: tensor memory
+(`TensorMemoryLayout`, `TensorMemoryScalesLayout`, `allocate_tensor_memory`,
+`tensor_memory_descriptor`, `get_tmem_reg_layout`), the tensor cores (`tcgen05_mma`,
+`tcgen05_commit`), and Hopper's `mbarrier`, `tma`, `fence_async_shared`, which Blackwell
+kernels use too.
 
-What works: the tensor-memory layouts (`TensorMemoryLayout`, `TensorMemoryScalesLayout`,
-`get_tmem_reg_layout`, as in `gluon.layouts`) and the re-exports shared with Hopper
-(`async_copy`, `fence_async_shared`, `mbarrier`, `mma_v2`, `tma`). What does not yet: tensor
-memory and tcgen05 (`allocate_tensor_memory`, `tcgen05_mma`, `tcgen05_mma_scaled`,
-`tcgen05_commit`, `tcgen05_copy`): a kernel that calls one stops with a compile error that
-says so, naming the call.
+The ops behind them are in `shared_codegen/ops/tensor_memory/` and `shared_codegen/ops/tcgen05/`.
+Not here yet: `tcgen05_mma_scaled`, `tcgen05_copy`, the packed float2 math.
 """
 
 from __future__ import annotations
 
-from gluon.language.nvidia.ampere import mma_v2
-from gluon.language.nvidia.hopper import async_copy, fence_async_shared, mbarrier, tma
-from shared_codegen.frontend.codegen import constexpr_function
+from gluon.language.nvidia.ampere import async_copy, mma_v2
+from gluon.language.nvidia.blackwell._tcgen05 import tcgen05_commit, tcgen05_mma
+from gluon.language.nvidia.blackwell._tmem import (allocate_tensor_memory, get_tmem_reg_layout,
+                                                   tensor_memory_descriptor,
+                                                   tensor_memory_descriptor_type)
+from gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 from shared_codegen.frontend.values import builtin
 from shared_codegen.layouts import TensorMemoryLayout, TensorMemoryScalesLayout
-from shared_codegen.layouts import get_tmem_reg_layout as _get_tmem_reg_layout
 
 __all__ = ["TensorMemoryLayout", "TensorMemoryScalesLayout", "allocate_tensor_memory",
            "async_copy", "fence_async_shared", "get_tmem_reg_layout", "mbarrier", "mma_v2",
@@ -24,34 +26,16 @@ __all__ = ["TensorMemoryLayout", "TensorMemoryScalesLayout", "allocate_tensor_me
            "tensor_memory_descriptor", "tensor_memory_descriptor_type", "tma"]
 
 
-@constexpr_function
-def get_tmem_reg_layout(element_ty, shape, layout, num_warps, instr_variant="32x32b",
-                        cga_layout=()):
-    """The register layout tcgen05.ld/st use for a tensor-memory tile (a compile-time value)."""
-    return _get_tmem_reg_layout(element_ty, shape, layout, num_warps, instr_variant,
-                                cga_layout)
-
-
-class tensor_memory_descriptor:
-    """Tensor memory has no values here yet; the name exists for annotations."""
-
-
-class tensor_memory_descriptor_type:
-    """See `tensor_memory_descriptor`."""
-
-
 def _not_yet(name):
+    """A builtin that exists so upstream kernels import, and says why calling it fails."""
+
     def fn(*args, _semantic=None, **kwargs):
-        raise NotImplementedError(f"{name}: Blackwell tensor memory and tcgen05 are not "
-                                  f"supported yet (sm_100a); use the Hopper path "
-                                  f"(warpgroup_mma) on sm_90a")
+        raise NotImplementedError(f"{name} is not supported yet (tcgen05_mma and "
+                                  f"tcgen05_commit are); see docs/gluon_compatibility.md")
 
     fn.__name__ = fn.__qualname__ = name
     return builtin(fn)
 
 
-allocate_tensor_memory = _not_yet("allocate_tensor_memory")
-tcgen05_mma = _not_yet("tcgen05_mma")
 tcgen05_mma_scaled = _not_yet("tcgen05_mma_scaled")
-tcgen05_commit = _not_yet("tcgen05_commit")
 tcgen05_copy = _not_yet("tcgen05_copy")

@@ -1,0 +1,64 @@
+"""Blackwell tensor-core builtins: `tcgen05_mma`, `tcgen05_commit`, with the names and
+parameters of `triton.experimental.gluon.language.nvidia.blackwell` 3.6.
+
+    tcgen05_mma(a_smem, b_smem, acc_tmem, use_acc=False, mbarriers=[bar])
+    mbarrier.wait(bar, phase)          # the MMA completed: acc_tmem may be loaded
+
+Types and layouts are checked at the call in the user's terms
+(`shared_codegen.ops.tcgen05.definition.check_tcgen05_mma`); the op verifier repeats them.
+Not here yet: `tcgen05_mma_scaled`, `tcgen05_copy`, `multicast=True` (two-CTA MMA).
+"""
+
+from __future__ import annotations
+
+from gluon.language.nvidia.hopper._common import smem_arg
+from shared_codegen.frontend.values import builtin, tensor, unwrap
+from shared_codegen.ir.types import TensorType, int1
+from shared_codegen.ops.tcgen05.definition import (TCGen5CommitOp, TCGen5MMAOp,
+                                                   check_tcgen05_mma)
+
+__all__ = ["tcgen05_mma", "tcgen05_commit"]
+
+
+def _bool(value, semantic, what: str):
+    x = semantic.to_tensor(value)
+    if isinstance(x.type, TensorType) or x.type != int1:
+        raise TypeError(f"tcgen05_mma: {what} must be a bool or an i1 scalar, got {x.type}")
+    return x.handle
+
+
+@builtin
+def tcgen05_mma(a, b, acc, *, use_acc=True, pred=True, multicast=False, mbarriers=None,
+                mbarrier_preds=None, _semantic=None):
+    """`acc = a @ b + (acc if use_acc else 0)` on the tensor cores, asynchronously
+    (`tcgen05.mma`, sm_100a). `acc` is a tensor memory descriptor, `a` a shared or tensor
+    memory descriptor, `b` a shared memory descriptor. Each of `mbarriers` receives one
+    arrival once the MMA (and every earlier one) completes (`mbarrier_preds` gates each)."""
+    for what, x in (("a", a), ("b", b), ("acc", acc)):
+        if not isinstance(x, tensor):
+            raise TypeError(f"tcgen05_mma: {what} must be a memory descriptor, got {x!r}")
+    if unwrap(multicast):
+        raise NotImplementedError("tcgen05_mma: multicast=True (two-CTA MMA) is not "
+                                  "supported yet")
+    check_tcgen05_mma(a.type, b.type, acc.type)
+    bars = list(unwrap(mbarriers) or [])
+    for bar in bars:
+        smem_arg(bar, "tcgen05_mma", "each of mbarriers")
+    preds = unwrap(mbarrier_preds)
+    preds = [True] * len(bars) if preds is None else list(preds)
+    if len(preds) != len(bars):
+        raise ValueError(f"tcgen05_mma: {len(preds)} mbarrier_preds for {len(bars)} mbarriers")
+    TCGen5MMAOp.build(_semantic.builder, a.handle, b.handle, acc.handle,
+                      _bool(use_acc, _semantic, "use_acc"), _bool(pred, _semantic, "pred"),
+                      [bar.handle for bar in bars],
+                      [_bool(p, _semantic, "each of mbarrier_preds") for p in preds])
+
+
+@builtin
+def tcgen05_commit(barrier, pred=True, _semantic=None):
+    """One arrival on `barrier` once every tcgen05 MMA issued so far has completed
+    (`tcgen05.commit`)."""
+    from gluon.language.nvidia.hopper._common import pred_arg
+    smem_arg(barrier, "tcgen05_commit", "barrier")
+    TCGen5CommitOp.build(_semantic.builder, barrier.handle,
+                         pred_arg(pred, _semantic, "tcgen05_commit"))
