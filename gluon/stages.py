@@ -12,6 +12,8 @@ frontend shares (`shared_codegen/stages.py`):
                                   of each warpgroup, the launch size (shown on the op)
     shared_memory_allocation      a byte offset for every `gl.allocate_shared_memory` buffer,
                                   packed by liveness (shown as `offset` on `ttg.local_alloc`)
+    tensor_memory_allocation      tensor-memory columns of `allocate_tensor_memory` (sm_100a;
+                                  at most 512 per CTA)
     barrier_insertion             the aliasing facts `bar.sync` placement reads
     lower_to_llvm, llvm_to_ptx, ptx_to_cubin
 

@@ -12,6 +12,7 @@ the ones every frontend shares (`shared_codegen/stages.py`):
     axis_analysis                 contiguity / divisibility, for 16-byte global accesses
     warp_specialization_planning  partitions' warps and registers (none in tile kernels yet)
     shared_memory_allocation      offsets of shared-memory buffers, packed by liveness
+    tensor_memory_allocation      tensor-memory columns (Blackwell; none in tile kernels yet)
     barrier_insertion             the aliasing facts `bar.sync` placement reads
     lower_to_llvm, llvm_to_ptx, ptx_to_cubin
 
