@@ -66,9 +66,9 @@ def _is_auto(layout) -> bool:
     return type(layout).__name__ == "AutoLayout"
 
 
-class shared_memory_descriptor(tensor):
-    """A handle to (a view of) a shared-memory allocation: `dtype`, `shape`, `layout`,
-    `type` (a `SharedMemoryType`: shape, element, layout, alloc_shape)."""
+class memory_descriptor(tensor):
+    """A handle to (a view of) an allocation in shared or tensor memory: `dtype`, `shape`,
+    `layout`, `type` (a `MemoryDescriptorType`: shape, element, layout, alloc_shape)."""
 
     def __init__(self, handle, type=None):
         super().__init__(handle, handle.type if type is None else type)
@@ -97,7 +97,11 @@ class shared_memory_descriptor(tensor):
         return str(self.type)
 
     def __repr__(self):
-        return f"shared_memory_descriptor({self.type})"
+        return f"{type(self).__name__}({self.type})"
+
+
+class shared_memory_descriptor(memory_descriptor):
+    """A handle to (a view of) a shared-memory allocation (a `SharedMemoryType`)."""
 
     # ---- data ----------------------------------------------------------------------------
     @builtin

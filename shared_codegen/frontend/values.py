@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import math
+
 import functools
 import operator
 from typing import Any, List
@@ -137,10 +139,7 @@ class tensor:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     @property
     def layout(self):

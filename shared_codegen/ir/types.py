@@ -7,6 +7,8 @@ to lowering. Names follow Triton 3.6 (`fp16`, `bf16`, `fp8e4nv`, `i32`, `u8`, ..
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -170,10 +172,7 @@ class TensorType(IRType):
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     @property
     def rank(self) -> int:
@@ -192,17 +191,20 @@ class TensorType(IRType):
 
 
 @dataclass(frozen=True, eq=True)
-class SharedMemoryType(IRType):
-    """A shared-memory descriptor (Gluon's `shared_memory_descriptor_type`, TTG's memdesc):
-    a view of `shape` elements of `element` inside an allocation of `alloc_shape`, placed by
-    the shared `layout` (a `gluon.layouts` shared layout). Views (index, slice, permute,
-    reshape) keep the allocation's shape so the element -> offset map stays computable from
-    the type; see `shared_codegen.ops.shared_memory.definition.offset_map`."""
+class MemoryDescriptorType(IRType):
+    """A view of `shape` elements of `element` inside an allocation of `alloc_shape`, placed
+    by `layout`. Views (index, slice, permute, reshape) keep the allocation's shape so the
+    element -> address map stays computable from the type; the view's start is a value, not
+    part of the type. The memories are the subclasses (equal fields in two memories are
+    still different types)."""
 
     shape: tuple
     element: ScalarType
     layout: Any
     alloc_shape: tuple
+
+    # Printed after the layout: which memory the descriptor points into ("" for shared).
+    memory_space = ""
 
     @property
     def element_ty(self) -> ScalarType:  # Triton's name
@@ -214,54 +216,31 @@ class SharedMemoryType(IRType):
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     def __str__(self) -> str:
         dims = "x".join(str(s) for s in self.shape)
         text = f"!ttg.memdesc<{dims}x{self.element}, {layout_alias(self.layout)}"
+        if self.memory_space:
+            text += f", {self.memory_space}"
         if tuple(self.alloc_shape) != tuple(self.shape):
             text += ", alloc " + "x".join(str(s) for s in self.alloc_shape)
         return text + ">"
 
 
 @dataclass(frozen=True, eq=True)
-class TensorMemoryType(IRType):
+class SharedMemoryType(MemoryDescriptorType):
+    """A shared-memory descriptor (Gluon's `shared_memory_descriptor_type`, TTG's memdesc),
+    placed by a shared layout; see `shared_codegen.ops.shared_memory.definition.offset_map`."""
+
+
+@dataclass(frozen=True, eq=True)
+class TensorMemoryType(MemoryDescriptorType):
     """A tensor-memory descriptor (Blackwell; Gluon's `tensor_memory_descriptor_type`, TTG's
-    memdesc in `#ttng.tensor_memory`): a view of `shape` elements of `element` inside a TMEM
-    allocation of `alloc_shape`, placed on TMEM lanes and 32-bit columns by `layout` (a
-    `TensorMemoryLayout`). Like `SharedMemoryType`, the view's start (its first column) is a
-    value, not part of the type. Ops and rules: `shared_codegen/ops/tensor_memory/`."""
+    memdesc in `#ttng.tensor_memory`), placed on TMEM lanes and 32-bit columns by a
+    `TensorMemoryLayout`. Ops and rules: `shared_codegen/ops/tensor_memory/`."""
 
-    shape: tuple
-    element: ScalarType
-    layout: Any
-    alloc_shape: tuple
-
-    @property
-    def element_ty(self) -> ScalarType:  # Triton's name
-        return self.element
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
-
-    def __str__(self) -> str:
-        dims = "x".join(str(s) for s in self.shape)
-        text = f"!ttg.memdesc<{dims}x{self.element}, {layout_alias(self.layout)}, " \
-               f"#ttng.tensor_memory"
-        if tuple(self.alloc_shape) != tuple(self.shape):
-            text += ", alloc " + "x".join(str(s) for s in self.alloc_shape)
-        return text + ">"
+    memory_space = "#ttng.tensor_memory"
 
 
 @dataclass(frozen=True, eq=True)
@@ -316,10 +295,7 @@ class DescriptorBlockType:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.dims:
-            n *= s
-        return n
+        return math.prod(self.dims)
 
     @property
     def nbytes(self) -> int:

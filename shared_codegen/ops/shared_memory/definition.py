@@ -369,13 +369,7 @@ class LocalAllocOp(OpDef):
         return b.create(ALLOC, [] if init is None else [init], [ty]).result
 
     def verify(self, op):
-        ty = op.result.type
-        _check_type(op, ty)
-        if tuple(ty.shape) != tuple(ty.alloc_shape):
-            raise VerificationError(f"an allocation's shape {list(ty.shape)} must equal its "
-                                    f"alloc_shape {list(ty.alloc_shape)}", op)
-        if op.operands:
-            _check_value(op, op.operands[0].type, ty, "initial value")
+        verify_allocation(op, _check_type, _check_value)
 
     def interpret(self, op, frame):
         from shared_codegen.ops.shared_memory.interpreter import allocate
@@ -383,6 +377,18 @@ class LocalAllocOp(OpDef):
         if op.operands:
             view.store(frame[op.operands[0]], frame, op)
         return [view]
+
+
+def verify_allocation(op, check_type, check_value) -> None:
+    """An allocation (of shared or tensor memory) is a whole view of itself, and its optional
+    initial value matches it; `check_type` / `check_value` are the memory's own checks."""
+    ty = op.result.type
+    check_type(op, ty)
+    if tuple(ty.shape) != tuple(ty.alloc_shape):
+        raise VerificationError(f"an allocation's shape {list(ty.shape)} must equal its "
+                                f"alloc_shape {list(ty.alloc_shape)}", op)
+    if op.operands:
+        check_value(op, op.operands[0].type, ty, "initial value")
 
 
 def _check_value(op, vty, mty: SharedMemoryType, what: str):

@@ -32,6 +32,7 @@ from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, forma
 from shared_codegen.ir.types import TensorMemoryType, TensorType, int1, int32
 from shared_codegen.layouts import TensorMemoryLayout, to_linear_layout
 from shared_codegen.layouts.relations import OWN_LAYOUTS
+from shared_codegen.ops.shared_memory.definition import verify_allocation
 
 ALLOC, LOAD, STORE, INDEX, SUBSLICE, REINTERPRET = (
     "ttng.tmem_alloc", "ttng.tmem_load", "ttng.tmem_store", "ttng.tmem_index",
@@ -178,13 +179,7 @@ class TmemAllocOp(OpDef):
         return format_attrs({k: v for k, v in op.attrs.items() if k == COL_OFFSET})
 
     def verify(self, op):
-        ty = op.result.type
-        _verify_type(op, ty)
-        if tuple(ty.shape) != tuple(ty.alloc_shape):
-            raise VerificationError(f"an allocation's shape {list(ty.shape)} must equal its "
-                                    f"alloc_shape {list(ty.alloc_shape)}", op)
-        if op.operands:
-            _check_value(op, op.operands[0].type, ty, "initial value")
+        verify_allocation(op, _verify_type, _check_value)
 
     def interpret(self, op, frame):
         from shared_codegen.ops.tensor_memory.interpreter import allocate

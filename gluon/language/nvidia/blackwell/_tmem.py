@@ -12,7 +12,7 @@ The ops are in `shared_codegen/ops/tensor_memory/`; the columns are planned by t
 
 from __future__ import annotations
 
-from gluon.language._smem import _checked
+from gluon.language._smem import _checked, memory_descriptor
 from shared_codegen.frontend.codegen import constexpr_function
 from shared_codegen.frontend.values import builtin, tensor, unwrap
 from shared_codegen.ir.types import ScalarType, TensorMemoryType, TensorType, int32
@@ -42,34 +42,8 @@ def tensor_memory_descriptor_type(element_ty, shape, layout, alloc_shape):
     return TensorMemoryType(tuple(shape), unwrap(element_ty), unwrap(layout), tuple(alloc_shape))
 
 
-class tensor_memory_descriptor(tensor):
-    """A handle to (a view of) a tensor-memory allocation: `dtype`, `shape`, `layout`, `type`
-    (a `TensorMemoryType`: shape, element, layout, alloc_shape)."""
-
-    def __init__(self, handle, type=None):
-        super().__init__(handle, handle.type if type is None else type)
-
-    @property
-    def dtype(self):
-        return self.type.element
-
-    @property
-    def shape(self):
-        return list(self.type.shape)
-
-    @property
-    def rank(self) -> int:
-        return len(self.type.shape)
-
-    @property
-    def layout(self):
-        return self.type.layout
-
-    def __str__(self):
-        return str(self.type)
-
-    def __repr__(self):
-        return f"tensor_memory_descriptor({self.type})"
+class tensor_memory_descriptor(memory_descriptor):
+    """A handle to (a view of) a tensor-memory allocation (a `TensorMemoryType`)."""
 
     @builtin
     def get_reg_layout(self, num_warps=None, instr_variant="32x32b", _semantic=None):
