@@ -14,6 +14,7 @@ import tile.language as tl
 from gluon import language as gl
 from shared_codegen.frontend import compile as compile_mod
 from shared_codegen.frontend.errors import CompilationError
+from shared_codegen.runtime.specialize import register_handler
 
 
 class Cfg:
@@ -224,3 +225,87 @@ def test_kernels_without_globals_record_none():
 
     kernel = tile.compile(plain, SIG, {"N": 128})
     assert kernel.metadata["globals"] == [] and kernel.guards == ()
+
+
+# ---- the GPU launch fast path, with the driver replaced by a recorder --------------------
+
+@tile.jit
+def _scalar_attr_kernel(Y, s):
+    tl.store(Y, s * CFG.scale)
+
+
+@tile.jit
+def _scalar_plain_kernel(Y, s):
+    tl.store(Y, s * 2.0)
+
+
+class _FakeBinder:
+    def __init__(self, launches, kernel):
+        self.launches, self.kernel = launches, kernel
+
+    def launch(self, function, grid, num_warps, shared, stream, args):
+        self.launches.append(self.kernel)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """`kernel[grid](...)` takes the GPU path (fast launcher included) but compiles for
+    sm_90a without a device and records which compiled kernel each launch would run."""
+    from shared_codegen.frontend import launch as launch_mod
+    from shared_codegen.frontend.compile import compile_spec
+    from shared_codegen.frontend.guards import make_check
+    from shared_codegen.frontend.jit import Specialization
+    from shared_codegen.runtime import driver, launcher
+
+    launches = []
+
+    def compile_variant(jit_fn, spec_key, num_warps, target):
+        kernel = compile_spec(jit_fn, Specialization.from_key(spec_key, num_warps, "sm_90a"))
+        variant = launch_mod._Variant()
+        variant.kernel, variant.function = kernel, None
+        variant.binder = _FakeBinder(launches, kernel)
+        variant.runtime_positions = [i for i, (name, _) in enumerate(spec_key)
+                                     if name != "constexpr"]
+        variant.shared, variant.num_warps = kernel.shared, kernel.num_warps
+        variant.check = make_check(kernel.guards)
+        return variant
+
+    monkeypatch.setattr(launch_mod, "_compile_variant", compile_variant)
+    monkeypatch.setattr(driver, "has_gpu", lambda: True)
+    monkeypatch.setattr(launcher, "current_stream", lambda: 0)
+    monkeypatch.setenv("SC_CACHE_DISABLE", "1")
+    monkeypatch.setattr(compile_mod, "_DISK_CACHE", None)
+    for kernel in (_scalar_attr_kernel, _scalar_plain_kernel):
+        monkeypatch.setattr(kernel, "_fast_launch", None)
+    return launches
+
+
+class _DevicePointer:
+    """Stands in for a device tensor (a pointer argument that is not host data)."""
+
+
+register_handler(_DevicePointer, lambda arg: ("*fp32", "D"))
+
+
+def test_fast_path_checks_folded_globals(fake_gpu, monkeypatch):
+    y = _DevicePointer()
+    early = _scalar_attr_kernel[(1,)]  # built before anything was compiled
+    seen = {}
+    for value in (2.0, 3.0, 3.0, 2.0, 0.5):
+        monkeypatch.setattr(CFG, "scale", value)
+        for launch in (_scalar_attr_kernel[(1,)], early):
+            launch(y, 1.0)
+            kernel = fake_gpu[-1]
+            assert kernel.metadata["globals"][0][3] == f"float:{value!r}"
+            seen.setdefault(value, kernel)
+            assert seen[value] is kernel  # earlier values reuse their variant
+    assert _scalar_attr_kernel._fast_guarded
+    assert len(fake_gpu) == 10
+
+
+def test_kernel_without_globals_keeps_the_unchecked_launcher(fake_gpu):
+    y = _DevicePointer()
+    for _ in range(3):
+        _scalar_plain_kernel[(1,)](y, 1.0)
+    assert len(fake_gpu) == 3 and not _scalar_plain_kernel._fast_guarded
+    assert len(_scalar_plain_kernel._fast_variants) == 1
