@@ -17,6 +17,7 @@ import ast
 import builtins
 import inspect
 import operator
+import sys
 import types
 from typing import Any, Dict, List, Optional
 
@@ -557,6 +558,11 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(raw, types.ModuleType):
             if not guards.is_trusted_module(raw):
                 origins[id(raw)] = (raw, scope, root, path)
+            return value
+        if isinstance(raw, type) and not guards.is_trusted_module(
+                sys.modules.get(raw.__module__)):
+            # A user class: its class attributes (`Cfg.scale`) are guarded like an object's.
+            origins[id(raw)] = (raw, scope, root, path)
             return value
         if guards.is_transparent(raw) and not isinstance(raw, constexpr):
             if inspect.ismethod(raw) and id(raw.__self__) in origins and \

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import enum
 import inspect
 import sys
 import types
@@ -45,7 +46,7 @@ _LEAF_TYPES = (type(None), bool, int, float, complex, str, bytes, range, slice)
 def is_leaf(value) -> bool:
     """A value compared by value: numbers, strings, constexprs, containers of leaves, and
     objects of the compiler's own classes (dtypes, layouts)."""
-    if isinstance(value, _LEAF_TYPES) or isinstance(value, constexpr):
+    if isinstance(value, _LEAF_TYPES) or isinstance(value, (constexpr, enum.Enum)):
         return True
     if isinstance(value, (tuple, list, frozenset, set)):
         return all(is_leaf(v) for v in value)
@@ -59,11 +60,12 @@ def is_leaf(value) -> bool:
 
 
 def is_transparent(value) -> bool:
-    """Code, not data: functions, classes, jitted functions, modules (never guarded)."""
+    """Code, not data: functions, classes, jitted functions (never guarded)."""
     return (inspect.isroutine(value) or isinstance(value, type) or
             getattr(value, "is_jit_function", False) or
             getattr(value, "__sc_constexpr_function__", False) or
-            callable(value) and type(value).__module__.split(".")[0] in TRUSTED_MODULE_PREFIXES)
+            callable(value) and not is_leaf(value) and
+            (type(value).__module__ or "").split(".")[0] in TRUSTED_MODULE_PREFIXES)
 
 
 def freeze(value):

@@ -309,3 +309,21 @@ def test_kernel_without_globals_keeps_the_unchecked_launcher(fake_gpu):
         _scalar_plain_kernel[(1,)](y, 1.0)
     assert len(fake_gpu) == 3 and not _scalar_plain_kernel._fast_guarded
     assert len(_scalar_plain_kernel._fast_variants) == 1
+
+
+class _ClassCfg:
+    scale = 2.0
+
+
+@tile.jit
+def _class_attr_kernel(Y):
+    tl.store(Y, _ClassCfg.scale)
+
+
+def test_class_attribute_changes(monkeypatch):
+    y = np.zeros(1, dtype=np.float32)
+    _class_attr_kernel[(1,)](y)
+    assert y[0] == 2.0
+    monkeypatch.setattr(_ClassCfg, "scale", 6.0)
+    _class_attr_kernel[(1,)](y)
+    assert y[0] == 6.0
