@@ -72,6 +72,8 @@ def freeze(value):
     """A snapshot compared with `same`: constexprs by their value, containers deep-copied."""
     if isinstance(value, constexpr):
         return ("<constexpr>", freeze(value.value))
+    if type(value).__name__ == "ndarray":
+        return value.copy()
     if isinstance(value, (list, dict, set)):
         try:
             return copy.deepcopy(value)
@@ -84,6 +86,11 @@ def same(current, snapshot) -> bool:
     if isinstance(current, constexpr):
         return type(snapshot) is tuple and len(snapshot) == 2 and \
             snapshot[0] == "<constexpr>" and same(current.value, snapshot[1])
+    if type(snapshot).__name__ == "ndarray":
+        import numpy as np
+
+        return type(current) is type(snapshot) and current.dtype == snapshot.dtype and \
+            current.shape == snapshot.shape and bool(np.array_equal(current, snapshot))
     if current is snapshot:
         return True
     try:
@@ -93,8 +100,15 @@ def same(current, snapshot) -> bool:
 
 
 def canonical(value) -> str:
+    """The text the on-disk cache keys a value by (reprs of big arrays are abbreviated: their
+    bytes are hashed instead)."""
     if isinstance(value, constexpr):
         return f"constexpr({canonical(value.value)})"
+    if type(value).__name__ == "ndarray":
+        import hashlib
+
+        digest = hashlib.sha256(value.tobytes()).hexdigest()
+        return f"ndarray:{value.dtype}:{value.shape}:{digest}"
     return f"{type(value).__qualname__}:{value!r}"
 
 
@@ -177,11 +191,50 @@ def guards_ok(guards) -> bool:
 
 
 def make_check(guards):
-    """A no-argument function that says whether every guard still holds (None if none)."""
+    """A no-argument function that says whether every guard still holds (None if none).
+
+    Generated once per variant, with each guard's lookup and comparison inline, because the
+    launch fast path calls it on every launch of a kernel that has guards."""
     if not guards:
         return None
-    guards = tuple(guards)
-    return lambda: guards_ok(guards)
+    env = {"_M": MISSING, "_CE": constexpr, "_same": same}
+    lines = ["def check():", "    try:"]
+    for i, g in enumerate(guards):
+        if g.scope.kind == "globals":
+            env[f"_n{i}"] = g.scope.namespace
+            lines.append(f"        v = _n{i}.get({g.root!r}, _M)")
+        else:
+            cell = g.scope.namespace.get(g.root)
+            if cell is None:
+                return lambda: guards_ok(guards)
+            env[f"_c{i}"] = cell
+            lines.append(f"        v = _c{i}.cell_contents")
+        for j, (kind, name) in enumerate(g.path):
+            if kind == "attr" and name.isidentifier():
+                lines.append(f"        v = v.{name}")
+            else:
+                env[f"_k{i}_{j}"] = name
+                lines.append(f"        v = getattr(v, _k{i}_{j})" if kind == "attr" else
+                             f"        v = v[_k{i}_{j}]")
+        snap = g.snapshot
+        if isinstance(snap, tuple) and len(snap) == 2 and snap[0] == "<constexpr>":
+            lines.append(f"        if type(v) is not _CE: return False")
+            lines.append(f"        v = v.value")
+            snap = snap[1]
+        env[f"_s{i}"] = snap
+        env[f"_t{i}"] = type(snap)
+        if isinstance(snap, _PLAIN):
+            lines.append(f"        if not (v is _s{i} or (type(v) is _t{i} and v == _s{i})): "
+                         "return False")
+        else:
+            lines.append(f"        if not (v is _s{i} or _same(v, _s{i})): return False")
+    lines += ["        return True", "    except Exception:", "        return False"]
+    exec(compile("\n".join(lines), "<guards>", "exec"), env)
+    return env["check"]
+
+
+# Snapshots whose `==` is a plain bool and that cannot change in place.
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, enum.Enum)
 
 
 def key_text(guards) -> str:

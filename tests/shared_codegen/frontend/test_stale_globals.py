@@ -327,3 +327,38 @@ def test_class_attribute_changes(monkeypatch):
     monkeypatch.setattr(_ClassCfg, "scale", 6.0)
     _class_attr_kernel[(1,)](y)
     assert y[0] == 6.0
+
+
+WEIGHTS = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+
+
+@tile.jit
+def _array_kernel(Y):
+    tl.store(Y, WEIGHTS[1])
+
+
+def test_global_array_changed_in_place():
+    y = np.zeros(1, dtype=np.float32)
+    _array_kernel[(1,)](y)
+    assert y[0] == 2.0
+    WEIGHTS[1] = 8.0
+    try:
+        _array_kernel[(1,)](y)
+        assert y[0] == 8.0
+    finally:
+        WEIGHTS[1] = 2.0
+
+
+def test_generated_check_matches_the_guards(monkeypatch):
+    from shared_codegen.frontend.guards import make_check
+
+    monkeypatch.setattr(CFG, "scale", 2.0)
+    kernel = tile.compile(_attr_kernel, SIG, {"N": 128})
+    check = make_check(kernel.guards)
+    assert check()
+    monkeypatch.setattr(CFG, "scale", 2)  # equal, but another type: another kernel
+    assert not check()
+    monkeypatch.setattr(CFG, "scale", 2.0)
+    assert check()
+    monkeypatch.delattr(CFG.inner, "scale")
+    assert not check()
