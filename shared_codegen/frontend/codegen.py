@@ -17,9 +17,11 @@ import ast
 import builtins
 import inspect
 import operator
+import sys
+import types
 from typing import Any, Dict, List, Optional
 
-from shared_codegen.frontend import aggregates
+from shared_codegen.frontend import aggregates, guards
 from shared_codegen.frontend.aggregates import BoundJitMethod, is_aggregate, is_aggregate_class
 from shared_codegen.frontend.early_return import fold_early_returns
 from shared_codegen.frontend.errors import CompilationError
@@ -516,10 +518,14 @@ class CodeGenerator(ast.NodeVisitor):
             return self.scope[name]
         g = self.jit_fn.fn.__globals__
         if name in g:
-            return self.global_value(name, g[name], node)
+            value = self.global_value(name, g[name], node)
+            return self.external(guards.globals_scope(self.jit_fn), name, (), g[name], node,
+                                 value)
         closure = self.jit_fn.closure_vars
         if name in closure:
-            return self.global_value(name, closure[name], node)
+            value = self.global_value(name, closure[name], node)
+            return self.external(guards.closure_scope(self.jit_fn), name, (), closure[name],
+                                 node, value)
         if name in PY_BUILTINS_ALLOWED:
             if name == "range":
                 return RangeSpec
@@ -536,6 +542,54 @@ class CodeGenerator(ast.NodeVisitor):
                                    "kernel: only globals wrapped in constexpr are allowed, e.g. "
                                    f"`{name} = tl.constexpr({value!r})`")
         return value
+
+    # ---- values read from outside the kernel (frontend/guards.py) ---------------------------
+    def _reads(self):
+        sem = self.semantic
+        if getattr(sem, "external_reads", None) is None:
+            sem.external_reads = {}     # (scope, root, path) -> Guard
+            sem.external_origins = {}   # id(opaque object) -> (object, scope, root, path)
+        return sem.external_reads, sem.external_origins
+
+    def external(self, scope, root, path, raw, node, value):
+        """Record `raw`, read from `root` + `path` in `scope`, as folded into the kernel;
+        returns `value` (what the code generator uses)."""
+        reads, origins = self._reads()
+        if isinstance(raw, types.ModuleType):
+            if not guards.is_trusted_module(raw):
+                origins[id(raw)] = (raw, scope, root, path)
+            return value
+        if isinstance(raw, type) and not guards.is_trusted_module(
+                sys.modules.get(raw.__module__)):
+            # A user class: its class attributes (`Cfg.scale`) are guarded like an object's.
+            origins[id(raw)] = (raw, scope, root, path)
+            return value
+        if guards.is_transparent(raw) and not isinstance(raw, constexpr):
+            if inspect.ismethod(raw) and id(raw.__self__) in origins and \
+                    origins[id(raw.__self__)][0] is raw.__self__:
+                text = guards.path_text(root, path)
+                raise self.error(node, f"cannot call `{text}` in a kernel: it is a method of a "
+                                       "global object, so its result could change without the "
+                                       "compiled kernel knowing; read the attributes it uses "
+                                       "instead, or pass the value as a tl.constexpr argument")
+            return value
+        if guards.is_leaf(raw):
+            key = (id(scope.namespace), root, path)
+            if key not in reads:
+                loc = self.location(node)
+                reads[key] = guards.Guard(scope, root, path, raw, f"{loc.file}:{loc.line}")
+            return value
+        origins[id(raw)] = (raw, scope, root, path)
+        return value
+
+    def external_origin(self, obj):
+        origins = getattr(self.semantic, "external_origins", None)
+        if not origins:
+            return None
+        entry = origins.get(id(obj))
+        if entry is None or entry[0] is not obj:
+            return None
+        return entry
 
     def visit_Name(self, node):
         return self.lookup(node.id, node)
@@ -640,9 +694,15 @@ class CodeGenerator(ast.NodeVisitor):
         if rule is not None:
             return rule(self.semantic, obj)
         try:
-            value = unwrap(getattr(obj, node.attr))
+            raw = getattr(obj, node.attr)
+            value = unwrap(raw)
             if is_aggregate(obj) and getattr(type(value), "is_jit_function", False):
                 return BoundJitMethod(value, obj)
+            origin = self.external_origin(obj)
+            if origin is not None:
+                _, scope, root, path = origin
+                return self.external(scope, root, path + (("attr", node.attr),), raw, node,
+                                     value)
             return value
         except AttributeError:
             raise self.error(node, f"{self.describe(obj)} has no attribute `{node.attr}`") \
@@ -657,6 +717,15 @@ class CodeGenerator(ast.NodeVisitor):
             return self.semantic.subscript(value, index)
         if is_tensor(index):
             raise self.error(node, "cannot index a compile-time sequence with a runtime value")
+        origin = self.external_origin(value)
+        if origin is not None:
+            _, scope, root, path = origin
+            if not guards.is_leaf(index):
+                raise self.error(node, f"cannot index the global object "
+                                       f"`{guards.path_text(root, path)}` with {index!r} in a "
+                                       "kernel")
+            raw = value[index]
+            return self.external(scope, root, path + (("item", index),), raw, node, unwrap(raw))
         return unwrap(value[index])
 
     def visit_Slice(self, node):
@@ -719,6 +788,16 @@ class CodeGenerator(ast.NodeVisitor):
         bound_to_constant = inspect.ismethod(fn) and not is_tensor(fn.__self__)
         if runtime and fn in (min, max) and args and not kwargs:
             return self.runtime_min_max(fn, args)
+        if fn not in (isinstance, type, id):
+            for i, a in enumerate(list(args) + list(kwargs.values())):
+                origin = self.external_origin(a)
+                if origin is not None:
+                    text = guards.path_text(origin[2], origin[3])
+                    raise self.error(node, f"cannot pass the global object `{text}` to `{name}` "
+                                           "at compile time: the result could change without "
+                                           "the compiled kernel knowing; read its attributes in "
+                                           "the kernel, or pass the value as a tl.constexpr "
+                                           "argument")
         if getattr(fn, CONSTEXPR_FUNCTION_FLAG, False) or _is_python_builtin(fn) or \
                 isinstance(fn, type) or bound_to_constant:
             if runtime and fn not in (tuple, list, len, isinstance, getattr, hasattr, type,

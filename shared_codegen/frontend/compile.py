@@ -38,6 +38,9 @@ class CompiledKernel:
     _function: Any = None
     _module: Any = None
     compile_seconds: float = 0.0
+    # Values from outside the kernel folded into it (frontend/guards.py): a launch that reuses
+    # this kernel checks them first.
+    guards: Any = ()
 
     @property
     def num_warps(self) -> int:
@@ -83,7 +86,13 @@ def frontend_ir(jit_fn, spec):
 
 
 def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKernel:
-    """Compile one specialization for `spec.target`, through the on-disk cache."""
+    """Compile one specialization for `spec.target`, through the on-disk cache.
+
+    The cache key cannot include the values of the globals the kernel reads before tracing
+    says which ones it reads, so an entry keeps them (`metadata["globals"]`): a hit whose
+    recorded values still hold is served; otherwise the kernel is traced and looked up (or
+    stored) under a key that includes the values it read."""
+    from shared_codegen.frontend import guards as guards_mod
     from shared_codegen.runtime.cache import make_key
 
     start = time.perf_counter()
@@ -93,12 +102,36 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
     cache = disk_cache()
     entry = cache.get(key)
     if entry is not None:
-        asm = dict(entry["artifacts"])
-        return CompiledKernel(entry["metadata"]["name"], asm, dict(entry["metadata"]),
-                              compile_seconds=time.perf_counter() - start)
-    kernel = compile_module(trace(jit_fn, spec), jit_fn.language, spec.target)
+        restored = guards_mod.restore(entry["metadata"].get("globals", []), jit_fn)
+        if restored is not None:
+            return _from_entry(entry, restored, start)
+    module = trace(jit_fn, spec)
+    found = list(getattr(module, "external_reads", ()))
+    if found:
+        # The key of this kernel given the values it read.
+        key = make_key(source_hash or jit_fn.cache_hash(), spec.key, spec.target,
+                       dict(options, globals=guards_mod.key_text(found)))
+        entry = cache.get(key)
+        if entry is not None:
+            return _from_entry(entry, found, start)
+    kernel = compile_module(module, jit_fn.language, spec.target)
+    kernel.guards = tuple(found)
+    kernel.metadata["globals"] = [g.serialize() for g in found]
     kernel.compile_seconds = time.perf_counter() - start
     cache.put(key, kernel.asm, kernel.metadata)
+    if found and entry is None:
+        # The first key too, so that a fresh process with unchanged values hits without
+        # tracing (its recorded values are checked first).
+        first = make_key(source_hash or jit_fn.cache_hash(), spec.key, spec.target, options)
+        cache.put(first, kernel.asm, kernel.metadata)
+    return kernel
+
+
+def _from_entry(entry, guards, start) -> CompiledKernel:
+    asm = dict(entry["artifacts"])
+    kernel = CompiledKernel(entry["metadata"]["name"], asm, dict(entry["metadata"]),
+                            compile_seconds=time.perf_counter() - start)
+    kernel.guards = tuple(guards)
     return kernel
 
 

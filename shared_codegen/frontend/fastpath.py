@@ -90,6 +90,10 @@ def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
     required = [names[i] for i, p in enumerate(params) if p.default is p.empty]
     missing_test = "".join(f" or {n} is _sc_MISSING" for n in required)
     key_expr = "(" + ", ".join(key_parts + ["_sc_num_warps"]) + ",)"
+    # Kernels that folded globals in (frontend/guards.py) check them on every launch; the
+    # others get the launcher without the test.
+    guarded = jit_fn._fast_guarded
+    guard_test = " or (_sc_v.check is not None and not _sc_v.check())" if guarded else ""
     src = f"""
 def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None, stream=None,
            **_sc_options):
@@ -98,7 +102,7 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
         return _sc_slow_call({args_tuple} + _sc_extra, _sc_options, grid, num_warps, stream)
     _sc_key = {key_expr}
     _sc_v = _sc_variants.get(_sc_key)
-    if _sc_v is None:
+    if _sc_v is None{guard_test}:
         return _sc_slow({args_tuple}, _sc_options, grid, num_warps, stream, fast_key=_sc_key)
     _sc_v.binder.launch(_sc_v.function, grid, _sc_v.num_warps, _sc_v.shared,
                         _sc_current_stream() if stream is None else stream, {runtime_tuple})
@@ -110,7 +114,8 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
     Tensor = torch.Tensor if torch is not None else _NoTensor
     namespace = {"_sc_int_code": int_code, "_sc_tensor_code": tensor_code,
                  "_sc_arg_code": arg_code, "_sc_Tensor": Tensor,
-                 "_sc_variants": jit_fn._fast_variants, "_sc_slow": slow,
+                 "_sc_variants": jit_fn._fast_guarded_variants if guarded else jit_fn._fast_variants,
+                 "_sc_slow": slow,
                  "_sc_current_stream": current_stream, "_sc_MISSING": _MISSING,
                  "_sc_slow_call": _slow_call(jit_fn, slow), **defaults}
     exec(compile(src, f"<launcher of {jit_fn.__name__}>", "exec"), namespace)

@@ -102,6 +102,8 @@ class JITFunction:
         self.debug = debug
         self._source_info: Optional[SourceInfo] = None
         self._variants: Dict[tuple, Any] = {}
+        # Variants compiled for earlier values of the globals a kernel folded in (launch.py).
+        self._older_variants: Dict[tuple, list] = {}
         # Computes every specialization key of this kernel (frontend/launch.py); the launch
         # fast path only caches variants under a cheaper proxy of it (fastpath.py).
         self.specializer = Specializer(self.constexpr_positions, self.do_not_specialize)
@@ -109,6 +111,10 @@ class JITFunction:
         self._defaults = [p.default for p in self.params]
         self._index = {n: i for i, n in enumerate(self.arg_names)}
         self._fast_variants: Dict[tuple, Any] = {}
+        # Every variant by fast key, for the launcher that checks folded globals (fastpath.py);
+        # `_fast_variants` holds only variants that folded none.
+        self._fast_guarded_variants: Dict[tuple, Any] = {}
+        self._fast_guarded = False
         self._fast_launch = None
         self._fast_has_torch = False
 
@@ -245,6 +251,8 @@ class JITFunction:
         gen = CodeGenerator(self, scope, semantic)
         semantic.codegen = gen
         gen.generate_body()
+        # Values read from outside the kernel and folded into it (frontend/guards.py).
+        module.external_reads = list((getattr(semantic, "external_reads", None) or {}).values())
         if gen.return_value is not None:
             raise CompilationError("a kernel cannot return a value", self.source_info.file,
                                    self.source_info.first_line)

@@ -16,6 +16,7 @@ import numpy as np
 
 from shared_codegen import config
 from shared_codegen.frontend.errors import ArgumentError, CompilationError
+from shared_codegen.frontend.guards import guards_ok, make_check
 from shared_codegen.frontend.jit import Specialization
 from shared_codegen.frontend.values import constexpr
 from shared_codegen.ir.types import (BY_NAME, IRType, PointerType, TensorDescriptorType,
@@ -250,7 +251,10 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
         host_values.append(arr if arr is not None else v)
     spec = make_specialization(jit_fn, host_values, num_warps, "interpreter")
     cache_key = ("interp", spec.key, num_warps)
-    module = jit_fn._variants.get(cache_key)
+    # Traced modules of this specialization, newest first; one is reused only while the
+    # globals it folded in still hold (frontend/guards.py).
+    module = _pick_variant(jit_fn, cache_key,
+                           lambda m: guards_ok(getattr(m, "external_reads", ())))
     if module is None:
         # The IR after the language's passes (for the tile DSL: layouts assigned, conversions
         # inserted), the IR that is lowered, so a pass bug shows on the CPU too.
@@ -259,7 +263,7 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
 
         module = explicit_layout_module(jit_fn, spec, verify=False)
         verify_module(module)
-        jit_fn._variants[cache_key] = module
+        _add_variant(jit_fn, cache_key, module)
     memory = Memory()
     kernel_args = []
     for i, v in enumerate(host_values):
@@ -282,7 +286,36 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
 # ---- GPU -----------------------------------------------------------------------------------
 
 class _Variant:
-    __slots__ = ("kernel", "function", "binder", "runtime_positions", "shared", "num_warps")
+    __slots__ = ("kernel", "function", "binder", "runtime_positions", "shared", "num_warps",
+                 "check")
+
+
+# Variants of one specialization kept for other values of the globals a kernel reads.
+_MAX_GLOBAL_VARIANTS = 8
+
+
+def _pick_variant(jit_fn, key, valid):
+    """The variant `jit_fn._variants[key]` if its folded globals still hold, else an older one
+    of the same specialization whose do (it becomes the current one), else None."""
+    variant = jit_fn._variants.get(key)
+    if variant is None or valid(variant):
+        return variant
+    older = jit_fn._older_variants.get(key, [])
+    for i, v in enumerate(older):
+        if valid(v):
+            older[i] = variant
+            jit_fn._variants[key] = v
+            return v
+    return None
+
+
+def _add_variant(jit_fn, key, variant):
+    previous = jit_fn._variants.get(key)
+    if previous is not None:
+        older = jit_fn._older_variants.setdefault(key, [])
+        older.insert(0, previous)
+        del older[_MAX_GLOBAL_VARIANTS:]
+    jit_fn._variants[key] = variant
 
 
 def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None,
@@ -296,13 +329,21 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     except SpecializationError as exc:
         raise _argument_error(jit_fn, values, exc) from None
     key = (spec_key, num_warps, target)
-    variant = jit_fn._variants.get(key)
+    variant = _pick_variant(jit_fn, key, lambda v: v.check is None or v.check())
     if variant is None:
         variant = _compile_variant(jit_fn, spec_key, num_warps, target)
-        jit_fn._variants[key] = variant
+        _add_variant(jit_fn, key, variant)
     if fast_key is not None and target is None:
-        # Later launches with the same fast key skip this whole function (fastpath.py).
-        jit_fn._fast_variants[fast_key] = variant
+        # Later launches with the same fast key skip this whole function (fastpath.py). A
+        # kernel that folded globals in is only served by a launcher that checks them.
+        jit_fn._fast_guarded_variants[fast_key] = variant
+        if variant.check is None:
+            jit_fn._fast_variants[fast_key] = variant
+        else:
+            jit_fn._fast_variants.pop(fast_key, None)
+            if not jit_fn._fast_guarded:
+                jit_fn._fast_guarded = True
+                jit_fn._fast_launch = None
     if warmup:
         return variant.kernel
     if callable(grid):
@@ -347,6 +388,7 @@ def _compile_variant(jit_fn, spec_key, num_warps, target):
     variant.runtime_positions = [i for i, t in enumerate(spec.arg_types) if t is not None]
     variant.shared = kernel.shared
     variant.num_warps = kernel.num_warps
+    variant.check = make_check(kernel.guards)
     return variant
 
 
