@@ -16,7 +16,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("shared_codegen", "tile", "gluon")
-MAX_LINES = 850  # "files under ~800 lines", with room for a docstring
+MAX_LINES = 800  # "files under ~800 lines" (STYLE.md)
 
 
 def _modules() -> Dict[str, str]:

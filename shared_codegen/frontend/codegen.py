@@ -17,8 +17,6 @@ import ast
 import builtins
 import inspect
 import operator
-import sys
-import types
 from typing import Any, Dict, List, Optional
 
 from shared_codegen.frontend import aggregates, guards
@@ -109,7 +107,7 @@ def _is_number(x) -> bool:
     return isinstance(x, (bool, int, float)) and not isinstance(x, tensor)
 
 
-class CodeGenerator(ast.NodeVisitor):
+class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
     MAX_INLINE_DEPTH = 64
 
     def __init__(self, jit_fn, scope: Dict[str, Any], semantic, depth: int = 0):
@@ -542,54 +540,6 @@ class CodeGenerator(ast.NodeVisitor):
                                    "kernel: only globals wrapped in constexpr are allowed, e.g. "
                                    f"`{name} = tl.constexpr({value!r})`")
         return value
-
-    # ---- values read from outside the kernel (frontend/guards.py) ---------------------------
-    def _reads(self):
-        sem = self.semantic
-        if getattr(sem, "external_reads", None) is None:
-            sem.external_reads = {}     # (scope, root, path) -> Guard
-            sem.external_origins = {}   # id(opaque object) -> (object, scope, root, path)
-        return sem.external_reads, sem.external_origins
-
-    def external(self, scope, root, path, raw, node, value):
-        """Record `raw`, read from `root` + `path` in `scope`, as folded into the kernel;
-        returns `value` (what the code generator uses)."""
-        reads, origins = self._reads()
-        if isinstance(raw, types.ModuleType):
-            if not guards.is_trusted_module(raw):
-                origins[id(raw)] = (raw, scope, root, path)
-            return value
-        if isinstance(raw, type) and not guards.is_trusted_module(
-                sys.modules.get(raw.__module__)):
-            # A user class: its class attributes (`Cfg.scale`) are guarded like an object's.
-            origins[id(raw)] = (raw, scope, root, path)
-            return value
-        if guards.is_transparent(raw) and not isinstance(raw, constexpr):
-            if inspect.ismethod(raw) and id(raw.__self__) in origins and \
-                    origins[id(raw.__self__)][0] is raw.__self__:
-                text = guards.path_text(root, path)
-                raise self.error(node, f"cannot call `{text}` in a kernel: it is a method of a "
-                                       "global object, so its result could change without the "
-                                       "compiled kernel knowing; read the attributes it uses "
-                                       "instead, or pass the value as a tl.constexpr argument")
-            return value
-        if guards.is_leaf(raw):
-            key = (id(scope.namespace), root, path)
-            if key not in reads:
-                loc = self.location(node)
-                reads[key] = guards.Guard(scope, root, path, raw, f"{loc.file}:{loc.line}")
-            return value
-        origins[id(raw)] = (raw, scope, root, path)
-        return value
-
-    def external_origin(self, obj):
-        origins = getattr(self.semantic, "external_origins", None)
-        if not origins:
-            return None
-        entry = origins.get(id(obj))
-        if entry is None or entry[0] is not obj:
-            return None
-        return entry
 
     def visit_Name(self, node):
         return self.lookup(node.id, node)

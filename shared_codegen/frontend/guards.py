@@ -23,7 +23,7 @@ import enum
 import inspect
 import sys
 import types
-from typing import Any, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from shared_codegen.frontend.values import constexpr
 
@@ -297,6 +297,60 @@ def _find_function(jit_fn, module, qualname):
             return fn
     return None
 
+
+
+class ExternalReads:
+    """The code generator's side of the guards (a mixin of `CodeGenerator`, which provides
+    `semantic`, `location` and `error`): every value read from outside the kernel's arguments
+    is recorded as a `Guard` (a leaf) or as the origin of an opaque object whose attributes
+    are read later."""
+
+    def _reads(self):
+        sem = self.semantic
+        if getattr(sem, "external_reads", None) is None:
+            sem.external_reads = {}     # (scope, root, path) -> Guard
+            sem.external_origins = {}   # id(opaque object) -> (object, scope, root, path)
+        return sem.external_reads, sem.external_origins
+
+    def external(self, scope, root, path, raw, node, value):
+        """Record `raw`, read from `root` + `path` in `scope`, as folded into the kernel;
+        returns `value` (what the code generator uses)."""
+        reads, origins = self._reads()
+        if isinstance(raw, types.ModuleType):
+            if not is_trusted_module(raw):
+                origins[id(raw)] = (raw, scope, root, path)
+            return value
+        if isinstance(raw, type) and not is_trusted_module(
+                sys.modules.get(raw.__module__)):
+            # A user class: its class attributes (`Cfg.scale`) are guarded like an object's.
+            origins[id(raw)] = (raw, scope, root, path)
+            return value
+        if is_transparent(raw) and not isinstance(raw, constexpr):
+            if inspect.ismethod(raw) and id(raw.__self__) in origins and \
+                    origins[id(raw.__self__)][0] is raw.__self__:
+                text = path_text(root, path)
+                raise self.error(node, f"cannot call `{text}` in a kernel: it is a method of a "
+                                       "global object, so its result could change without the "
+                                       "compiled kernel knowing; read the attributes it uses "
+                                       "instead, or pass the value as a tl.constexpr argument")
+            return value
+        if is_leaf(raw):
+            key = (id(scope.namespace), root, path)
+            if key not in reads:
+                loc = self.location(node)
+                reads[key] = Guard(scope, root, path, raw, f"{loc.file}:{loc.line}")
+            return value
+        origins[id(raw)] = (raw, scope, root, path)
+        return value
+
+    def external_origin(self, obj):
+        origins = getattr(self.semantic, "external_origins", None)
+        if not origins:
+            return None
+        entry = origins.get(id(obj))
+        if entry is None or entry[0] is not obj:
+            return None
+        return entry
 
 def guarded_module_attr(value) -> bool:
     return isinstance(value, types.ModuleType) and not is_trusted_module(value)

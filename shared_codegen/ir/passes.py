@@ -1,8 +1,7 @@
 """The pass manager: a flat list of named passes run in order over a module.
 
     from shared_codegen.ir.passes import run_pipeline
-    from tile.passes import TILE_PIPELINE
-    run_pipeline(module, TILE_PIPELINE)
+    run_pipeline(module, [("cse", cse), ("lower_to_llvm", lower_to_llvm)])
 
 A pass is `fn(module) -> None` (it rewrites in place). After each one the module is verified
 (when `verify`) so a broken rewrite is reported under the name of the pass that broke it, and,
