@@ -66,7 +66,8 @@ class CompiledKernel:
                 self._module = driver.load_module(self.asm["cubin"])
             self._function = driver.get_function(self._module, self.name)
             if self.shared > 48 * 1024:
-                driver.set_dynamic_shared_memory(self._function, self.shared)
+                driver.set_dynamic_shared_memory(self._function, self.shared,
+                                                 kernel_name=self.name)
         return self._function
 
 
@@ -153,6 +154,7 @@ def compile_module(module, language, target: str) -> CompiledKernel:
     metadata = {"name": lowered.name, "shared_bytes": int(lowered.shared_bytes),
                 "num_warps": int(lowered.num_warps), "param_kinds": list(lowered.param_kinds),
                 "target": target, "jit_log": log or "",
+                "registers": int(results.get("registers", 0)),
                 # nvJitLink's ptxas ignored setmaxnreg (C7504): load the PTX through the
                 # driver JIT instead, which keeps it (runtime/driver.load_ptx_module).
                 "driver_jit": "(C7504)" in (log or "")}

@@ -15,7 +15,7 @@ from typing import Any, Dict
 import numpy as np
 
 from shared_codegen import config
-from shared_codegen.frontend.errors import ArgumentError, CompilationError
+from shared_codegen.errors import ArgumentError, CompilationError, OutOfResources
 from shared_codegen.frontend.guards import guards_ok, make_check
 from shared_codegen.frontend.jit import Specialization
 from shared_codegen.frontend.values import constexpr
@@ -377,8 +377,12 @@ def _compile_variant(jit_fn, spec_key, num_warps, target):
     spec = Specialization.from_key(spec_key, num_warps, target)
     try:
         kernel = compile_spec(jit_fn, spec)
-    except CompilationError:
+    except OutOfResources:
         raise
+    except CompilationError as exc:
+        if exc.file is not None:  # it names the kernel line already
+            raise
+        raise wrap_internal_error(jit_fn, exc) from exc
     except Exception as exc:  # a compiler bug: say so, with the kernel's name and file
         raise wrap_internal_error(jit_fn, exc) from exc
     variant = _Variant()

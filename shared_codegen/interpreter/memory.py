@@ -17,8 +17,8 @@ _SHIFT = 40
 _OFFSET_MASK = (1 << _SHIFT) - 1
 
 
-class InterpreterError(Exception):
-    """A kernel did something invalid while interpreted (out-of-bounds access, assertion)."""
+# The shared hierarchy's class (shared_codegen/errors.py), importable from here as before.
+from shared_codegen.errors import InterpreterError  # noqa: E402
 
 
 @dataclass

@@ -25,6 +25,8 @@ import numbers
 import sys
 from functools import lru_cache
 
+from shared_codegen.errors import ArgumentError
+
 NO_HINT = ""
 DIVISIBLE_BY_16 = "D"
 EQUAL_TO_ONE = "1"
@@ -56,8 +58,8 @@ _TYPESTR_NAMES = {
 }
 
 
-class SpecializationError(TypeError):
-    """An argument cannot be passed to a kernel."""
+class SpecializationError(ArgumentError):
+    """An argument cannot be passed to a kernel (a TypeError, as before)."""
 
 
 def int_type_name(value: int) -> str:
