@@ -106,18 +106,25 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
         except _sc_KernelError as _sc_error:
             raise _sc_user_facing(_sc_error, _sc_kernel)
     _sc_key = {key_expr}
-    _sc_v = _sc_variants.get(_sc_key)
+    try:
+        _sc_v = _sc_variants.get(_sc_key)
+    except TypeError:  # an unhashable constexpr: the full path names the argument
+        _sc_v = _sc_key = None
     if _sc_v is None{guard_test}:
         try:
             return _sc_slow({args_tuple}, _sc_options, grid, num_warps, stream,
                             fast_key=_sc_key)
         except _sc_KernelError as _sc_error:
             raise _sc_user_facing(_sc_error, _sc_kernel)
-    _sc_v.binder.launch(_sc_v.function, grid, _sc_v.num_warps, _sc_v.shared,
-                        _sc_current_stream() if stream is None else stream, {runtime_tuple})
+    try:
+        _sc_v.binder.launch(_sc_v.function, grid, _sc_v.num_warps, _sc_v.shared,
+                            _sc_current_stream() if stream is None else stream, {runtime_tuple})
+    except _sc_PackError as _sc_error:  # names the argument (frontend/launch.py)
+        raise _sc_user_facing(_sc_pack_error(_sc_kernel, _sc_v, _sc_error), _sc_kernel)
     return _sc_v.kernel
 """
-    from shared_codegen.runtime.launcher import current_stream
+    from shared_codegen.frontend.launch import pack_error
+    from shared_codegen.runtime.launcher import PackError, current_stream
 
     torch = sys.modules.get("torch")
     Tensor = torch.Tensor if torch is not None else _NoTensor
@@ -128,7 +135,8 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
                  "_sc_current_stream": current_stream, "_sc_MISSING": _MISSING,
                  "_sc_slow_call": _slow_call(jit_fn, slow), **defaults,
                  "_sc_KernelError": KernelError, "_sc_user_facing": user_facing,
-                 "_sc_kernel": jit_fn}
+                 "_sc_kernel": jit_fn, "_sc_PackError": PackError,
+                 "_sc_pack_error": pack_error}
     exec(compile(src, f"<launcher of {jit_fn.__name__}>", "exec"), namespace)
     launch = namespace["launch"]
     # Python's own binding errors name the function: `add_kernel() got multiple values for

@@ -188,7 +188,10 @@ def _hashable_constexpr(value):
     except TypeError:
         if isinstance(value, list):
             return tuple(_hashable_constexpr(item) for item in value)
-        raise SpecializationError(f"constexpr value {value!r} is not hashable") from None
+        raise SpecializationError(f"a constexpr value must be hashable (an int, float, bool, "
+                                  f"str, None, dtype or layout), got "
+                                  f"{type(value).__module__}.{type(value).__qualname__}"
+                                  ) from None
 
 
 class Specializer:
