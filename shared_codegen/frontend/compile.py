@@ -21,12 +21,15 @@ _DISK_CACHE = None
 
 
 def disk_cache():
+    """The compilation cache of the current SC_CACHE_DIR / SC_CACHE_DISABLE (a new one when
+    they change, so a kernel is never stored in or served from a folder no longer named)."""
     global _DISK_CACHE
-    if _DISK_CACHE is None:
+    directory = None if config.get("SC_CACHE_DISABLE") else config.get("SC_CACHE_DIR")
+    if _DISK_CACHE is None or _DISK_CACHE.setting != directory:
         from shared_codegen.runtime.cache import CompilationCache
 
-        directory = None if config.get("SC_CACHE_DISABLE") else config.get("SC_CACHE_DIR")
         _DISK_CACHE = CompilationCache(directory)
+        _DISK_CACHE.setting = directory
     return _DISK_CACHE
 
 
