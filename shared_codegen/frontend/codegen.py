@@ -175,10 +175,8 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
             try:
                 self.visit(stmt)
             except CompilationError as exc:
-                if exc.file is not None:
+                if exc.file is not None:  # else raised below the frontend: give it this line
                     raise
-                # Raised below the frontend without a place (a verifier, a layout rule):
-                # the statement being traced is the place.
                 raise self.error(stmt, exc.message, exc) from None
             except (TypeError, ValueError, AssertionError, NotImplementedError, KeyError,
                     IndexError, ZeroDivisionError, OverflowError, RuntimeError) as exc:
