@@ -91,7 +91,7 @@ class Frame:
         text = f"{where}: {message} (program id ({pid}))"
         if loc.source_line:
             text += f"\n    {loc.source_line.strip()}"
-        # "race: ..." raises a RaceError, "deadlock: ..." a DeadlockError (shared_codegen/errors.py).
+        # "race: ..." raises a RaceError, "deadlock: ..." a DeadlockError (errors.py).
         error = interpreter_error_class(message)(text)
         if loc.line:
             error.file, error.line = loc.file, loc.line

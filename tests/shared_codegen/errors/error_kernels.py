@@ -32,7 +32,7 @@ def add_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 @tile.jit
 def undefined_name_kernel(x_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + not_defined_anywhere)  # the bad line
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + not_defined_anywhere)  # noqa: F821
 
 
 @gluon.jit
