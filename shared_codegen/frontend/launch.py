@@ -249,6 +249,7 @@ def _compile_without_gpu(jit_fn, values, num_warps, target):
 # ---- interpreter ---------------------------------------------------------------------------
 
 def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
+    from shared_codegen.interpreter.arguments import check_arguments
     from shared_codegen.interpreter.memory import Memory, host_array
     from shared_codegen.interpreter.run import run_kernel
 
@@ -285,10 +286,16 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
         _add_variant(jit_fn, cache_key, module)
     memory = Memory()
     kernel_args = []
+    # The host array behind each kernel parameter, for the written-argument checks.
+    param_arrays, param_names = [], []
     for i, v in enumerate(host_values):
         ty = spec.arg_types[i]
         if ty is None:
             continue
+        param_names.append(jit_fn.arg_names[i])
+        param_arrays.append(v if isinstance(ty, PointerType) else
+                            host_array(getattr(v, "base", None))
+                            if isinstance(ty, TensorDescriptorType) else None)
         if isinstance(ty, PointerType):
             kernel_args.append(np.int64(memory.map(jit_fn.arg_names[i], v)))
         elif isinstance(ty, TensorDescriptorType):
@@ -298,6 +305,7 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
             kernel_args.append(np.asarray(v, dtype=ty.np)[()])
     if 0 in grid3:
         return None
+    check_arguments(module, jit_fn.__name__, param_arrays, param_names)
     run_kernel(module, kernel_args, grid3, memory)
     return None
 
