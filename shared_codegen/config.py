@@ -96,6 +96,10 @@ _DECLARED = (
     EnvVar("SC_INTERPRET_SEED", "int", 0,
            "Seed of the interpreter's choices of when asynchronous operations (TMA loads) "
            "complete; change it to try other legal orders."),
+    EnvVar("SC_INTERPRET_CONCURRENT", "bool", False,
+           "Run the programs of every grid concurrently in the interpreter, switching at "
+           "atomics and volatile loads (kernels with a spin loop always do; "
+           "shared_codegen/interpreter/grid.py)."),
     EnvVar("SC_DUMP_IR_DIR", "path", None,
            "If set, write the IR after every named pass (and the LLVM IR / PTX) into this folder."),
     EnvVar("SC_CACHE_DIR", "path", "~/.cache/shared_codegen",

@@ -36,6 +36,8 @@ class Frame:
     ops/warp_specialize/interpreter.py); `partition` is then that partition (else None)."""
 
     partition = None
+    # The grid's cooperative program (interpreter/grid.py) when programs run concurrently.
+    program = None
 
     def __init__(self, memory: Memory, grid, out=None, num_warps: int = 4):
         self.memory = memory
@@ -52,6 +54,7 @@ class Frame:
         child.program_id = self.program_id
         child.values = self.values
         child.partition = partition
+        child.program = self.program
         return child
 
     def __getitem__(self, v: Value):
@@ -101,15 +104,33 @@ class Frame:
         print(text, file=self._out)
 
 
-def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory) -> None:
-    """Run the module's kernel for every program id in `grid` (a 3-tuple)."""
+def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory,
+               concurrent: bool = False) -> None:
+    """Run the module's kernel for every program id in `grid` (a 3-tuple): one after another,
+    or, when `concurrent` (the programs wait on each other) or SC_INTERPRET_CONCURRENT is
+    set, interleaved at atomics and volatile loads (interpreter/grid.py)."""
+    from shared_codegen import config
+    from shared_codegen.interpreter.grid import ConcurrentGrid
+
     fn = module.kernel
-    frame = Frame(memory, tuple(grid), num_warps=int(module.attrs.get("num_warps", 4)))
+    num_warps = int(module.attrs.get("num_warps", 4))
     body = fn.body.block
+    program_ids = ((x, y, z) for z, y, x in
+                   itertools.product(range(grid[2]), range(grid[1]), range(grid[0])))
+    if grid[0] * grid[1] * grid[2] > 1 and (concurrent or config.get("SC_INTERPRET_CONCURRENT")):
+        def make_frame(pid, _):
+            frame = Frame(memory, tuple(grid), num_warps=num_warps)
+            frame.program_id = pid
+            return frame
+
+        ConcurrentGrid(list(program_ids), make_frame,
+                       lambda frame: frame.run_block(body, list(arg_values))).run()
+        return
+    frame = Frame(memory, tuple(grid), num_warps=num_warps)
     old = np.seterr(all="ignore")
     try:
-        for z, y, x in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
-            frame.program_id = (x, y, z)
+        for pid in program_ids:
+            frame.program_id = pid
             frame.values = {}
             frame.run_block(body, list(arg_values))
     finally:

@@ -1,4 +1,10 @@
-"""Arguments a kernel must not write, refused before the interpreter runs it.
+"""What the interpreter checks of a kernel before it runs it (the sanitizer's static part).
+
+`needs_concurrent_programs`: whether the programs of the grid wait on each other (a `while`
+loop that reaches an atomic or a volatile load), so that they must run interleaved
+(`shared_codegen/interpreter/grid.py`).
+
+`check_arguments`: arguments a kernel must not write, refused before the interpreter runs it.
 
 Which arguments a kernel writes is read off the IR: every op whose `memory_effects` trait
 writes global memory writes through its pointer or descriptor operands, and those operands
@@ -107,6 +113,19 @@ def written_arguments(fn) -> Set[int]:
     return written
 
 
+def needs_concurrent_programs(fn) -> bool:
+    """Whether a kernel spins on other programs: a `while` loop reaching a sync point."""
+    from shared_codegen.interpreter.grid import is_sync_point
+    from shared_codegen.ops.control.definition import WhileOp
+
+    for op in fn.walk():
+        if isinstance(op.opdef, WhileOp):
+            if any(is_sync_point(inner) for region in op.regions
+                   for inner_op in region.block.ops for inner in inner_op.walk()):
+                return True
+    return False
+
+
 def _module_written(module) -> Set[int]:
     cached = getattr(module, "written_arguments", None)
     if cached is None:
@@ -166,4 +185,4 @@ def check_arguments(module, kernel_name: str, arrays: Sequence[Optional[np.ndarr
                                     f"the same array for both, or arrays that do not overlap")
 
 
-__all__ = ["written_arguments", "check_arguments"]
+__all__ = ["written_arguments", "check_arguments", "needs_concurrent_programs"]
