@@ -13,6 +13,7 @@ from typing import Optional
 
 import numpy as np
 
+from shared_codegen.interpreter.happens_before import HB_KEY
 from shared_codegen.ir.types import SharedMemoryType
 from shared_codegen.ops.shared_memory.definition import offset_map
 
@@ -90,6 +91,9 @@ class SharedView:
         ty = op.operands[0].type
         dtype = np.dtype(ty.element.np)
         idx = self._bytes(op, frame, dtype.itemsize)
+        hb = frame.values.get(HB_KEY)
+        if hb is not None:  # inside gl.warp_specialize: ordered after other partitions?
+            hb.access(frame, op, self.buffer, idx, write=False)
         ok = self.buffer.written[idx].all(axis=-1)
         if not ok.all():
             first = tuple(int(c) for c in np.argwhere(~ok)[0])
@@ -105,6 +109,9 @@ class SharedView:
         ty = op.result.type if op.results else op.operands[1].type
         dtype = np.dtype(ty.element.np)
         idx = self._bytes(op, frame, dtype.itemsize)
+        hb = frame.values.get(HB_KEY)
+        if hb is not None:
+            hb.access(frame, op, self.buffer, idx, write=True)
         raw = np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=dtype),
                                                    tuple(ty.shape)))
         self.buffer.data[idx] = raw.view(np.uint8).reshape(idx.shape)

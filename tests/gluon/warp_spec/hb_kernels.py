@@ -1,0 +1,103 @@
+"""Deliberately broken warp-specialized kernels for the happens-before race detector: each
+misses one mbarrier edge between two partitions' shared-memory accesses."""
+
+from __future__ import annotations
+
+import gluon
+from gluon import language as gl
+from gluon.language.nvidia.hopper import mbarrier, tma
+
+BLOCKED = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])       # 4 warps
+BLOCKED_1W = gl.BlockedLayout([1, 8], [4, 8], [1, 1], [1, 0])    # 1 warp
+SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+
+
+@gluon.jit
+def _offsets(layout: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr):
+    rows = gl.arange(0, BM, gl.SliceLayout(1, layout))
+    cols = gl.arange(0, BN, gl.SliceLayout(0, layout))
+    return gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
+
+
+# ---- a TMA write read by another partition that waits on the wrong barrier -----------------
+
+@gluon.jit
+def _reads_without_waiting_on_ready(smem, ready, go, out_ptr):
+    mbarrier.wait(go, 0)  # orders the read after `go`, but not after the TMA load
+    x = smem.load(BLOCKED)  # the unordered read
+    gl.store(out_ptr + _offsets(BLOCKED, 64, 64), x)
+
+
+@gluon.jit
+def _loads_then_waits_itself(in_desc, smem, ready, go):
+    mbarrier.arrive(go)
+    mbarrier.expect(ready, in_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(in_desc, [0, 0], ready, smem)  # the TMA write
+    mbarrier.wait(ready, 0)
+
+
+@gluon.jit
+def tma_read_without_wait_kernel(in_desc, out_ptr):
+    smem = gl.allocate_shared_memory(in_desc.dtype, in_desc.block_shape, in_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # hb bars
+    mbarrier.init(bars.index(0), count=1)
+    mbarrier.init(bars.index(1), count=1)
+    gl.warp_specialize([(_reads_without_waiting_on_ready, (smem, bars.index(1), bars.index(0),
+                                                          out_ptr)),
+                        (_loads_then_waits_itself, (in_desc, smem, bars.index(1),
+                                                    bars.index(0)))],
+                       [1], [24])
+
+
+# ---- a store that no arrive publishes ----------------------------------------------------
+
+@gluon.jit
+def _writes_and_leaves(smem, done):
+    smem.store(gl.full([32, 32], 1.0, gl.float32, BLOCKED))  # the unpublished write
+
+
+@gluon.jit
+def _reads_the_unpublished(smem, done, out_ptr):
+    x = smem.load(BLOCKED_1W)  # reads what no arrive published
+    gl.store(out_ptr + _offsets(BLOCKED_1W, 32, 32), x)
+
+
+@gluon.jit
+def store_without_arrive_kernel(out_ptr):
+    smem = gl.allocate_shared_memory(gl.float32, [32, 32], SMEM)
+    done = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(done, count=1)
+    gl.warp_specialize([(_writes_and_leaves, (smem, done)),
+                        (_reads_the_unpublished, (smem, done, out_ptr))], [1], [24])
+
+
+# ---- a consumer that frees its slot before it reads it (write after read) --------------------
+
+@gluon.jit
+def _producer_refills(smem, ready, empty):
+    smem.store(gl.full([32, 32], 1.0, gl.float32, BLOCKED))
+    mbarrier.arrive(ready)
+    mbarrier.wait(empty, 0)
+    smem.store(gl.full([32, 32], 2.0, gl.float32, BLOCKED))  # the refill
+
+
+@gluon.jit
+def _consumer_frees_too_early(smem, ready, empty, out_ptr, FIXED: gl.constexpr):
+    mbarrier.wait(ready, 0)
+    if not FIXED:
+        mbarrier.arrive(empty)  # frees the slot before reading it
+    x = smem.load(BLOCKED_1W)  # the read the refill races with
+    if FIXED:
+        mbarrier.arrive(empty)
+    gl.store(out_ptr + _offsets(BLOCKED_1W, 32, 32), x)
+
+
+@gluon.jit
+def early_release_kernel(out_ptr, FIXED: gl.constexpr):
+    smem = gl.allocate_shared_memory(gl.float32, [32, 32], SMEM)
+    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())  # war bars
+    mbarrier.init(bars.index(0), count=1)
+    mbarrier.init(bars.index(1), count=1)
+    gl.warp_specialize([(_producer_refills, (smem, bars.index(0), bars.index(1))),
+                        (_consumer_frees_too_early, (smem, bars.index(0), bars.index(1),
+                                                     out_ptr, FIXED))], [1], [24])
