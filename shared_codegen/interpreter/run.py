@@ -18,6 +18,16 @@ from shared_codegen.interpreter.memory import InterpreterError, Memory
 from shared_codegen.ir.core import Block, Module, Operation, Value
 
 
+# frame.values key of the checks to run when a program returns (strict mode registers them:
+# ops/mbarrier/definition.py); each is called with the program's frame.
+PROGRAM_END_KEY = object()
+
+
+def _program_end(frame) -> None:
+    for check in frame.values.get(PROGRAM_END_KEY, ()):
+        check(frame)
+
+
 class Unready:
     """Base of values an asynchronous op has not delivered yet (an in-flight wgmma's
     accumulator). `frame[v]` calls `read(frame)`, which returns the value once it is ready and
@@ -123,8 +133,11 @@ def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory,
             frame.program_id = pid
             return frame
 
-        ConcurrentGrid(list(program_ids), make_frame,
-                       lambda frame: frame.run_block(body, list(arg_values))).run()
+        def run_program(frame):
+            frame.run_block(body, list(arg_values))
+            _program_end(frame)
+
+        ConcurrentGrid(list(program_ids), make_frame, run_program).run()
         return
     frame = Frame(memory, tuple(grid), num_warps=num_warps)
     old = np.seterr(all="ignore")
@@ -133,5 +146,6 @@ def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory,
             frame.program_id = pid
             frame.values = {}
             frame.run_block(body, list(arg_values))
+            _program_end(frame)
     finally:
         np.seterr(**old)

@@ -189,7 +189,42 @@ def barrier_state(frame, op, view) -> BarrierState:
     if state is None:
         index = offset // 8 if buf.data.size > 8 else None
         state = states[offset] = BarrierState(buf.where, index)
+        if _strict():
+            _at_program_end(frame, state)
     return state
+
+
+def _strict() -> bool:
+    from shared_codegen import config
+    return bool(config.get("SC_INTERPRET_STRICT"))
+
+
+def _at_program_end(frame, state: BarrierState) -> None:
+    """Strict mode: when the program returns, `state` must not have a TMA load in flight
+    (the CTA would exit while the copy still writes its shared memory) nor a phase whose
+    transaction bytes never matched what mbarrier.expect announced."""
+    from shared_codegen.interpreter.run import PROGRAM_END_KEY
+
+    def check(frame):
+        if not state.valid:
+            return
+        if state.in_flight:
+            load = state.in_flight[0]
+            raise _program_end_error(frame, f"the program returned while the async operation at "
+                                            f"{load.where} was still in flight on "
+                                            f"{state.describe()}: no mbarrier.wait observed "
+                                            f"the phase it completes")
+        if state.tx != 0:
+            raise _program_end_error(frame, f"the program returned with phase {state.phase} "
+                                            f"of {state.describe()} unmatched: {lacks(state)}")
+
+    frame.values.setdefault(PROGRAM_END_KEY, []).append(check)
+
+
+def _program_end_error(frame, message: str):
+    from shared_codegen.interpreter.memory import InterpreterError
+    pid = ", ".join(str(int(p)) for p in frame.program_id)
+    return InterpreterError(f"{message} (program id ({pid}))")
 
 
 # frame.values key of the program's async engine (`tma._Engine`): in-flight TMA ops and the
@@ -423,6 +458,9 @@ class InvalBarrierOp(OpDef):
         if state.in_flight:
             frame.error(op, f"mbarrier.invalidate on {state.describe()} while the TMA load at "
                             f"{state.in_flight[0].where} will still signal it")
+        if state.tx != 0:
+            frame.error(op, f"mbarrier.invalidate on {state.describe()} while its phase "
+                            f"{state.phase} has pending transactions: {lacks(state)}")
         state.valid = False
         return []
 
