@@ -209,7 +209,8 @@ class HappensBefore:
 
 def current(frame) -> Optional[HappensBefore]:
     """The running warp_specialize's detector, or None outside one (nothing to check)."""
-    return frame.values.get(HB_KEY)
+    values = getattr(frame, "values", None)
+    return values.get(HB_KEY) if values is not None else None
 
 
 __all__ = ["HappensBefore", "HB_KEY", "current"]

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from shared_codegen.interpreter.happens_before import HB_KEY
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32, int64
 from shared_codegen.layouts import SwizzledSharedLayout
@@ -147,7 +147,7 @@ class BarrierState:
 
     def arrive(self, count: int, frame, op) -> None:
         self._require_valid(frame, op)
-        hb = frame.values.get(HB_KEY) if frame is not None else None
+        hb = current_hb(frame)
         if hb is not None:  # the arriving partition releases what it did so far
             hb.release(frame, op, self)
         if count > self.pending:
@@ -430,7 +430,7 @@ class WaitBarrierOp(OpDef):
             # when every partition is blocked (ops/warp_specialize/interpreter.py).
             frame.partition.block(op, state, parity)
         _observe(state)
-        hb = frame.values.get(HB_KEY)
+        hb = current_hb(frame)
         if hb is not None:  # the waiter acquires what the phase's arrivals released
             hb.acquire(frame, state)
         return []

@@ -13,7 +13,7 @@ from typing import Optional
 
 import numpy as np
 
-from shared_codegen.interpreter.happens_before import HB_KEY
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ir.types import SharedMemoryType
 from shared_codegen.ops.shared_memory.definition import offset_map
 
@@ -91,7 +91,7 @@ class SharedView:
         ty = op.operands[0].type
         dtype = np.dtype(ty.element.np)
         idx = self._bytes(op, frame, dtype.itemsize)
-        hb = frame.values.get(HB_KEY)
+        hb = current_hb(frame)
         if hb is not None:  # inside gl.warp_specialize: ordered after other partitions?
             hb.access(frame, op, self.buffer, idx, write=False)
         ok = self.buffer.written[idx].all(axis=-1)
@@ -109,7 +109,7 @@ class SharedView:
         ty = op.result.type if op.results else op.operands[1].type
         dtype = np.dtype(ty.element.np)
         idx = self._bytes(op, frame, dtype.itemsize)
-        hb = frame.values.get(HB_KEY)
+        hb = current_hb(frame)
         if hb is not None:
             hb.access(frame, op, self.buffer, idx, write=True)
         raw = np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=dtype),

@@ -30,7 +30,7 @@ from typing import List
 
 import numpy as np
 
-from shared_codegen.interpreter.happens_before import HB_KEY
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorMemoryType, float16, float32, int1
 from shared_codegen.layouts import TensorMemoryLayout
@@ -231,7 +231,7 @@ ADVICE = ("wait on the mbarrier its completion is committed to (tcgen05_commit o
 def _release(frame, op, state) -> None:
     """A commit's arrival orders the issuer's earlier work before the waiters
     (interpreter/happens_before.py); it lands later, so it is carried to later phases."""
-    hb = frame.values.get(HB_KEY)
+    hb = current_hb(frame)
     if hb is not None:
         hb.release(frame, op, state, carry=True)
 

@@ -42,7 +42,7 @@ from typing import List
 
 import numpy as np
 
-from shared_codegen.interpreter.happens_before import HB_KEY
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, TensorType, int1, int32
 from shared_codegen.layouts.relations import OWN_LAYOUTS
@@ -315,7 +315,7 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
         pending.check(idx, frame, op, "this TMA load targets")
         raw = np.ascontiguousarray(np.asarray(values, dtype=dtype)).view(np.uint8).reshape(-1)
         load = _Load(engine, state, view, idx, raw, engine.new_id(), _where(op))
-        hb = frame.values.get(HB_KEY)
+        hb = current_hb(frame)
         if hb is not None:  # the issuer writes the destination (interpreter/happens_before.py)
             hb.access(frame, op, buf, idx, write=True, what="this TMA load writes",
                       noun="TMA write")
@@ -361,7 +361,7 @@ class AsyncTMACopyLocalToGlobalOp(OpDef):
         idx = _byte_index(view, dtype.itemsize)
         pending = _pending(buf)
         pending.check(idx, frame, op, "this TMA store reads", reading=True)
-        hb = frame.values.get(HB_KEY)
+        hb = current_hb(frame)
         if hb is not None:
             hb.access(frame, op, buf, idx, write=False, what="this TMA store reads",
                       noun="TMA read")
