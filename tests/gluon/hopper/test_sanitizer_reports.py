@@ -1,7 +1,8 @@
-"""Sanitizer reports about mbarriers and poisoned memory, word for word: an arrive-count
-overflow, invalidating a barrier with pending transactions, a program that returns with a TMA
-load in flight or transaction bytes unmatched (strict mode), reads of never-written shared
-memory (always) and tensor memory (strict mode)."""
+"""Sanitizer reports about mbarriers, async engines and poisoned memory, word for word: an
+arrive-count overflow, invalidating a barrier with pending transactions, a program that
+returns with a TMA load in flight or transaction bytes unmatched (strict mode), a wgmma
+operand overwritten while in flight, reads of never-written shared memory (always) and
+tensor memory (strict mode)."""
 
 import inspect
 
@@ -12,9 +13,9 @@ import gluon
 from gluon import language as gl
 from gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory,
                                              get_tmem_reg_layout)
-from gluon.language.nvidia.hopper import mbarrier, tma
+from gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from gluon.nvidia.hopper import TensorDescriptor
-from shared_codegen.errors import InterpreterError
+from shared_codegen.errors import InterpreterError, RaceError
 
 BLOCKED = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
 SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
@@ -70,6 +71,48 @@ def uninitialized_tmem_kernel(out_ptr):
     rows = gl.arange(0, 128, gl.SliceLayout(1, reg))
     cols = gl.arange(0, 32, gl.SliceLayout(0, reg))
     gl.store(out_ptr + gl.expand_dims(rows, 1) * 32 + gl.expand_dims(cols, 0), x)
+
+
+@gluon.jit
+def wgmma_overwrite_kernel(a_ptr, b_ptr, out_ptr, WAIT_FIRST: gl.constexpr):
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, 32, 16])
+    blocked: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
+    smem: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=32, element_bitwidth=16)
+    rows = gl.arange(0, 64, layout=gl.SliceLayout(1, blocked))[:, None]
+    ks = gl.arange(0, 16, layout=gl.SliceLayout(0, blocked))[None, :]
+    krows = gl.arange(0, 16, layout=gl.SliceLayout(1, blocked))[:, None]
+    cols = gl.arange(0, 32, layout=gl.SliceLayout(0, blocked))[None, :]
+    a_s = gl.allocate_shared_memory(gl.float16, [64, 16], smem, gl.load(a_ptr + rows * 16 + ks))
+    b_s = gl.allocate_shared_memory(gl.float16, [16, 32], smem,
+                                    gl.load(b_ptr + krows * 32 + cols))
+    acc = gl.zeros([64, 32], gl.float32, layout=acc_layout)
+    acc = warpgroup_mma(a_s, b_s, acc, is_async=True)  # the in-flight wgmma
+    if WAIT_FIRST:
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+    a_s.store(gl.zeros([64, 16], gl.float16, blocked))  # overwrites its operand
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+    orows = gl.arange(0, 64, layout=gl.SliceLayout(1, acc_layout))[:, None]
+    ocols = gl.arange(0, 32, layout=gl.SliceLayout(0, acc_layout))[None, :]
+    gl.store(out_ptr + orows * 32 + ocols, acc)
+
+
+def test_overwriting_an_operand_of_an_in_flight_wgmma_word_for_word():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 32)).astype(np.float16)
+    out = np.zeros((64, 32), np.float32)
+    wgmma_overwrite_kernel[(1,)](a, b, out, True, num_warps=4)  # waited: no race
+    np.testing.assert_allclose(out, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-5,
+                               atol=1e-4)
+    with pytest.raises(RaceError) as info:
+        wgmma_overwrite_kernel[(1,)](a, b, out, False, num_warps=4)
+    store, mma = line_of("# overwrites its operand"), line_of("# the in-flight wgmma")
+    assert str(info.value) == (
+        f"{store}: race: local_store writes shared memory that the async warpgroup_mma at "
+        f"{mma} may still be reading; retire it with warpgroup_mma_wait first "
+        f"(program id (0, 0, 0))\n"
+        f"    a_s.store(gl.zeros([64, 16], gl.float16, blocked))  # overwrites its operand")
 
 
 def test_an_arrive_count_overflow_word_for_word():
