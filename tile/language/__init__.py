@@ -11,7 +11,7 @@ from shared_codegen.ir.types import PointerType as pointer_type
 from shared_codegen.ir.types import (bfloat16, block_type, float8e4nv, float8e5, float16, float32,
                                      float64, int1, int8, int16, int32, int64, uint8, uint16,
                                      uint32, uint64, void)
-from tile.language import math
+from tile.language import extra, math
 from tile.language._types import TRITON_MAX_TENSOR_NUMEL
 from tile.language.core import (CompileTimeAssertionFailure, PropagateNan, arange, associative_scan,
                                 atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min,
@@ -47,5 +47,5 @@ __all__ = [
     "associative_scan", "cumsum", "cumprod",
     # hints, debugging, loops
     "multiple_of", "max_contiguous", "max_constancy", "debug_barrier", "static_assert",
-    "static_print", "device_print", "device_assert", "static_range", "range", "math",
+    "static_print", "device_print", "device_assert", "static_range", "range", "math", "extra",
 ]
