@@ -19,7 +19,7 @@ import inspect
 import operator
 from typing import Any, Dict, List, Optional
 
-from shared_codegen.frontend import aggregates, guards
+from shared_codegen.frontend import aggregates, conditional_expr, guards
 from shared_codegen.frontend.aggregates import BoundJitMethod, is_aggregate, is_aggregate_class
 from shared_codegen.frontend.early_return import fold_early_returns
 from shared_codegen.frontend.errors import CompilationError
@@ -592,7 +592,9 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
         for op, right in zip(node.ops, node.comparators):
             rhs = unwrap(self.visit(right))
             name, py = PY_COMPARES[type(op)]
-            if is_tensor(lhs) or is_tensor(rhs):
+            if isinstance(op, (ast.Is, ast.IsNot)):  # identity: known now, as in Triton
+                cur = py(lhs, rhs)
+            elif is_tensor(lhs) or is_tensor(rhs):
                 if name is None:
                     raise self.error(node, f"`{type(op).__name__}` cannot compare runtime values")
                 cur = self.semantic.binary(name, lhs, rhs)
@@ -631,6 +633,8 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
         cond = unwrap(self.visit(node.test))
         if not is_tensor(cond):
             return self.visit(node.body) if cond else self.visit(node.orelse)
+        if not cond.is_block() and conditional_expr.has_call(node):
+            return conditional_expr.runtime_if_expression(self, node, cond)
         a = unwrap(self.visit(node.body))
         b = unwrap(self.visit(node.orelse))
         return self.semantic.where(cond, a, b)
