@@ -84,6 +84,25 @@ def _printable(value, elem, hex):
     return int(value)
 
 
+class AssumeOp(OpDef):
+    """`llvm.intr.assume`: the kernel promises the condition holds (`tl.assume`); LLVM may use
+    it to simplify. The interpreter checks the promise, since a broken one is undefined
+    behavior on the GPU."""
+
+    name = "llvm.intr.assume"
+    layout_rule = NO_RELATION
+    spelling = "assume"
+
+    @staticmethod
+    def build(b, cond):
+        return b.create("llvm.intr.assume", [cond], [])
+
+    def interpret(self, op, frame):
+        if not np.asarray(frame[op.operands[0]]).all():
+            frame.error(op, "tl.assume: the assumed condition is false")
+        return []
+
+
 class AssertOp(OpDef):
     """`tt.assert {message}`: fails the kernel when any element of the condition is false."""
 

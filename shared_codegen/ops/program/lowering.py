@@ -8,7 +8,7 @@ from llvmlite import ir
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.lowering.context import I1, I32, LoweringError
 from shared_codegen.ops.control.lowering import new_block
-from shared_codegen.ops.program.definition import AssertOp, BarrierOp, ProgramIdOp
+from shared_codegen.ops.program.definition import AssertOp, AssumeOp, BarrierOp, ProgramIdOp
 
 _AXES = "xyz"
 
@@ -48,4 +48,12 @@ def lower_assert(op, ctx):
     return None
 
 
-__all__ = ["lower_program_id", "lower_barrier", "lower_assert"]
+@lowering_rule(AssumeOp)
+def lower_assume(op, ctx):
+    cond = ctx.get(op.operands[0])
+    for r in cond if isinstance(cond, list) else [cond]:
+        ctx.intrinsic("llvm.assume", ir.VoidType(), [r])
+    return None
+
+
+__all__ = ["lower_program_id", "lower_barrier", "lower_assert", "lower_assume"]
