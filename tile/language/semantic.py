@@ -646,7 +646,7 @@ class TileSemantic(MemorySemantic):
 
         fn = getattr(tl, name, None)
         if fn is None:  # a tensor method Triton has and we do not
-            raise AttributeError(missing_names.message("tile.language", name, dir(tl)))
+            raise NotImplementedError(missing_names.message("tile.language", name, dir(tl)))
         return fn(*args, _semantic=self, **kwargs)
 
     # ---- reductions and scans -------------------------------------------------------------
