@@ -305,11 +305,12 @@ def _as_float(fn):
 
 
 def _round(x):
+    """Half away from zero. |x| - trunc(|x|) is exact, so the test is too (floor(|x| + 0.5)
+    is not: 0.49999997f + 0.5 rounds up to 1)."""
     x = np.asarray(x)
     ax = np.abs(x)
-    # floor(|x| + 0.5) is wrong only where |x| + 0.5 rounds up (0.49999997f); fix those.
-    r = np.floor(ax + x.dtype.type(0.5))
-    r = np.where(r - ax > 0.5, r - 1, r)
+    whole = np.trunc(ax)
+    r = whole + (ax - whole >= 0.5)
     return np.where(np.isfinite(x), np.copysign(r, x), x).astype(x.dtype)
 
 

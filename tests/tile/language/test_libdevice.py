@@ -204,3 +204,10 @@ def test_a_missing_libdevice_names_what_to_install(monkeypatch, tmp_path):
 def _isfile(path):
     import os
     return os.path.isfile(path)
+
+
+def test_round_is_half_away_from_zero_exactly(interpret):
+    x = np.array([0.5, 1.5, -2.5, np.nextafter(np.float32(0.5), np.float32(0))] * (N // 4),
+                 np.float32)
+    np.testing.assert_array_equal(run(unary_kernel, x, out_dtype=np.float32,
+                                      FN=libdevice.round), [1, 2, -3, 0] * (N // 4))
