@@ -219,7 +219,7 @@ isfinited         f64>i32:isfinited
 _DTYPES = {"i32": int32, "i64": int64, "u32": uint32, "u64": uint64, "f32": float32,
            "f64": float64}
 # Triton converts these results to int1.
-_PREDICATES = frozenset({"isnan", "isinf", "finitef", "isfinited"})
+PREDICATES = frozenset({"isnan", "isinf", "finitef", "isfinited"})
 
 
 def _parse(text: str) -> dict:
@@ -262,7 +262,7 @@ def _dispatch(name: str, overloads: dict, args, sem):
     symbol, ret = overloads[key]
     result = sem.make_tensor(ExternElementwiseOp.build(sem.builder, symbol,
                                                        [v.handle for v in values], ret))
-    return sem.cast(result, int1) if name in _PREDICATES else result
+    return sem.cast(result, int1) if name in PREDICATES else result
 
 
 def _make(name: str, overloads: dict):
