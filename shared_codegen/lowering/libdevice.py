@@ -98,3 +98,26 @@ def link_libdevice(llvm, module) -> None:
     if missing:
         raise LibdeviceNotFound(f"libdevice at {find_libdevice()} does not define "
                                 f"{', '.join(missing)}")
+
+
+def check_extern_libs(kernel_name: str, extern_libs) -> None:
+    """Triton's `extern_libs={'libdevice': path}` launch option (tutorial 07). The path must
+    name a file; the compiler links the libdevice its lookup finds, so a different file is
+    reported (SC_LIBDEVICE_PATH is how to choose one) rather than silently not used."""
+    if extern_libs is None:
+        return
+    if not isinstance(extern_libs, dict) or set(extern_libs) - {"libdevice"}:
+        raise ValueError(f"{kernel_name}(): extern_libs must be {{'libdevice': path}}, got "
+                         f"{extern_libs!r} (NVIDIA's libdevice is the only external library)")
+    path = os.path.abspath(str(extern_libs["libdevice"]))
+    if not os.path.isfile(path):
+        raise ValueError(f"{kernel_name}(): extern_libs['libdevice'] = {path!r} is not a file")
+    try:
+        used = os.path.abspath(find_libdevice())
+    except LibdeviceNotFound:
+        used = None
+    if used != path:
+        import warnings
+        warnings.warn(f"{kernel_name}(): extern_libs['libdevice'] is not what gets linked "
+                      f"({used or 'none found'}); set SC_LIBDEVICE_PATH={path} to link it",
+                      UserWarning, stacklevel=4)

@@ -211,3 +211,24 @@ def test_round_is_half_away_from_zero_exactly(interpret):
                  np.float32)
     np.testing.assert_array_equal(run(unary_kernel, x, out_dtype=np.float32,
                                       FN=libdevice.round), [1, 2, -3, 0] * (N // 4))
+
+
+def test_tutorial_07_extern_libs_option(tmp_path):
+    x = np.linspace(-0.9, 0.9, N).astype(np.float32)
+    out = np.zeros_like(x)
+    unary_kernel[(1,)](x, out, FN=libdevice.asin, N=N, interpret=True,
+                       extern_libs={"libdevice": _found_or_any(tmp_path)})
+    np.testing.assert_allclose(out, np.arcsin(x), rtol=2e-6)
+    with pytest.raises(ValueError, match=r"extern_libs\['libdevice'\] = '.*nowhere.bc' is not "
+                                         r"a file"):
+        unary_kernel[(1,)](x, out, FN=libdevice.asin, N=N, interpret=True,
+                           extern_libs={"libdevice": str(tmp_path / "nowhere.bc")})
+
+
+def _found_or_any(tmp_path):
+    found = [p for p in candidate_paths() if _isfile(p)]
+    if found:
+        return found[0]
+    path = tmp_path / "libdevice.10.bc"
+    path.write_bytes(b"")
+    return str(path)
