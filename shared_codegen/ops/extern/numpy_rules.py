@@ -60,11 +60,17 @@ def _uint_of(dtype):
     return {4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize]
 
 
-def _exact(fn, nearest, mode):
+def _exact(fn, nearest, mode, native_nearest=True):
     """Elementwise `fn(*Fractions) -> Fraction`, rounded by `mode`; non-finite operands take
-    the IEEE result of `nearest` (the rounding mode does not change inf/nan)."""
+    the IEEE result of `nearest` (the rounding mode does not change inf/nan). numpy's own
+    +, -, *, / are IEEE operations, correctly rounded to nearest, so `rn` uses them directly
+    when `native_nearest` (not for fma, whose product and sum would round twice)."""
 
     def rule(*args):
+        if mode == "rn" and native_nearest:
+            args = np.broadcast_arrays(*(np.asarray(a) for a in args))
+            with np.errstate(all="ignore"):
+                return np.asarray(nearest(*args)).astype(args[0].dtype)
         args = np.broadcast_arrays(*(np.asarray(a) for a in args))
         dtype = args[0].dtype
         with np.errstate(all="ignore"):
@@ -90,7 +96,9 @@ def _exact(fn, nearest, mode):
 def _sqrt_rounded(mode):
     def rule(x):
         x = np.asarray(x)
-        out = np.sqrt(x).astype(x.dtype)
+        out = np.sqrt(x).astype(x.dtype)  # IEEE sqrt: already right for rn
+        if mode == "rn":
+            return out
         flat, src = out.reshape(-1), x.reshape(-1)
         for i in range(flat.size):
             v = src[i]
@@ -124,7 +132,9 @@ def _sqrt_rounded(mode):
 def _convert_float(dtype, mode):
     def rule(x):
         x = np.asarray(x)
-        out = x.astype(dtype)
+        out = x.astype(dtype)  # numpy's casts round to nearest even: right for rn
+        if mode == "rn":
+            return out
         flat, src = out.reshape(-1), x.reshape(-1)
         for i in range(flat.size):
             v = src[i]
@@ -509,7 +519,7 @@ for _mode in _ROUNDING:
     for _name, (_exact_fn, _near) in _FRACTION_OPS.items():
         _add(_exact(_exact_fn, _near, _mode), f"f{_name}_{_mode}", f"d{_name}_{_mode}")
     _add(_exact(lambda a: 1 / a, lambda a: 1 / a, _mode), f"frcp_{_mode}", f"drcp_{_mode}")
-    _add(_exact(lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, _mode),
+    _add(_exact(lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, _mode, False),
          f"fmaf_{_mode}", f"fma_{_mode}")
     _add(_sqrt_rounded(_mode), f"fsqrt_{_mode}", f"dsqrt_{_mode}")
     _add(_convert_float(np.float32, _mode), f"double2float_{_mode}", f"int2float_{_mode}",
@@ -520,7 +530,7 @@ for _mode in _ROUNDING:
     _add(_float_to_int(np.int64, _mode), f"double2ll_{_mode}", f"float2ll_{_mode}")
     _add(_float_to_int(np.uint64, _mode), f"double2ull_{_mode}", f"float2ull_{_mode}")
 # fma with one rounding: the exact product-sum rounded to nearest.
-_add(_exact(lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, "rn"), "fmaf", "fma")
+_add(_exact(lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, "rn", False), "fmaf", "fma")
 _add(_convert_float(np.float64, "rn"), "int2double_rn", "uint2double_rn")
 _add(_hilo, "hiloint2double")
 _add(lambda x: np.asarray(x, dtype=np.float64).view(np.uint64).astype(np.uint32).view(np.int32),
