@@ -155,8 +155,7 @@ def _float_to_int(dtype, mode):
     info = np.iinfo(dtype)
 
     def rule(x):
-        x = np.asarray(x, dtype=np.float64 if np.asarray(x).dtype == np.float64 else None)
-        r = _INT_ROUND[mode](x.astype(np.float64))
+        r = _INT_ROUND[mode](np.asarray(x).astype(np.float64))  # exact for fp32 and fp64
         r = np.where(np.isnan(r), 0, np.clip(r, float(info.min), float(info.max)))
         out = np.empty(r.shape, dtype=dtype)
         flat_r, flat = r.reshape(-1), out.reshape(-1)

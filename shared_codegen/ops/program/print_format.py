@@ -55,5 +55,6 @@ def escape(text: str) -> str:
 
 
 def python_format(fmt: str) -> str:
-    """The same format for Python's `%` operator (which has no `ll` length)."""
-    return re.sub(r"(%[0-9]*)ll([iux])", r"\1\2", fmt)
+    """The same format for Python's `%` operator."""
+    # Python has no `ll` length and no %p (CUDA prints pointers as 0x-prefixed hex).
+    return re.sub(r"(%[0-9]*)ll([iux])", r"\1\2", fmt).replace("%p", "0x%x")

@@ -79,3 +79,40 @@ def test_device_print_lowers_to_vprintf_with_the_same_formats():
     # 256 elements over 128 threads: two vprintf calls per thread for each tensor operand,
     # one (thread 0 only) for the scalar.
     assert ptx.count("call.uni") == 2 * 4 + 1
+
+
+@tile.jit
+def dtypes_print_kernel(x_ptr):
+    r = tl.arange(0, 2)
+    tl.device_print("p", x_ptr)
+    tl.device_print("b", r > 0)
+    tl.device_print("h", r.to(tl.int64), r.to(tl.float16), hex=True)
+    tl.device_print("f", r.to(tl.bfloat16), r.to(tl.int8), r.to(tl.uint32))
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_every_dtype_prints_with_its_spec(target):
+    ptx = tile.compile(dtypes_print_kernel, signature={"x_ptr": "*fp32"}, target=target).asm["ptx"]
+    formats = {bytes(int(c) for c in body.split(", ")).decode() for body in
+               re.findall(r"\.b8 printf_format\S*\[\d+\] = \{([\d, ]+)\}", ptx)}
+    assert formats == {"pid (%u, %u, %u) idx () p: %p\n",
+                       "pid (%u, %u, %u) idx (%1u) b: %u\n",
+                       "pid (%u, %u, %u) idx (%1u) h: (operand 0) 0x%016llx\n",
+                       "pid (%u, %u, %u) idx (%1u) h: (operand 1) 0x%04x\n",
+                       "pid (%u, %u, %u) idx (%1u) f: (operand 0) %f\n",
+                       "pid (%u, %u, %u) idx (%1u) f: (operand 1) %i\n",
+                       "pid (%u, %u, %u) idx (%1u) f: (operand 2) %u\n"}
+
+
+def test_pointers_bools_and_hex_in_the_interpreter(interpret, capsys):
+    dtypes_print_kernel[(1,)](np.zeros(2, np.float32))
+    lines = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"pid \(0, 0, 0\) idx \(\) p: 0x[0-9a-f]+", lines[0])
+    assert lines[1:3] == ["pid (0, 0, 0) idx (0) b: 0", "pid (0, 0, 0) idx (1) b: 1"]
+    assert lines[4] == "pid (0, 0, 0) idx (1) h: (operand 0) 0x0000000000000001"
+    assert lines[6] == "pid (0, 0, 0) idx (1) h: (operand 1) 0x3c00"
+    assert lines[8:] == ["pid (0, 0, 0) idx (1) f: (operand 0) 1.000000",
+                         "pid (0, 0, 0) idx (0) f: (operand 1) 0",
+                         "pid (0, 0, 0) idx (1) f: (operand 1) 1",
+                         "pid (0, 0, 0) idx (0) f: (operand 2) 0",
+                         "pid (0, 0, 0) idx (1) f: (operand 2) 1"]

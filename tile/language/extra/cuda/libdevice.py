@@ -244,8 +244,7 @@ def _signature_text(key) -> str:
 
 
 def _dispatch(name: str, overloads: dict, args, sem):
-    values = [sem.to_tensor(a) if T.is_number(T.plain_number(a)) else sem._operand(a)
-              for a in args]
+    values = [sem._operand(T.plain_number(a), f"libdevice.{name}'s argument") for a in args]
     key = tuple(v.dtype for v in values)
     if key not in overloads:
         common = key[0]
