@@ -73,6 +73,8 @@ UNARY_FLOAT = [  # (function, numpy reference, input range)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name,ref,bounds", UNARY_FLOAT, ids=[u[0] for u in UNARY_FLOAT])
 def test_unary_float_functions_match_numpy(name, ref, bounds, dtype):
+    if name == "erfinv":
+        pytest.importorskip("scipy")  # the interpreter's erfinv is scipy.special's
     x = _uniform(*bounds, dtype)
     got = run(unary_kernel, x, out_dtype=dtype, FN=getattr(libdevice, name))
     if name == "erfinv":  # checked through its inverse
