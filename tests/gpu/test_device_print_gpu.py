@@ -25,26 +25,29 @@ SCRIPT = textwrap.dedent('''
         tl.device_print("pid", tl.program_id(0))
         tl.device_print("bare")
 
-    x = np.arange(48, dtype=np.float32) - 3.5
+    x = np.arange(64, dtype=np.float32) - 3.5
     if sys.argv[1] == "gpu":
         import torch
-        k[(2,)](torch.from_numpy(x).cuda(), N=48)
+        k[(2,)](torch.from_numpy(x).cuda(), N=64)
         torch.cuda.synchronize()
     else:
         os.environ["SC_INTERPRET"] = "1"
-        k[(2,)](x, N=48)
+        k[(2,)](x, N=64)
 ''')
 
 
-def _lines(mode):
-    done = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True,
+def _lines(script, mode):
+    # A file, not `python -c`: @jit reads the kernel's source.
+    done = subprocess.run([sys.executable, str(script), mode], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return sorted(done.stdout.splitlines())
 
 
-def test_gpu_prints_the_interpreters_lines():
+def test_gpu_prints_the_interpreters_lines(tmp_path):
     pytest.importorskip("torch")
-    gpu, interpreted = _lines("gpu"), _lines("interpret")
-    assert len(interpreted) == 2 * (48 * 3 + 1 + 1)
+    script = tmp_path / "print_script.py"
+    script.write_text(SCRIPT)
+    gpu, interpreted = _lines(script, "gpu"), _lines(script, "interpret")
+    assert len(interpreted) == 2 * (64 * 3 + 1 + 1)
     assert gpu == interpreted
