@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from shared_codegen import config
+from shared_codegen.errors import CompilationError
 from shared_codegen.lowering.libdevice import link_libdevice
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
@@ -51,7 +52,7 @@ _MIN_PTX_VERSION_FAMILY = (8, 8)
 _TARGET_PATTERN = re.compile(r"^sm_(\d{2,3})([af]?)$")
 
 
-class BackendError(RuntimeError):
+class BackendError(CompilationError, RuntimeError):
     """PTX or cubin generation failed. The message carries the tool's own log."""
 
 

@@ -19,6 +19,7 @@ import os
 from functools import lru_cache
 
 from shared_codegen import config
+from shared_codegen.errors import CompilationError
 
 LIBDEVICE_PREFIX = "__nv_"
 _BITCODE_NAME = "libdevice.10.bc"
@@ -27,7 +28,7 @@ _WHEEL_SUBDIRS = (("cu13", "nvvm", "libdevice"), ("cuda_nvcc", "nvvm", "libdevic
 _FTZ_FLAG_MODULE = '!llvm.module.flags = !{!0}\n!0 = !{i32 4, !"nvvm-reflect-ftz", i32 1}\n'
 
 
-class LibdeviceNotFound(RuntimeError):
+class LibdeviceNotFound(CompilationError, RuntimeError):
     """No libdevice bitcode anywhere we look; the message says what to install."""
 
 
