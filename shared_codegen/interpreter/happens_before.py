@@ -70,7 +70,8 @@ class HappensBefore:
         self.clocks = np.eye(n, dtype=np.int64)     # row a: partition a's vector clock
         self.ops: List = [None]                     # op table: shadows store indices
         self._op_index: Dict[int, int] = {}
-        self.nouns: Dict[int, str] = {}             # op index -> "write", "TMA write", ...
+        # op index -> (noun, engine): ("write", None), ("TMA write", "TMA load"), ...
+        self.nouns: Dict[int, Tuple[str, Optional[str]]] = {}
         self.phase_clocks: Dict[Tuple[int, int], np.ndarray] = {}   # (barrier, phase) -> vc
         self.carried: Dict[int, np.ndarray] = {}    # barrier -> clock carried to all phases
         self.barriers: Dict[int, object] = {}
@@ -123,12 +124,12 @@ class HappensBefore:
         return a, int(self.clocks[a, a])
 
     # ---- accesses ------------------------------------------------------------------------
-    def _index_of(self, op, noun: str) -> int:
+    def _index_of(self, op, noun: str, engine: Optional[str]) -> int:
         k = self._op_index.get(id(op))
         if k is None:
             k = self._op_index[id(op)] = len(self.ops)
             self.ops.append(op)
-            self.nouns[k] = noun
+            self.nouns[k] = (noun, engine)
         return k
 
     def _shadow(self, buf) -> _Shadow:
@@ -138,10 +139,12 @@ class HappensBefore:
         return shadow
 
     def access(self, frame, op, buf, idx: np.ndarray, write: bool,
-               what: Optional[str] = None, noun: Optional[str] = None) -> None:
+               what: Optional[str] = None, noun: Optional[str] = None,
+               engine: Optional[str] = None) -> None:
         """Check `frame`'s partition reading or writing bytes `idx` of `buf`, then record.
-        `what` says the access in a report ("local_load reads"), `noun` names it as the
-        other side of one ("write", "TMA write")."""
+        `what` says the access in a report ("local_load reads"); `noun` names it as the
+        other side of one ("write", "TMA write") and `engine` the async engine that
+        performs it for the partition ("TMA load", "wgmma"), if any."""
         noun = noun or ("write" if write else "read")
         idx = np.asarray(idx).reshape(-1)
         shadow = self._shadow(buf)
@@ -167,10 +170,10 @@ class HappensBefore:
                                  int(shadow.read_op[b, idx[k]]))
             shadow.write_agent[idx] = a
             shadow.write_clock[idx] = vc[a]
-            shadow.write_op[idx] = self._index_of(op, noun)
+            shadow.write_op[idx] = self._index_of(op, noun, engine)
         else:
             shadow.read_clock[a, idx] = vc[a]
-            shadow.read_op[a, idx] = self._index_of(op, noun)
+            shadow.read_op[a, idx] = self._index_of(op, noun, engine)
 
     # ---- reports -------------------------------------------------------------------------
     def _missing_edge(self, agent: int, clock: int):
@@ -185,11 +188,10 @@ class HappensBefore:
                 first: int) -> None:
         me = self.partitions[self.agent(frame)].describe()
         them = self.partitions[agent].describe()
-        first_op, first_noun = self.ops[first], self.nouns[first]
+        first_op, (first_noun, engine) = self.ops[first], self.nouns[first]
         what = what or f"{_op_name(op)} {'writes' if noun == 'write' else 'reads'}"
         past = "wrote" if first_noun.endswith("write") else "read"
-        by = f"the {first_noun.split()[0]} load of the {them}" if " " in first_noun else \
-            f"the {them}"
+        by = f"the {engine} of the {them}" if engine else f"the {them}"
         text = (f"race: {what} shared memory that {by} {past} at {_where(first_op)} "
                 f"({_op_name(first_op)}), and nothing orders the two: ")
         edge = self._missing_edge(agent, clock)

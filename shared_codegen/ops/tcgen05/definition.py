@@ -265,6 +265,10 @@ def _read_operand(frame, op, v, smem_reads: list):
     view = frame[v]
     data, idx = _read_smem(view, ty, frame, op)
     smem_reads.append((view.buffer, idx))
+    hb = current_hb(frame)
+    if hb is not None:  # the issuing partition reads the operand (until its commit lands)
+        hb.access(frame, op, view.buffer, idx, write=False, what="tcgen05_mma reads",
+                  noun="tcgen05 read", engine="tcgen05_mma")
     return data
 
 

@@ -318,7 +318,7 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
         hb = current_hb(frame)
         if hb is not None:  # the issuer writes the destination (interpreter/happens_before.py)
             hb.access(frame, op, buf, idx, write=True, what="this TMA load writes",
-                      noun="TMA write")
+                      noun="TMA write", engine="TMA load")
             load.hb = (hb, *hb.now(frame), op)
         pending.owner[idx] = load.id
         pending.describe(load.id, load.where, "TMA load", "writing",
@@ -364,7 +364,7 @@ class AsyncTMACopyLocalToGlobalOp(OpDef):
         hb = current_hb(frame)
         if hb is not None:
             hb.access(frame, op, buf, idx, write=False, what="this TMA store reads",
-                      noun="TMA read")
+                      noun="TMA read", engine="TMA store")
         ok = buf.written[idx].reshape(*view.offsets.shape, dtype.itemsize).all(axis=-1)
         if not ok.all():
             first = [int(c) for c in np.argwhere(~ok)[0]]

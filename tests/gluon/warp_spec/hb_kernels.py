@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gluon
 from gluon import language as gl
-from gluon.language.nvidia.hopper import mbarrier, tma
+from gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 BLOCKED = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])       # 4 warps
 BLOCKED_1W = gl.BlockedLayout([1, 8], [4, 8], [1, 1], [1, 0])    # 1 warp
@@ -101,3 +101,44 @@ def early_release_kernel(out_ptr, FIXED: gl.constexpr):
     gl.warp_specialize([(_producer_refills, (smem, bars.index(0), bars.index(1))),
                         (_consumer_frees_too_early, (smem, bars.index(0), bars.index(1),
                                                      out_ptr, FIXED))], [1], [24])
+
+
+# ---- an MMA consumer that frees its slot before the wgmma reads it ---------------------------
+
+@gluon.jit
+def _tma_refills(in_desc, ring, ready, empty):
+    for i in range(2):
+        mbarrier.wait(empty, (i & 1) ^ 1)
+        mbarrier.expect(ready, in_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(in_desc, [i * 64, 0], ready, ring)  # the TMA refill
+
+
+@gluon.jit
+def _mma_frees_too_early(ring, b_s, ready, empty, out_ptr, FIXED: gl.constexpr):
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, 32, 16])
+    acc = gl.zeros([64, 32], gl.float32, layout=acc_layout)
+    for i in range(2):
+        mbarrier.wait(ready, i & 1)
+        if not FIXED:
+            mbarrier.arrive(empty)  # frees the slot before the wgmma reads it
+        acc = warpgroup_mma(ring, b_s, acc, is_async=True)  # the wgmma read
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
+        if FIXED:
+            mbarrier.arrive(empty)
+    gl.store(out_ptr + _offsets(acc_layout, 64, 32), acc)
+
+
+@gluon.jit
+def mma_early_release_kernel(in_desc, b_ptr, out_ptr, FIXED: gl.constexpr):
+    ring = gl.allocate_shared_memory(in_desc.dtype, in_desc.block_shape, in_desc.layout)
+    b_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16)
+    b_s = gl.allocate_shared_memory(gl.float16, [16, 32], b_layout,
+                                    gl.load(b_ptr + _offsets(BLOCKED, 16, 32)))
+    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(bars.index(0), count=1)
+    mbarrier.init(bars.index(1), count=1)
+    gl.warp_specialize([(_mma_frees_too_early, (ring, b_s, bars.index(0), bars.index(1),
+                                                out_ptr, FIXED)),
+                        (_tma_refills, (in_desc, ring, bars.index(0), bars.index(1)))],
+                       [1], [24])

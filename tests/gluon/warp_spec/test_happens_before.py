@@ -6,11 +6,12 @@ import inspect
 
 import numpy as np
 import pytest
-from hb_kernels import (early_release_kernel, store_without_arrive_kernel,
-                        tma_read_without_wait_kernel)
+from hb_kernels import (early_release_kernel, mma_early_release_kernel,
+                        store_without_arrive_kernel, tma_read_without_wait_kernel)
 from ws_kernels import arange2d, desc
 
 import hb_kernels
+from gluon import language as gl
 from shared_codegen.errors import RaceError
 
 
@@ -69,3 +70,30 @@ def test_freeing_the_slot_after_reading_it_is_ordered():
     out = np.zeros((32, 32), np.float32)
     early_release_kernel[(1,)](out, True)
     np.testing.assert_array_equal(out, np.ones((32, 32), np.float32))
+
+
+def _mma_operands():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((128, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 32)).astype(np.float16)
+    return a, b, desc(a, [64, 16], gl.NVMMASharedLayout(32, 16))
+
+
+def test_a_tma_refill_of_a_slot_a_wgmma_read_needs_the_consumer_release():
+    a, b, a_desc = _mma_operands()
+    out = np.zeros((64, 32), np.float32)
+    mma_early_release_kernel[(1,)](a_desc, b, out, True)  # released after the wgmma: ordered
+    want = (a[:64].astype(np.float32) + a[64:].astype(np.float32)) @ b.astype(np.float32)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+    with pytest.raises(RaceError) as info:
+        mma_early_release_kernel[(1,)](a_desc, b, out, False)
+    refill, mma = line_of("# the TMA refill"), line_of("# the wgmma read")
+    assert str(info.value) == (
+        f"{refill}: race: this TMA load writes shared memory that the wgmma of the default "
+        f"partition `_mma_frees_too_early` (4 warps) read at {mma} (warpgroup_mma), and "
+        f"nothing orders the two: that partition arrives on no mbarrier after its wgmma read, "
+        f"so the worker partition 0 `_tma_refills` (1 warp) cannot wait for it "
+        f"(mbarrier.arrive after the wgmma read, mbarrier.wait before the TMA write) "
+        f"(program id (0, 0, 0))\n"
+        f"    tma.async_copy_global_to_shared(in_desc, [i * 64, 0], ready, ring)  "
+        f"# the TMA refill")
