@@ -22,7 +22,9 @@ class SharedBuffer:
     """The bytes of one `ttg.local_alloc` in one program."""
 
     def __init__(self, nbytes: int, where: str):
-        self.data = np.zeros(nbytes, dtype=np.uint8)
+        # Poison: all-ones bytes are NaN in every float format and -1 in every int one, so a
+        # path that reads never-written bytes without the `written` check shows it.
+        self.data = np.full(nbytes, 0xFF, dtype=np.uint8)
         self.written = np.zeros(nbytes, dtype=bool)
         self.where = where
         self.freed_at: Optional[str] = None
