@@ -36,6 +36,9 @@ from shared_codegen.ir.core import MemoryEffect
 SPIN_LIMIT = 100
 # Programs running at once; later ones start as earlier ones finish.
 MAX_RESIDENT = 128
+# Hand-overs allowed in one launch before the run is stopped: a livelock guard (programs that
+# keep writing, so no spin looks stuck, but never finish).
+MAX_SWITCHES = 2_000_000
 # Stack of a program's thread: deep enough for nested regions and warp_specialize.
 _THREAD_STACK = 16 << 20
 
@@ -154,8 +157,15 @@ class ConcurrentGrid:
     def run(self) -> None:
         queue = list(self.programs)
         resident: List[Program] = []
+        switches = 0
         try:
             while queue or resident:
+                switches += len(resident)
+                if switches > MAX_SWITCHES:
+                    raise InterpreterError(
+                        f"the programs of the grid switched more than {MAX_SWITCHES} times "
+                        f"at atomics and volatile loads without finishing (a livelock?); "
+                        f"{len(resident)} still run, {len(queue)} never started")
                 while queue and len(resident) < MAX_RESIDENT:
                     prog = queue.pop(0)
                     self._start(prog)
@@ -202,5 +212,5 @@ class ConcurrentGrid:
         return error
 
 
-__all__ = ["ConcurrentGrid", "Program", "is_sync_point",
-           "SPIN_LIMIT", "MAX_RESIDENT"]
+__all__ = ["ConcurrentGrid", "Program", "is_sync_point", "SPIN_LIMIT", "MAX_RESIDENT",
+           "MAX_SWITCHES"]

@@ -9,7 +9,7 @@ import pytest
 
 import tile
 import tile.language as tl
-from shared_codegen.errors import DeadlockError
+from shared_codegen.errors import DeadlockError, InterpreterError
 from shared_codegen.interpreter import grid as grid_module
 
 
@@ -124,3 +124,21 @@ def test_programs_beyond_the_resident_ones_are_named(monkeypatch):
     assert str(info.value).endswith(
         "  0 programs returned; 3 more never started (at most 2 run at once, as CTAs "
         "resident on the GPU)")
+
+
+@tile.jit
+def ping_pong_forever(flag_ptr):
+    # Each program flips the flag and waits for the other to flip it back: memory keeps
+    # changing, so no spin looks stuck, but neither ever leaves the loop.
+    pid = tl.program_id(0)
+    while tl.atomic_xchg(flag_ptr, pid) >= 0:
+        pass
+
+
+def test_programs_that_never_finish_but_keep_writing_hit_the_switch_limit(monkeypatch):
+    monkeypatch.setattr(grid_module, "MAX_SWITCHES", 500)
+    with pytest.raises(InterpreterError) as info:
+        ping_pong_forever[(2,)](np.zeros(1, np.int32))
+    assert str(info.value) == ("the programs of the grid switched more than 500 times at "
+                               "atomics and volatile loads without finishing (a livelock?); "
+                               "2 still run, 0 never started")
