@@ -199,7 +199,7 @@ class HappensBefore:
             state, phase, release, signals = edge
             how = ("the TMA load signals that phase" if signals else
                    f"that partition arrives on it at {_where(release)}")
-            text += (f"no wait on {state.describe()} phase {phase} between the {first_noun} at "
+            text += (f"no wait on {state.named()} phase {phase} between the {first_noun} at "
                      f"{_where(first_op)} and the {noun} at {_where(op)} ({how}; the {me} "
                      f"must wait for it first)")
         else:

@@ -140,6 +140,14 @@ class BarrierState:
         which = "" if self.index is None else f" (barrier {self.index})"
         return f"the mbarrier allocated at {self.where}{which}"
 
+    def named(self) -> str:
+        """`bars[1]` (allocated at k.py:12), by the kernel's variable when it has one."""
+        name = getattr(self, "name", "")
+        if not name:
+            return self.describe()
+        which = "" if self.index is None else f"[{self.index}]"
+        return f"`{name}{which}` (allocated at {self.where})"
+
     def _maybe_complete(self) -> None:
         if self.pending == 0 and self.tx == 0:
             self.phase += 1
@@ -189,6 +197,7 @@ def barrier_state(frame, op, view) -> BarrierState:
     if state is None:
         index = offset // 8 if buf.data.size > 8 else None
         state = states[offset] = BarrierState(buf.where, index)
+        state.name = getattr(buf, "name", "")
         if _strict():
             _at_program_end(frame, state)
     return state

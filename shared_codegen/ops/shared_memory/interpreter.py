@@ -27,6 +27,7 @@ class SharedBuffer:
         self.data = np.full(nbytes, 0xFF, dtype=np.uint8)
         self.written = np.zeros(nbytes, dtype=bool)
         self.where = where
+        self.name = ""  # the kernel variable it was first assigned to, for reports
         self.freed_at: Optional[str] = None
 
     def free(self, op):
@@ -126,6 +127,7 @@ def allocate(op, frame) -> SharedView:
     m = offset_map(ty)
     itemsize = ty.element.itemsize
     buffer = SharedBuffer(m.alloc_elems * itemsize, _where(op))
+    buffer.name = op.result.name_hint or ""
     return SharedView(buffer, itemsize * m.element_offsets())
 
 

@@ -52,8 +52,10 @@ def tma_read_without_wait_kernel(in_desc, out_ptr):
 # ---- a store that no arrive publishes ----------------------------------------------------
 
 @gluon.jit
-def _writes_and_leaves(smem, done):
+def _writes_and_leaves(smem, done, ARRIVE: gl.constexpr):
     smem.store(gl.full([32, 32], 1.0, gl.float32, BLOCKED))  # the unpublished write
+    if ARRIVE:
+        mbarrier.arrive(done)  # publishes it, but the reader does not wait
 
 
 @gluon.jit
@@ -63,11 +65,11 @@ def _reads_the_unpublished(smem, done, out_ptr):
 
 
 @gluon.jit
-def store_without_arrive_kernel(out_ptr):
+def store_without_arrive_kernel(out_ptr, ARRIVE: gl.constexpr):
     smem = gl.allocate_shared_memory(gl.float32, [32, 32], SMEM)
-    done = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    done = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # done bar
     mbarrier.init(done, count=1)
-    gl.warp_specialize([(_writes_and_leaves, (smem, done)),
+    gl.warp_specialize([(_writes_and_leaves, (smem, done, ARRIVE)),
                         (_reads_the_unpublished, (smem, done, out_ptr))], [1], [24])
 
 

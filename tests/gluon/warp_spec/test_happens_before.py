@@ -32,9 +32,9 @@ def test_reading_a_tma_write_after_waiting_on_another_barrier_names_the_missing_
     assert str(info.value) == (
         f"{read}: race: local_load reads shared memory that the TMA load of the worker "
         f"partition 0 `_loads_then_waits_itself` (1 warp) wrote at {tma} "
-        f"(tma.async_copy_global_to_shared), and nothing orders the two: no wait on the "
-        f"mbarrier allocated at {bars} (barrier 1) phase 0 between the TMA write at {tma} and "
-        f"the read at {read} (the TMA load signals that phase; the default partition "
+        f"(tma.async_copy_global_to_shared), and nothing orders the two: no wait on "
+        f"`bars[1]` (allocated at {bars}) phase 0 between the TMA write at {tma} and the read "
+        f"at {read} (the TMA load signals that phase; the default partition "
         f"`_reads_without_waiting_on_ready` (4 warps) must wait for it first) "
         f"(program id (0, 0, 0))\n"
         f"    x = smem.load(BLOCKED)  # the unordered read")
@@ -42,7 +42,7 @@ def test_reading_a_tma_write_after_waiting_on_another_barrier_names_the_missing_
 
 def test_a_write_no_arrive_publishes_is_a_race_with_the_other_partitions_read():
     with pytest.raises(RaceError) as info:
-        store_without_arrive_kernel[(1,)](np.zeros((32, 32), np.float32))
+        store_without_arrive_kernel[(1,)](np.zeros((32, 32), np.float32), False)
     read, write = line_of("# reads what no arrive published"), line_of("# the unpublished")
     assert str(info.value) == (
         f"{read}: race: local_load reads shared memory that the default partition "
@@ -50,6 +50,21 @@ def test_a_write_no_arrive_publishes_is_a_race_with_the_other_partitions_read():
         f"the two: that partition arrives on no mbarrier after its write, so the worker "
         f"partition 0 `_reads_the_unpublished` (1 warp) cannot wait for it (mbarrier.arrive "
         f"after the write, mbarrier.wait before the read) (program id (0, 0, 0))\n"
+        f"    x = smem.load(BLOCKED_1W)  # reads what no arrive published")
+
+
+def test_a_read_that_skips_the_wait_names_the_barrier_the_writer_arrives_on():
+    with pytest.raises(RaceError) as info:
+        store_without_arrive_kernel[(1,)](np.zeros((32, 32), np.float32), True)
+    read, write = line_of("# reads what no arrive published"), line_of("# the unpublished")
+    arrive, bar = line_of("# publishes it"), line_of("# done bar")
+    assert str(info.value) == (
+        f"{read}: race: local_load reads shared memory that the default partition "
+        f"`_writes_and_leaves` (4 warps) wrote at {write} (local_store), and nothing orders "
+        f"the two: no wait on `done` (allocated at {bar}) phase 0 between the write at {write} "
+        f"and the read at {read} (that partition arrives on it at {arrive}; the worker "
+        f"partition 0 `_reads_the_unpublished` (1 warp) must wait for it first) "
+        f"(program id (0, 0, 0))\n"
         f"    x = smem.load(BLOCKED_1W)  # reads what no arrive published")
 
 
