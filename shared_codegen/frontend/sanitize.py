@@ -26,7 +26,7 @@ Triton itself checks none of this on the GPU; the interpreter, being the sanitiz
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Set
+from typing import List, Optional, Sequence, Set
 
 import numpy as np
 
