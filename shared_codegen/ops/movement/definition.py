@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared_codegen.interpreter.memory import InterpreterError
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import TensorType, int32
 from shared_codegen.layouts.relations import GATHER, HISTOGRAM, JOIN, SPLIT, equivalent
@@ -126,7 +127,7 @@ class GatherOp(OpDef):
         bad = (index < 0) | (index >= n)
         if bad.any():
             where = tuple(int(c[0]) for c in np.nonzero(bad))
-            raise IndexError(f"gather: index {int(index[where])} at position {list(where)} is "
+            raise InterpreterError(f"gather: index {int(index[where])} at position {list(where)} is "
                              f"out of range for axis {axis} of size {n}")
         return [np.take_along_axis(src, index, axis=axis)]
 
