@@ -59,6 +59,9 @@ class GluonMovementSemantic:
                                  "one with gl.set_auto_layout")
         return super().gather(src, index, axis)
 
+    def _map_layout(self, first: tensor):
+        return first.layout
+
     def _histogram_layout(self, layout, num_bins: int):
         if layout is None:
             raise ValueError("gl.histogram requires a destination layout (`layout=`) for its "

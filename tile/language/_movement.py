@@ -16,8 +16,9 @@ semantic overrides them with the layouts Gluon 3.6 infers.
 
 from __future__ import annotations
 
-from shared_codegen.frontend.values import tensor
+from shared_codegen.frontend.values import is_builtin, tensor
 from shared_codegen.ir.types import int1
+from shared_codegen.ops.map_elementwise.definition import MapElementwiseOp, MapElementwiseReturnOp
 from shared_codegen.ops.movement.definition import GatherOp, HistogramOp, JoinOp, SplitOp
 from tile.language import _types as T
 
@@ -37,6 +38,9 @@ class MovementSemantic:
         return None
 
     def _histogram_layout(self, layout, num_bins: int):
+        return None
+
+    def _map_layout(self, first: tensor):
         return None
 
     # ---- join / split / cat ---------------------------------------------------------------
@@ -138,6 +142,52 @@ class MovementSemantic:
             mask_handle = mask.handle
         return self.make_tensor(HistogramOp.build(self.builder, x.handle, num_bins, mask_handle,
                                                   result_layout))
+
+    # ---- map_elementwise ------------------------------------------------------------------
+    def map_elementwise(self, fn, args, pack=1):
+        """Trace `fn` on scalars (`pack` elements of each input) into the region of one
+        `tt.map_elementwise` over the broadcast inputs."""
+        name = f"{self.lang_prefix}map_elementwise"
+        pack = T.plain_number(pack)
+        if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1:
+            raise ValueError(f"{name}: `pack` must be a compile-time int >= 1, got "
+                             f"{T.describe(pack)}")
+        args = [self._operand(a, f"{name} input") for a in args]
+        if not any(a.is_block() for a in args):
+            raise ValueError(f"{name} needs at least one tensor input")
+        args = list(self.broadcast_tensors(*args))
+        region = MapElementwiseOp.region([a.type for a in args], pack)
+        block = region.block
+        with self.builder.at_end_of(block), self.builder.location(self.builder.loc):
+            params = [self.make_tensor(v) for v in block.args]
+            if is_builtin(fn):
+                results = fn(*params, _semantic=self)
+            elif self.codegen is None:
+                raise RuntimeError(f"{name}: tracing the scalar function needs the code "
+                                   "generator")
+            else:
+                results = self.codegen.call_function(fn, params, {})
+            single = isinstance(results, tensor) or T.is_number(results)
+            results = [results] if single else list(results or [])
+            results = [self.to_tensor(r) if T.is_number(r) else r for r in results]
+            for i, r in enumerate(results):
+                if not isinstance(r, tensor) or r.is_block():
+                    raise TypeError(f"{name}: the scalar function must return scalars, but "
+                                    f"value {i} is {T.describe(r)}")
+            if not results or len(results) % pack:
+                raise TypeError(f"{name}: with pack={pack} the scalar function must return "
+                                f"a multiple of {pack} values, got {len(results)}")
+            MapElementwiseReturnOp.build(self.builder, [r.handle for r in results])
+        types = [r.dtype for r in results]
+        elements = types[::pack]
+        for offset in range(1, pack):
+            if types[offset::pack] != elements:
+                raise TypeError(f"{name}: the {pack} values returned for each result must "
+                                f"have one dtype, got {[str(t) for t in types]}")
+        op = MapElementwiseOp.build(self.builder, [a.handle for a in args], elements, pack,
+                                    region, self._map_layout(args[0]))
+        outs = [self.make_tensor(v) for v in op.results]
+        return outs[0] if single else tuple(outs)
 
 
 __all__ = ["MovementSemantic"]

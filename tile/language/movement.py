@@ -1,5 +1,5 @@
 """Builtins that move data between elements: `join`, `split`, `cat`, `interleave`,
-`gather`, `histogram`, and the index helper `swizzle2d`, with Triton 3.6's names,
+`gather`, `histogram`, the index helper `swizzle2d`, and `map_elementwise`, with Triton 3.6's names,
 parameters and semantics. The typing rules are in `_movement.py`."""
 
 from __future__ import annotations
@@ -55,6 +55,14 @@ def histogram(input, num_bins, mask=None, _semantic=None):
     return _semantic.histogram(input, num_bins, mask)
 
 
+@builtin
+def map_elementwise(scalar_fn, *args, pack=1, _semantic=None):
+    """Apply `scalar_fn` (a @jit function of scalars) to every element of `args` (broadcast
+    together); the function may branch per element. With `pack=p` it receives p elements of
+    each input at once and returns p of each result. Returns one tensor or a tuple."""
+    return _semantic.map_elementwise(scalar_fn, args, pack)
+
+
 def _is_value(x) -> bool:
     return isinstance(x, tensor)
 
@@ -92,4 +100,5 @@ def _swizzle2d_numbers(i, j, size_i, size_j, size_g):
     return off_i + ij % size_g, ij // size_g
 
 
-__all__ = ["join", "split", "cat", "interleave", "gather", "histogram", "swizzle2d"]
+__all__ = ["join", "split", "cat", "interleave", "gather", "histogram", "swizzle2d",
+           "map_elementwise"]

@@ -154,3 +154,30 @@ def movement_errors(x_ptr, CASE: gl.constexpr):
 ])
 def test_movement_errors(case, message):
     assert message in compile_error(movement_errors, np.zeros(512, np.float32), CASE=case)
+
+
+@gluon.jit
+def _clipped_square(x, limit):
+    if x > limit:
+        y = limit * limit
+    else:
+        y = x * x
+    return y
+
+
+@gluon.jit
+def map_kernel(x_ptr, out_ptr, M: gl.constexpr, N: gl.constexpr, layout: gl.constexpr):
+    offs = offsets_2d(M, N, layout)
+    y = gl.map_elementwise(_clipped_square, gl.load(x_ptr + offs), 1.0)
+    gl.static_assert(y.type.layout == layout)
+    gl.store(out_ptr + offs, y)
+
+
+def test_map_elementwise_keeps_the_layout():
+    x = rand((M, N), "float32", seed=7)
+    out = np.zeros((M, N), np.float32)
+    map_kernel[(1,)](x, out, M=M, N=N, layout=L2)
+    np.testing.assert_allclose(out, np.where(x > 1.0, 1.0, x * x), rtol=1e-6)
+    ptx = gluon.compile(map_kernel, {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16"},
+                        {"M": M, "N": N, "layout": L2}, target="sm_90a").asm["ptx"]
+    assert "st.global.v2.b32" in ptx and "st.shared" not in ptx  # branches become selects
