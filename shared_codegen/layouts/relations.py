@@ -252,7 +252,8 @@ class Join:
         return joined_layout(la, self.a.type.shape)
 
     def backward(self, lb):
-        return split_layout(lb, self.b.type.shape)
+        # Only a result holding both halves in one thread names its operands' layout.
+        return _halves_layout(lb, self.b.type.shape)
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,10 +265,25 @@ class Split:
     b: object
 
     def forward(self, la):
-        return split_layout(la, self.a.type.shape)
+        # An operand spreading the pair over threads names no good half layout: the halves
+        # get their own and the operand is converted (`operand_layout`).
+        return _halves_layout(la, self.a.type.shape)
 
     def backward(self, lb):
         return joined_layout(lb, self.b.type.shape)
+
+    def operand_layout(self):
+        """The layout split's operand must have for b's layout (None: it has it)."""
+        src = self.a.type
+        if split_dim_in_registers(src.layout, src.shape):
+            return None
+        return joined_layout(self.b.type.layout, self.b.type.shape)
+
+
+def _halves_layout(layout, shape):
+    if not split_dim_in_registers(layout, shape):
+        return None
+    return split_layout(layout, shape)
 
 
 STRUCTURAL = (Slice, Trans, Reshape, Join, Split)
