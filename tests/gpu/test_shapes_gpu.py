@@ -283,3 +283,16 @@ def test_gluon_gather_histogram_and_map_on_gpu(torch):
     out = np.zeros((M, N), np.float32)
     run_on_gpu(torch, map_kernel, [src, out], M=M, N=N, layout=L2)
     np.testing.assert_allclose(out, np.where(src > 1.0, 1.0, src * src), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dims", [(0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)])
+@pytest.mark.parametrize("shape", [(2, 4, 32), (8, 16, 16)])
+def test_permute_3d_on_gpu(torch, dims, shape):
+    from test_movement import permute_3d_kernel
+    from tl_test_util import rand
+
+    x = rand(shape, "float16", seed=12)
+    out = np.zeros(x.size, np.float16)
+    run_on_gpu(torch, permute_3d_kernel, [x, out], A=shape[0], B=shape[1], C=shape[2],
+               D0=dims[0], D1=dims[1], D2=dims[2])
+    np.testing.assert_array_equal(out, np.transpose(x, dims).reshape(-1))

@@ -292,3 +292,31 @@ def test_movement_errors(case, message):
     with pytest.raises(tile.CompilationError) as e:
         movement_errors[(1,)](x, CASE=case)
     assert e.value.message == message
+
+
+# ---- permute of 3-D tensors ------------------------------------------------------------------
+
+@tile.jit
+def permute_3d_kernel(x_ptr, out_ptr, A: tl.constexpr, B: tl.constexpr, C: tl.constexpr,
+                      D0: tl.constexpr, D1: tl.constexpr, D2: tl.constexpr):
+    offs = tl.arange(0, A)[:, None, None] * (B * C) + tl.arange(0, B)[None, :, None] * C \
+        + tl.arange(0, C)[None, None, :]
+    y = tl.permute(tl.load(x_ptr + offs), D0, D1, D2)
+    tl.store(out_ptr + tl.arange(0, A * B * C), tl.reshape(y, [A * B * C]))
+
+
+PERMUTATIONS_3D = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
+
+
+@pytest.mark.parametrize("dims", PERMUTATIONS_3D)
+def test_permute_3d(dims):
+    x = rand((2, 4, 32), "float16", seed=12)
+    out = np.zeros(x.size, np.float16)
+    permute_3d_kernel[(1,)](x, out, A=2, B=4, C=32, D0=dims[0], D1=dims[1], D2=dims[2])
+    np.testing.assert_array_equal(out, np.transpose(x, dims).reshape(-1))
+
+
+def test_permute_3d_compiles():
+    ptx = _ptx(permute_3d_kernel, {"x_ptr": "*fp16:16", "out_ptr": "*fp16:16"},
+               {"A": 2, "B": 4, "C": 32, "D0": 2, "D1": 0, "D2": 1})
+    assert "st.global" in ptx and ".local" not in ptx
