@@ -91,7 +91,8 @@ def test_cat_and_interleave_on_gpu(torch, dtype, n):
 @pytest.mark.parametrize("dtype,idx_dtype", [("float32", "int32"), ("float16", "int64"),
                                              ("bfloat16", "int16")])
 @pytest.mark.parametrize("src_shape,idx_shape,axis", [
-    ((16, 8), (32, 8), 0), ((8, 32), (8, 64), 1), ((4, 64), (4, 16), 1), ((64, 64), (64, 64), 0)])
+    ((16, 8), (32, 8), 0), ((8, 32), (8, 64), 1), ((4, 64), (4, 16), 1), ((64, 64), (64, 64), 0),
+    ((128, 64), (256, 64), 0), ((128, 64), (128, 128), 1)])  # the last two: Triton's test_core
 @pytest.mark.parametrize("num_warps", [4, 8])
 def test_gather_on_gpu(torch, dtype, idx_dtype, src_shape, idx_shape, axis, num_warps):
     from test_movement import gather_kernel
@@ -118,7 +119,8 @@ def test_gather_3d_on_gpu(torch):
 
 @pytest.mark.parametrize("dtype", ["int32", "int8", "int64"])
 @pytest.mark.parametrize("n,bins,masked", [(128, 16, False), (256, 64, True), (32, 256, False),
-                                           (4096, 8, True)])
+                                           (4096, 8, True), (2048, 2, False), (1024, 128, False),
+                                           (256, 512, False), (8, 512, True), (8, 2, False)])
 @pytest.mark.parametrize("num_warps", [4, 8])
 def test_histogram_on_gpu(torch, dtype, n, bins, masked, num_warps):
     from test_movement import histogram_kernel
@@ -151,7 +153,7 @@ def test_swizzle2d_on_gpu(torch, size_i, size_j, g):
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "int32", "uint8",
                                    "int64"])
-@pytest.mark.parametrize("shape", [(1, 8), (4, 16), (2, 128), (8, 256)])
+@pytest.mark.parametrize("shape", [(1, 8), (4, 16), (2, 128), (8, 256), (1, 512), (512, 8)])
 @pytest.mark.parametrize("descending", [False, True])
 def test_sort_on_gpu(torch, dtype, shape, descending):
     from test_sorting import _sorted, sort_kernel
