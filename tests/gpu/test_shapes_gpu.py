@@ -298,3 +298,15 @@ def test_permute_3d_on_gpu(torch, dims, shape):
     run_on_gpu(torch, permute_3d_kernel, [x, out], A=shape[0], B=shape[1], C=shape[2],
                D0=dims[0], D1=dims[1], D2=dims[2])
     np.testing.assert_array_equal(out, np.transpose(x, dims).reshape(-1))
+
+
+@pytest.mark.parametrize("n,k", [(64, 64), (64, 128), (128, 64)])
+def test_gluon_warp_local_gather_on_gpu(torch, n, k):
+    from gl_test_util import rand
+    from test_gluon_movement import ROWS, row_gather_kernel
+
+    src = rand((4, n), "float32", seed=8)
+    idx = np.random.default_rng(9).integers(0, n, (4, k)).astype(np.int32)
+    out = np.zeros((4, k), np.float32)
+    run_on_gpu(torch, row_gather_kernel, [src, idx, out], M=4, N=n, K=k, layout=ROWS)
+    np.testing.assert_array_equal(out, np.take_along_axis(src, idx, 1))

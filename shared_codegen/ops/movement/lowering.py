@@ -5,9 +5,10 @@
   follow the `JOIN` / `SPLIT` relations every thread already holds those elements and this is
   a register renaming (no instructions); otherwise the operand goes through the padded
   shared-memory scratch (`lowering/cross_thread.py`).
-- gather: the source is written to shared memory at its row-major offsets, then every
-  result register loads the element its index names (the index is masked to the axis size,
-  so an out-of-range index reads another element of the source, never outside it).
+- gather: warp shuffles when the gather is warp-local (`gather_lowering.py`); otherwise the
+  source is written to shared memory at its row-major offsets, then every result register
+  loads the element its index names. Either way the index is masked to the axis size, so an
+  out-of-range index reads another element of the source, never outside it.
 - histogram: the bins are int32 counters in shared memory, zeroed through the result
   layout, incremented by `atom.shared.add` once per element (masked elements, values outside
   [0, num_bins) and replicated copies skip it), then read back in the result layout.
@@ -29,6 +30,7 @@ from shared_codegen.lowering.cross_thread import (MAX_SCRATCH_BYTES, THREAD_DIMS
                                                   storage_bytes, thread_bases_equal,
                                                   unique_registers)
 from shared_codegen.ops.movement.definition import GatherOp, HistogramOp, JoinOp, SplitOp
+from shared_codegen.ops.movement.gather_lowering import warp_local_gather
 
 
 def _xor(c: tuple, offset: Optional[tuple]) -> tuple:
@@ -129,6 +131,10 @@ def _as_i32(b, v: ir.Value, signed: bool) -> ir.Value:
 @lowering_rule(GatherOp)
 def lower_gather(op, ctx):
     src, index = op.operands
+    signed = index.type.element.is_int_signed()
+    shuffled = warp_local_gather(ctx, op, lambda b, v: _as_i32(b, v, signed))
+    if shuffled is not None:
+        return [shuffled]
     axis = op.attrs["axis"]
     res_ty = op.result.type
     src_ll, res_ll = ctx.linear_layout(src.type), ctx.linear_layout(res_ty)
@@ -136,7 +142,6 @@ def lower_gather(op, ctx):
     scratch, base = stage_in_shared(ctx, src_ll, ctx.get(src), src.type.shape, lty, "gather")
     b = ctx.builder
     size_mask = _i32(src.type.shape[axis] - 1)
-    signed = index.type.element.is_int_signed()
     idx_regs = ctx.get(index)
     out = []
     for r, c in enumerate(register_coords(res_ll)):

@@ -181,3 +181,28 @@ def test_map_elementwise_keeps_the_layout():
     ptx = gluon.compile(map_kernel, {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16"},
                         {"M": M, "N": N, "layout": L2}, target="sm_90a").asm["ptx"]
     assert "st.global.v2.b32" in ptx and "st.shared" not in ptx  # branches become selects
+
+
+# Each warp holds whole rows: a gather along the rows never leaves the warp.
+ROWS = gl.BlockedLayout([1, 2], [1, 32], [4, 1], [1, 0])
+
+
+@gluon.jit
+def row_gather_kernel(src_ptr, idx_ptr, out_ptr, M: gl.constexpr, N: gl.constexpr,
+                      K: gl.constexpr, layout: gl.constexpr):
+    src = gl.load(src_ptr + offsets_2d(M, N, layout))
+    offs = offsets_2d(M, K, layout)
+    gl.store(out_ptr + offs, gl.gather(src, gl.load(idx_ptr + offs), 1))
+
+
+@pytest.mark.parametrize("n,k", [(64, 64), (64, 128), (128, 64)])
+def test_warp_local_gather_shuffles_in_ptx(n, k):
+    src = rand((4, n), "float32", seed=8)
+    idx = np.random.default_rng(9).integers(0, n, (4, k)).astype(np.int32)
+    out = np.zeros((4, k), np.float32)
+    row_gather_kernel[(1,)](src, idx, out, M=4, N=n, K=k, layout=ROWS)
+    np.testing.assert_array_equal(out, np.take_along_axis(src, idx, 1))
+    ptx = gluon.compile(row_gather_kernel, {"src_ptr": "*fp32:16", "idx_ptr": "*i32:16",
+                                            "out_ptr": "*fp32:16"},
+                        {"M": 4, "N": n, "K": k, "layout": ROWS}, target="sm_90a").asm["ptx"]
+    assert "shfl.sync.idx.b32" in ptx and "bar.sync" not in ptx and "st.shared" not in ptx

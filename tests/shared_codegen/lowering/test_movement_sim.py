@@ -114,3 +114,35 @@ def test_histogram(layout, n, bins, bins_layout, masked):
     valid = keep & (values >= 0) & (values < bins)
     np.testing.assert_array_equal(sim.gather(out, res.type),
                                   np.bincount(values[valid], minlength=bins))
+
+
+ROWS_IN_WARPS = BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0])
+
+
+@pytest.mark.parametrize("src_layout,src_shape,idx_layout,idx_shape,axis,shuffles", [
+    # The axis in lanes: one shuffle per result element.
+    (ROWS_IN_WARPS, (4, 32), BlockedLayout([1, 2], [1, 32], [4, 1], [1, 0]), (4, 64), 1, True),
+    # The axis also in registers: 2 and 4 candidate registers, picked by the index bits.
+    (BlockedLayout([1, 2], [1, 32], [4, 1], [1, 0]), (4, 64), ROWS_IN_WARPS, (4, 16), 1, True),
+    (BlockedLayout([1, 4], [1, 32], [4, 1], [1, 0]), (4, 128), ROWS_IN_WARPS, (4, 32), 1, True),
+    # The result's warps hold rows the source keeps in other warps.
+    (BlockedLayout([2, 1], [1, 32], [2, 1], [1, 0]), (8, 32), ROWS_IN_WARPS, (8, 64), 1, False),
+    # 8 candidates: shared memory is cheaper.
+    (BlockedLayout([1, 8], [1, 32], [4, 1], [1, 0]), (4, 256), ROWS_IN_WARPS, (4, 32), 1, False),
+    # The axis crosses warps.
+    (BlockedLayout([1, 1], [32, 1], [1, 4], [0, 1]), (128, 4), ROWS_IN_WARPS, (4, 4), 0, False),
+])
+def test_warp_local_gather_uses_shuffles(src_layout, src_shape, idx_layout, idx_shape, axis,
+                                         shuffles):
+    b = Builder(Block())
+    src = _arg(TensorType(src_shape, float32, src_layout))
+    index = _arg(TensorType(idx_shape, int32, idx_layout))
+    res = movement.GatherOp.build(b, src, index, axis, idx_layout)
+    sim = SimContext(4)
+    data = _data(src_shape, 8)
+    idx = np.random.default_rng(9).integers(0, src_shape[axis], idx_shape)
+    sim.bind(src, data)
+    sim.bind(index, idx.astype(np.float64))
+    (out,) = rules.lower_gather(res.owner, sim)
+    np.testing.assert_array_equal(sim.gather(out, res.type), np.take_along_axis(data, idx, axis))
+    assert (sim.shuffles > 0 and sim.barriers == 0) == shuffles
