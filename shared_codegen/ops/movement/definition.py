@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared_codegen.interpreter.memory import InterpreterError
+from shared_codegen.errors import InterpreterError
 from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import TensorType, int32
 from shared_codegen.layouts.relations import GATHER, HISTOGRAM, JOIN, SPLIT, equivalent
