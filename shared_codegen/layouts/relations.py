@@ -388,7 +388,8 @@ class PointerAccess:
 
 
 __all__ = ["ANY_LAYOUT", "EXPAND_DIMS", "GATHER", "HISTOGRAM", "JOIN", "Join", "SPLIT", "Split",
-           "joined_layout", "split_dim_in_registers", "split_layout", "OWN_LAYOUTS", "REDUCE", "RESHAPE", "SAME_LAYOUT",
-           "NO_RELATION", "STRUCTURAL", "TERMINATOR", "TRANS", "UNRELATED", "LayoutRule", "PointerAccess", "Prefer",
+           "joined_layout", "split_dim_in_registers", "split_layout", "OWN_LAYOUTS", "REDUCE",
+           "RESHAPE", "SAME_LAYOUT", "NO_RELATION", "STRUCTURAL", "TERMINATOR", "TRANS",
+           "UNRELATED", "LayoutRule", "PointerAccess", "Prefer",
            "Reshape", "Same", "Slice", "Trans", "as_blocked", "equivalent", "inverse_order",
            "reshaped_layout", "transposed_layout"]

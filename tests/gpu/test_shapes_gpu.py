@@ -66,7 +66,8 @@ def test_join_and_split_on_gpu(torch, dtype, shape, num_warps):
 def test_join_broadcast_and_scalars_on_gpu(torch):
     from test_movement import join_broadcast_kernel
 
-    a, b = np.random.default_rng(3).random(8, np.float32), np.random.default_rng(4).random(16, np.float32)
+    a = np.random.default_rng(3).random(8, np.float32)
+    b = np.random.default_rng(4).random(16, np.float32)
     out, s = np.zeros((8, 16, 2), np.float32), np.zeros(3, np.float32)
     run_on_gpu(torch, join_broadcast_kernel, [a, b, out, s], M=8, N=16)
     np.testing.assert_array_equal(out, np.stack(np.broadcast_arrays(a[:, None], b[None, :]), -1))

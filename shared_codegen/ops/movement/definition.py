@@ -127,8 +127,8 @@ class GatherOp(OpDef):
         bad = (index < 0) | (index >= n)
         if bad.any():
             where = tuple(int(c[0]) for c in np.nonzero(bad))
-            raise InterpreterError(f"gather: index {int(index[where])} at position {list(where)} is "
-                             f"out of range for axis {axis} of size {n}")
+            raise InterpreterError(f"gather: index {int(index[where])} at position "
+                                   f"{list(where)} is out of range for axis {axis} of size {n}")
         return [np.take_along_axis(src, index, axis=axis)]
 
 

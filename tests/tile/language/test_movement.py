@@ -202,7 +202,8 @@ def test_swizzle2d(size_i, size_j, g):
 # ---- PTX -------------------------------------------------------------------------------------
 
 def _ptx(kernel, signature, constexprs, target="sm_90a"):
-    return tile.compile(kernel, signature=signature, constexprs=constexprs, target=target).asm["ptx"]
+    compiled = tile.compile(kernel, signature=signature, constexprs=constexprs, target=target)
+    return compiled.asm["ptx"]
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
@@ -270,7 +271,8 @@ def movement_errors(x_ptr, CASE: tl.constexpr):
 
 
 @pytest.mark.parametrize("case,message", [
-    ("split_last_dim", "tl.split needs a tensor whose last dimension has size 2, got tensor<2x4xfp32>"),
+    ("split_last_dim", "tl.split needs a tensor whose last dimension has size 2, got "
+                       "tensor<2x4xfp32>"),
     ("join_dtypes", "tl.join: both inputs must have one dtype, got fp32 and i32"),
     ("cat_reorder", "tl.cat: the current implementation of `cat` always may reorder elements; "
                     "pass can_reorder=True (as Triton 3.6 requires)"),
