@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from typing import Callable, List, Optional, Sequence
 
 from llvmlite import ir
@@ -151,12 +153,25 @@ def lower_gather(op, ctx):
     return [out]
 
 
-def _in_bins(b, v: ir.Value, num_bins: int, signed: bool) -> ir.Value:
-    bound = ir.Constant(v.type, num_bins)
+@contextlib.contextmanager
+def _always():
+    yield
+
+
+def _in_bins(b, v: ir.Value, num_bins: int, signed: bool) -> Optional[ir.Value]:
+    """v in [0, num_bins), in v's own width; None when every value of the type is (an
+    upper bound that does not fit the type holds for all its values)."""
+    width = v.type.width
+    largest = (1 << (width - 1)) - 1 if signed else (1 << width) - 1
+    checks = []
     if signed:
-        return b.and_(b.icmp_signed(">=", v, ir.Constant(v.type, 0)),
-                      b.icmp_signed("<", v, bound))
-    return b.icmp_unsigned("<", v, bound)
+        checks.append(b.icmp_signed(">=", v, ir.Constant(v.type, 0)))
+    if num_bins <= largest:
+        below = b.icmp_signed if signed else b.icmp_unsigned
+        checks.append(below("<", v, ir.Constant(v.type, num_bins)))
+    if not checks:
+        return None
+    return checks[0] if len(checks) == 1 else b.and_(checks[0], checks[1])
 
 
 @lowering_rule(HistogramOp)
@@ -179,12 +194,13 @@ def lower_histogram(op, ctx):
     masks = ctx.get(mask) if mask is not None else None
     for r in ctx.unique_registers(x.type):
         v = values[r]
-        count = _in_bins(b, v, num_bins, signed)
-        if masks is not None:
-            count = b.and_(count, masks[r])
-        if replica is not None:
-            count = b.and_(count, replica)
-        with b.if_then(count):
+        conditions = [_in_bins(b, v, num_bins, signed),
+                      masks[r] if masks is not None else None, replica]
+        count = None
+        for c in conditions:
+            if c is not None:
+                count = c if count is None else b.and_(count, c)
+        with b.if_then(count) if count is not None else _always():
             bin_index = b.and_(_as_i32(b, v, signed), _i32(num_bins - 1))
             addr = b.gep(base, [bin_index], source_etype=I32)
             b.atomic_rmw("add", addr, _i32(1), "monotonic")

@@ -9,7 +9,7 @@ from xthread_sim import SimContext
 from gluon.layouts import BlockedLayout, DistributedLinearLayout
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
-from shared_codegen.ir.types import TensorType, float32, int1, int32
+from shared_codegen.ir.types import TensorType, float32, int1, int8, int32
 from shared_codegen.layouts.relations import joined_layout, split_layout
 from shared_codegen.ops.movement import definition as movement
 from shared_codegen.ops.movement import lowering as rules
@@ -93,19 +93,22 @@ def test_gather(src_layout, idx_layout, src_shape, idx_shape, axis):
     np.testing.assert_array_equal(sim.gather(out, res.type), np.take_along_axis(data, idx, axis))
 
 
-@pytest.mark.parametrize("layout,n,bins,bins_layout,masked", [
-    (B1, 128, 16, B1, False),
-    (BlockedLayout([4], [32], [4], [0]), 512, 64, BlockedLayout([2], [32], [4], [0]), True),
-    (B1, 32, 8, B1, True),                # input and bins replicated over lanes and warps
-    (BlockedLayout([2], [32], [4], [0]), 64, 256, B1, False),
+@pytest.mark.parametrize("layout,n,bins,bins_layout,masked,dtype", [
+    (B1, 128, 16, B1, False, int32),
+    (B1, 128, 256, B1, False, int8),      # every int8 value below num_bins: no upper test
+    (B1, 128, 64, B1, True, int8),
+    (BlockedLayout([4], [32], [4], [0]), 512, 64, BlockedLayout([2], [32], [4], [0]), True,
+     int32),
+    (B1, 32, 8, B1, True, int32),         # input and bins replicated over lanes and warps
+    (BlockedLayout([2], [32], [4], [0]), 64, 256, B1, False, int32),
 ])
-def test_histogram(layout, n, bins, bins_layout, masked):
+def test_histogram(layout, n, bins, bins_layout, masked, dtype):
     b = Builder(Block())
-    x = _arg(TensorType((n,), int32, layout))
+    x = _arg(TensorType((n,), dtype, layout))
     mask = _arg(TensorType((n,), int1, layout)) if masked else None
     res = movement.HistogramOp.build(b, x, bins, mask, bins_layout)
     sim = SimContext(4)
-    values = np.random.default_rng(6).integers(-3, bins + 3, n)
+    values = np.random.default_rng(6).integers(-3, min(bins + 3, 128 if dtype == int8 else 1e9), n)
     keep = np.random.default_rng(7).random(n) < 0.7 if masked else np.ones(n, bool)
     sim.bind(x, values.astype(np.float64))
     if masked:
