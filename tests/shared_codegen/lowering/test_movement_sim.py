@@ -9,7 +9,7 @@ from xthread_sim import SimContext
 from gluon.layouts import BlockedLayout, DistributedLinearLayout
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block
-from shared_codegen.ir.types import TensorType, float32, int1, int8, int32
+from shared_codegen.ir.types import TensorType, float16, float32, int1, int8, int32
 from shared_codegen.layouts.relations import joined_layout, split_layout
 from shared_codegen.ops.movement import definition as movement
 from shared_codegen.ops.movement import lowering as rules
@@ -30,6 +30,7 @@ B1 = BlockedLayout([1], [32], [4], [0])
 LANES_LAST = BlockedLayout([1, 1], [16, 2], [4, 1], [1, 0])
 
 
+@pytest.mark.parametrize("dtype", [float32, int1, float16])
 @pytest.mark.parametrize("layout,result_layout,shape,renames", [
     (B2, None, (16, 32), True),           # the inferred layout: a register rename
     (B2T, None, (16, 32), True),
@@ -37,13 +38,15 @@ LANES_LAST = BlockedLayout([1, 1], [16, 2], [4, 1], [1, 0])
     (B1, LANES_LAST, (64,), False),       # lanes walk the new dim: a select per thread
     (B2, BlockedLayout([1, 1, 2], [4, 8, 1], [1, 4, 1], [2, 1, 0]), (16, 32), False),
 ])
-def test_join(layout, result_layout, shape, renames):
+def test_join(layout, result_layout, shape, renames, dtype):
     b = Builder(Block())
-    x, y = _arg(TensorType(shape, float32, layout)), _arg(TensorType(shape, float32, layout))
+    x, y = _arg(TensorType(shape, dtype, layout)), _arg(TensorType(shape, dtype, layout))
     result_layout = result_layout or joined_layout(layout, shape)
     op_result = movement.JoinOp.build(b, x, y, result_layout)
     sim = SimContext(4)
     dx, dy = _data(shape, 1), _data(shape, 2)
+    if dtype == int1:
+        dx, dy = dx > 0, dy > 0
     sim.bind(x, dx)
     sim.bind(y, dy)
     (out,) = rules.lower_join(op_result.owner, sim)
