@@ -117,6 +117,9 @@ _DECLARED = (
            "kernel line; shared_codegen/tracebacks.py)."),
     EnvVar("SC_TARGET", "target", None,
            "Compile for this target instead of the current GPU's (sm_80, sm_90a, sm_100a, ...)."),
+    EnvVar("SC_LIBDEVICE_PATH", "path", None,
+           "NVIDIA's libdevice bitcode (libdevice.10.bc) to link for tl.extra.cuda.libdevice and "
+           "fp64 transcendentals; unset: the nvidia-nvvm wheel's copy, then triton's."),
 )
 
 VARIABLES: dict[str, EnvVar] = {var.name: var for var in _DECLARED}
