@@ -352,9 +352,8 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None):
                                N_q, N_kv, H, H_kv, H // H_kv, float(sm_scale) * LOG2E.value,
                                float(sm_scale), STAGES, bool(causal), num_warps=4)
     block = 1024
-    _dq_convert_kernel[(-(-dq.numel() // block) if not _is_numpy(dq)
-                        else -(-dq.size // block),)](dq_acc, dq, n_rows * D, float(sm_scale),
-                                                     block, num_warps=4)
+    _dq_convert_kernel[(-(-n_rows * D // block),)](dq_acc, dq, n_rows * D, float(sm_scale),
+                                                   block, num_warps=4)
     return dq, dk, dv
 
 
@@ -377,8 +376,8 @@ def reference(q, k, v, do, causal=False, sm_scale=None):
         s = np.where(keep, s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
-    l = p.sum(axis=-1, keepdims=True)
-    p = p / np.where(l > 0, l, 1.0)
+    denom = p.sum(axis=-1, keepdims=True)
+    p = p / np.where(denom > 0, denom, 1.0)
     o = np.einsum("bhqk,bhkd->bhqd", p, vr)
     dv = np.einsum("bhqk,bhqd->bhkd", p, do64)
     dp = np.einsum("bhqd,bhkd->bhqk", do64, vr)
