@@ -135,7 +135,9 @@ def _consumer(WG: gl.constexpr, q_ring, do_ring, k_smem, v_smem, kv_ready, qpipe
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(
         operand_index=0, parent=acc_layout, k_width=32 // dtype.primitive_bitwidth)
-    DH: gl.constexpr = D // 2
+    # dQ's column block: D = 128 in two halves (32 accumulator registers instead of 64 next
+    # to dK and dV); D = 64 whole (a 32-column half of K would cut its 128-byte swizzle).
+    DH: gl.constexpr = D // 2 if D > 64 else D
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, DH, 16])
     aq_layout: gl.constexpr = gl.DotOperandLayout(
@@ -174,21 +176,19 @@ def _consumer(WG: gl.constexpr, q_ring, do_ring, k_smem, v_smem, kv_ready, qpipe
             lse2 = gl.load(lse_ptr + row_base + queries, mask=in_q, other=0.0) * LOG2E
             # A query that sees no key (lse = -inf) is masked below; keep exp2 finite.
             lse2 = gl.where(lse2 == -float("inf"), 0.0, lse2)
-            delta = gl.load(delta_ptr + row_base + queries, mask=in_q, other=0.0)
             st = warpgroup_mma_wait(1, deps=[st])
             pt = gl.exp2(gl.fma(st, qk_scale, -gl.expand_dims(lse2, 0)))
-            if CAUSAL:
-                needs_mask = (m0 + off < key0 + BN_WG - 1) | (m0 + BM > N_Q) | \
-                    (key0 + BN_WG > N_KV)
-            else:
-                needs_mask = (m0 + BM > N_Q) | (key0 + BN_WG > N_KV)
-            if needs_mask:
-                keep = gl.expand_dims(in_q, 0) & gl.expand_dims(keys < N_KV, 1)
-                if CAUSAL:
+            keep = gl.expand_dims(in_q, 0) & gl.expand_dims(keys < N_KV, 1)
+            if CAUSAL:  # only blocks crossing the diagonal or a ragged end pay for the mask
+                if (m0 + off < key0 + BN_WG - 1) | (m0 + BM > N_Q) | (key0 + BN_WG > N_KV):
                     keep = keep & (gl.expand_dims(keys, 1) <= gl.expand_dims(queries + off, 0))
+                    pt = gl.where(keep, pt, 0.0)
+            else:  # a branch here spills more in ptxas than the few ALU ops of the mask cost
                 pt = gl.where(keep, pt, 0.0)
             pt_op = gl.convert_layout(pt.to(dtype), a_layout)
             dv = warpgroup_mma(pt_op, do, dv, is_async=True)
+            # Loaded here, not with lse: 16 registers fewer while S^T and dP^T are live.
+            delta = gl.load(delta_ptr + row_base + queries, mask=in_q, other=0.0)
             dpt = warpgroup_mma_wait(1, deps=[dpt])  # dV's product runs on
             dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
             ds_op = gl.convert_layout(dst, a_layout)
@@ -197,11 +197,10 @@ def _consumer(WG: gl.constexpr, q_ring, do_ring, k_smem, v_smem, kv_ready, qpipe
             dsq_op = gl.convert_layout(gl.permute(dst, [1, 0]), aq_layout)
             dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv, dk, pt_op, ds_op])
             pipeline.consumer_release(qpipe, item)
-            # dQ in column halves: 32 accumulator registers instead of 64 next to dK and dV.
             rows = m0 + dq_rows
             row_offs = gl.expand_dims((row_base + rows) * D, 1)
             in_rows = gl.expand_dims(rows < N_Q, 1)
-            for half in gl.static_range(2):
+            for half in gl.static_range(D // DH):
                 k_half = k.slice(half * DH, DH, dim=1)
                 dq = warpgroup_mma(dsq_op, k_half, dq_zero, use_acc=False, is_async=True)
                 dq, dsq_op = warpgroup_mma_wait(0, deps=[dq, dsq_op])

@@ -86,19 +86,30 @@ def test_bad_inputs_are_named():
         f(x, y, y, x, lse, x)
 
 
-@pytest.fixture(scope="module")
-def compiled_fp16():
+def _compile(D, causal):
     from gluon.nvidia.hopper import TensorDescriptor
 
-    x = np.zeros((1, 16, 4096, 128), np.float16)
-    block = TensorDescriptor.from_tensor(x, [1, 1, 64, 128], hopper_bwd._nvmma(128))
+    x = np.zeros((1, 16, 4096, D), np.float16)
+    block = TensorDescriptor.from_tensor(x, [1, 1, 64, D], hopper_bwd._nvmma(D))
     return gluon.compile(
         hopper_bwd.attention_bwd_kernel,
         {"q_desc": block, "do_desc": block, "k_desc": block, "v_desc": block,
          "lse_ptr": "*fp32:16", "delta_ptr": "*fp32:16", "dq_ptr": "*fp32:16",
          "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "H": "i32",
          "H_KV": "i32", "GROUP": "i32", "qk_scale": "fp32", "sm_scale": "fp32"},
-        {"STAGES": 2, "CAUSAL": True}, target="sm_90a", num_warps=4)
+        {"STAGES": 2, "CAUSAL": causal}, target="sm_90a", num_warps=4)
+
+
+@pytest.fixture(scope="module")
+def compiled_fp16():
+    return _compile(128, True)
+
+
+def test_head_dim_64_compiles_with_dq_in_one_block():
+    # D = 64: a 32-column half of K would cut its 128-byte swizzle; dQ is one m64n64 wgmma.
+    ptx = _compile(64, False).asm["ptx"]
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx
+    assert "m64n32k16" not in ptx
 
 
 def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):
