@@ -113,6 +113,11 @@ _DECLARED = (
            "through the driver JIT, which keeps it; 0 always loads nvJitLink's cubin."),
     EnvVar("SC_TARGET", "target", None,
            "Compile for this target instead of the current GPU's (sm_80, sm_90a, sm_100a, ...)."),
+    EnvVar("SC_PRINT_AUTOTUNING", "bool", False,
+           "Autotuning prints, to stderr, one line per config it times and the config it picks "
+           "for each key (Triton's TRITON_PRINT_AUTOTUNING, which is honoured too)."),
+    EnvVar("TRITON_PRINT_AUTOTUNING", "bool", False,
+           "Triton's name for SC_PRINT_AUTOTUNING, read so upstream scripts keep working."),
 )
 
 VARIABLES: dict[str, EnvVar] = {var.name: var for var in _DECLARED}

@@ -1,0 +1,237 @@
+"""Tensor descriptors in the tile DSL, with Triton 3.6's names and semantics:
+
+    desc = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1],
+                                     block_shape=[BM, BN], padding_option="zero")
+    tile = desc.load([m, n])            # [BM, BN]; outside the tensor: 0 (or NaN)
+    desc.store([m, n], tile)            # clipped to the tensor
+    desc.atomic_add([m, n], tile)       # and atomic_min/max/and/or/xor
+
+Two kinds of descriptor reach these methods:
+
+- Built in the kernel (`tl.make_tensor_descriptor`): a frontend aggregate holding the base
+  pointer, the shape (i32) and strides (i64) scalars. Its accesses are address arithmetic
+  with a bounds mask on every dim (`_block_access.py`) on every target; it needs no global
+  scratch, so `tile.set_allocator` is optional for it (Triton requires one for the TMA
+  descriptor it writes there; see docs/gluon_compatibility.md for what is missing).
+- Passed from the host (`tile.tools.tensor_descriptor.TensorDescriptor`): a kernel parameter
+  of `TensorDescriptorType`, a CUtensorMap on the GPU. `load` is a TMA copy into a
+  shared-memory buffer of the descriptor's NVMMA layout, completed on an mbarrier, then a
+  `local_load` (whose register layout the layout passes pick); `store` is a `local_alloc` of
+  the value, `fence.proxy.async`, a TMA store and `store_wait(0)`. Each access owns its buffer
+  and barrier, so a software pipeliner can later ring-buffer them without changing meaning.
+  The CPU interpreter runs the same TMA ops. TMA needs sm_90 or newer; atomics through host
+  descriptors (TMA reductions) are not supported yet and say so.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from shared_codegen.frontend.aggregates import aggregate
+from shared_codegen.frontend.values import builtin, tensor
+from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, int32, int64
+from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
+from shared_codegen.ops.mbarrier.definition import (BarrierExpectOp, InitBarrierOp,
+                                                    InvalBarrierOp, MBarrierLayout,
+                                                    WaitBarrierOp)
+from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeallocOp,
+                                                         LocalLoadOp)
+from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
+                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp)
+from tile.language import _block_access as B
+from tile.language import _types as T
+
+__all__ = ["tensor_descriptor", "make_tensor_descriptor", "is_host_descriptor",
+           "host_descriptor_method", "DESCRIPTOR_METHODS"]
+
+_ATOMICS = ("add", "min", "max", "and", "or", "xor")
+DESCRIPTOR_METHODS = ("load", "store") + tuple(f"atomic_{op}" for op in _ATOMICS)
+
+
+def _offsets(sem, offsets, rank: int, fn: str) -> List[tensor]:
+    if not isinstance(offsets, (list, tuple)) or len(offsets) != rank:
+        raise ValueError(f"{fn}: `offsets` must have {rank} entries (the descriptor's rank), "
+                         f"got {offsets!r}")
+    return B.scalars(sem, offsets, int32, fn, "offsets")
+
+
+def _atomic_method(op: str):
+    def method(self, offsets, value, _semantic=None):
+        fn = f"desc.atomic_{op}"
+        offs = _offsets(_semantic, offsets, self.rank, fn)
+        value = B.block_value(_semantic, value, self.block_shape, self.dtype, fn)
+        addrs, inside = self._addresses(_semantic, offs)
+        _semantic.atomic_rmw(op, addrs, value, inside, "relaxed", "gpu")
+
+    method.__name__ = f"atomic_{op}"
+    method.__doc__ = (f"Atomically {op} `value` into the block at `offsets` (elements outside "
+                      f"the tensor are skipped).")
+    return builtin(method)
+
+
+@aggregate
+class tensor_descriptor:
+    """`tl.make_tensor_descriptor(...)`'s value. Runtime fields: `base`, `shape_<d>`,
+    `stride_<d>`; compile-time: `block_shape`, `padding`."""
+
+    def __init__(self, base, shape, strides, block_shape, padding):
+        self.base = base
+        for d, (s, st) in enumerate(zip(shape, strides)):
+            setattr(self, f"shape_{d}", s)
+            setattr(self, f"stride_{d}", st)
+        self.block_shape = list(block_shape)
+        self.padding = padding
+
+    @property
+    def rank(self) -> int:
+        return len(self.block_shape)
+
+    @property
+    def shape(self) -> List[tensor]:
+        return [getattr(self, f"shape_{d}") for d in range(self.rank)]
+
+    @property
+    def strides(self) -> List[tensor]:
+        return [getattr(self, f"stride_{d}") for d in range(self.rank)]
+
+    @property
+    def dtype(self):
+        return self.base.dtype.element
+
+    @property
+    def block_type(self):
+        return TensorDescriptorType(tuple(self.block_shape), self.dtype, None).block_type
+
+    def _addresses(self, sem, offsets):
+        return B.block_addresses(sem, self.base, self.shape, self.strides, offsets,
+                                 self.block_shape, range(self.rank))
+
+    @builtin
+    def load(self, offsets, _semantic=None):
+        """The block at `offsets`; elements outside the tensor read as zero (NaN with
+        padding_option="nan")."""
+        offs = _offsets(_semantic, offsets, self.rank, "desc.load")
+        addrs, inside = self._addresses(_semantic, offs)
+        return _semantic.load(addrs, inside, B.padding_value(_semantic, self.padding,
+                                                             self.dtype))
+
+    @builtin
+    def store(self, offsets, value, _semantic=None):
+        """Store `value` (the block's shape, or a scalar) at `offsets`, clipped to the
+        tensor."""
+        offs = _offsets(_semantic, offsets, self.rank, "desc.store")
+        value = B.block_value(_semantic, value, self.block_shape, self.dtype, "desc.store")
+        addrs, inside = self._addresses(_semantic, offs)
+        _semantic.store(addrs, value, inside)
+
+    atomic_add = _atomic_method("add")
+    atomic_min = _atomic_method("min")
+    atomic_max = _atomic_method("max")
+    atomic_and = _atomic_method("and")
+    atomic_or = _atomic_method("or")
+    atomic_xor = _atomic_method("xor")
+
+    def __repr__(self):
+        return f"tensor_descriptor(<{self.block_shape} x {T.type_name(self.dtype)}>)"
+
+
+@builtin
+def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero",
+                           _semantic=None):
+    """A descriptor of the tensor at `base` with global `shape` and `strides` (elements; the
+    last stride must be 1) whose accesses move `block_shape` blocks."""
+    fn = "tl.make_tensor_descriptor"
+    sem = _semantic
+    if not isinstance(base, tensor) or base.is_block() or not base.is_ptr():
+        raise TypeError(f"{fn}: `base` must be a scalar pointer, got {T.describe(base)}")
+    block = B.check_block_shape(block_shape, fn)
+    rank = len(block)
+    if not 1 <= rank <= B.MAX_RANK:
+        raise ValueError(f"{fn}: rank must be 1 to {B.MAX_RANK}, got block_shape {block}")
+    for what, seq in (("shape", shape), ("strides", strides)):
+        if not isinstance(seq, (list, tuple)) or len(seq) != rank:
+            got = len(seq) if isinstance(seq, (list, tuple)) else T.describe(seq)
+            raise ValueError(f"{fn}: `{what}` must have one entry per dim of `block_shape` "
+                             f"{block} ({rank}), got {got}")
+    if not (T.is_number(strides[-1]) and int(strides[-1]) == 1):
+        raise ValueError(f"{fn}: the last stride must be the compile-time constant 1 (the "
+                         f"innermost dim is contiguous), got {T.describe(strides[-1])}")
+    element = base.dtype.element
+    if block[-1] * element.itemsize < 16:
+        raise ValueError(f"{fn}: the last block dim must span at least 16 bytes, got "
+                         f"{block[-1]} x {T.type_name(element)} = "
+                         f"{block[-1] * element.itemsize} bytes")
+    padding = B.check_padding(padding_option, element, fn)
+    return tensor_descriptor(base, B.scalars(sem, shape, int32, fn, "shape"),
+                             B.scalars(sem, strides, int64, fn, "strides"), block,
+                             padding or "zero")
+
+
+# ---- descriptors passed from the host: TMA ---------------------------------------------------
+
+def is_host_descriptor(x) -> bool:
+    return isinstance(x, tensor) and isinstance(x.type, TensorDescriptorType)
+
+
+def _buffer_type(ty: TensorDescriptorType) -> SharedMemoryType:
+    block = tuple(ty.block_shape)
+    return SharedMemoryType(block, ty.element, ty.layout, block)
+
+
+def _tma_load(sem, desc: tensor, coords: List[tensor]) -> tensor:
+    """TMA into a fresh buffer, completed on a fresh mbarrier (PTX ISA 9.7.9.27 and 9.7.13.15:
+    one expected arrival, the expect-tx, plus the box's bytes), then a register copy."""
+    b, ty = sem.builder, desc.type
+    buffer = LocalAllocOp.build(b, _buffer_type(ty))
+    bar = LocalAllocOp.build(b, SharedMemoryType((1,), int64, MBarrierLayout(), (1,)))
+    InitBarrierOp.build(b, bar, 1)
+    BarrierExpectOp.build(b, bar, ty.block_bytes)
+    AsyncTMACopyGlobalToLocalOp.build(b, desc.handle, [c.handle for c in coords], bar, buffer)
+    WaitBarrierOp.build(b, bar, sem.to_tensor(0, int32).handle)
+    InvalBarrierOp.build(b, bar)
+    value = sem.make_tensor(LocalLoadOp.build(b, buffer, None))
+    LocalDeallocOp.build(b, bar)
+    LocalDeallocOp.build(b, buffer)
+    return value
+
+
+def _tma_store(sem, desc: tensor, coords: List[tensor], value: tensor) -> None:
+    """The value into a fresh buffer; the generic-proxy writes made visible to the async
+    proxy (`fence.proxy.async.shared::cta`, PTX ISA 9.7.13.4.18) before the TMA store reads
+    them; `store_wait(0)` before the buffer is released."""
+    b, ty = sem.builder, desc.type
+    buffer = LocalAllocOp.build(b, _buffer_type(ty), value.handle)
+    FenceAsyncSharedOp.build(b)
+    AsyncTMACopyLocalToGlobalOp.build(b, desc.handle, [c.handle for c in coords], buffer)
+    AsyncTMAStoreWaitOp.build(b, 0)
+    LocalDeallocOp.build(b, buffer)
+
+
+def host_descriptor_method(sem, name: str, desc: tensor, *args, **kwargs):
+    """`desc.<name>(...)` on a descriptor kernel argument."""
+    ty = desc.type
+    fn = f"desc.{name}"
+    if name == "load":
+        offsets, = _only(args, kwargs, ("offsets",), fn)
+        return _tma_load(sem, desc, _offsets(sem, offsets, ty.rank, fn))
+    if name == "store":
+        offsets, value = _only(args, kwargs, ("offsets", "value"), fn)
+        coords = _offsets(sem, offsets, ty.rank, fn)
+        value = B.block_value(sem, value, list(ty.block_shape), ty.element, fn)
+        return _tma_store(sem, desc, coords, value)
+    raise NotImplementedError(f"{fn} through a descriptor passed from the host is not "
+                              f"supported yet (it needs TMA reductions); build the descriptor "
+                              f"in the kernel with tl.make_tensor_descriptor, or use "
+                              f"tl.atomic_{name[len('atomic_'):]} on pointers")
+
+
+def _only(args, kwargs, names, fn):
+    values = list(args)
+    for name in names[len(values):]:
+        if name not in kwargs:
+            raise TypeError(f"{fn}() missing argument `{name}`")
+        values.append(kwargs.pop(name))
+    if kwargs or len(values) != len(names):
+        raise TypeError(f"{fn}() takes ({', '.join(names)}), got {len(args)} positional and "
+                        f"{sorted(kwargs)} keyword arguments")
+    return values
