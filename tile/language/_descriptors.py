@@ -207,10 +207,27 @@ def _tma_store(sem, desc: tensor, coords: List[tensor], value: tensor) -> None:
     LocalDeallocOp.build(b, buffer)
 
 
+def compile_target(sem) -> str:
+    """The target the kernel is traced for ('sm_90a', ..., or 'interpreter')."""
+    module = getattr(sem.builder, "module", None)
+    return (module.attrs.get("target") if module is not None else None) or "interpreter"
+
+
+def _require_tma(sem, fn: str) -> None:
+    from shared_codegen.lowering.backend import parse_target
+    target = compile_target(sem)
+    if target != "interpreter" and parse_target(target)[0] < 90:
+        raise ValueError(f"{fn}: a descriptor passed from the host is a TMA descriptor, which "
+                         f"needs sm_90 or newer; this kernel is compiled for {target}. Build "
+                         f"it in the kernel with tl.make_tensor_descriptor (plain loads and "
+                         f"stores on any target)")
+
+
 def host_descriptor_method(sem, name: str, desc: tensor, *args, **kwargs):
     """`desc.<name>(...)` on a descriptor kernel argument."""
     ty = desc.type
     fn = f"desc.{name}"
+    _require_tma(sem, fn)
     if name == "load":
         offsets, = _only(args, kwargs, ("offsets",), fn)
         return _tma_load(sem, desc, _offsets(sem, offsets, ty.rank, fn))

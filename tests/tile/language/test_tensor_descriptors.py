@@ -1,0 +1,181 @@
+"""Tensor descriptors in the tile DSL: built in the kernel (`tl.make_tensor_descriptor`) and
+passed from the host (`tile.tools.tensor_descriptor.TensorDescriptor`, TMA), against numpy in
+the interpreter, their PTX, and their errors."""
+
+import numpy as np
+import pytest
+
+import tile
+import tile.language as tl
+from tile.tools.tensor_descriptor import TensorDescriptor
+
+
+@tile.jit
+def device_descriptors(x, y, M, N, ys, BM: tl.constexpr, BN: tl.constexpr,
+                       PAD: tl.constexpr):
+    src = tl.make_tensor_descriptor(x, shape=[M, N], strides=[N, 1], block_shape=[BM, BN],
+                                    padding_option=PAD)
+    dst = tl.make_tensor_descriptor(y, shape=[M, N], strides=[ys, 1], block_shape=[BM, BN])
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    dst.store([m, n], src.load([m, n]) + src.load([m, n + BN]))
+
+
+@pytest.mark.parametrize("pad,fill", [("zero", 0.0), ("nan", np.nan)])
+def test_device_descriptor_load_pads_and_store_clips(pad, fill):
+    x = np.random.default_rng(0).standard_normal((10, 20)).astype(np.float32)
+    y = np.full((10, 24), -1.0, np.float32)  # row stride 24: columns 20.. are not y's
+    device_descriptors[(3, 3)](x, y, 10, 20, 24, BM=4, BN=8, PAD=pad)
+    shifted = np.full_like(x, fill)
+    shifted[:, :12] = x[:, 8:]
+    np.testing.assert_array_equal(y[:, :20], x + shifted)
+    assert (y[:, 20:] == -1).all()
+
+
+@tile.jit
+def descriptor_attributes_and_atomics(x, out, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    desc = tl.make_tensor_descriptor(x, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    acc = tl.make_tensor_descriptor(out, shape=[BM, BN], strides=[BN, 1], block_shape=[BM, BN])
+    tl.static_assert(desc.block_shape == [BM, BN])
+    tl.static_assert(desc.dtype == tl.float32)
+    for m in range(0, desc.shape[0], BM):
+        for n in range(0, desc.shape[1], BN):
+            acc.atomic_add([0, 0], desc.load([m, n]))
+    # strides[0] is N: this is max(out, 0.5).
+    acc.atomic_max([0, 0], (desc.strides[0] - N + 1).to(tl.float32) * 0.5)
+
+
+def test_device_descriptor_atomics_and_attributes():
+    x = np.random.default_rng(1).random((13, 32)).astype(np.float32)
+    out = np.zeros((16, 16), np.float32)
+    descriptor_attributes_and_atomics[(1,)](x, out, 13, 32, BM=16, BN=16)
+    expected = np.zeros((16, 16), np.float32)
+    expected[:13] = x[:, :16] + x[:, 16:]
+    np.testing.assert_allclose(out, np.maximum(expected, 0.5), rtol=1e-6)
+
+
+@tile.jit
+def descriptor_3d(x, y, A, B, C, BB: tl.constexpr, BC: tl.constexpr):
+    src = tl.make_tensor_descriptor(x, shape=[A, B, C], strides=[B * C, C, 1],
+                                    block_shape=[1, BB, BC])
+    dst = tl.make_tensor_descriptor(y, shape=[A, C, B], strides=[B * C, B, 1],
+                                    block_shape=[1, BC, BB])
+    a = tl.program_id(0)
+    dst.store([a, 0, 0], tl.permute(src.load([a, 0, 0]), (0, 2, 1)))
+
+
+def test_three_dim_descriptor_transposes_each_slice():
+    x = np.arange(3 * 5 * 6, dtype=np.float32).reshape(3, 5, 6)
+    y = np.zeros((3, 6, 5), np.float32)
+    descriptor_3d[(3,)](x, y, 3, 5, 6, BB=8, BC=8)
+    np.testing.assert_array_equal(y, x.transpose(0, 2, 1))
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_device_descriptor_kernel_compiles(target):
+    k = tile.compile(device_descriptors, signature={"x": "*fp16", "y": "*fp16", "M": "i32",
+                                                    "N": "i32", "ys": "i32"},
+                     constexprs={"BM": 64, "BN": 64, "PAD": "zero"}, target=target)
+    assert "st.global" in k.asm["ptx"] and k.asm["cubin"]
+
+
+# ---- descriptors from the host: TMA ------------------------------------------------------------
+
+@tile.jit
+def host_copy(a_desc, b_desc, BM: tl.constexpr, BN: tl.constexpr):
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    b_desc.store([m, n], a_desc.load([m, n]) * 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_host_descriptor_copy_zero_fills_and_clips(dtype):
+    x = np.random.default_rng(2).standard_normal((100, 72)).astype(dtype)
+    y = np.zeros_like(x)
+    a = TensorDescriptor.from_tensor(x, [32, 16])
+    b = TensorDescriptor(y, y.shape, [72, 1], [32, 16])
+    host_copy[(4, 5)](a, b, BM=32, BN=16)
+    np.testing.assert_array_equal(y, x * 2)
+
+
+def test_host_descriptor_loads_are_tma_with_an_mbarrier():
+    x = np.zeros((128, 128), np.float16)
+    desc = TensorDescriptor.from_tensor(x, [64, 64])
+    k = tile.compile(host_copy, signature={"a_desc": desc, "b_desc": desc},
+                     constexprs={"BM": 64, "BN": 64}, target="sm_90a")
+    ptx = k.asm["ptx"]
+    for instruction in ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx",
+                        "mbarrier.arrive.expect_tx", "mbarrier.try_wait.parity",
+                        "fence.proxy.async.shared::cta",
+                        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group",
+                        "cp.async.bulk.wait_group.read 0"):
+        assert instruction in ptx, instruction
+    assert "ld.global" not in ptx and "st.global" not in ptx
+    assert k.asm["cubin"]
+    # The IR a pipeliner would multi-buffer: buffer + barrier per load, then a local_load.
+    ttgir = k.asm["ttgir"]
+    assert ttgir.index("ttng.async_tma_copy_global_to_local") < ttgir.index("ttng.wait_barrier") \
+        < ttgir.index("ttg.local_load")
+
+
+def test_host_descriptor_layout_is_the_widest_swizzle():
+    x = np.zeros((64, 64), np.float16)
+    assert TensorDescriptor.from_tensor(x, [64, 64]).layout.swizzle_byte_width == 128
+    assert TensorDescriptor.from_tensor(x, [64, 16]).layout.swizzle_byte_width == 32
+    assert repr(TensorDescriptor.from_tensor(x, [64, 16])) == (
+        "TensorDescriptor(shape=[64, 64], strides=[64, 1], block_shape=[64, 16], "
+        "padding='zero')")
+
+
+def test_triton_path_resolves_after_import_as():
+    import tile as triton
+    assert triton.tools.tensor_descriptor.TensorDescriptor is TensorDescriptor
+
+
+@tile.jit
+def bad_descriptor(x, desc, CASE: tl.constexpr):
+    if CASE == "stride":
+        tl.make_tensor_descriptor(x, shape=[8, 8], strides=[1, 8], block_shape=[8, 8])
+    elif CASE == "narrow":
+        tl.make_tensor_descriptor(x, shape=[8, 8], strides=[8, 1], block_shape=[8, 2])
+    elif CASE == "offsets":
+        d = tl.make_tensor_descriptor(x, shape=[8, 8], strides=[8, 1], block_shape=[8, 8])
+        d.load([0])
+    elif CASE == "store_shape":
+        d = tl.make_tensor_descriptor(x, shape=[8, 8], strides=[8, 1], block_shape=[8, 8])
+        d.store([0, 0], tl.zeros([8, 4], tl.float32))
+    elif CASE == "padding":
+        tl.make_tensor_descriptor(x, shape=[8, 8], strides=[8, 1], block_shape=[8, 8],
+                                  padding_option="inf")
+    else:
+        desc.atomic_add([0, 0], tl.zeros([16, 16], tl.float32))
+
+
+@pytest.mark.parametrize("case,message", [
+    ("stride", "tl.make_tensor_descriptor: the last stride must be the compile-time constant 1 "
+               "(the innermost dim is contiguous), got 8"),
+    ("narrow", "tl.make_tensor_descriptor: the last block dim must span at least 16 bytes, got "
+               "2 x fp32 = 8 bytes"),
+    ("offsets", "desc.load: `offsets` must have 2 entries (the descriptor's rank), got [0]"),
+    ("store_shape", "desc.store: the value's shape [8, 4] must match the block shape [8, 8]"),
+    ("padding", "tl.make_tensor_descriptor: `padding_option` must be 'zero' or 'nan', got "
+                "'inf'"),
+    ("host_atomic", "desc.atomic_add through a descriptor passed from the host is not "
+                    "supported yet (it needs TMA reductions); build the descriptor in the "
+                    "kernel with tl.make_tensor_descriptor, or use tl.atomic_add on pointers"),
+])
+def test_descriptor_errors(case, message):
+    x = np.zeros((16, 16), np.float32)
+    with pytest.raises(tile.CompilationError) as e:
+        bad_descriptor[(1,)](x, TensorDescriptor.from_tensor(x, [16, 16]), CASE=case)
+    assert e.value.message == message
+
+
+def test_host_descriptor_needs_sm90():
+    x = np.zeros((64, 64), np.float16)
+    desc = TensorDescriptor.from_tensor(x, [32, 32])
+    with pytest.raises(tile.CompilationError) as e:
+        tile.compile(host_copy, signature={"a_desc": desc, "b_desc": desc},
+                     constexprs={"BM": 32, "BN": 32}, target="sm_80")
+    assert e.value.message == (
+        "desc.load: a descriptor passed from the host is a TMA descriptor, which needs sm_90 "
+        "or newer; this kernel is compiled for sm_80. Build it in the kernel with "
+        "tl.make_tensor_descriptor (plain loads and stores on any target)")
