@@ -11,7 +11,7 @@ from shared_codegen.frontend.errors import ArgumentError, CompilationError
 from shared_codegen.interpreter.memory import InterpreterError
 from tile.autotune import Config, autotune, heuristics
 from tile.jit import compile, jit
-from tile.runtime._allocation import set_allocator
+from shared_codegen.runtime.allocation import set_allocator
 
 __all__ = ["jit", "compile", "autotune", "Config", "heuristics", "constexpr_function",
            "CompilationError", "ArgumentError", "InterpreterError", "cdiv", "next_power_of_2",

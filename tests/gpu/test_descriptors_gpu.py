@@ -55,12 +55,34 @@ def test_device_descriptor_matches_the_interpreter(pad):
     grid = (-(-100 // 32), -(-200 // 64))
     device_desc_sum[grid](x, y, 100, 200, 208, BM=32, BN=64, PAD=pad)
     xg, yg = torch.from_numpy(x).cuda(), torch.full((100, 208), -1.0, device="cuda")
+    # On sm_90 the kernel writes its TMA descriptors into scratch from the allocator.
+    sizes = []
+
+    def alloc(size, alignment, stream):
+        sizes.append((size, alignment))
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    tile.set_allocator(alloc)
     device_desc_sum[grid](xg, yg, 100, 200, 208, BM=32, BN=64, PAD=pad)
     torch.cuda.synchronize()
+    major = torch.cuda.get_device_capability()[0]
+    assert sizes == ([(grid[0] * grid[1] * 256, 128)] if major >= 9 else [])
     shifted = np.full_like(x, np.nan if pad == "nan" else 0.0)
     shifted[:, :136] = x[:, 64:]
     np.testing.assert_allclose(y[:, :200], x + shifted + 1, rtol=1e-6)
     np.testing.assert_array_equal(yg.cpu().numpy(), y)
+
+
+def test_device_descriptor_without_an_allocator_says_so():
+    torch = _torch()
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("descriptors need scratch only where they are TMA descriptors (sm_90+)")
+    from shared_codegen.runtime.allocation import NullAllocator
+    tile.set_allocator(NullAllocator())
+    x = torch.zeros(64, 64, device="cuda")
+    with pytest.raises(RuntimeError, match="Kernel requires a runtime memory allocation, but "
+                                           "no allocator was set"):
+        device_desc_sum[(1, 1)](x, x, 64, 64, 64, BM=32, BN=32, PAD="zero")
 
 
 @tile.jit

@@ -36,8 +36,14 @@ from shared_codegen.ops.mbarrier.definition import (BarrierExpectOp, InitBarrier
                                                     WaitBarrierOp)
 from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeallocOp,
                                                          LocalLoadOp)
+from shared_codegen.layouts import SwizzledSharedLayout
 from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
-                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp)
+                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
+                                               box_shape, check_block)
+from shared_codegen.ops.tma.tensormap import (ELEM_TYPES, FILL_MODES, SWIZZLE_MODES,
+                                              TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES,
+                                              GlobalScratchAllocOp, ReinterpretTensorDescriptorOp,
+                                              TensormapCreateOp, TensormapFenceproxyAcquireOp)
 from tile.language import _block_access as B
 from tile.language import _types as T
 
@@ -74,13 +80,16 @@ class tensor_descriptor:
     """`tl.make_tensor_descriptor(...)`'s value. Runtime fields: `base`, `shape_<d>`,
     `stride_<d>`; compile-time: `block_shape`, `padding`."""
 
-    def __init__(self, base, shape, strides, block_shape, padding):
+    def __init__(self, base, shape, strides, block_shape, padding, tma=None):
         self.base = base
         for d, (s, st) in enumerate(zip(shape, strides)):
             setattr(self, f"shape_{d}", s)
             setattr(self, f"stride_{d}", st)
         self.block_shape = list(block_shape)
         self.padding = padding
+        # On sm_90+: the TMA descriptor the kernel wrote (a `TensorDescriptorType` value);
+        # loads and stores go through it, atomics through addresses.
+        self.tma = tma
 
     @property
     def rank(self) -> int:
@@ -111,6 +120,8 @@ class tensor_descriptor:
         """The block at `offsets`; elements outside the tensor read as zero (NaN with
         padding_option="nan")."""
         offs = _offsets(_semantic, offsets, self.rank, "desc.load")
+        if self.tma is not None:
+            return _tma_load(_semantic, self.tma, offs)
         addrs, inside = self._addresses(_semantic, offs)
         return _semantic.load(addrs, inside, B.padding_value(_semantic, self.padding,
                                                              self.dtype))
@@ -121,6 +132,8 @@ class tensor_descriptor:
         tensor."""
         offs = _offsets(_semantic, offsets, self.rank, "desc.store")
         value = B.block_value(_semantic, value, self.block_shape, self.dtype, "desc.store")
+        if self.tma is not None:
+            return _tma_store(_semantic, self.tma, offs, value)
         addrs, inside = self._addresses(_semantic, offs)
         _semantic.store(addrs, value, inside)
 
@@ -161,10 +174,53 @@ def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="ze
         raise ValueError(f"{fn}: the last block dim must span at least 16 bytes, got "
                          f"{block[-1]} x {T.type_name(element)} = "
                          f"{block[-1] * element.itemsize} bytes")
-    padding = B.check_padding(padding_option, element, fn)
-    return tensor_descriptor(base, B.scalars(sem, shape, int32, fn, "shape"),
-                             B.scalars(sem, strides, int64, fn, "strides"), block,
-                             padding or "zero")
+    padding = B.check_padding(padding_option, element, fn) or "zero"
+    shape = B.scalars(sem, shape, int32, fn, "shape")
+    strides = B.scalars(sem, strides, int64, fn, "strides")
+    tma = _write_tensor_map(sem, base, shape, strides, block, padding)
+    return tensor_descriptor(base, shape, strides, block, padding, tma)
+
+
+def _tma_layout(sem, element, block):
+    """The NVMMA layout of a TMA descriptor for these blocks on this target, or None where
+    TMA does not apply (before sm_90, in the interpreter, dtypes or blocks TMA cannot move):
+    then accesses are address arithmetic, which means the same."""
+    from shared_codegen.layouts import NVMMASharedLayout
+    from shared_codegen.lowering.backend import parse_target
+    target = compile_target(sem)
+    if target == "interpreter" or parse_target(target)[0] < 90:
+        return None
+    try:
+        layout = NVMMASharedLayout.get_default_for(list(block), element)
+        check_block(block, element, layout)
+    except ValueError:
+        return None
+    return layout
+
+
+def _write_tensor_map(sem, base, shape, strides, block, padding):
+    """Triton's device-side descriptor on Hopper: a CUtensorMap written into this program's
+    global scratch (`ops/tma/tensormap.py`), fenced for the TMA unit."""
+    element = base.dtype.element
+    layout = _tma_layout(sem, element, block)
+    if layout is None:
+        return None
+    b = sem.builder
+    ty = TensorDescriptorType(tuple(block), element, layout)
+    scratch = GlobalScratchAllocOp.build(b, TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN)
+    staging = LocalAllocOp.build(b, SharedMemoryType((TENSOR_MAP_BYTES // 4,), int32,
+                                                     SwizzledSharedLayout(1, 1, 1, [0]),
+                                                     (TENSOR_MAP_BYTES // 4,)))
+    itemsize = sem.to_tensor(element.itemsize, int64)
+    strides_bytes = [sem.binary("mul", s, itemsize) for s in strides[:-1]]
+    TensormapCreateOp.build(
+        b, scratch, staging, base.handle, [d.handle for d in reversed(shape)],
+        [s.handle for s in reversed(strides_bytes)], list(reversed(box_shape(ty))),
+        ELEM_TYPES[element.name], SWIZZLE_MODES[layout.swizzle_byte_width],
+        FILL_MODES[padding])
+    LocalDeallocOp.build(b, staging)
+    TensormapFenceproxyAcquireOp.build(b, scratch)
+    return sem.make_tensor(ReinterpretTensorDescriptorOp.build(b, scratch, ty))
 
 
 # ---- descriptors passed from the host: TMA ---------------------------------------------------

@@ -11,7 +11,7 @@ from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.frontend.jit import JITFunction
 from shared_codegen.interpreter.memory import InterpreterError
 from tile.autotune import Autotuner, Config, Heuristics, autotune, heuristics
-from tile.runtime._allocation import get_allocator, set_allocator
+from shared_codegen.runtime.allocation import get_allocator, set_allocator
 from tile.runtime._driver import GPUTarget, driver
 
 __all__ = ["driver", "GPUTarget", "Autotuner", "Config", "Heuristics", "autotune", "heuristics",

@@ -70,12 +70,38 @@ def test_three_dim_descriptor_transposes_each_slice():
     np.testing.assert_array_equal(y, x.transpose(0, 2, 1))
 
 
-@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
-def test_device_descriptor_kernel_compiles(target):
-    k = tile.compile(device_descriptors, signature={"x": "*fp16", "y": "*fp16", "M": "i32",
-                                                    "N": "i32", "ys": "i32"},
-                     constexprs={"BM": 64, "BN": 64, "PAD": "zero"}, target=target)
-    assert "st.global" in k.asm["ptx"] and k.asm["cubin"]
+def _compile_device_descriptors(target):
+    return tile.compile(device_descriptors, signature={"x": "*fp16", "y": "*fp16", "M": "i32",
+                                                       "N": "i32", "ys": "i32"},
+                        constexprs={"BM": 64, "BN": 64, "PAD": "nan"}, target=target)
+
+
+def test_device_descriptors_on_sm90_write_tensor_maps_for_tma():
+    k = _compile_device_descriptors("sm_90a")
+    ptx = k.asm["ptx"]
+    # Two maps, each built in shared memory by thread 0 and published by warp 0.
+    assert ptx.count("tensormap.replace.tile.global_address.shared::cta.b1024.b64") == 2
+    assert ptx.count("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release"
+                     ".gpu.sync.aligned") == 2
+    assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 2
+    # fp16 (6), 128-byte swizzle (3); NaN fill (1) only for the source.
+    assert ptx.count("tensormap.replace.tile.elemtype.shared::cta.b1024.b32 [%rd2], 6;") == 2
+    assert ptx.count("swizzle_mode.shared::cta.b1024.b32 [%rd2], 3;") == 2
+    assert ptx.count("fill_mode.shared::cta.b1024.b32 [%rd2], 1;") == 1
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global" in ptx and "ld.global" not in ptx
+    assert ".version 8.6" in ptx and k.asm["cubin"]
+    # The maps live in a hidden scratch parameter: 2 x 128 bytes per program.
+    assert k.metadata["param_kinds"] == ["ptr", "ptr", "i32", "i32", "i32", "ptr"]
+    assert k.metadata["global_scratch_bytes"] == 256
+    ttgir = k.asm["ttgir"]
+    assert ttgir.count("ttg.global_scratch_alloc {alignment = 128, nbytes = 128") == 2
+    assert "ttng.reinterpret_tensor_descriptor" in ttgir
+
+
+def test_device_descriptors_below_sm90_are_plain_accesses():
+    k = _compile_device_descriptors("sm_80")
+    assert "st.global" in k.asm["ptx"] and "tensormap" not in k.asm["ptx"]
+    assert k.metadata["global_scratch_bytes"] == 0 and k.asm["cubin"]
 
 
 # ---- descriptors from the host: TMA ------------------------------------------------------------
@@ -179,3 +205,32 @@ def test_host_descriptor_needs_sm90():
         "desc.load: a descriptor passed from the host is a TMA descriptor, which needs sm_90 "
         "or newer; this kernel is compiled for sm_80. Build it in the kernel with "
         "tl.make_tensor_descriptor (plain loads and stores on any target)")
+
+
+def test_launch_scratch_is_grid_times_bytes_per_program():
+    from shared_codegen.frontend import launch
+    from shared_codegen.frontend.errors import ArgumentError
+
+    class Variant:
+        scratch, scratch_align = 256, 128
+
+    class Buffer:
+        def __init__(self, address):
+            self.address = address
+
+        def data_ptr(self):
+            return self.address
+
+    asked = []
+    try:
+        tile.set_allocator(lambda size, align, stream: asked.append((size, align, stream)) or
+                           Buffer(4096))
+        buffer = launch._global_scratch(host_copy, Variant, (3, 2, 1), 7)
+        assert buffer.data_ptr() == 4096 and asked == [(3 * 2 * 256, 128, 7)]
+        tile.set_allocator(lambda size, align, stream: Buffer(4096 + 64))
+        with pytest.raises(ArgumentError, match="host_copy: the allocator returned an address "
+                                                "0x1040 that is not 128-byte aligned"):
+            launch._global_scratch(host_copy, Variant, (1, 1, 1), 0)
+    finally:
+        from shared_codegen.runtime.allocation import NullAllocator
+        tile.set_allocator(NullAllocator())

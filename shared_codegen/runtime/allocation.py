@@ -1,12 +1,11 @@
-"""`tile.set_allocator` (Triton 3.6's `triton.set_allocator`): where kernels that need global
-scratch memory at launch get it.
+"""`set_allocator` (Triton 3.6's `triton.set_allocator`, exported as `tile.set_allocator`):
+where kernels that need global scratch memory at launch get it.
 
 An allocator is `alloc(size: int, alignment: int, stream: Optional[int]) -> buffer`, the
-buffer anything with `data_ptr()` (a torch tensor) that stays alive while the kernel runs.
-Triton asks for it when a kernel builds tensor descriptors on the device (their 128-byte TMA
-descriptors live in that scratch). Tile kernels' `tl.make_tensor_descriptor` does not need
-scratch yet (its loads and stores are address arithmetic, see
-`tile/language/_descriptors.py`), so the allocator is recorded for kernels that will.
+buffer anything with `data_ptr()` (a CUDA torch tensor). The launch path
+(`frontend/launch.py`) asks it for `grid size x bytes per program` when a kernel writes
+tensor maps on the device (`tl.make_tensor_descriptor` on sm_90+: each map is 128 bytes of
+scratch, `ops/tma/tensormap.py`).
 """
 
 from __future__ import annotations
