@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import List
 
+import shared_codegen.frontend.descriptors  # noqa: F401 (descriptor values' attributes)
 from shared_codegen.frontend.aggregates import aggregate
 from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, int32, int64

@@ -5,8 +5,8 @@ host tensor descriptor passed to tile kernels, whose `desc.load` / `desc.store` 
     desc = TensorDescriptor.from_tensor(x, block_shape=[64, 64])
     kernel[grid](desc, ...)
 
-It is Gluon's host descriptor (`gluon/nvidia/hopper.py`: the same checks, encoding and
-interpreter view) with the shared-memory layout the tile compiler picks for TMA, the widest
+It is the host descriptor Gluon kernels take (`shared_codegen/runtime/tensor_descriptor.py`:
+the same checks, encoding and interpreter view) with the shared-memory layout the tile compiler picks for TMA, the widest
 NVMMA swizzle the block allows (`NVMMASharedLayout.get_default_for`), as Triton's tile
 compiler does. `padding="nan"` is not supported for host descriptors yet (the error says so);
 `tl.make_tensor_descriptor(..., padding_option="nan")` in the kernel is.
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, List
 
-from gluon.nvidia.hopper import TensorDescriptor as _GluonTensorDescriptor
-from gluon.nvidia.hopper import _key, _strides_of
+from shared_codegen.runtime.tensor_descriptor import TensorDescriptor as _SharedTensorDescriptor
+from shared_codegen.runtime.tensor_descriptor import _key, _strides_of
 from shared_codegen.ir.types import from_host_dtype
 from shared_codegen.layouts import NVMMASharedLayout
 from shared_codegen.ops.tma.definition import TMA_DTYPES
@@ -26,7 +26,7 @@ from shared_codegen.runtime.specialize import register_handler
 __all__ = ["TensorDescriptor"]
 
 
-class TensorDescriptor(_GluonTensorDescriptor):
+class TensorDescriptor(_SharedTensorDescriptor):
     """`base` (a CUDA tensor, or a numpy array / CPU tensor for the interpreter), `shape` and
     `strides` in elements (last stride 1), `block_shape` (the block each access moves),
     `padding` ("zero")."""

@@ -7,7 +7,7 @@ shared memory, described by a host-encoded tensor map.
 
 `%desc` is a kernel parameter of type `TensorDescriptorType(block_shape, element, layout)`:
 the global tensor's address, shape and strides live in its 128 bytes (host side:
-`gluon/nvidia/hopper.py`), the box it moves per copy in its type. Coordinates are element
+`shared_codegen/runtime/tensor_descriptor.py`), the box it moves per copy in its type. Coordinates are element
 indices of the box's first element, one i32 per dim, outermost first (as the user writes
 them; PTX lists them innermost first).
 
