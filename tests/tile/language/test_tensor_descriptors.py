@@ -234,3 +234,17 @@ def test_launch_scratch_is_grid_times_bytes_per_program():
     finally:
         from shared_codegen.runtime.allocation import NullAllocator
         tile.set_allocator(NullAllocator())
+
+
+def test_block_shape_can_be_set_after_construction_like_tutorial_09():
+    x = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
+    y = np.zeros_like(x)
+    a, b = TensorDescriptor.from_tensor(x, [1, 1]), TensorDescriptor.from_tensor(y, [1, 1])
+    # A [1, 1] fp32 block is too narrow for TMA: the error comes when a launch needs it.
+    with pytest.raises(ValueError, match=r"^TensorDescriptor: the innermost block dim moves 1 x "
+                                         r"4 = 4 bytes; TMA needs at least 16$"):
+        host_copy[(1, 1)](a, b, BM=1, BN=1)
+    a.block_shape = b.block_shape = [32, 16]
+    host_copy[(2, 2)](a, b, BM=32, BN=16)
+    np.testing.assert_array_equal(y, 2 * x)
+    assert a.type.block_shape == (32, 16)
