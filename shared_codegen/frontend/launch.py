@@ -333,7 +333,10 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     if variant is None:
         variant = _compile_variant(jit_fn, spec_key, num_warps, target)
         _add_variant(jit_fn, key, variant)
-    if fast_key is not None and target is None and not variant.scratch:
+    # Kernels that need global scratch (tensor maps they write) allocate it per launch, which
+    # the fast path does not do.
+    scratch = getattr(variant, "scratch", 0)
+    if fast_key is not None and target is None and not scratch:
         # Later launches with the same fast key skip this whole function (fastpath.py). A
         # kernel that folded globals in is only served by a launcher that checks them.
         jit_fn._fast_guarded_variants[fast_key] = variant
@@ -353,7 +356,7 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
         grid = normalize_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     runtime_args = [values[i] for i in variant.runtime_positions]
     stream = current_stream() if stream is None else stream
-    if variant.scratch:
+    if scratch:
         runtime_args.append(_global_scratch(jit_fn, variant, grid, stream))
     if cluster_dims is not None:
         cluster = check_cluster_dims(jit_fn, cluster_dims, tuple(grid) + (1,) * (3 - len(grid)))

@@ -37,7 +37,7 @@ from shared_codegen.ops.mbarrier.definition import (BarrierExpectOp, InitBarrier
                                                     WaitBarrierOp)
 from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeallocOp,
                                                          LocalLoadOp)
-from shared_codegen.layouts import SwizzledSharedLayout
+from shared_codegen.layouts import NVMMASharedLayout
 from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
                                                box_shape, check_block)
@@ -186,7 +186,6 @@ def _tma_layout(sem, element, block):
     """The NVMMA layout of a TMA descriptor for these blocks on this target, or None where
     TMA does not apply (before sm_90, in the interpreter, dtypes or blocks TMA cannot move):
     then accesses are address arithmetic, which means the same."""
-    from shared_codegen.layouts import NVMMASharedLayout
     from shared_codegen.lowering.backend import parse_target
     target = compile_target(sem)
     if target == "interpreter" or parse_target(target)[0] < 90:
@@ -209,9 +208,12 @@ def _write_tensor_map(sem, base, shape, strides, block, padding):
     b = sem.builder
     ty = TensorDescriptorType(tuple(block), element, layout)
     scratch = GlobalScratchAllocOp.build(b, TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN)
-    staging = LocalAllocOp.build(b, SharedMemoryType((TENSOR_MAP_BYTES // 4,), int32,
-                                                     SwizzledSharedLayout(1, 1, 1, [0]),
-                                                     (TENSOR_MAP_BYTES // 4,)))
+    # An unswizzled NVMMA layout: the allocator places it on a 128-byte boundary, which the
+    # tensor map's staging copy needs.
+    words = TENSOR_MAP_BYTES // 4
+    staging = LocalAllocOp.build(b, SharedMemoryType(
+        (words,), int32, NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1),
+        (words,)))
     itemsize = sem.to_tensor(element.itemsize, int64)
     strides_bytes = [sem.binary("mul", s, itemsize) for s in strides[:-1]]
     TensormapCreateOp.build(

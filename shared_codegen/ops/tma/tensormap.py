@@ -123,10 +123,13 @@ class TensormapCreateOp(OpDef):
         for what, v in (("desc_ptr", desc_ptr), ("base", base)):
             if not isinstance(v.type, PointerType):
                 raise VerificationError(f"{what} must be a pointer, got {v.type}", op)
+        from shared_codegen.ops.shared_memory.definition import alloc_alignment
         if not isinstance(staging.type, SharedMemoryType) or \
-                staging.type.element.itemsize * _numel(staging.type.shape) != TENSOR_MAP_BYTES:
+                staging.type.element.itemsize * _numel(staging.type.shape) != TENSOR_MAP_BYTES \
+                or alloc_alignment(staging.type.layout) % TENSOR_MAP_ALIGN:
             raise VerificationError(f"staging must be {TENSOR_MAP_BYTES} bytes of shared "
-                                    f"memory, got {staging.type}", op)
+                                    f"memory aligned to {TENSOR_MAP_ALIGN}, got "
+                                    f"{staging.type}", op)
         for what, values, ty in (("global_dim", dims, int32), ("global_stride", strides, int64)):
             for v in values:
                 if isinstance(v.type, TensorType) or v.type != ty:
