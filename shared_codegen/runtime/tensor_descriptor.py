@@ -18,8 +18,9 @@ bytes (and below 2**40), dims in [1, 2**32], a box of at most 256 per dim whose 
 is at least 16 bytes and at least the layout's swizzle width. For a GPU tensor the 128-byte
 CUtensorMap is encoded once, here; kernels receive it as a `__grid_constant__` parameter.
 
+`padding="nan"` (floating-point tensors) makes out-of-bounds elements of a load read NaN.
 Differences from Triton: block dims above 256 are rejected instead of split into several
-boxes, and `padding="nan"` is not supported yet.
+boxes.
 """
 
 from __future__ import annotations
@@ -106,9 +107,12 @@ class TensorDescriptor:
         if element is None or element.name not in TMA_DTYPES:
             raise ValueError(f"TensorDescriptor: dtype {getattr(self.base, 'dtype', None)} is "
                              f"not supported by TMA; supported: {', '.join(sorted(TMA_DTYPES))}")
-        if self.padding != "zero":
-            raise ValueError(f"TensorDescriptor: padding must be 'zero' (out-of-bounds elements "
-                             f"read as 0), got {self.padding!r}")
+        if self.padding not in ("zero", "nan"):
+            raise ValueError(f"TensorDescriptor: padding must be 'zero' or 'nan' (what "
+                             f"out-of-bounds elements read as), got {self.padding!r}")
+        if self.padding == "nan" and not element.is_floating():
+            raise ValueError(f"TensorDescriptor: padding='nan' needs a floating-point tensor, "
+                             f"got {getattr(self.base, 'dtype', None)}")
         address = _address(self.base)
         if address % 16:
             raise ValueError(f"TensorDescriptor: the base address {address:#x} is not 16-byte "
@@ -158,6 +162,9 @@ class TensorDescriptor:
                 cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
                 getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
                 cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                # NaN fill: out-of-bounds elements of a load read NaN instead of zero.
+                cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                if self.padding == "nan" else
                 cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
         tmap = driver.check(cu.cuTensorMapEncodeTiled(*args),
                             f"cuTensorMapEncodeTiled(shape={self.shape}, strides="
@@ -175,7 +182,8 @@ class TensorDescriptor:
                             f"interpreter needs a numpy array or a CPU torch tensor")
         address = memory.map(name, arr)
         return TensorMapValue(address, self.shape,
-                              [s * self.element.itemsize for s in self.strides], name)
+                              [s * self.element.itemsize for s in self.strides], name,
+                              fill=float("nan") if self.padding == "nan" else 0)
 
 
 def _key(desc: TensorDescriptor) -> tuple:

@@ -38,6 +38,28 @@ def test_host_descriptor_tma_copy(dtype, block):
 
 
 @tile.jit
+def host_desc_accumulate(a_desc, out_desc, BM: tl.constexpr, BN: tl.constexpr):
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    out_desc.atomic_add([0, 0], a_desc.load([m, n]))
+
+
+def test_host_descriptor_nan_padding_and_tma_reduction():
+    torch = _torch()
+    x = torch.randn(100, 72, device="cuda")
+    out = torch.zeros(32, 16, device="cuda")
+    a = TensorDescriptor.from_tensor(x, [32, 16], padding="nan")
+    host_desc_accumulate[(3, 4)](a, TensorDescriptor.from_tensor(out, [32, 16]), BM=32, BN=16)
+    torch.cuda.synchronize()
+    expected = x[:96, :64].reshape(3, 32, 4, 16).sum(dim=(0, 2))
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    out.zero_()
+    # Programs on row 3 or column 4 read past the edge: NaN reaches their whole block.
+    host_desc_accumulate[(4, 5)](a, TensorDescriptor.from_tensor(out, [32, 16]), BM=32, BN=16)
+    torch.cuda.synchronize()
+    assert torch.isnan(out[4:, :]).all() and torch.isnan(out[:, 8:]).all()
+
+
+@tile.jit
 def device_desc_sum(x, y, M, N, ys, BM: tl.constexpr, BN: tl.constexpr, PAD: tl.constexpr):
     src = tl.make_tensor_descriptor(x, shape=[M, N], strides=[N, 1], block_shape=[BM, BN],
                                     padding_option=PAD)

@@ -9,18 +9,21 @@
 Two kinds of descriptor reach these methods:
 
 - Built in the kernel (`tl.make_tensor_descriptor`): a frontend aggregate holding the base
-  pointer, the shape (i32) and strides (i64) scalars. Its accesses are address arithmetic
-  with a bounds mask on every dim (`_block_access.py`) on every target; it needs no global
-  scratch, so `tile.set_allocator` is optional for it (Triton requires one for the TMA
-  descriptor it writes there; see docs/gluon_compatibility.md for what is missing).
+  pointer, the shape (i32) and strides (i64) scalars. On sm_90 and newer it also holds a TMA
+  descriptor the kernel writes into its global scratch (Triton's Hopper lowering,
+  `shared_codegen/ops/tma/tensormap.py`; the launch gets the scratch from
+  `tile.set_allocator`'s allocator), and loads, stores and the atomics TMA can reduce use it
+  as below. Elsewhere (sm_80, the CPU interpreter), and for other atomics, accesses are
+  address arithmetic with a bounds mask on every dim (`_block_access.py`), which means the
+  same.
 - Passed from the host (`tile.tools.tensor_descriptor.TensorDescriptor`): a kernel parameter
   of `TensorDescriptorType`, a CUtensorMap on the GPU. `load` is a TMA copy into a
   shared-memory buffer of the descriptor's NVMMA layout, completed on an mbarrier, then a
   `local_load` (whose register layout the layout passes pick); `store` is a `local_alloc` of
   the value, `fence.proxy.async`, a TMA store and `store_wait(0)`. Each access owns its buffer
   and barrier, so a software pipeliner can later ring-buffer them without changing meaning.
-  The CPU interpreter runs the same TMA ops. TMA needs sm_90 or newer; atomics through host
-  descriptors (TMA reductions) are not supported yet and say so.
+  `atomic_<op>` is a TMA reduction (`cp.reduce.async.bulk.tensor`) with Triton's dtype
+  rules. The CPU interpreter runs the same TMA ops. TMA needs sm_90 or newer.
 """
 
 from __future__ import annotations
@@ -38,9 +41,9 @@ from shared_codegen.ops.mbarrier.definition import (BarrierExpectOp, InitBarrier
 from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeallocOp,
                                                          LocalLoadOp)
 from shared_codegen.layouts import NVMMASharedLayout
-from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
-                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
-                                               box_shape, check_block)
+from shared_codegen.ops.tma.definition import (REDUCE_KINDS, AsyncTMACopyGlobalToLocalOp,
+                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAReduceOp,
+                                               AsyncTMAStoreWaitOp, box_shape, check_block)
 from shared_codegen.ops.tma.tensormap import (ELEM_TYPES, FILL_MODES, SWIZZLE_MODES,
                                               TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES,
                                               GlobalScratchAllocOp, ReinterpretTensorDescriptorOp,
@@ -67,6 +70,8 @@ def _atomic_method(op: str):
         fn = f"desc.atomic_{op}"
         offs = _offsets(_semantic, offsets, self.rank, fn)
         value = B.block_value(_semantic, value, self.block_shape, self.dtype, fn)
+        if self.tma is not None and self.dtype.name in REDUCE_KINDS[op]:
+            return _tma_reduce(_semantic, op, self.tma, offs, value)
         addrs, inside = self._addresses(_semantic, offs)
         _semantic.atomic_rmw(op, addrs, value, inside, "relaxed", "gpu")
 
@@ -89,7 +94,8 @@ class tensor_descriptor:
         self.block_shape = list(block_shape)
         self.padding = padding
         # On sm_90+: the TMA descriptor the kernel wrote (a `TensorDescriptorType` value);
-        # loads and stores go through it, atomics through addresses.
+        # loads, stores and the atomics TMA can reduce go through it, other atomics through
+        # addresses.
         self.tma = tma
 
     @property
@@ -295,10 +301,29 @@ def host_descriptor_method(sem, name: str, desc: tensor, *args, **kwargs):
         coords = _offsets(sem, offsets, ty.rank, fn)
         value = B.block_value(sem, value, list(ty.block_shape), ty.element, fn)
         return _tma_store(sem, desc, coords, value)
-    raise NotImplementedError(f"{fn} through a descriptor passed from the host is not "
-                              f"supported yet (it needs TMA reductions); build the descriptor "
-                              f"in the kernel with tl.make_tensor_descriptor, or use "
-                              f"tl.atomic_{name[len('atomic_'):]} on pointers")
+    offsets, value = _only(args, kwargs, ("offsets", "value"), fn)
+    coords = _offsets(sem, offsets, ty.rank, fn)
+    _check_reduce(name, ty.element, fn)
+    value = B.block_value(sem, value, list(ty.block_shape), ty.element, fn)
+    return _tma_reduce(sem, name[len("atomic_"):], desc, coords, value)
+
+
+def _check_reduce(name: str, element, fn: str) -> None:
+    kind = name[len("atomic_"):]
+    if element.name not in REDUCE_KINDS[kind]:
+        allowed = ", ".join(REDUCE_KINDS[kind])
+        raise TypeError(f"{fn} through a TMA descriptor supports {allowed}, got "
+                        f"{T.type_name(element)}")
+
+
+def _tma_reduce(sem, kind: str, desc: tensor, coords: List[tensor], value: tensor) -> None:
+    """Like `_tma_store`, with `cp.reduce.async.bulk.tensor` combining into global memory."""
+    b, ty = sem.builder, desc.type
+    buffer = LocalAllocOp.build(b, _buffer_type(ty), value.handle)
+    FenceAsyncSharedOp.build(b)
+    AsyncTMAReduceOp.build(b, kind, desc.handle, [c.handle for c in coords], buffer)
+    AsyncTMAStoreWaitOp.build(b, 0)
+    LocalDeallocOp.build(b, buffer)
 
 
 def _only(args, kwargs, names, fn):

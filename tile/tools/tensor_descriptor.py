@@ -8,8 +8,7 @@ host tensor descriptor passed to tile kernels, whose `desc.load` / `desc.store` 
 It is the host descriptor Gluon kernels take (`shared_codegen/runtime/tensor_descriptor.py`:
 the same checks, encoding and interpreter view) with the shared-memory layout the tile compiler picks for TMA, the widest
 NVMMA swizzle the block allows (`NVMMASharedLayout.get_default_for`), as Triton's tile
-compiler does. `padding="nan"` is not supported for host descriptors yet (the error says so);
-`tl.make_tensor_descriptor(..., padding_option="nan")` in the kernel is.
+compiler does. `padding="nan"` makes out-of-bounds elements of `desc.load` read NaN.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ __all__ = ["TensorDescriptor"]
 class TensorDescriptor(_SharedTensorDescriptor):
     """`base` (a CUDA tensor, or a numpy array / CPU tensor for the interpreter), `shape` and
     `strides` in elements (last stride 1), `block_shape` (the block each access moves),
-    `padding` ("zero").
+    `padding` ("zero" or "nan").
 
     As in Triton, `block_shape` may be assigned after construction (tutorial 09's autotune
     pre-hooks set it per config on a descriptor made with a dummy [1, 1] block): the block

@@ -11,9 +11,9 @@ from shared_codegen.lowering.context import I8, VOID, LoweringError
 from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
 from shared_codegen.ops.shared_memory.definition import offset_map
 from shared_codegen.ops.shared_memory.lowering import sync_shared
-from shared_codegen.ops.tma.definition import (STORE, AsyncTMACopyGlobalToLocalOp,
-                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
-                                               box_shape)
+from shared_codegen.ops.tma.definition import (REDUCE, STORE, AsyncTMACopyGlobalToLocalOp,
+                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAReduceOp,
+                                               AsyncTMAStoreWaitOp, box_shape)
 from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
 
 
@@ -55,7 +55,7 @@ def _store_sources(op):
     seen = []
     for root in block.ops if block is not None else []:
         for inner in root.walk():
-            if inner.name == STORE and inner.operands[1] not in seen:
+            if inner.name in (STORE, REDUCE) and inner.operands[1] not in seen:
                 seen.append(inner.operands[1])
     return seen
 
@@ -89,6 +89,24 @@ def lower_tma_store(op, ctx):
         crd = ", ".join(f"${3 + i}" for i in range(rank))
         _emit(ctx, f"@$0 cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group "
                    f"[$1, {{{crd}}}], [$2];", "b,l,l" + ",r" * rank,
+              lead + [src] + box_coords)
+    _emit(ctx, "@$0 cp.async.bulk.commit_group;", "b", [lead[0]])
+    return None
+
+
+@lowering_rule(AsyncTMAReduceOp)
+def lower_tma_reduce(op, ctx):
+    """`cp.reduce.async.bulk.tensor` (PTX ISA 9.7.9.27.2): like a store, one bulk group per
+    op; the element type comes from the tensor map."""
+    desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
+    sync_shared(ctx, op, smem, "read")
+    rank = desc.type.rank
+    lead = [thread_zero(ctx), ctx.get(desc)]
+    kind = op.attrs["kind"]
+    for src, box_coords in _boxes(ctx, op, desc, smem, coords):
+        crd = ", ".join(f"${3 + i}" for i in range(rank))
+        _emit(ctx, f"@$0 cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{kind}.tile."
+                   f"bulk_group [$1, {{{crd}}}], [$2];", "b,l,l" + ",r" * rank,
               lead + [src] + box_coords)
     _emit(ctx, "@$0 cp.async.bulk.commit_group;", "b", [lead[0]])
     return None

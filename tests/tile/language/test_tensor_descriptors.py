@@ -122,6 +122,19 @@ def test_host_descriptor_copy_zero_fills_and_clips(dtype):
     np.testing.assert_array_equal(y, x * 2)
 
 
+def test_host_descriptor_nan_padding():
+    x = np.random.default_rng(3).standard_normal((40, 20)).astype(np.float32)
+    y = np.zeros((64, 32), np.float32)
+    host_copy[(2, 2)](TensorDescriptor.from_tensor(x, [32, 16], padding="nan"),
+                      TensorDescriptor.from_tensor(y, [32, 16]), BM=32, BN=16)
+    expected = np.full((64, 32), np.nan, np.float32)
+    expected[:40, :20] = 2 * x
+    np.testing.assert_array_equal(y, expected)
+    with pytest.raises(ValueError, match="^TensorDescriptor: padding='nan' needs a "
+                                         "floating-point tensor, got int32$"):
+        TensorDescriptor.from_tensor(np.zeros((8, 8), np.int32), [8, 8], padding="nan").type
+
+
 def test_host_descriptor_loads_are_tma_with_an_mbarrier():
     x = np.zeros((128, 128), np.float16)
     desc = TensorDescriptor.from_tensor(x, [64, 64])
@@ -171,8 +184,10 @@ def bad_descriptor(x, desc, CASE: tl.constexpr):
     elif CASE == "padding":
         tl.make_tensor_descriptor(x, shape=[8, 8], strides=[8, 1], block_shape=[8, 8],
                                   padding_option="inf")
+    elif CASE == "host_xor":
+        desc.atomic_xor([0, 0], tl.zeros([16, 16], tl.float32))
     else:
-        desc.atomic_add([0, 0], tl.zeros([16, 16], tl.float32))
+        desc.atomic_max([0, 0], tl.zeros([16, 16], tl.float32))
 
 
 @pytest.mark.parametrize("case,message", [
@@ -184,9 +199,10 @@ def bad_descriptor(x, desc, CASE: tl.constexpr):
     ("store_shape", "desc.store: the value's shape [8, 4] must match the block shape [8, 8]"),
     ("padding", "tl.make_tensor_descriptor: `padding_option` must be 'zero' or 'nan', got "
                 "'inf'"),
-    ("host_atomic", "desc.atomic_add through a descriptor passed from the host is not "
-                    "supported yet (it needs TMA reductions); build the descriptor in the "
-                    "kernel with tl.make_tensor_descriptor, or use tl.atomic_add on pointers"),
+    ("host_xor", "desc.atomic_xor through a TMA descriptor supports u32, i32, u64, i64, got "
+                 "fp32"),
+    ("host_max", "desc.atomic_max through a TMA descriptor supports u32, i32, u64, i64, fp16, "
+                 "bf16, got fp32"),
 ])
 def test_descriptor_errors(case, message):
     x = np.zeros((16, 16), np.float32)
@@ -248,3 +264,35 @@ def test_block_shape_can_be_set_after_construction_like_tutorial_09():
     host_copy[(2, 2)](a, b, BM=32, BN=16)
     np.testing.assert_array_equal(y, 2 * x)
     assert a.type.block_shape == (32, 16)
+
+
+@tile.jit
+def host_reduce(d, v, OP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    vals = tl.load(v + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :])
+    if OP == "add":
+        d.atomic_add([m, n], vals)
+    elif OP == "max":
+        d.atomic_max([m, n], vals)
+    else:
+        d.atomic_xor([m, n], vals)
+
+
+@pytest.mark.parametrize("dtype,op", [(np.float16, "add"), (np.float16, "max"),
+                                      (np.float32, "add"), (np.int32, "max"),
+                                      (np.int32, "xor")])
+def test_host_descriptor_atomics_are_tma_reductions(dtype, op):
+    x = np.full((40, 24), 3, dtype)
+    v = (np.arange(16 * 8).reshape(16, 8) % 5).astype(dtype)
+    desc = TensorDescriptor.from_tensor(x, [16, 8])
+    host_reduce[(3, 3)](desc, v, OP=op, BM=16, BN=8)
+    tiled = np.tile(v, (3, 3))[:40, :24]  # blocks past the edge are clipped
+    start = np.full((40, 24), 3, dtype)
+    expected = {"add": start + tiled, "max": np.maximum(start, tiled),
+                "xor": start ^ tiled if op == "xor" else None}[op]
+    np.testing.assert_array_equal(x, expected)
+    name = {np.float16: "fp16", np.float32: "fp32", np.int32: "i32"}[dtype]
+    k = tile.compile(host_reduce, signature={"d": desc, "v": "*" + name},
+                     constexprs={"OP": op, "BM": 16, "BN": 8}, target="sm_90a")
+    assert (f"cp.reduce.async.bulk.tensor.2d.global.shared::cta.{op}.tile.bulk_group"
+            in k.asm["ptx"]) and k.asm["cubin"]
