@@ -7,6 +7,8 @@ code generator rebuilds (loop-carried, branch results) keep these attributes."""
 
 from __future__ import annotations
 
+from abc import ABCMeta
+
 from shared_codegen.frontend.values import VALUE_CLASSES, tensor
 from shared_codegen.ir.types import TensorDescriptorType
 from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
@@ -22,11 +24,15 @@ def _global_dims(kind):
     return rule
 
 
-class tensor_descriptor(tensor):
+class tensor_descriptor(tensor, metaclass=ABCMeta):
     """A kernel's tensor descriptor parameter: `block_shape`, `dtype`, `layout`,
     `block_type` (`block_type.nbytes` is what one copy moves), and the global `shape` (i32)
     and `strides` (i64) as runtime scalars (interpreter only for now, see
-    `shared_codegen/ops/tma/descriptor_dims.py`)."""
+    `shared_codegen/ops/tma/descriptor_dims.py`).
+
+    A language may `register` its own descriptor values as virtual subclasses, so that
+    kernels' `isinstance(x, tl.tensor_descriptor)` (Triton 3.6's tutorial 06) holds for
+    descriptors from the host and from `make_tensor_descriptor` alike."""
 
     semantic_attrs = {"shape": _global_dims("shape"), "strides": _global_dims("stride")}
 

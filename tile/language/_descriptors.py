@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import List
 
-import shared_codegen.frontend.descriptors  # noqa: F401 (descriptor values' attributes)
 from shared_codegen.frontend.aggregates import aggregate
+from shared_codegen.frontend.descriptors import tensor_descriptor as descriptor_value
 from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, int32, int64
 from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
@@ -51,8 +51,8 @@ from shared_codegen.ops.tma.tensormap import (ELEM_TYPES, FILL_MODES, SWIZZLE_MO
 from tile.language import _block_access as B
 from tile.language import _types as T
 
-__all__ = ["tensor_descriptor", "make_tensor_descriptor", "is_host_descriptor",
-           "host_descriptor_method", "DESCRIPTOR_METHODS"]
+__all__ = ["tensor_descriptor", "device_tensor_descriptor", "make_tensor_descriptor",
+           "is_host_descriptor", "host_descriptor_method", "DESCRIPTOR_METHODS"]
 
 _ATOMICS = ("add", "min", "max", "and", "or", "xor")
 DESCRIPTOR_METHODS = ("load", "store") + tuple(f"atomic_{op}" for op in _ATOMICS)
@@ -82,7 +82,7 @@ def _atomic_method(op: str):
 
 
 @aggregate
-class tensor_descriptor:
+class device_tensor_descriptor:
     """`tl.make_tensor_descriptor(...)`'s value. Runtime fields: `base`, `shape_<d>`,
     `stride_<d>`; compile-time: `block_shape`, `padding`."""
 
@@ -152,7 +152,13 @@ class tensor_descriptor:
     atomic_xor = _atomic_method("xor")
 
     def __repr__(self):
-        return f"tensor_descriptor(<{self.block_shape} x {T.type_name(self.dtype)}>)"
+        return f"device_tensor_descriptor(<{self.block_shape} x {T.type_name(self.dtype)}>)"
+
+
+# `tl.tensor_descriptor`: the type of every descriptor a tile kernel holds (Triton 3.6's
+# `tl.tensor_descriptor`), host arguments and `make_tensor_descriptor`'s values alike.
+tensor_descriptor = descriptor_value
+tensor_descriptor.register(device_tensor_descriptor)
 
 
 @builtin
@@ -185,7 +191,7 @@ def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="ze
     shape = B.scalars(sem, shape, int32, fn, "shape")
     strides = B.scalars(sem, strides, int64, fn, "strides")
     tma = _write_tensor_map(sem, base, shape, strides, block, padding)
-    return tensor_descriptor(base, shape, strides, block, padding, tma)
+    return device_tensor_descriptor(base, shape, strides, block, padding, tma)
 
 
 def _tma_layout(sem, element, block):

@@ -296,3 +296,30 @@ def test_host_descriptor_atomics_are_tma_reductions(dtype, op):
                      constexprs={"OP": op, "BM": 16, "BN": 8}, target="sm_90a")
     assert (f"cp.reduce.async.bulk.tensor.2d.global.shared::cta.{op}.tile.bulk_group"
             in k.asm["ptx"]) and k.asm["cubin"]
+
+
+@tile.jit
+def _maybe_make_tensor_desc(desc_or_ptr, shape, strides, block_shape):
+    # Triton 3.6's tutorial 06 helper: host descriptors pass through.
+    if isinstance(desc_or_ptr, tl.tensor_descriptor):
+        return desc_or_ptr
+    else:
+        return tl.make_tensor_descriptor(desc_or_ptr, shape, strides, block_shape)
+
+
+@tile.jit
+def either_descriptor(a, y, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    src = _maybe_make_tensor_desc(a, [M, N], [N, 1], [BM, BN])
+    dst = _maybe_make_tensor_desc(y, [M, N], [N, 1], [BM, BN])
+    tl.static_assert(isinstance(dst, tl.tensor_descriptor))
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    dst.store([m, n], src.load([m, n]) * 2)
+
+
+@pytest.mark.parametrize("host", [True, False])
+def test_isinstance_tensor_descriptor_holds_for_both_kinds(host):
+    x = np.random.default_rng(4).standard_normal((48, 40)).astype(np.float32)
+    y = np.zeros_like(x)
+    a = TensorDescriptor.from_tensor(x, [16, 16]) if host else x
+    either_descriptor[(3, 3)](a, y, 48, 40, BM=16, BN=16)
+    np.testing.assert_array_equal(y, 2 * x)
