@@ -43,7 +43,6 @@ class LoweredKernel:
     ptx_version: Optional[Tuple[int, int]] = None
 
 
-TENSOR_MAP_BYTES = 128
 MAX_MAXNREG = 255  # the largest per-thread register cap ptxas accepts
 
 
@@ -62,14 +61,15 @@ def _param_llvm_type(ty) -> ir.Type:
     if isinstance(ty, ScalarType) and ty.bits == 1:
         return I8
     if isinstance(ty, TensorDescriptorType):
-        # A pointer with a pointee type: llvmlite spells `byval(<type>)` from it.
-        return ir.PointerType(ir.ArrayType(I8, TENSOR_MAP_BYTES))
+        # A pointer with a pointee type: llvmlite spells `byval(<type>)` from it. The map
+        # comes first; base, shape and strides follow (TensorDescriptorType.param_bytes).
+        return ir.PointerType(ir.ArrayType(I8, ty.param_bytes))
     return llvm_type(ty)
 
 
 def _tensor_map_param(llmod, lfn, index: int, larg) -> None:
-    """A CUtensorMap parameter: 128 bytes passed by value in the kernel's parameter space
-    (`.param .align 64 .b8 p[128]`). `cp.async.bulk.tensor` reads it through a generic
+    """A descriptor parameter: the CUtensorMap (and what follows it) passed by value in the
+    kernel's parameter space (`.param .align 64 .b8 p[160]` for rank 2). `cp.async.bulk.tensor` reads it through a generic
     address, which is only legal for a `nvvm.grid_constant` parameter: without it NVPTX
     would copy the struct to local memory, and TMA cannot read a tensor map from there
     (CUDA programming guide, "Using TMA to transfer multi-dimensional arrays")."""

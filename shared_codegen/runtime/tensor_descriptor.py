@@ -26,6 +26,7 @@ boxes.
 from __future__ import annotations
 
 import ctypes
+import struct
 import sys
 from typing import Any, List
 
@@ -82,7 +83,7 @@ class TensorDescriptor:
         self.element = self._check()
         self.type = TensorDescriptorType(tuple(self.block_shape), self.element, layout)
         self._key = (self.type, "")
-        self.tensor_map = None if self.on_host else self._encode()
+        self.tensor_map = None if self.on_host else self._encode_for_device()
 
     @staticmethod
     def from_tensor(tensor: Any, block_shape, layout, padding: str = "zero"):
@@ -140,7 +141,28 @@ class TensorDescriptor:
             raise ValueError(f"TensorDescriptor: {exc}") from None
         return element
 
+    def param_bytes(self) -> bytes:
+        """The kernel parameter (`TensorDescriptorType.param_bytes`): the map, then the base
+        address, shape and strides (elements) and the fill (1: NaN) as 64-bit ints."""
+        tmap = self.tensor_map
+        cached = getattr(self, "_param_cache", None)
+        if cached is None or cached[0] is not tmap:
+            fields = struct.pack(f"<Q{2 * len(self.shape) + 1}q", _address(self.base),
+                                 *self.shape, *self.strides, int(self.padding == "nan"))
+            cached = (tmap, (tmap if tmap is not None else bytes(128)) + fields)
+            self._param_cache = cached
+        return cached[1]
+
     # ---- GPU: the CUtensorMap ---------------------------------------------------------------
+    def _encode_for_device(self) -> bytes:
+        """The encoded map; before sm_90 (no TMA: kernels read only the fields after the
+        map) 128 zero bytes."""
+        from shared_codegen.runtime import driver
+        device = driver.get_device(driver.current_device_index())
+        if device.compute_capability[0] < 9:
+            return bytes(128)
+        return self._encode()
+
     def _encode(self) -> bytes:
         from cuda.bindings import driver as cu
 

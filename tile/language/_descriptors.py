@@ -41,6 +41,7 @@ from shared_codegen.ops.mbarrier.definition import (BarrierExpectOp, InitBarrier
 from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeallocOp,
                                                          LocalLoadOp)
 from shared_codegen.layouts import NVMMASharedLayout
+from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
 from shared_codegen.ops.tma.definition import (REDUCE_KINDS, AsyncTMACopyGlobalToLocalOp,
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAReduceOp,
                                                AsyncTMAStoreWaitOp, box_shape, check_block)
@@ -284,33 +285,62 @@ def compile_target(sem) -> str:
     return (module.attrs.get("target") if module is not None else None) or "interpreter"
 
 
-def _require_tma(sem, fn: str) -> None:
+def _uses_tma(sem) -> bool:
+    """Descriptor arguments are TMA descriptors on sm_90+ (and in the interpreter, which
+    models TMA); before sm_90 their accesses go through the base, shape and strides the
+    launcher passes after the map."""
     from shared_codegen.lowering.backend import parse_target
     target = compile_target(sem)
-    if target != "interpreter" and parse_target(target)[0] < 90:
-        raise ValueError(f"{fn}: a descriptor passed from the host is a TMA descriptor, which "
-                         f"needs sm_90 or newer; this kernel is compiled for {target}. Build "
-                         f"it in the kernel with tl.make_tensor_descriptor (plain loads and "
-                         f"stores on any target)")
+    return target == "interpreter" or parse_target(target)[0] >= 90
+
+
+def _argument_fields(sem, desc: tensor):
+    """(base pointer, shape, strides, fill flag) of a descriptor argument, as scalars."""
+    def field(kind, index=0):
+        return sem.make_tensor(TensorDescriptorDimOp.build(sem.builder, desc.handle, kind,
+                                                           index))
+    rank = desc.type.rank
+    return (field("base"), [field("shape", d) for d in range(rank)],
+            [field("stride", d) for d in range(rank)], field("fill"))
+
+
+def _fallback(sem, name: str, desc: tensor, coords, value):
+    """Before sm_90: the access as masked pointer arithmetic (zero, or NaN, padding)."""
+    base, shape, strides, fill = _argument_fields(sem, desc)
+    ty = desc.type
+    addrs, inside = B.block_addresses(sem, base, shape, strides, coords, list(ty.block_shape),
+                                      range(ty.rank))
+    if name == "load":
+        other = sem.to_tensor(0, ty.element)
+        if ty.element.is_floating():
+            # The host chose the padding: NaN where the descriptor says so.
+            nan = sem.compare("ne", fill, sem.to_tensor(0, int64))
+            other = sem.where(nan, sem.to_tensor(float("nan"), ty.element), other)
+        return sem.load(addrs, inside, other)
+    if name == "store":
+        return sem.store(addrs, value, inside)
+    sem.atomic_rmw(name[len("atomic_"):], addrs, value, inside, "relaxed", "gpu")
+    return None
 
 
 def host_descriptor_method(sem, name: str, desc: tensor, *args, **kwargs):
     """`desc.<name>(...)` on a descriptor kernel argument."""
     ty = desc.type
     fn = f"desc.{name}"
-    _require_tma(sem, fn)
+    tma = _uses_tma(sem)
     if name == "load":
         offsets, = _only(args, kwargs, ("offsets",), fn)
-        return _tma_load(sem, desc, _offsets(sem, offsets, ty.rank, fn))
-    if name == "store":
-        offsets, value = _only(args, kwargs, ("offsets", "value"), fn)
         coords = _offsets(sem, offsets, ty.rank, fn)
-        value = B.block_value(sem, value, list(ty.block_shape), ty.element, fn)
-        return _tma_store(sem, desc, coords, value)
+        return _tma_load(sem, desc, coords) if tma else _fallback(sem, name, desc, coords, None)
     offsets, value = _only(args, kwargs, ("offsets", "value"), fn)
     coords = _offsets(sem, offsets, ty.rank, fn)
-    _check_reduce(name, ty.element, fn)
+    if name != "store":
+        _check_reduce(name, ty.element, fn)
     value = B.block_value(sem, value, list(ty.block_shape), ty.element, fn)
+    if not tma:
+        return _fallback(sem, name, desc, coords, value)
+    if name == "store":
+        return _tma_store(sem, desc, coords, value)
     return _tma_reduce(sem, name[len("atomic_"):], desc, coords, value)
 
 

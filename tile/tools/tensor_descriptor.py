@@ -69,7 +69,7 @@ class TensorDescriptor(_SharedTensorDescriptor):
             self._prepared = {key: state}
             if not self.on_host:
                 try:
-                    state["tensor_map"] = self._encode()
+                    state["tensor_map"] = self._encode_for_device()
                 except BaseException:
                     self._prepared = {}
                     raise

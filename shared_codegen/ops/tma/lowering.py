@@ -7,7 +7,7 @@ one message per box of the block; stores are committed as bulk groups and retire
 from __future__ import annotations
 
 from shared_codegen.ir.core import Operation, lowering_rule
-from shared_codegen.lowering.context import I8, VOID, LoweringError
+from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
 from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
 from shared_codegen.ops.shared_memory.definition import offset_map
 from shared_codegen.ops.shared_memory.lowering import sync_shared
@@ -125,6 +125,22 @@ def lower_tma_store_wait(op, ctx):
 
 @lowering_rule(TensorDescriptorDimOp)
 def lower_tensor_descriptor_dim(op, ctx):
-    what = "desc.shape" if op.attrs["kind"] == "shape" else "desc.strides"
-    raise LoweringError(f"{what} of a tensor descriptor is not available in compiled kernels "
-                        "yet (the interpreter has it); pass the sizes as kernel arguments", op)
+    """A load from the descriptor parameter's fields after the map (i64 each)."""
+    desc = op.operands[0]
+    ty = desc.type
+    if desc.defining_op is not None:
+        what = {"shape": "desc.shape", "stride": "desc.strides", "base": "its base",
+                "fill": "its padding"}
+        raise LoweringError(f"{what[op.attrs['kind']]} is only known for descriptors passed "
+                            f"as kernel arguments, not for one the kernel built", op)
+    kind, index = op.attrs["kind"], op.attrs["index"]
+    offset = {"base": ty.DESC_PARAM_BASE, "shape": ty.DESC_PARAM_SHAPE + 8 * index,
+              "stride": ty.param_stride_offset(index), "fill": ty.param_fill_offset}[kind]
+    b = ctx.builder
+    field = b.gep(ctx.get(desc), [ctx.i32(offset)], source_etype=I8)
+    value = b.load(field, typ=I64, align=8)
+    if kind == "shape":
+        return [b.trunc(value, I32)]
+    if kind == "base":
+        return [b.inttoptr(value, ctx.llvm_type(op.result.type))]
+    return [value]
