@@ -249,7 +249,8 @@ class TensorDescriptorType(IRType):
     moves one `block_shape` box of `element` between global memory and a shared-memory view
     placed by the `NVMMASharedLayout` `layout`. The global shape and strides live in the
     descriptor's bytes (encoded on the host), not in the type. Ops and rules:
-    `shared_codegen/ops/tma/definition.py`; host side: `shared_codegen/runtime/tensor_descriptor.py`."""
+    `shared_codegen/ops/tma/definition.py`; host side:
+    `shared_codegen/runtime/tensor_descriptor.py`."""
 
     block_shape: tuple
     element: ScalarType

@@ -68,11 +68,12 @@ def _param_llvm_type(ty) -> ir.Type:
 
 
 def _tensor_map_param(llmod, lfn, index: int, larg) -> None:
-    """A descriptor parameter: the CUtensorMap (and what follows it) passed by value in the
-    kernel's parameter space (`.param .align 64 .b8 p[160]` for rank 2). `cp.async.bulk.tensor` reads it through a generic
-    address, which is only legal for a `nvvm.grid_constant` parameter: without it NVPTX
-    would copy the struct to local memory, and TMA cannot read a tensor map from there
-    (CUDA programming guide, "Using TMA to transfer multi-dimensional arrays")."""
+    """A descriptor parameter: the CUtensorMap (and the fields after it) passed by value in
+    the kernel's parameter space (`.param .align 64 .b8 p[176]` for rank 2).
+    `cp.async.bulk.tensor` reads it through a generic address, which is only legal for a
+    `nvvm.grid_constant` parameter: without it NVPTX would copy the struct to local memory,
+    and TMA cannot read a tensor map from there (CUDA programming guide, "Using TMA to
+    transfer multi-dimensional arrays")."""
     larg.add_attribute("byval")
     larg.attributes.align = 64
     # LLVM 22 upgrades the annotation (1-based parameter index) to the parameter attribute.

@@ -5,10 +5,11 @@ host tensor descriptor passed to tile kernels, whose `desc.load` / `desc.store` 
     desc = TensorDescriptor.from_tensor(x, block_shape=[64, 64])
     kernel[grid](desc, ...)
 
-It is the host descriptor Gluon kernels take (`shared_codegen/runtime/tensor_descriptor.py`:
-the same checks, encoding and interpreter view) with the shared-memory layout the tile compiler picks for TMA, the widest
-NVMMA swizzle the block allows (`NVMMASharedLayout.get_default_for`), as Triton's tile
-compiler does. `padding="nan"` makes out-of-bounds elements of `desc.load` read NaN.
+It is the host descriptor Gluon kernels take (`shared_codegen/runtime/tensor_descriptor.py`: the
+same checks, encoding and interpreter view) with the shared-memory layout the tile compiler
+picks for TMA, the widest NVMMA swizzle the block allows (`NVMMASharedLayout.get_default_for`),
+as Triton's tile compiler does. `padding="nan"` makes out-of-bounds elements of `desc.load` read
+NaN.
 """
 
 from __future__ import annotations

@@ -5,17 +5,18 @@ shared memory, described by a host-encoded tensor map.
     ttng.async_tma_copy_local_to_global %desc, %smem, %c0, %c1
     ttng.async_tma_store_wait {pendings = 0}
 
-`%desc` is a kernel parameter of type `TensorDescriptorType(block_shape, element, layout)`:
-the global tensor's address, shape and strides live in its 128 bytes (host side:
-`shared_codegen/runtime/tensor_descriptor.py`), the box it moves per copy in its type. Coordinates are element
-indices of the box's first element, one i32 per dim, outermost first (as the user writes
-them; PTX lists them innermost first).
+`%desc` is a kernel parameter of type `TensorDescriptorType(block_shape, element, layout)`: the
+global tensor's address, shape and strides live in its 128 bytes (host side:
+`shared_codegen/runtime/tensor_descriptor.py`), the box it moves per copy in its type.
+Coordinates are element indices of the box's first element, one i32 per dim, outermost first (as
+the user writes them; PTX lists them innermost first).
 
-- A load copies the box at `coord` into `%smem` (shape `block_shape`, the descriptor's
-  NVMMA layout). Elements outside the tensor (any coordinate < 0 or >= the dim) read as
-  zero (NaN for a descriptor made with padding="nan"). When the bytes land, the load performs
-  `complete_tx` of the box's full byte count (out-of-bounds bytes included) on `%bar`; the kernel learns the data is there only from
-  an `mbarrier.wait` that sees the phase complete (`mbarrier.expect(bar, bytes)` first).
+- A load copies the box at `coord` into `%smem` (shape `block_shape`, the descriptor's NVMMA
+  layout). Elements outside the tensor (any coordinate < 0 or >= the dim) read as zero (NaN
+  for a descriptor made with padding="nan"). When the bytes land, the load performs
+  `complete_tx` of the box's full byte count (out-of-bounds bytes included) on `%bar`; the
+  kernel learns the data is there only from an `mbarrier.wait` that sees the phase complete
+  (`mbarrier.expect(bar, bytes)` first).
 - A store copies `%smem` to the box at `coord`, clipped to the tensor (out-of-bounds
   elements are not written). Each store is one *bulk group*; `store_wait(n)` blocks until at
   most `n` groups still read their shared memory, after which it may be overwritten.
