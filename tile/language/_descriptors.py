@@ -9,7 +9,8 @@
 Two kinds of descriptor reach these methods:
 
 - Built in the kernel (`tl.make_tensor_descriptor`): a frontend aggregate holding the base
-  pointer, the shape (i32) and strides (i64) scalars. On sm_90 and newer it also holds a TMA
+  pointer, the shape (i32) and strides (i64) scalars. On sm_90a and other architecture- or
+  family-specific targets from sm_90 (tensormap.replace needs them) it also holds a TMA
   descriptor the kernel writes into its global scratch (Triton's Hopper lowering,
   `shared_codegen/ops/tma/tensormap.py`; the launch gets the scratch from
   `tile.set_allocator`'s allocator), and loads, stores and the atomics TMA can reduce use it
@@ -201,7 +202,12 @@ def _tma_layout(sem, element, block):
     then accesses are address arithmetic, which means the same."""
     from shared_codegen.lowering.backend import parse_target
     target = compile_target(sem)
-    if target == "interpreter" or parse_target(target)[0] < 90:
+    if target == "interpreter":
+        return None
+    arch, suffix = parse_target(target)
+    # tensormap.replace exists only on architecture- or family-specific targets (sm_90a,
+    # sm_100a, sm_100f, ...), not on plain sm_90 or sm_120.
+    if arch < 90 or suffix not in ("a", "f"):
         return None
     try:
         layout = NVMMASharedLayout.get_default_for(list(block), element)

@@ -98,8 +98,10 @@ def test_device_descriptors_on_sm90_write_tensor_maps_for_tma():
     assert "ttng.reinterpret_tensor_descriptor" in ttgir
 
 
-def test_device_descriptors_below_sm90_are_plain_accesses():
-    k = _compile_device_descriptors("sm_80")
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_device_descriptors_without_tensormap_replace_are_plain_accesses(target):
+    # Before sm_90, and on targets that are not architecture-specific (sm_90 without "a").
+    k = _compile_device_descriptors(target)
     assert "st.global" in k.asm["ptx"] and "tensormap" not in k.asm["ptx"]
     assert k.metadata["global_scratch_bytes"] == 0 and k.asm["cubin"]
 
