@@ -18,7 +18,7 @@ import math
 from typing import List, Optional, Sequence
 
 from shared_codegen.frontend.values import tensor
-from shared_codegen.ir.types import TensorType, float32, int1, int32, int64
+from shared_codegen.ir.types import int64
 from tile.language import _types as T
 
 MAX_RANK = 5
@@ -116,4 +116,4 @@ def block_value(sem, value, block_shape, element, fn: str) -> tensor:
 
 
 __all__ = ["check_block_shape", "scalars", "check_padding", "block_addresses", "padding_value",
-           "block_value", "MAX_RANK", "int1", "int32", "float32", "TensorType"]
+           "block_value", "MAX_RANK"]
