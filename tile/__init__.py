@@ -7,14 +7,15 @@ without one, in the CPU interpreter.
 import importlib
 
 from shared_codegen.frontend.codegen import constexpr_function
-from shared_codegen.frontend.errors import ArgumentError, CompilationError
-from shared_codegen.interpreter.memory import InterpreterError
+from shared_codegen.errors import (ArgumentError, CompilationError, DeadlockError,
+                                   InterpreterError, KernelError, OutOfResources, RaceError)
+from shared_codegen.runtime.allocation import set_allocator
 from tile.autotune import Config, autotune, heuristics
 from tile.jit import compile, jit
-from shared_codegen.runtime.allocation import set_allocator
 
 __all__ = ["jit", "compile", "autotune", "Config", "heuristics", "constexpr_function",
-           "CompilationError", "ArgumentError", "InterpreterError", "cdiv", "next_power_of_2",
+           "KernelError", "CompilationError", "ArgumentError", "OutOfResources",
+           "InterpreterError", "DeadlockError", "RaceError", "cdiv", "next_power_of_2",
            "set_allocator", "language", "testing", "runtime", "tools"]
 
 # Submodules reachable as attributes (`triton.testing.do_bench` after `import tile as

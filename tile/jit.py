@@ -41,6 +41,12 @@ def jit(fn=None, *, do_not_specialize=(), debug=False, noinline=False, repr=None
 def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", num_warps=4):
     """Compile `kernel` for `target` without a GPU; returns a CompiledKernel whose `.asm`
     holds the stages 'ir', 'ttgir', 'llir', 'ptx' and 'cubin'."""
+    from shared_codegen.errors import KernelError
     from shared_codegen.frontend.launch import compile_for_target
+    from shared_codegen.tracebacks import user_facing
 
-    return compile_for_target(kernel, signature, constexprs, target, num_warps)
+    try:
+        return compile_for_target(kernel, signature, constexprs, target, num_warps)
+    except KernelError as error:
+        # The traceback ends at the kernel line, without the compiler's frames.
+        raise user_facing(error, kernel)

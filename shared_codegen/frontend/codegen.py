@@ -174,8 +174,10 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
             self.builder.loc = self.location(stmt)
             try:
                 self.visit(stmt)
-            except CompilationError:
-                raise
+            except CompilationError as exc:
+                if exc.file is not None:  # else raised below the frontend: give it this line
+                    raise
+                raise self.error(stmt, exc.message, exc) from None
             except (TypeError, ValueError, AssertionError, NotImplementedError, KeyError,
                     IndexError, ZeroDivisionError, OverflowError, RuntimeError) as exc:
                 message = str(exc) or type(exc).__name__

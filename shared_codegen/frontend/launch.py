@@ -15,13 +15,14 @@ from typing import Any, Dict
 import numpy as np
 
 from shared_codegen import config
-from shared_codegen.frontend.errors import ArgumentError, CompilationError
+from shared_codegen.errors import ArgumentError, CompilationError, OutOfResources
 from shared_codegen.frontend.guards import guards_ok, make_check
 from shared_codegen.frontend.jit import Specialization
 from shared_codegen.frontend.values import constexpr
 from shared_codegen.ir.types import (BY_NAME, IRType, PointerType, TensorDescriptorType,
                                      from_host_dtype)
-from shared_codegen.runtime.specialize import SpecializationError, key_of, register_handler
+from shared_codegen.runtime.specialize import (SpecializationError, _hashable_constexpr, key_of,
+                                              register_handler)
 
 DEFAULT_NUM_WARPS = 4
 
@@ -62,9 +63,22 @@ def _is_host_array(arg) -> bool:
     return torch is not None and isinstance(arg, torch.Tensor) and arg.device.type == "cpu"
 
 
+def call_grid(jit_fn, grid, meta: Dict[str, Any]):
+    """A grid function's grid. It gets the kernel's arguments by name (Triton's `META`); a
+    name it asks for that is not one of them is reported with the names there are."""
+    try:
+        return grid(meta)
+    except KeyError as exc:
+        if not exc.args or exc.args[0] in meta:
+            raise
+        raise ArgumentError(f"the grid function of {jit_fn.__name__} asks for "
+                            f"META[{exc.args[0]!r}], which is not a parameter of "
+                            f"{jit_fn.__name__} (parameters: {', '.join(meta)})") from exc
+
+
 def normalize_grid(jit_fn, grid, meta: Dict[str, Any]):
     if callable(grid):
-        grid = grid(meta)
+        grid = call_grid(jit_fn, grid, meta)
     if isinstance(grid, int):
         grid = (grid,)
     if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
@@ -94,10 +108,11 @@ def specialization_key(jit_fn, values) -> tuple:
 def _argument_error(jit_fn, values, exc: SpecializationError) -> ArgumentError:
     # Name the parameter: the specializer only knows positions.
     for i, v in enumerate(values):
-        if i in jit_fn.constexpr_positions:
-            continue
         try:
-            key_of(v)
+            if i in jit_fn.constexpr_positions:
+                _hashable_constexpr(v)
+            else:
+                key_of(v)
         except SpecializationError as inner:
             return ArgumentError(f"argument `{jit_fn.arg_names[i]}` of {jit_fn.__name__}: "
                                  f"{inner}")
@@ -151,6 +166,9 @@ def warn_unapplied_options(jit_fn, num_stages, maxnreg) -> None:
     dropping them. `num_stages` asks the software pipeliner for that many stages; there is no
     pipeliner yet, so loops run as with num_stages=1 (1 and the default ask for nothing more
     than a kernel launched without the option gets)."""
+    if num_stages is not None and (type(num_stages) is not int or num_stages < 0):
+        raise ArgumentError(f"{jit_fn.__name__}: num_stages must be an int >= 0, got "
+                            f"{num_stages!r}")
     if num_stages is not None and num_stages > 1 and num_stages != DEFAULT_NUM_STAGES:
         warnings.warn(f"{jit_fn.__name__}: num_stages={num_stages} is ignored: software "
                       f"pipelining is not implemented yet, so loops run unpipelined (as with "
@@ -199,7 +217,8 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
               fast_key=None, cluster_dims=None):
     num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
     if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
-        raise ArgumentError(f"num_warps must be a power of two >= 1, got {num_warps!r}")
+        raise ArgumentError(f"{jit_fn.__name__}: num_warps must be a power of two >= 1, got "
+                            f"{num_warps!r}")
     if interpret is None:
         interpret = bool(config.get("SC_INTERPRET")) or any(map(_is_host_array, values))
         if not interpret:
@@ -320,7 +339,7 @@ def _add_variant(jit_fn, key, variant):
 
 def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None,
              cluster_dims=None):
-    from shared_codegen.runtime.launcher import current_stream
+    from shared_codegen.runtime.launcher import PackError, current_stream
 
     # `specialization_key`, inlined: calls the fast path hands over (a callable grid, launch
     # options) come through here on every launch.
@@ -350,7 +369,7 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     if warmup:
         return variant.kernel
     if callable(grid):
-        grid = grid(dict(zip(jit_fn.arg_names, values)))
+        grid = call_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     if type(grid) is not tuple or not 1 <= len(grid) <= 3 or not all(
             type(g) is int and g >= 0 for g in grid):
         grid = normalize_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
@@ -365,11 +384,17 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
         if parse_target(variant.kernel.metadata["target"])[0] < 90:
             raise ArgumentError(f"{jit_fn.__name__}: cluster_dims needs sm_90 or newer, the "
                                 f"kernel targets {variant.kernel.metadata['target']}")
-        variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
-                                      variant.shared, stream, runtime_args)
+        try:
+            variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
+                                          variant.shared, stream, runtime_args)
+        except PackError as error:
+            raise pack_error(jit_fn, variant, error) from None
         return variant.kernel
-    variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared, stream,
-                          runtime_args)
+    try:
+        variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared, stream,
+                              runtime_args)
+    except PackError as error:
+        raise pack_error(jit_fn, variant, error) from None
     return variant.kernel
 
 
@@ -396,6 +421,18 @@ def _global_scratch(jit_fn, variant, grid, stream):
     return buffer
 
 
+def pack_error(jit_fn, variant, error) -> ArgumentError:
+    """The binder's PackError (runtime/launcher.py) in the user's terms: which argument of
+    which kernel, and what it was given."""
+    if error.index >= len(variant.runtime_positions):  # the hidden global scratch pointer
+        return ArgumentError(f"{jit_fn.__name__}: cannot pass the allocator's buffer "
+                             f"{error.value!r} as the kernel's global scratch: {error.reason}")
+    position = variant.runtime_positions[error.index]
+    return ArgumentError(f"argument `{jit_fn.arg_names[position]}` of {jit_fn.__name__}: "
+                         f"cannot pass {error.value!r} as a {error.kind} parameter: "
+                         f"{error.reason}")
+
+
 def _compile_variant(jit_fn, spec_key, num_warps, target):
     from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
     from shared_codegen.runtime.driver import target_from_device
@@ -405,8 +442,12 @@ def _compile_variant(jit_fn, spec_key, num_warps, target):
     spec = Specialization.from_key(spec_key, num_warps, target)
     try:
         kernel = compile_spec(jit_fn, spec)
-    except CompilationError:
+    except OutOfResources:
         raise
+    except CompilationError as exc:
+        if exc.file is not None:  # it names the kernel line already
+            raise
+        raise wrap_internal_error(jit_fn, exc) from exc
     except Exception as exc:  # a compiler bug: say so, with the kernel's name and file
         raise wrap_internal_error(jit_fn, exc) from exc
     variant = _Variant()
@@ -448,18 +489,26 @@ def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: 
     if "num_warps" in jit_fn.constexpr_names and "num_warps" in constexprs:
         num_warps = constexprs["num_warps"]
     constexprs = fill_num_warps_param(jit_fn, (), constexprs, num_warps)
+    kernel = jit_fn.__name__
+    for what, given in (("signature", signature), ("constexprs", constexprs)):
+        strangers = [n for n in given if n not in jit_fn._index]
+        if strangers:
+            raise ArgumentError(f"{kernel}: {what} names `{strangers[0]}`, which is not a "
+                                f"parameter of {kernel} (parameters: "
+                                f"{', '.join(jit_fn.arg_names)})")
     key = []
     for i, name in enumerate(jit_fn.arg_names):
         if name in constexprs or i in jit_fn.constexpr_positions:
             if name not in constexprs:
                 default = jit_fn._defaults[i]
                 if default is inspect.Parameter.empty:
-                    raise ArgumentError(f"constexpr parameter `{name}` needs a value")
+                    raise ArgumentError(f"{jit_fn.__name__}: constexpr parameter `{name}` "
+                                        f"needs a value")
                 constexprs[name] = getattr(default, "value", default)
             key.append(("constexpr", constexprs[name]))
             continue
         if name not in signature:
-            raise ArgumentError(f"signature is missing parameter `{name}`")
+            raise ArgumentError(f"{jit_fn.__name__}: signature is missing parameter `{name}`")
         text = signature[name]
         if not isinstance(text, str):
             # An IR type (TensorDescriptorType), or a host object specialized like an argument
@@ -469,6 +518,6 @@ def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: 
         hint = "D" if text.endswith(":16") else ""
         text = text.split(":")[0]
         if text.lstrip("*") not in BY_NAME:
-            raise ArgumentError(f"parameter `{name}`: unknown type {text!r}")
+            raise ArgumentError(f"{jit_fn.__name__}: parameter `{name}`: unknown type {text!r}")
         key.append((text, hint))
     return Specialization.from_key(tuple(key), num_warps, target)

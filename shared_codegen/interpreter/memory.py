@@ -13,12 +13,11 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+# The shared hierarchy's class, importable from here as before.
+from shared_codegen.errors import InterpreterError
+
 _SHIFT = 40
 _OFFSET_MASK = (1 << _SHIFT) - 1
-
-
-class InterpreterError(Exception):
-    """A kernel did something invalid while interpreted (out-of-bounds access, assertion)."""
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from shared_codegen import config
+from shared_codegen.errors import CompilationError
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 # The newest PTX ISA the GPU machine's driver (580, CUDA 13.0) JIT-loads and its nvJitLink 13.0
@@ -50,7 +51,7 @@ _MIN_PTX_VERSION_FAMILY = (8, 8)
 _TARGET_PATTERN = re.compile(r"^sm_(\d{2,3})([af]?)$")
 
 
-class BackendError(RuntimeError):
+class BackendError(CompilationError, RuntimeError):
     """PTX or cubin generation failed. The message carries the tool's own log."""
 
 
