@@ -22,6 +22,7 @@ def test_submodules_resolve_as_attributes():
     assert triton.language.float16.name == "fp16"
     from tile.runtime import driver
     assert driver is triton.runtime.driver
+    assert triton.runtime.errors.OutOfResources is triton.OutOfResources
 
 
 def test_current_target_follows_sc_target(monkeypatch):
