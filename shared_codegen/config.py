@@ -122,6 +122,9 @@ _DECLARED = (
            "for each key (Triton's TRITON_PRINT_AUTOTUNING, which is honoured too)."),
     EnvVar("TRITON_PRINT_AUTOTUNING", "bool", False,
            "Triton's name for SC_PRINT_AUTOTUNING, read so upstream scripts keep working."),
+    EnvVar("SC_LIBDEVICE_PATH", "path", None,
+           "NVIDIA's libdevice bitcode (libdevice.10.bc) to link for tl.extra.cuda.libdevice and "
+           "fp64 transcendentals; unset: the nvidia-nvvm wheel's copy, then triton's."),
 )
 
 VARIABLES: dict[str, EnvVar] = {var.name: var for var in _DECLARED}

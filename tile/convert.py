@@ -29,15 +29,22 @@ from shared_codegen.frontend.compile import explicit_layout_module
 from shared_codegen.frontend.launch import make_specialization
 from shared_codegen.ir.core import Block, Function, Module, Operation, Value
 from shared_codegen.ir.types import PointerType, ScalarType, TensorType, scalar_of
+from shared_codegen.layouts.relations import (joined_layout, reshaped_layout, split_layout,
+                                              transposed_layout)
 from shared_codegen.ops.arith.definition import (BITCAST, NAN_PROPAGATING, AddPtrOp, BinaryOp,
                                                  CastOp, CompareOp, ConstantOp, SelectOp)
 from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp, YieldOp
+from shared_codegen.ops.extern.definition import ExternElementwiseOp
+from shared_codegen.ops.map_elementwise.definition import MapElementwiseOp, MapElementwiseReturnOp
 from shared_codegen.ops.math.definition import AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
-from shared_codegen.ops.program.definition import AssertOp, BarrierOp, PrintOp, ProgramIdOp
+from shared_codegen.ops.movement.definition import GatherOp, HistogramOp, JoinOp, SplitOp
+from shared_codegen.ops.program.definition import (AssertOp, AssumeOp, BarrierOp, PrintOp,
+                                                   ProgramIdOp)
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
 from shared_codegen.ops.tensor.definition import (BroadcastOp, ConvertLayoutOp, ExpandDimsOp,
                                                   HintOp, MakeRangeOp, ReshapeOp, SplatOp, TransOp)
+from tile.language.extra.cuda import libdevice as libdevice_module
 
 _COMPARE = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
             "ult": "<", "ule": "<=", "ugt": ">", "uge": ">=", "oeq": "==", "one": "!=",
@@ -48,6 +55,9 @@ _ATOMIC = {"add": "gl.atomic_add", "fadd": "gl.atomic_add", "max": "gl.atomic_ma
            "xchg": "gl.atomic_xchg"}
 # Ops that take a scalar operand as a Python number (`x + 1`, `gl.where(c, x, 0.0)`).
 _ELEMENTWISE_USERS = (BinaryOp, AddPtrOp, CompareOp, SelectOp)
+# libdevice symbol -> the library function that calls it (`__nv_powif` -> `pow`).
+_LIBDEVICE_NAMES = {symbol: name for name, overloads in libdevice_module.FUNCTIONS.items()
+                    for symbol, _ in overloads.values()}
 
 
 class ConversionError(Exception):
@@ -140,7 +150,8 @@ class GluonPrinter:
     # ---- the kernel ----------------------------------------------------------------------
     def print(self, header: str) -> str:
         fn = self.module.kernel
-        names = _Names(set(dir(__builtins__)) | {"gl", "gluon"})
+        names = _Names(set(dir(__builtins__)) | {"gl", "gluon", "libdevice"})
+        self.uses_libdevice = False
         self.names = names
         self.expr: Dict[Value, str] = {}
         params = []
@@ -152,7 +163,10 @@ class GluonPrinter:
         self.block(fn.body.block, body, 1)
         if not any(line.strip() for line in body):
             body.append("    pass")
-        out = [f'"""{header}"""', "", "import gluon", "from gluon import language as gl", ""]
+        out = [f'"""{header}"""', "", "import gluon", "from gluon import language as gl"]
+        if self.uses_libdevice:  # one library for both languages
+            out.append("from tile.language.extra import libdevice")
+        out.append("")
         out += self.layout_defs
         if self.layout_defs:
             out.append("")
@@ -183,7 +197,7 @@ class GluonPrinter:
         args = [self.expr.get(v) for v in op.operands]
         res = op.results[0] if op.results else None
         spelling = kind.spelling_of(op) if kind is not None else None
-        if isinstance(kind, YieldOp):
+        if isinstance(kind, (YieldOp, MapElementwiseReturnOp)):
             return
         if isinstance(kind, ConstantOp):
             self.constant(op, out, indent)
@@ -223,8 +237,10 @@ class GluonPrinter:
             self.bind(res, f"gl.expand_dims({args[0]}, {op.attrs['axis']})", out, indent)
         elif isinstance(kind, ReshapeOp):
             self.bind(res, f"gl.reshape({args[0]}, {list(res.type.shape)})", out, indent)
+            self.pin_inferred(op, out, indent)
         elif isinstance(kind, TransOp):
             self.bind(res, f"gl.permute({args[0]}, {list(op.attrs['order'])})", out, indent)
+            self.pin_inferred(op, out, indent)
         elif isinstance(kind, ConvertLayoutOp):
             self.bind(res, f"gl.convert_layout({args[0]}, {self.layout(res.type.layout)})",
                       out, indent)
@@ -252,8 +268,18 @@ class GluonPrinter:
             out.append(pad + f"gl.device_print({op.attrs['prefix']!r}, {', '.join(args)})")
         elif isinstance(kind, AssertOp):
             out.append(pad + f"gl.device_assert({args[0]}, {op.attrs['message']!r})")
+        elif isinstance(kind, AssumeOp):
+            out.append(pad + f"gl.assume({args[0]})")
+        elif isinstance(kind, ExternElementwiseOp):
+            self.uses_libdevice = True
+            name = _LIBDEVICE_NAMES[op.attrs["symbol"]]
+            # The int1 predicates' raw i32 result is what the IR holds; the cast follows.
+            tail = ".to(gl.int32)" if name in libdevice_module.PREDICATES else ""
+            self.bind(res, f"libdevice.{name}({', '.join(args)}){tail}", out, indent)
         elif isinstance(kind, (ReduceOp, ScanOp)):
             self.reduction(op, out, indent)
+        elif isinstance(kind, (JoinOp, SplitOp, GatherOp, HistogramOp, MapElementwiseOp)):
+            self.movement(op, args, out, indent)
         elif isinstance(kind, ForOp):
             self.for_loop(op, out, indent)
         elif isinstance(kind, IfOp):
@@ -374,6 +400,64 @@ class GluonPrinter:
         out.append("    " * indent + f"{', '.join(names)} = {call}")
         for r, n in zip(op.results, names):
             self.expr[r] = n
+
+    def movement(self, op, args, out, indent):
+        """join / split / gather / histogram / map_elementwise: Gluon infers the same result
+        layouts the tile passes gave (histogram's is spelled out)."""
+        kind = op.opdef
+        if isinstance(kind, JoinOp):
+            call = f"gl.join({args[0]}, {args[1]})"
+        elif isinstance(kind, SplitOp):
+            call = f"gl.split({args[0]})"
+        elif isinstance(kind, GatherOp):
+            call = f"gl.gather({args[0]}, {args[1]}, {op.attrs['axis']})"
+        elif isinstance(kind, HistogramOp):
+            mask = f", mask={args[1]}" if len(args) > 1 else ""
+            call = (f"gl.histogram({args[0]}, {op.attrs['num_bins']}{mask}, "
+                    f"layout={self.layout(op.result.type.layout)})")
+        else:
+            helper = self.combine_helper(op.regions[0].block, "map")
+            pack = op.attrs["pack"]
+            call = f"gl.map_elementwise({helper}, {', '.join(args)}" + (
+                f", pack={pack})" if pack > 1 else ")")
+            # The scalar function returns a tuple unless it returns one value (pack 1).
+            if len(op.results) == 1 and pack > 1:
+                name = self.names.fresh(op.result.name_hint)
+                out.append("    " * indent + f"{name}, = {call}")
+                self.expr[op.result] = name
+                return
+        if len(op.results) == 1:
+            self.bind(op.result, call, out, indent)
+        else:
+            names = [self.names.fresh(r.name_hint) for r in op.results]
+            out.append("    " * indent + f"{', '.join(names)} = {call}")
+            for r, n in zip(op.results, names):
+                self.expr[r] = n
+        if isinstance(kind, (JoinOp, SplitOp)):
+            self.pin_inferred(op, out, indent)
+
+    def pin_inferred(self, op, out, indent):
+        """Gluon infers the result layouts of reshape, permute, join and split. Where the
+        tile passes gave a result another layout object placing elements alike (a linear
+        layout built for the broadcast shape of a size-1 dim), convert to it: free, and the
+        ops after it then see the layout the IR has."""
+        src = op.operands[0].type
+        for r in op.results:
+            if isinstance(op.opdef, ReshapeOp):
+                inferred = reshaped_layout(src.layout, src.shape, r.type.shape)
+            elif isinstance(op.opdef, TransOp):
+                inferred = transposed_layout(src.layout, list(op.attrs["order"]), src.shape)
+            elif isinstance(op.opdef, JoinOp):
+                inferred = joined_layout(src.layout, src.shape)
+            else:
+                inferred = split_layout(src.layout, src.shape)
+            try:
+                same = inferred == r.type.layout
+            except ValueError:
+                same = False
+            if not same:
+                self.bind(r, f"gl.convert_layout({self.expr[r]}, {self.layout(r.type.layout)})",
+                          out, indent)
 
     def carried(self, values_init: List[str], results, block_args, out, indent) -> List[str]:
         names = []

@@ -77,11 +77,12 @@ def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
         if i in jit_fn.constexpr_positions:
             key_parts.append(n)  # constexpr values are part of the key
         elif i in jit_fn.do_not_specialize:
-            key_parts.append(f"type({n})")
+            key_parts.append(f"_sc_type({n})")
         else:
             # Ints and tensors dominate: test them first, inline.
-            key_parts.append(f"(_sc_int_code({n}) if type({n}) is int else _sc_tensor_code({n}) "
-                             f"if type({n}) is _sc_Tensor else _sc_arg_code({n}))")
+            key_parts.append(f"(_sc_int_code({n}) if _sc_type({n}) is _sc_int else "
+                             f"_sc_tensor_code({n}) if _sc_type({n}) is _sc_Tensor else "
+                             f"_sc_arg_code({n}))")
     runtime = [names[i] for i in range(len(params)) if i not in jit_fn.constexpr_positions]
     reserved = {"grid", "num_warps", "stream"}
     clash = [n for n in names if n in reserved]
@@ -100,7 +101,8 @@ def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
 def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None, stream=None,
            **_sc_options):
     _sc_num_warps = num_warps
-    if (_sc_options or _sc_extra or type(grid) is not tuple or len(grid) > 3{missing_test}):
+    if (_sc_options or _sc_extra or _sc_type(grid) is not _sc_tuple or _sc_len(grid) > 3
+            {missing_test}):
         try:
             return _sc_slow_call({args_tuple} + _sc_extra, _sc_options, grid, num_warps, stream)
         except _sc_KernelError as _sc_error:
@@ -128,7 +130,9 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
 
     torch = sys.modules.get("torch")
     Tensor = torch.Tensor if torch is not None else _NoTensor
-    namespace = {"_sc_int_code": int_code, "_sc_tensor_code": tensor_code,
+    # Python builtins under `_sc_` names: a kernel parameter may be called `type` or `len`.
+    namespace = {"_sc_type": type, "_sc_int": int, "_sc_tuple": tuple, "_sc_len": len,
+                 "_sc_int_code": int_code, "_sc_tensor_code": tensor_code,
                  "_sc_arg_code": arg_code, "_sc_Tensor": Tensor,
                  "_sc_variants": jit_fn._fast_guarded_variants if guarded else jit_fn._fast_variants,
                  "_sc_slow": slow,

@@ -21,6 +21,7 @@ from shared_codegen.frontend.jit import Specialization
 from shared_codegen.frontend.values import constexpr
 from shared_codegen.ir.types import (BY_NAME, IRType, PointerType, TensorDescriptorType,
                                      from_host_dtype)
+from shared_codegen.lowering.libdevice import check_extern_libs
 from shared_codegen.runtime.specialize import (SpecializationError, _hashable_constexpr, key_of,
                                               register_handler)
 
@@ -127,13 +128,14 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
     """The full path for the fast launcher: `values` are already in parameter order."""
     options = dict(options)
     known = {"num_stages", "num_ctas", "interpret", "target", "warmup", "maxnreg",
-             "cluster_dims"} | IGNORED_LAUNCH_OPTIONS
+             "cluster_dims", "extern_libs"} | IGNORED_LAUNCH_OPTIONS
     unknown = [k for k in options if k not in known]
     if unknown:
         raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
                             f"'{unknown[0]}'")
     _check_num_ctas(jit_fn, options.get("num_ctas", 1))
     warn_unapplied_options(jit_fn, options.get("num_stages"), options.get("maxnreg"))
+    check_extern_libs(jit_fn.__name__, options.get("extern_libs"))
     values = [v.value if isinstance(v, constexpr) else v for v in values]
     return _dispatch(jit_fn, values, grid, num_warps, options.get("interpret"),
                      options.get("target"), stream, options.get("warmup", False), fast_key,
@@ -478,6 +480,8 @@ def fill_num_warps_param(jit_fn, args, kwargs, num_warps):
     """`kwargs` with a kernel's `num_warps` constexpr parameter set from the launch option
     (see fastpath.NUM_WARPS_PARAM), and launch keywords that change nothing dropped."""
     kwargs = {k: v for k, v in kwargs.items() if k not in IGNORED_LAUNCH_OPTIONS}
+    if "extern_libs" in kwargs and "extern_libs" not in jit_fn.arg_names:
+        check_extern_libs(jit_fn.__name__, kwargs.pop("extern_libs"))
     if "num_warps" in jit_fn.constexpr_names and "num_warps" not in kwargs and \
             jit_fn.arg_names.index("num_warps") >= len(args):
         kwargs["num_warps"] = DEFAULT_NUM_WARPS if num_warps is None else num_warps

@@ -95,3 +95,84 @@ def test_launch_overhead_benchmark_kernel_converts_to_matching_gluon(load_source
     converted.k[(1,)](x, y, b, 100)
     np.testing.assert_array_equal(a, b)
     assert a[99] == 100.0 and a[100] == 0.0
+
+
+def test_shape_and_data_movement_ops_convert_to_matching_gluon(load_source):
+    text = '''
+import tile
+import tile.language as tl
+
+
+@tile.jit
+def _selu(x, alpha):
+    if x > 0:
+        y = x
+    else:
+        y = alpha * (tl.exp(x) - 1)
+    return y
+
+
+@tile.jit
+def movement_kernel(x_ptr, idx_ptr, out_ptr, hist_ptr, N: tl.constexpr):
+    r = tl.arange(0, N)
+    x = tl.load(x_ptr + r)
+    lo, hi = tl.split(tl.reshape(x, (N // 2, 2)))
+    pairs = tl.interleave(hi, lo)                       # swaps neighbours
+    picked = tl.gather(tl.sort(pairs), tl.load(idx_ptr + r), 0)
+    y = tl.map_elementwise(_selu, tl.flip(picked), 1.5)
+    tl.store(out_ptr + r, y)
+    tl.store(hist_ptr + tl.arange(0, 16), tl.histogram(tl.load(idx_ptr + r) % 16, 16))
+'''
+    original = load_source("movement_original", text)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(128).astype(np.float32)
+    idx = rng.integers(0, 128, 128).astype(np.int32)
+    source = to_gluon(original.movement_kernel, x, idx, x, idx[:16], N=128)
+    for call in ("gl.split(", "gl.join(", "gl.gather(", "gl.map_elementwise(_map_combine_",
+                 "gl.histogram("):
+        assert call in source
+    converted = load_source("movement_converted", source)
+    outs = [(np.zeros(128, np.float32), np.zeros(16, np.int32)) for _ in range(2)]
+    original.movement_kernel[(1,)](x, idx, *outs[0], N=128)
+    converted.movement_kernel[(1,)](x, idx, *outs[1])
+    for ours, theirs in zip(*outs):
+        np.testing.assert_array_equal(ours, theirs)
+    swapped = x.reshape(-1, 2)[:, ::-1].reshape(-1)
+    expected = np.sort(swapped)[idx][::-1]
+    np.testing.assert_allclose(outs[0][0], np.where(expected > 0, expected,
+                                                    1.5 * (np.exp(expected) - 1)), rtol=1e-6)
+    gluon.compile(converted.movement_kernel, {"x_ptr": "*fp32:16", "idx_ptr": "*i32:16",
+                                              "out_ptr": "*fp32:16", "hist_ptr": "*i32:16"})
+
+
+CONVERT_LIBDEVICE_SOURCE = '''
+import tile
+import tile.language as tl
+from tile.language.extra import libdevice
+
+
+@tile.jit
+def libdevice_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    tl.assume(n > 0)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    y = libdevice.pow(libdevice.tanh(x), 2) + tl.where(libdevice.isnan(x), 1.0, 0.0)
+    tl.store(out_ptr + offs, y, mask=offs < n)
+'''
+
+
+def test_libdevice_calls_and_assume_convert_to_gluon(load_source, monkeypatch):
+    monkeypatch.setenv("SC_INTERPRET", "1")
+    source = load_source("libdevice_source", CONVERT_LIBDEVICE_SOURCE)
+    x = np.random.default_rng(1).standard_normal(300).astype(np.float32)
+    x[7] = np.nan
+    text = to_gluon(source.libdevice_kernel, x, x, 300, BLOCK=128)
+    assert "from tile.language.extra import libdevice" in text
+    assert " = libdevice.tanh(x)\n" in text and " = libdevice.pow(" in text
+    assert "    gl.assume(" in text
+    assert "libdevice.isnan(x).to(gl.int32)" in text
+    converted = load_source("converted_libdevice", text)
+    out = np.zeros_like(x)
+    converted.libdevice_kernel[(3,)](x, out, 300)
+    expected = np.where(np.isnan(x), 1.0, np.tanh(x) ** 2)
+    np.testing.assert_allclose(out[~np.isnan(x)], expected[~np.isnan(x)], rtol=2e-6)

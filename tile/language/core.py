@@ -293,6 +293,13 @@ def static_print(*values, sep=" ", end="\n", file=None, flush=False, _semantic=N
 
 
 @builtin
+def assume(cond, _semantic=None):
+    """Let the compiler assume `cond` holds (Triton emits `llvm.assume`); the interpreter
+    checks it."""
+    return _semantic.assume(cond)
+
+
+@builtin
 def device_print(prefix, *args, hex=False, _semantic=None):
     """Print `prefix` and runtime values from every program."""
     if not isinstance(prefix, str):
