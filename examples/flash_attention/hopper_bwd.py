@@ -31,8 +31,9 @@ Three kernels:
      shares its K/V head, so dK and dV are summed in registers and stored once.
      Causal: query blocks entirely above the diagonal are never loaded, and only blocks that
      cross the diagonal (or the ragged ends of N_q / N_kv) pay for a mask.
-     dQ: fp32 atomics (`red.global.add.f32`). TMA reduce-add (`cp.reduce.async.bulk.tensor`)
-     is not in the core yet; it would cut the atomic traffic.
+     dQ: fp32 atomics (`atom.relaxed.gpu.global.add.f32`). TMA reduce-add
+     (`cp.reduce.async.bulk.tensor`, FA3's way) has no Gluon builtin yet; it would cut the
+     atomic traffic.
   3. `_dq_convert_kernel`: dQ = dQ_acc * sm_scale in the input dtype.
 """
 
