@@ -1,0 +1,30 @@
+"""Gluon parity additions on the GPU: cp.async completion through an mbarrier, gl.extra
+libdevice, warpgroup_mma_accumulator_type."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gluon", "ampere"))
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("noinc,count", [(False, 1), (True, 128)])
+def test_cp_async_mbarrier_arrive_on_the_gpu(torch, noinc, count):
+    # The upstream test's kernel (test_async_copy_mbarrier), and its .noinc variant.
+    from test_cp_async_mbarrier import copy_through_mbarrier_kernel
+
+    inp = torch.randn((20, 32), device="cuda")
+    out = torch.full((32, 32), 7.0, device="cuda")
+    copy_through_mbarrier_kernel[(1,)](inp, out, 20, XBLOCK=32, YBLOCK=32, NOINC=noinc,
+                                       BAR_COUNT=count, WAIT=True, num_warps=4)
+    torch.testing.assert_close(out[:20], inp, rtol=0, atol=0)
+    torch.testing.assert_close(out[20:], torch.zeros((12, 32), device="cuda"), rtol=0, atol=0)
