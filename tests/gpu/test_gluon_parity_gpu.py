@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gluon", "ampere"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gluon", "language"))
 
 pytestmark = pytest.mark.gpu
 
@@ -28,3 +29,14 @@ def test_cp_async_mbarrier_arrive_on_the_gpu(torch, noinc, count):
                                        BAR_COUNT=count, WAIT=True, num_warps=4)
     torch.testing.assert_close(out[:20], inp, rtol=0, atol=0)
     torch.testing.assert_close(out[20:], torch.zeros((12, 32), device="cuda"), rtol=0, atol=0)
+
+
+def test_gl_extra_libdevice_on_the_gpu(torch):
+    from test_gluon_extra import _inputs, libdevice_kernel
+
+    x, y = _inputs()
+    expected = np.zeros_like(x)
+    libdevice_kernel[(1,)](x, y, expected, N=256)  # the interpreter, checked against numpy
+    out = torch.zeros(256, device="cuda")
+    libdevice_kernel[(1,)](torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda(), out, N=256)
+    np.testing.assert_allclose(out.cpu().numpy(), expected, rtol=1e-5, atol=1e-5)
