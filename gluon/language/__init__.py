@@ -12,6 +12,7 @@ from gluon.language._core import (add, arange, assume, bank_conflicts, convert_l
                                   distributed_type, full, full_like, mul, num_ctas, num_warps,
                                   set_auto_layout, sub, thread_barrier, to_linear_layout, to_tensor,
                                   zeros, zeros_like)
+from gluon.language._fp4 import fp4_to_fp
 from gluon.language._movement import histogram
 from gluon.language._newer_names import barrier  # Triton 3.8's name for thread_barrier
 from gluon.language._layouts import (AutoLayout, BlockedLayout, DistributedLayout,
@@ -56,7 +57,7 @@ __all__ = [
     "program_id", "num_programs", "num_warps", "num_ctas", "arange", "full", "zeros",
     "full_like", "zeros_like", "to_tensor", "cast", "broadcast", "broadcast_to", "reshape",
     "ravel", "permute", "trans", "expand_dims", "join", "split", "gather", "histogram",
-    "map_elementwise",
+    "map_elementwise", "fp4_to_fp",
     # memory and atomics
     "allocate_shared_memory", "shared_memory_descriptor", "shared_memory_descriptor_type",
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",

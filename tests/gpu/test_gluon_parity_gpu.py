@@ -40,3 +40,16 @@ def test_gl_extra_libdevice_on_the_gpu(torch):
     out = torch.zeros(256, device="cuda")
     libdevice_kernel[(1,)](torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda(), out, N=256)
     np.testing.assert_allclose(out.cpu().numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", [0, 1, 2, 3])
+def test_fp4_to_fp_on_the_gpu(torch, case):
+    from test_gluon_fp4 import CASES, fp4_kernel, unpack_reference
+
+    axis, dtype, np_dtype, layout = CASES[case]
+    packed = (np.arange(32 * 32, dtype=np.int64).reshape(32, 32) * 37 % 256).astype(np.uint8)
+    torch_dtype = {np.float32: torch.float32, np.float16: torch.float16}.get(np_dtype,
+                                                                              torch.bfloat16)
+    out = torch.zeros((64, 32) if axis == 0 else (32, 64), dtype=torch_dtype, device="cuda")
+    fp4_kernel[(1,)](torch.from_numpy(packed).cuda(), out, 32, 32, axis, dtype, layout)
+    np.testing.assert_array_equal(out.float().cpu().numpy(), unpack_reference(packed, axis))
