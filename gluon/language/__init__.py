@@ -36,6 +36,7 @@ from tile.language.core import (PropagateNan, associative_scan, atomic_add, atom
                                 expand_dims, load, max_constancy, max_contiguous, maximum, minimum,
                                 multiple_of, num_programs, permute, program_id, reduce, reshape,
                                 static_assert, static_print, static_range, store, trans, where)
+from tile.language.inline_asm import inline_asm_elementwise
 from tile.language.movement import gather, join, map_elementwise, split
 from tile.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,
                                 rsqrt, sin, sqrt, sqrt_rn, umulhi)
@@ -57,7 +58,7 @@ __all__ = [
     "program_id", "num_programs", "num_warps", "num_ctas", "arange", "full", "zeros",
     "full_like", "zeros_like", "to_tensor", "cast", "broadcast", "broadcast_to", "reshape",
     "ravel", "permute", "trans", "expand_dims", "join", "split", "gather", "histogram",
-    "map_elementwise", "fp4_to_fp",
+    "map_elementwise", "fp4_to_fp", "inline_asm_elementwise",
     # memory and atomics
     "allocate_shared_memory", "shared_memory_descriptor", "shared_memory_descriptor_type",
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",

@@ -53,3 +53,20 @@ def test_fp4_to_fp_on_the_gpu(torch, case):
     out = torch.zeros((64, 32) if axis == 0 else (32, 64), dtype=torch_dtype, device="cuda")
     fp4_kernel[(1,)](torch.from_numpy(packed).cuda(), out, 32, 32, axis, dtype, layout)
     np.testing.assert_array_equal(out.float().cpu().numpy(), unpack_reference(packed, axis))
+
+
+def test_inline_asm_elementwise_on_the_gpu(torch):
+    from test_gluon_inline_asm import e5m2_input, e5m2_kernel, max_inputs, max_kernel
+
+    a, b = max_inputs()
+    c = torch.zeros(512, dtype=torch.int32, device="cuda")
+    d = torch.zeros(512, device="cuda")
+    max_kernel[(1,)](torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), c, d, 512)
+    np.testing.assert_array_equal(c.cpu().numpy(), a.astype(np.int32))
+    np.testing.assert_array_equal(d.cpu().numpy(), np.maximum(a.astype(np.float32), b))
+    x = e5m2_input()
+    expected = np.zeros(512, np.float16)
+    e5m2_kernel[(1,)](x, expected, 512)  # the interpreter's PTX subset
+    y = torch.zeros(512, dtype=torch.float16, device="cuda")
+    e5m2_kernel[(1,)](torch.from_numpy(x).cuda(), y, 512)
+    np.testing.assert_array_equal(y.cpu().numpy(), expected)
