@@ -15,7 +15,7 @@ from gluon.language._core import (add, arange, assume, bank_conflicts, convert_l
 from gluon.language._fp4 import fp4_to_fp
 from gluon.language._movement import histogram
 from gluon.language._newer_names import barrier  # Triton 3.8's name for thread_barrier
-from gluon.language._layouts import (AutoLayout, BlockedLayout, DistributedLayout,
+from gluon.language._layouts import (AutoLayout, BlockedLayout, CoalescedLayout, DistributedLayout,
                                      DistributedLinearLayout, DotOperandLayout,
                                      NVMMADistributedLayout, NVMMASharedLayout, SharedLayout,
                                      SharedLinearLayout, SliceLayout, SwizzledSharedLayout)
@@ -50,7 +50,7 @@ __all__ = [
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float8e4nv", "float8e5", "float16", "bfloat16", "float32", "float64", "PropagateNan",
     # layouts
-    "AutoLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
+    "AutoLayout", "CoalescedLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
     "DistributedLinearLayout", "DotOperandLayout", "NVMMADistributedLayout", "SharedLayout",
     "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout",
     "convert_layout", "set_auto_layout", "to_linear_layout", "bank_conflicts",
