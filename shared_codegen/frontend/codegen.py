@@ -747,8 +747,9 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                                      hasattr(fn, "runtime_range_marker")):
             return fn(*args, **kwargs)
         # Methods of compile-time objects (`x.dtype.is_floating()`, `layout.to_linear_layout(
-        # shape)`) run now, like any compile-time Python.
-        bound_to_constant = inspect.ismethod(fn) and not is_tensor(fn.__self__)
+        # shape)`, `BLOCK.bit_length()`) run now, like any compile-time Python.
+        bound_to_constant = (inspect.ismethod(fn) and not is_tensor(fn.__self__)) or (
+            inspect.isbuiltin(fn) and isinstance(fn.__self__, (int, float, str, tuple)))
         if runtime and fn in (min, max) and args and not kwargs:
             return self.runtime_min_max(fn, args)
         if fn not in (isinstance, type, id):
