@@ -78,3 +78,44 @@ def test_ptx_arrives_from_every_thread(target, noinc):
     assert ("cp.async.mbarrier.arrive.shared" in ptx) == (not noinc)
     assert "cp.async.commit_group" not in ptx
     assert "mbarrier.try_wait.parity" in ptx
+
+
+@gluon.jit
+def _cp_async_producer(src, smem, bar, N: gl.constexpr):
+    # One warp: 32 threads, each arriving once without increment (.noinc).
+    layout: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
+    offs = gl.arange(0, N, layout=layout)
+    async_copy.async_copy_global_to_shared(smem, src + offs)
+    async_copy.mbarrier_arrive(bar, increment_count=False)
+
+
+@gluon.jit
+def _cp_async_consumer(src, smem, bar, out, N: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    mbarrier.wait(bar, 0)
+    gl.store(out + gl.arange(0, N, layout=layout), smem.load(layout) * 2.0)
+
+
+@gluon.jit
+def ws_cp_async_kernel(src, out, N: gl.constexpr, BAR_COUNT: gl.constexpr):
+    smem = gl.allocate_shared_memory(gl.float32, [N], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=BAR_COUNT)
+    gl.warp_specialize([(_cp_async_consumer, (src, smem, bar, out, N)),
+                        (_cp_async_producer, (src, smem, bar, N))], [1], [24])
+
+
+def test_noinc_arrivals_count_the_threads_of_the_partition():
+    src = np.arange(128, dtype=np.float32)
+    out = np.zeros_like(src)
+    ws_cp_async_kernel[(1,)](src, out, 128, BAR_COUNT=32, num_warps=4)  # the worker's 32
+    np.testing.assert_array_equal(out, src * 2)
+    with pytest.raises(InterpreterError, match="mbarrier arrive of count 32 on"):
+        ws_cp_async_kernel[(1,)](src, out, 128, BAR_COUNT=16, num_warps=4)
+
+
+def test_ws_cp_async_kernel_compiles_with_the_arrive_in_the_worker():
+    ptx = gluon.compile(ws_cp_async_kernel, {"src": "*fp32:16", "out": "*fp32:16"},
+                        {"N": 128, "BAR_COUNT": 32}, target="sm_90a").asm["ptx"]
+    assert ptx.count("cp.async.mbarrier.arrive.noinc.shared.b64") == 1
+    assert "cp.async.ca.shared.global" in ptx or "cp.async.cg.shared.global" in ptx
