@@ -41,6 +41,7 @@ from typing import Dict, List
 
 import numpy as np
 
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import PointerType, SharedMemoryType, TensorType, int1
 from shared_codegen.layouts.relations import OWN_LAYOUTS
@@ -196,10 +197,19 @@ class _CopyArrival:
         engine = self.frame.values.get(ENGINE_KEY)
         if engine is not None and self in engine.loads:
             engine.loads.remove(self)
-        self.barrier.in_flight.remove(self)
-        self.barrier.landed.append(self)
-        self.phase_landed = self.barrier.phase
-        self.barrier.arrive(self.arrivals, self.frame, self.op)
+        barrier = self.barrier
+        barrier.in_flight.remove(self)
+        barrier.landed.append(self)
+        self.phase_landed = barrier.phase
+        # The happens-before release was recorded at the arrive op (as for tcgen05_commit),
+        # so the arrival itself only counts here.
+        if self.arrivals > barrier.pending:
+            self.frame.error(self.op, f"mbarrier arrive of count {self.arrivals} on "
+                                      f"{barrier.describe()}, whose phase {barrier.phase} has "
+                                      f"only {barrier.pending} of {barrier.count} arrivals "
+                                      f"pending (PTX leaves this undefined)")
+        barrier.pending -= self.arrivals
+        barrier._maybe_complete()
 
     def retire(self) -> None:
         for copy in self.copies:
@@ -358,6 +368,9 @@ class AsyncCopyMbarrierArriveOp(OpDef):
             # The pending count goes up by one now and down by one when the copies land.
             barrier.pending += 1
             arrivals = 1
+        hb = current_hb(frame)
+        if hb is not None:  # the arriving partition's earlier work is ordered before waiters
+            hb.release(frame, op, barrier, carry=True)
         arrival = _CopyArrival(barrier, AsyncState.of(frame).unretired(), arrivals, frame, op)
         barrier.in_flight.append(arrival)
         _Engine.of(frame).loads.append(arrival)  # lands at a random progress point
