@@ -34,6 +34,9 @@ class LoweredKernel:
     param_kinds: Tuple[str, ...]  # launcher kinds: "ptr", "i32", "fp32", ...
     num_warps: int  # warps to launch (num_warps + warp-specialized workers, padded)
     target: str = "sm_90a"
+    # The PTX ISA version some instruction of the kernel needs beyond the target's minimum
+    # (a rule sets `ctx.ptx_floor`), or None.
+    ptx_version: Optional[Tuple[int, int]] = None
 
 
 TENSOR_MAP_BYTES = 128
@@ -156,7 +159,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     module.stage_results["barriers"] = ctx.barriers
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
                          param_kinds=tuple(param_kind(a.type) for a in fn.args),
-                         num_warps=launch_warps, target=target)
+                         num_warps=launch_warps, target=target,
+                         ptx_version=getattr(ctx, "ptx_floor", None))
 
 
 

@@ -62,9 +62,8 @@ def test_noinc_arrivals_beyond_the_barrier_count_are_reported():
     assert "has only 1 of 1 arrivals pending" in text
 
 
-# sm_90a only: the mbarrier ops' lowering (init, arrive with a count, fence.proxy.async) is
-# written for sm_90 PTX.
-@pytest.mark.parametrize("target", ["sm_90a"])
+# sm_80 uses the pre-Hopper mbarrier forms (ops/mbarrier/lowering.py).
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("noinc", [False, True])
 def test_ptx_arrives_from_every_thread(target, noinc):
     sig = {"inp": "*fp32:16", "out": "*fp32:16", "xnumel": "i32"}
@@ -77,7 +76,11 @@ def test_ptx_arrives_from_every_thread(target, noinc):
     assert not line.strip().startswith("@")  # not predicated on thread 0
     assert ("cp.async.mbarrier.arrive.shared" in ptx) == (not noinc)
     assert "cp.async.commit_group" not in ptx
-    assert "mbarrier.try_wait.parity" in ptx
+    if target == "sm_80":
+        assert "mbarrier.test_wait.parity.shared.b64" in ptx and "::cta" not in ptx
+        assert "fence.proxy.async" not in ptx
+    else:
+        assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx
 
 
 @gluon.jit
