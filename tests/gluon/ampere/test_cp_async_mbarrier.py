@@ -7,6 +7,7 @@ import pytest
 import gluon
 from gluon import language as gl
 from gluon.language.nvidia.ampere import async_copy, mbarrier
+from gluon.language.nvidia.hopper import mbarrier as hopper_mbarrier
 from shared_codegen.interpreter.memory import InterpreterError
 
 
@@ -122,3 +123,21 @@ def test_ws_cp_async_kernel_compiles_with_the_arrive_in_the_worker():
                         {"N": 128, "BAR_COUNT": 32}, target="sm_90a").asm["ptx"]
     assert ptx.count("cp.async.mbarrier.arrive.noinc.shared.b64") == 1
     assert "cp.async.ca.shared.global" in ptx or "cp.async.cg.shared.global" in ptx
+
+
+@gluon.jit
+def expect_kernel(out):
+    bar = gl.allocate_shared_memory(gl.int64, [1], hopper_mbarrier.MBarrierLayout())
+    hopper_mbarrier.init(bar, count=1)
+    hopper_mbarrier.expect(bar, 0)
+    hopper_mbarrier.wait(bar, 0)
+    gl.store(out, 1)
+
+
+def test_transaction_counts_need_sm90_in_the_users_terms():
+    from shared_codegen.errors import KernelError
+    with pytest.raises(KernelError, match=r"mbarrier.expect \(transaction bytes, for TMA\) "
+                                          r"needs sm_90 or later; the target is sm_80"):
+        gluon.compile(expect_kernel, {"out": "*i32"}, {}, target="sm_80")
+    assert "mbarrier.arrive.expect_tx" in gluon.compile(expect_kernel, {"out": "*i32"}, {},
+                                                        target="sm_90a").asm["ptx"]
