@@ -152,6 +152,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         warp_spec.enter(ctx)
     ctx.lower_block(fn.body.block, list(ctx.get(a) for a in fn.args))
     if not ctx.builder.block.is_terminated:
+        if warp_spec is not None:
+            warp_spec.exit(ctx)  # several warp_specialize calls: the workers may return now
         if tensor_memory is not None:
             tensor_memory.exit(ctx)
         ctx.builder.ret_void()
