@@ -1,5 +1,5 @@
 """Gluon parity additions on the GPU: cp.async completion through an mbarrier, gl.extra
-libdevice, warpgroup_mma_accumulator_type."""
+libdevice, fp4_to_fp, inline_asm_elementwise, several warp_specialize calls per kernel."""
 
 import os
 import sys
@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gluon", "ampere"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gluon", "language"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gluon", "warp_spec"))
 
 pytestmark = pytest.mark.gpu
 
@@ -70,3 +71,17 @@ def test_inline_asm_elementwise_on_the_gpu(torch):
     y = torch.zeros(512, dtype=torch.float16, device="cuda")
     e5m2_kernel[(1,)](torch.from_numpy(x).cuda(), y, 512)
     np.testing.assert_array_equal(y.cpu().numpy(), expected)
+
+
+@pytest.mark.parametrize("name, size", [("two_regions_kernel", 320),
+                                        ("uneven_regions_kernel", 448)])
+def test_several_warp_specialize_calls_on_the_gpu(torch, name, size):
+    import test_warp_spec_forms
+
+    kernel = getattr(test_warp_spec_forms, name)
+    expected = np.zeros(size, np.int32)
+    kernel[(1,)](expected)  # the interpreter (its test checks these values)
+    out = torch.zeros(size, dtype=torch.int32, device="cuda")
+    kernel[(1,)](out)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), expected)
