@@ -5,7 +5,9 @@ that IR explicit, exactly what a Gluon author could have written; from there the
 the ones every frontend shares (`shared_codegen/stages.py`):
 
     layout_assignment             a layout for every tensor (coalesced accesses, mma operand
-                                  layouts, reductions), `ttg.convert_layout` where they differ
+                                  layouts, reductions), `ttg.convert_layout` where they differ;
+                                  each `tl.dot` becomes wgmma / mma_v2 / dot_fma for the target
+                                  (tile/passes/dot_acceleration.py)
     remove_redundant_conversions  drop conversions that change nothing or undo each other
     cse                           merge identical pure ops the rewrites duplicated
     explicit_layout_ir            the IR the CPU interpreter runs and the converter prints

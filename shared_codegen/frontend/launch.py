@@ -250,7 +250,8 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
                                 "torch tensors)")
         host_values.append(arr if arr is not None else v)
     spec = make_specialization(jit_fn, host_values, num_warps, "interpreter")
-    cache_key = ("interp", spec.key, num_warps)
+    # SC_TARGET picks the instructions (tl.dot) of the IR the interpreter runs.
+    cache_key = ("interp", spec.key, num_warps, config.get("SC_TARGET"))
     # Traced modules of this specialization, newest first; one is reused only while the
     # globals it folded in still hold (frontend/guards.py).
     module = _pick_variant(jit_fn, cache_key,
