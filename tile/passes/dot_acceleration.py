@@ -21,7 +21,9 @@ Three steps, hooked into `layout_assignment.assign_function_layouts`:
    Casts the instruction needs are inserted here, before layouts exist.
 2. The solver gives each accumulator class (acc and result, loop-carried included) its plan's
    layout before anything else, as Triton's RemoveLayoutConversions spreads the MMA layout.
-3. `rewrite_dots` (after materialization): converts / stages the operands and replaces the
+3. `rewrite_dots` (after materialization): converts / stages the operands (for wgmma:
+   `local_alloc`s, then `fence_async_shared`, since wgmma reads through the async proxy what
+   the generic proxy wrote), and replaces the
    `tt.dot` by `ttng.warp_group_dot` (synchronous; pipelining makes it async), `ttg.mma_v2`
    or `ttg.dot_fma`: the IR a Gluon author would write.
 """
@@ -42,6 +44,7 @@ from shared_codegen.layouts import (BlockedLayout, DotOperandLayout, NVMMADistri
 from shared_codegen.ops.arith.definition import CastOp, ConstantOp, cast_op_name
 from shared_codegen.ops.dot.definition import (MMA_V2_TYPES, DotFmaOp, DotOp, MmaV2Op,
                                                mma_v2_k_width)
+from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
 from shared_codegen.ops.shared_memory.definition import LocalAllocOp
 from shared_codegen.ops.wgmma.definition import WGMMA_TYPES, WarpGroupDotOp, wgmma_instr_k
 
@@ -233,6 +236,8 @@ def rewrite_dot(op: Operation, plan: DotPlan, convert_operand) -> None:
         b_k_major = a_ty.element == float32 or a_ty.element.is_fp8()
         _stage_in_shared(op, 0, nvmma_shared_layout(a_ty.shape, a_ty.element))
         _stage_in_shared(op, 1, nvmma_shared_layout(b_ty.shape, b_ty.element, b_k_major))
+        # The stores above are generic-proxy writes; wgmma reads through the async proxy.
+        _build_before(op, lambda b: FenceAsyncSharedOp.build(b))
         true = _build_before(op, lambda b: ConstantOp.build(b, True, int1))
         attrs = {"is_async": False}
         if precision is not None:

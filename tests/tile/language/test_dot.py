@@ -251,7 +251,8 @@ def test_warp_tiling_matches_triton():
 
 @pytest.mark.parametrize("target,sig_kind,m,n,k,want,absent", [
     ("sm_90a", "fp16", 128, 128, 64,
-     ["wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "wgmma.fence", "st.shared"],
+     ["wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "wgmma.fence", "st.shared",
+      "fence.proxy.async.shared::cta"],
      ["mma.sync"]),
     ("sm_90a", "fp8e4nv", 64, 64, 64, ["wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"],
      ["mma.sync"]),
