@@ -358,7 +358,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                     self.assign(node.target, i)
                     self.visit_statements(node.body)
                 return
-            self.runtime_for(node, bounds)
+            self.runtime_for(node, bounds, unwrap(getattr(it, "num_stages", None)))
             return
         if isinstance(it, (tuple, list)):
             for item in it:
@@ -379,7 +379,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                 names.append(name)
         return names
 
-    def runtime_for(self, node, bounds):
+    def runtime_for(self, node, bounds, num_stages=None):
         start, end, step = bounds
         if not is_tensor(step) and step == 0:
             raise self.error(node.iter, "range() step must not be zero")
@@ -398,6 +398,11 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
         iv_name = node.target.id if isinstance(node.target, ast.Name) else ""
         op = ForOp.build(self.builder, lb.handle, ub.handle, st.handle,
                          [v.handle for v in inits], iv_name=iv_name)
+        if num_stages is not None:  # tl.range(num_stages=...): this loop's pipelining depth
+            if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
+                raise self.error(node.iter, f"tl.range num_stages must be an int >= 1, got "
+                                            f"{num_stages!r}")
+            op.attrs["num_stages"] = num_stages
         block = op.regions[0].block
         before = dict(self.scope)
         with self.builder.at_end_of(block):

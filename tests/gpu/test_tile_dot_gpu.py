@@ -44,8 +44,9 @@ CASES = [
     ("float16", None, "float32", (128, 256, 64), 8, 1e-5),
     ("float16", None, "float16", (64, 64, 32), 4, 2e-3),
     ("bfloat16", None, "float32", (128, 128, 64), 4, 1e-5),
-    ("float8_e4m3fn", None, "float32", (128, 128, 64), 4, 1e-5),
-    ("float8_e5m2", None, "float32", (64, 128, 64), 4, 1e-5),
+    # fp8 wgmma adds its products in fewer bits than fp32 (max_num_imprecise_acc).
+    ("float8_e4m3fn", None, "float32", (128, 128, 64), 4, 1e-3),
+    ("float8_e5m2", None, "float32", (64, 128, 64), 4, 1e-3),
     ("float32", "tf32", "float32", (64, 64, 32), 4, 5e-3),
     ("float32", "tf32x3", "float32", (64, 64, 32), 4, 1e-5),
     ("float32", "ieee", "float32", (32, 32, 16), 4, 1e-5),
@@ -91,8 +92,8 @@ def test_tile_dot_matches_torch_and_the_interpreter(torch, dtype, precision, out
     c = torch.full((m, n), -7, device="cuda", dtype=getattr(torch, out))
     _launch(c, a, b, block, precision, out, num_warps)
     if dtype == "int8":
-        ref = a.to(torch.int64) @ b.to(torch.int64)
-        assert torch.equal(c.to(torch.int64), ref)
+        ref = a.cpu().to(torch.int64) @ b.cpu().to(torch.int64)  # no int64 matmul on CUDA
+        assert torch.equal(c.cpu().to(torch.int64), ref)
     else:
         ref = a.double() @ b.double()
         err = float((c.double() - ref).abs().max() / ref.abs().max())

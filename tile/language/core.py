@@ -363,10 +363,10 @@ class range:
         self.flatten = flatten
         self.warp_specialize = warp_specialize
         self.disable_licm = disable_licm
+        # num_stages: the loop's software-pipelining depth (tile/passes/pipelining.py).
         # Hints for passes that do not exist yet: a request that cannot run says so.
-        if isinstance(self.num_stages, int) and self.num_stages > 1:
-            warnings.warn(f"tl.range(num_stages={self.num_stages}) is ignored: software "
-                          f"pipelining is not implemented yet, so the loop runs unpipelined",
+        if self.flatten:
+            warnings.warn("tl.range(flatten=True) is ignored: nested loops are not flattened",
                           UserWarning, stacklevel=2)
         if isinstance(self.loop_unroll_factor, int) and self.loop_unroll_factor > 1:
             warnings.warn(f"tl.range(loop_unroll_factor={self.loop_unroll_factor}) is ignored: "

@@ -38,9 +38,9 @@ from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block, Operation, lookup_opdef
 from shared_codegen.ir.passes import insert_before
-from shared_codegen.ir.types import SharedMemoryType, TensorType, float16, float32, int1
-from shared_codegen.layouts import (BlockedLayout, DotOperandLayout, NVMMADistributedLayout,
-                                    NVMMASharedLayout, default_blocked_layout)
+from shared_codegen.ir.types import SharedMemoryType, float16, float32, int1
+from shared_codegen.layouts import (DotOperandLayout, NVMMADistributedLayout, NVMMASharedLayout,
+                                    default_blocked_layout)
 from shared_codegen.ops.arith.definition import CastOp, ConstantOp, cast_op_name
 from shared_codegen.ops.dot.definition import (MMA_V2_TYPES, DotFmaOp, DotOp, MmaV2Op,
                                                mma_v2_k_width)
@@ -201,6 +201,25 @@ def plan_dots(ops: List[Operation], target: str, num_warps: int) -> Dict[Operati
     return plans
 
 
+def operand_buffer_bytes(plans: Dict[Operation, DotPlan], default_stages: int) -> int:
+    """Shared memory the tensor-core dots' operands will take: one buffer per operand, or a
+    ring of num_stages in a loop the pipeliner will run ahead (an upper bound: it may not)."""
+    from shared_codegen.ops.control.definition import ForOp
+    total = 0
+    for op, plan in plans.items():
+        if plan.kind == "fma":
+            continue
+        a, b = op.operands[0].type, op.operands[1].type
+        per_stage = (a.numel * a.element.bits + b.numel * b.element.bits) // 8
+        block = op.parent
+        loop = block.parent.parent if block is not None and block.parent is not None else None
+        stages = 1
+        if isinstance(loop, Operation) and isinstance(loop.opdef, ForOp):
+            stages = max(1, int(loop.attrs.get("num_stages", default_stages)))
+        total += per_stage * stages
+    return total
+
+
 # ---- rewriting -----------------------------------------------------------------------------
 
 def nvmma_shared_layout(shape, elem, k_major_dim0: bool = False) -> NVMMASharedLayout:
@@ -262,5 +281,5 @@ def rewrite_dots(plans: Dict[Operation, DotPlan], convert_operand) -> None:
         rewrite_dot(op, plan, convert_operand)
 
 
-__all__ = ["DotPlan", "plan_dot", "plan_dots", "rewrite_dots", "warps_per_tile_v2",
+__all__ = ["DotPlan", "plan_dot", "plan_dots", "rewrite_dots", "operand_buffer_bytes", "warps_per_tile_v2",
            "warps_per_tile_v3", "wgmma_instr_n", "nvmma_shared_layout", "is_dot"]

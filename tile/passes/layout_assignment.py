@@ -34,8 +34,10 @@ from shared_codegen.ir.passes import insert_after, insert_before
 from shared_codegen.layouts import BlockedLayout, default_blocked_layout
 from shared_codegen.layouts.relations import (STRUCTURAL, PointerAccess, Prefer, Slice, equivalent,
                                               reshaped_layout, transposed_layout)
+from shared_codegen.ops.memory.definition import StoreOp
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp
-from tile.passes.dot_acceleration import plan_dots, rewrite_dots
+from shared_codegen.lowering.context import MAX_SHARED_BYTES
+from tile.passes.dot_acceleration import operand_buffer_bytes, plan_dots, rewrite_dots
 from tile.passes.coalesce import AccessPlan, memory_pointer, plan_all_accesses
 from tile.passes.layout_constraints import Constraints, collect_constraints, is_tensor
 from tile.passes.rematerialize import rematerialize_cheap_values
@@ -206,6 +208,13 @@ def fix_op(fn, op, plans) -> None:
 
 # ---- the pass ------------------------------------------------------------------------------
 
+def _stored_value(op: Operation) -> Optional[Value]:
+    """The tensor a `tt.store` writes (None for other memory ops)."""
+    if isinstance(op.opdef, StoreOp) and len(op.operands) > 1 and is_tensor(op.operands[1]):
+        return op.operands[1]
+    return None
+
+
 def _layout_state(fn: Function) -> str:
     """'free' (no tensor has a layout), 'explicit' (all do) or 'mixed'."""
     seen = set()
@@ -223,7 +232,7 @@ def _layout_state(fn: Function) -> str:
 
 
 def assign_function_layouts(fn: Function, num_warps: int, threads_per_warp: int = 32,
-                            target: str = "sm_90a") -> None:
+                            target: str = "sm_90a", num_stages: int = 3) -> None:
     state = _layout_state(fn)
     if state == "explicit":
         return  # Gluon IR: layouts were written by hand
@@ -240,7 +249,20 @@ def assign_function_layouts(fn: Function, num_warps: int, threads_per_warp: int 
     for arg in fn.args:
         constraints.add(arg)
     fixed = {constraints.find(op.result): plan.acc_layout for op, plan in dots.items()}
-    layouts = _Solver(constraints, plans, num_warps, threads_per_warp).solve(fixed)
+    # A store of an accumulator (or values computed from it) converts to its coalesced
+    # layout through shared memory (16-byte stores; measured faster on the H100) when the
+    # conversion's scratch fits beside the pipelined operand buffers; otherwise it stores
+    # from the MMA layout, its pointers following.
+    budget = MAX_SHARED_BYTES - operand_buffer_bytes(dots, num_stages)
+
+    def keeps_anchor(plan) -> bool:
+        value = _stored_value(plan.op)
+        if value is None or constraints.find(value) not in fixed:
+            return True
+        return value.type.numel * max(1, value.type.element.bits // 8) <= budget
+
+    anchored = [p for p in plans if keeps_anchor(p)]
+    layouts = _Solver(constraints, anchored, num_warps, threads_per_warp).solve(fixed)
     for v in constraints.values:
         v.type = v.type.with_layout(layouts[constraints.find(v)])
     plan_of = {p.op: p for p in plans}
@@ -250,12 +272,14 @@ def assign_function_layouts(fn: Function, num_warps: int, threads_per_warp: int 
 
 
 def assign_layouts(module: Module) -> None:
-    """The `layout_assignment` pass: reads module attrs `num_warps` (4) and
-    `threads_per_warp` (32)."""
+    """The `layout_assignment` pass: reads module attrs `num_warps` (4), `threads_per_warp`
+    (32), `target` and `num_stages` (3, the pipeliner's depth: the shared memory its operand
+    buffers will take decides how accumulators are stored)."""
     num_warps = int(module.attrs.get("num_warps", 4))
     threads_per_warp = int(module.attrs.get("threads_per_warp", 32))
     for fn in module.functions.values():
-        assign_function_layouts(fn, num_warps, threads_per_warp, dot_target(module))
+        assign_function_layouts(fn, num_warps, threads_per_warp, dot_target(module),
+                                int(module.attrs.get("num_stages", 3)))
 
 
 def dot_target(module: Module) -> str:
