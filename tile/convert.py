@@ -36,6 +36,7 @@ from shared_codegen.ops.math.definition import AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
 from shared_codegen.ops.program.definition import AssertOp, BarrierOp, PrintOp, ProgramIdOp
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
+from tile.convert_mma import MmaForms
 from shared_codegen.ops.tensor.definition import (BroadcastOp, ConvertLayoutOp, ExpandDimsOp,
                                                   HintOp, MakeRangeOp, ReshapeOp, SplatOp, TransOp)
 
@@ -103,9 +104,12 @@ class _Names:
         return name
 
 
-class GluonPrinter:
+class GluonPrinter(MmaForms):
+    dtype = staticmethod(lambda ty: dtype_source(ty))
+
     def __init__(self, module: Module):
         self.module = module
+        self.imports = set()  # `from gluon.language.nvidia... import ...` lines the forms need
         self.layout_names: Dict[object, str] = {}
         self.layout_defs: List[str] = []
         self.helpers: List[str] = []
@@ -152,7 +156,8 @@ class GluonPrinter:
         self.block(fn.body.block, body, 1)
         if not any(line.strip() for line in body):
             body.append("    pass")
-        out = [f'"""{header}"""', "", "import gluon", "from gluon import language as gl", ""]
+        out = [f'"""{header}"""', "", "import gluon", "from gluon import language as gl",
+               *sorted(self.imports), ""]
         out += self.layout_defs
         if self.layout_defs:
             out.append("")
@@ -260,7 +265,7 @@ class GluonPrinter:
             self.if_op(op, out, indent)
         elif isinstance(kind, WhileOp):
             self.while_loop(op, out, indent)
-        else:
+        elif not self.mma_op(op, out, indent):
             raise ConversionError(f"{op.loc}: no Gluon form for `{op.name}`")
 
     # ---- individual forms ----------------------------------------------------------------

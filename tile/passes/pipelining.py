@@ -493,6 +493,26 @@ def pipeline_loop(plan: _Plan) -> None:
         at.place_after(loop)
 
 
+def _drop_dead_values(blocks) -> None:
+    """Erase pure ops nothing reads, as the cloned address ops leave (the loads' `other`,
+    which async copies do not need)."""
+    changed = True
+    while changed:
+        changed = False
+        used = set()
+        for block in blocks:
+            for top in block.ops:
+                for op in top.walk():
+                    used.update(op.operands)
+        for block in blocks:
+            for op in list(block.ops):
+                if op.regions or not op.results or any(r in used for r in op.results):
+                    continue
+                if op.opdef.is_pure(op) or _is(op, CastOp):
+                    erase_op(op)
+                    changed = True
+
+
 def pipeline_module(module: Module) -> None:
     """The `software_pipelining` pass."""
     from shared_codegen.analysis.axis_info import AxisInfo
@@ -514,6 +534,7 @@ def pipeline_module(module: Module) -> None:
                 plans.append(plan)
         for plan in plans:
             pipeline_loop(plan)
+            _drop_dead_values([plan.loop.parent, plan.loop.regions[0].block])
 
 
 __all__ = ["pipeline_module", "plan_loop", "pipeline_loop", "mma_v2_smem_layout"]
