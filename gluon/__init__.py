@@ -8,8 +8,13 @@
 from gluon.jit import compile, jit
 from shared_codegen.frontend.aggregates import aggregate
 from shared_codegen.frontend.codegen import constexpr_function
+# The exceptions kernel authors catch, the same classes as `tile.*`'s (shared_codegen/errors.py).
+from shared_codegen.errors import (ArgumentError, CompilationError, DeadlockError,
+                                   InterpreterError, KernelError, OutOfResources, RaceError)
 
-__all__ = ["jit", "compile", "constexpr_function", "must_use_result", "aggregate", "language"]
+__all__ = ["jit", "compile", "constexpr_function", "must_use_result", "aggregate", "language",
+           "KernelError", "CompilationError", "ArgumentError", "OutOfResources",
+           "InterpreterError", "DeadlockError", "RaceError"]
 
 
 def must_use_result(fn, message=True):

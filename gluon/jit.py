@@ -59,9 +59,15 @@ def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", nu
     """Compile a Gluon kernel for `target` without a GPU (like `tile.compile`): `signature`
     maps runtime parameters to type strings ("*fp32", "i32", "*fp16:16", ...). Returns a
     CompiledKernel whose `.asm` holds 'ir', 'ttgir', 'llir', 'ptx' and 'cubin'."""
+    from shared_codegen.errors import KernelError
     from shared_codegen.frontend.launch import compile_for_target
+    from shared_codegen.tracebacks import user_facing
 
-    return compile_for_target(kernel, signature, constexprs, target, num_warps)
+    try:
+        return compile_for_target(kernel, signature, constexprs, target, num_warps)
+    except KernelError as error:
+        # The traceback ends at the kernel line, without the compiler's frames.
+        raise user_facing(error, kernel)
 
 
 __all__ = ["jit", "compile", "constexpr_function", "GluonJITFunction", "GLUON"]

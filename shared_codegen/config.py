@@ -111,8 +111,15 @@ _DECLARED = (
     EnvVar("SC_DRIVER_JIT", "bool", True,
            "Load a kernel whose setmaxnreg nvJitLink dropped (ptxas warning C7504) from its PTX "
            "through the driver JIT, which keeps it; 0 always loads nvJitLink's cubin."),
+    EnvVar("SC_FULL_TRACEBACK", "bool", False,
+           "Show every frame of the compiler in the traceback of a compile, argument or "
+           "interpreter error (by default they are hidden and the traceback ends at the "
+           "kernel line; shared_codegen/tracebacks.py)."),
     EnvVar("SC_TARGET", "target", None,
            "Compile for this target instead of the current GPU's (sm_80, sm_90a, sm_100a, ...)."),
+    EnvVar("SC_LIBDEVICE_PATH", "path", None,
+           "NVIDIA's libdevice bitcode (libdevice.10.bc) to link for tl.extra.cuda.libdevice and "
+           "fp64 transcendentals; unset: the nvidia-nvvm wheel's copy, then triton's."),
 )
 
 VARIABLES: dict[str, EnvVar] = {var.name: var for var in _DECLARED}

@@ -40,6 +40,7 @@ from shared_codegen.ir.passes import Notes
 from shared_codegen.ir.printer import print_module
 from shared_codegen.lowering import backend
 from shared_codegen.lowering.lower import lower_module
+from shared_codegen.lowering.resources import check_registers
 from shared_codegen.ops.shared_memory.allocation import allocate_shared_memory, plan_barriers
 from shared_codegen.ops.tensor_memory.allocation import plan_tensor_memory
 from shared_codegen.ops.warp_specialize.planning import plan_warp_specialization
@@ -94,6 +95,13 @@ def ptx_to_cubin(module: Module) -> Notes:
     cubin, log = backend.ptx_to_cubin(module.stage_results["ptx"], _target(module))
     module.stage_results["cubin"] = bytes(cubin)
     module.stage_results["jit_log"] = log or ""
+    # ptxas is not given the launch's thread count (no .maxntid), so it may use more
+    # registers than a CTA of num_warps warps can hold: say so now, not at launch.
+    lowered = module.stage_results["lowered"]
+    usage = backend.parse_resource_usage(log or "").get(lowered.name)
+    registers = usage.registers if usage is not None else 0
+    module.stage_results["registers"] = registers
+    check_registers(lowered.name, registers, lowered.num_warps)
     return Notes(lambda: f"cubin: {len(cubin)} bytes for {_target(module)}\n"
                          f"nvJitLink log:\n{log or '(empty)'}")
 

@@ -5,13 +5,14 @@ without one, in the CPU interpreter.
 """
 
 from shared_codegen.frontend.codegen import constexpr_function
-from shared_codegen.frontend.errors import ArgumentError, CompilationError
-from shared_codegen.interpreter.memory import InterpreterError
+from shared_codegen.errors import (ArgumentError, CompilationError, DeadlockError,
+                                   InterpreterError, KernelError, OutOfResources, RaceError)
 from tile.autotune import Config, autotune, heuristics
 from tile.jit import compile, jit
 
 __all__ = ["jit", "compile", "autotune", "Config", "heuristics", "constexpr_function",
-           "CompilationError", "ArgumentError", "InterpreterError", "cdiv"]
+           "KernelError", "CompilationError", "ArgumentError", "OutOfResources",
+           "InterpreterError", "DeadlockError", "RaceError", "cdiv"]
 
 
 def cdiv(a: int, b: int) -> int:

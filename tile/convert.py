@@ -34,11 +34,14 @@ from shared_codegen.ops.arith.definition import (BITCAST, NAN_PROPAGATING, AddPt
 from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp, YieldOp
 from shared_codegen.ops.math.definition import AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
-from shared_codegen.ops.program.definition import AssertOp, BarrierOp, PrintOp, ProgramIdOp
+from shared_codegen.ops.extern.definition import ExternElementwiseOp
+from shared_codegen.ops.program.definition import (AssertOp, AssumeOp, BarrierOp, PrintOp,
+                                                   ProgramIdOp)
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
 from tile.convert_mma import MmaForms
 from shared_codegen.ops.tensor.definition import (BroadcastOp, ConvertLayoutOp, ExpandDimsOp,
                                                   HintOp, MakeRangeOp, ReshapeOp, SplatOp, TransOp)
+from tile.language.extra.cuda import libdevice as libdevice_module
 
 _COMPARE = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
             "ult": "<", "ule": "<=", "ugt": ">", "uge": ">=", "oeq": "==", "one": "!=",
@@ -49,6 +52,9 @@ _ATOMIC = {"add": "gl.atomic_add", "fadd": "gl.atomic_add", "max": "gl.atomic_ma
            "xchg": "gl.atomic_xchg"}
 # Ops that take a scalar operand as a Python number (`x + 1`, `gl.where(c, x, 0.0)`).
 _ELEMENTWISE_USERS = (BinaryOp, AddPtrOp, CompareOp, SelectOp)
+# libdevice symbol -> the library function that calls it (`__nv_powif` -> `pow`).
+_LIBDEVICE_NAMES = {symbol: name for name, overloads in libdevice_module.FUNCTIONS.items()
+                    for symbol, _ in overloads.values()}
 
 
 class ConversionError(Exception):
@@ -144,7 +150,8 @@ class GluonPrinter(MmaForms):
     # ---- the kernel ----------------------------------------------------------------------
     def print(self, header: str) -> str:
         fn = self.module.kernel
-        names = _Names(set(dir(__builtins__)) | {"gl", "gluon"})
+        names = _Names(set(dir(__builtins__)) | {"gl", "gluon", "libdevice"})
+        self.uses_libdevice = False
         self.names = names
         self.expr: Dict[Value, str] = {}
         params = []
@@ -157,7 +164,10 @@ class GluonPrinter(MmaForms):
         if not any(line.strip() for line in body):
             body.append("    pass")
         out = [f'"""{header}"""', "", "import gluon", "from gluon import language as gl",
-               *sorted(self.imports), ""]
+               *sorted(self.imports)]
+        if self.uses_libdevice:  # one library for both languages
+            out.append("from tile.language.extra import libdevice")
+        out.append("")
         out += self.layout_defs
         if self.layout_defs:
             out.append("")
@@ -257,6 +267,14 @@ class GluonPrinter(MmaForms):
             out.append(pad + f"gl.device_print({op.attrs['prefix']!r}, {', '.join(args)})")
         elif isinstance(kind, AssertOp):
             out.append(pad + f"gl.device_assert({args[0]}, {op.attrs['message']!r})")
+        elif isinstance(kind, AssumeOp):
+            out.append(pad + f"gl.assume({args[0]})")
+        elif isinstance(kind, ExternElementwiseOp):
+            self.uses_libdevice = True
+            name = _LIBDEVICE_NAMES[op.attrs["symbol"]]
+            # The int1 predicates' raw i32 result is what the IR holds; the cast follows.
+            tail = ".to(gl.int32)" if name in libdevice_module.PREDICATES else ""
+            self.bind(res, f"libdevice.{name}({', '.join(args)}){tail}", out, indent)
         elif isinstance(kind, (ReduceOp, ScanOp)):
             self.reduction(op, out, indent)
         elif isinstance(kind, ForOp):

@@ -25,6 +25,7 @@ from typing import Callable, List, Sequence
 from gluon.language._layouts import (AutoLayout, DistributedLayout, SharedLayout, SliceLayout,
                                      check_layout, is_auto, layout_difference, linear_form,
                                      linear_layout_of)
+from shared_codegen.errors import CompilationError
 from shared_codegen.frontend.values import tensor
 from shared_codegen.ir.types import TensorType
 from shared_codegen.ops.arith.definition import ConstantOp
@@ -37,7 +38,7 @@ from tile.language.semantic import TileSemantic
 SET_AUTO_LAYOUT_ATTR = "set_auto_layout"
 
 
-class LayoutError(ValueError):
+class LayoutError(CompilationError, ValueError):
     """A Gluon layout rule was broken (mismatched operands, wrong slice, bad coverage)."""
 
 

@@ -19,7 +19,8 @@ import inspect
 import operator
 from typing import Any, Dict, List, Optional
 
-from shared_codegen.frontend import aggregates, guards
+from shared_codegen.frontend import (aggregates, conditional_expr, guards, loop_widening,
+                                     missing_names)
 from shared_codegen.frontend.aggregates import BoundJitMethod, is_aggregate, is_aggregate_class
 from shared_codegen.frontend.early_return import fold_early_returns
 from shared_codegen.frontend.errors import CompilationError
@@ -174,8 +175,10 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
             self.builder.loc = self.location(stmt)
             try:
                 self.visit(stmt)
-            except CompilationError:
-                raise
+            except CompilationError as exc:
+                if exc.file is not None:  # else raised below the frontend: give it this line
+                    raise
+                raise self.error(stmt, exc.message, exc) from None
             except (TypeError, ValueError, AssertionError, NotImplementedError, KeyError,
                     IndexError, ZeroDivisionError, OverflowError, RuntimeError) as exc:
                 message = str(exc) or type(exc).__name__
@@ -394,26 +397,26 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
             lb, ub, st = start, end, step
         lb, ub, st = self.loop_bounds(node, lb, ub, st)
         names = self.carried_names(node.body)
-        inits = [self.materialize(self.scope[n]) for n in names]
         iv_name = node.target.id if isinstance(node.target, ast.Name) else ""
-        op = ForOp.build(self.builder, lb.handle, ub.handle, st.handle,
-                         [v.handle for v in inits], iv_name=iv_name)
-        if num_stages is not None:  # tl.range(num_stages=...): this loop's pipelining depth
-            if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
-                raise self.error(node.iter, f"tl.range num_stages must be an int >= 1, got "
-                                            f"{num_stages!r}")
-            op.attrs["num_stages"] = num_stages
-        block = op.regions[0].block
-        before = dict(self.scope)
-        with self.builder.at_end_of(block):
-            self.bind_carried(names, block.args[1:], inits)
-            iv = tensor(block.args[0], lb.type)
-            if descending:
-                iv = self.binary(ast.Add, start, self.binary(ast.Mult, iv, step, node), node)
-            self.assign(node.target, iv)
-            self.loop_body(node, names, inits)
-        self.scope = before
-        self.bind_loop_results(names, op.results, inits)
+
+        def build(inits):
+            op = ForOp.build(self.builder, lb.handle, ub.handle, st.handle,
+                             [v.handle for v in inits], iv_name=iv_name)
+            if num_stages is not None:  # tl.range(num_stages=...), checked there
+                op.attrs["num_stages"] = num_stages
+            block = op.regions[0].block
+            before = dict(self.scope)
+            with self.builder.at_end_of(block):
+                self.bind_carried(names, block.args[1:], inits)
+                iv = tensor(block.args[0], lb.type)
+                if descending:
+                    iv = self.binary(ast.Add, start, self.binary(ast.Mult, iv, step, node), node)
+                self.assign(node.target, iv)
+                self.loop_body(node, names, inits)
+            self.scope = before
+            self.bind_loop_results(names, op.results, inits)
+
+        loop_widening.build_loop(self, names, build)
 
     def bind_carried(self, names, args, inits):
         for n, arg, init in zip(names, args, inits):
@@ -475,6 +478,8 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                                        "of the loop body")
             if not is_tensor(value):
                 value = self.materialize(value, like=init)
+            if loop_widening.widening_type(init, value) is not None:
+                raise loop_widening.Widen(n, value.type)
             if value.type != init.type:
                 raise self.error(node, f"loop-carried variable `{n}` has type {init.type} "
                                        f"before the loop but {value.type} at the end of the "
@@ -597,7 +602,9 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
         for op, right in zip(node.ops, node.comparators):
             rhs = unwrap(self.visit(right))
             name, py = PY_COMPARES[type(op)]
-            if is_tensor(lhs) or is_tensor(rhs):
+            if isinstance(op, (ast.Is, ast.IsNot)):  # identity: known now, as in Triton
+                cur = py(lhs, rhs)
+            elif is_tensor(lhs) or is_tensor(rhs):
                 if name is None:
                     raise self.error(node, f"`{type(op).__name__}` cannot compare runtime values")
                 cur = self.semantic.binary(name, lhs, rhs)
@@ -636,6 +643,8 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
         cond = unwrap(self.visit(node.test))
         if not is_tensor(cond):
             return self.visit(node.body) if cond else self.visit(node.orelse)
+        if not cond.is_block() and conditional_expr.has_call(node):
+            return conditional_expr.runtime_if_expression(self, node, cond)
         a = unwrap(self.visit(node.body))
         b = unwrap(self.visit(node.orelse))
         return self.semantic.where(cond, a, b)
@@ -659,9 +668,10 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                 return self.external(scope, root, path + (("attr", node.attr),), raw, node,
                                      value)
             return value
-        except AttributeError:
-            raise self.error(node, f"{self.describe(obj)} has no attribute `{node.attr}`") \
-                from None
+        except AttributeError as exc:
+            text = str(exc) if missing_names.is_language_module(obj) else \
+                f"{self.describe(obj)} has no attribute `{node.attr}`"
+            raise self.error(node, text) from None
 
     def visit_Subscript(self, node):
         value = unwrap(self.visit(node.value))

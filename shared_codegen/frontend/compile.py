@@ -21,12 +21,15 @@ _DISK_CACHE = None
 
 
 def disk_cache():
+    """The compilation cache of the current SC_CACHE_DIR / SC_CACHE_DISABLE (a new one when
+    they change, so a kernel is never stored in or served from a folder no longer named)."""
     global _DISK_CACHE
-    if _DISK_CACHE is None:
+    directory = None if config.get("SC_CACHE_DISABLE") else config.get("SC_CACHE_DIR")
+    if _DISK_CACHE is None or _DISK_CACHE.setting != directory:
         from shared_codegen.runtime.cache import CompilationCache
 
-        directory = None if config.get("SC_CACHE_DISABLE") else config.get("SC_CACHE_DIR")
         _DISK_CACHE = CompilationCache(directory)
+        _DISK_CACHE.setting = directory
     return _DISK_CACHE
 
 
@@ -66,7 +69,8 @@ class CompiledKernel:
                 self._module = driver.load_module(self.asm["cubin"])
             self._function = driver.get_function(self._module, self.name)
             if self.shared > 48 * 1024:
-                driver.set_dynamic_shared_memory(self._function, self.shared)
+                driver.set_dynamic_shared_memory(self._function, self.shared,
+                                                 kernel_name=self.name)
         return self._function
 
 
@@ -154,6 +158,7 @@ def compile_module(module, language, target: str) -> CompiledKernel:
     metadata = {"name": lowered.name, "shared_bytes": int(lowered.shared_bytes),
                 "num_warps": int(lowered.num_warps), "param_kinds": list(lowered.param_kinds),
                 "target": target, "jit_log": log or "",
+                "registers": int(results.get("registers", 0)),
                 # nvJitLink's ptxas ignored setmaxnreg (C7504): load the PTX through the
                 # driver JIT instead, which keeps it (runtime/driver.load_ptx_module).
                 "driver_jit": "(C7504)" in (log or "")}

@@ -22,7 +22,9 @@ import inspect
 import sys
 from typing import Any, Callable, Dict
 
+from shared_codegen.errors import KernelError
 from shared_codegen.runtime.specialize import FAST_KEYED
+from shared_codegen.tracebacks import user_facing
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -75,11 +77,12 @@ def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
         if i in jit_fn.constexpr_positions:
             key_parts.append(n)  # constexpr values are part of the key
         elif i in jit_fn.do_not_specialize:
-            key_parts.append(f"type({n})")
+            key_parts.append(f"_sc_type({n})")
         else:
             # Ints and tensors dominate: test them first, inline.
-            key_parts.append(f"(_sc_int_code({n}) if type({n}) is int else _sc_tensor_code({n}) "
-                             f"if type({n}) is _sc_Tensor else _sc_arg_code({n}))")
+            key_parts.append(f"(_sc_int_code({n}) if _sc_type({n}) is _sc_int else "
+                             f"_sc_tensor_code({n}) if _sc_type({n}) is _sc_Tensor else "
+                             f"_sc_arg_code({n}))")
     runtime = [names[i] for i in range(len(params)) if i not in jit_fn.constexpr_positions]
     reserved = {"grid", "num_warps", "stream"}
     clash = [n for n in names if n in reserved]
@@ -98,28 +101,53 @@ def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
 def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None, stream=None,
            **_sc_options):
     _sc_num_warps = num_warps
-    if (_sc_options or _sc_extra or type(grid) is not tuple or len(grid) > 3{missing_test}):
-        return _sc_slow_call({args_tuple} + _sc_extra, _sc_options, grid, num_warps, stream)
+    if (_sc_options or _sc_extra or _sc_type(grid) is not _sc_tuple or _sc_len(grid) > 3
+            {missing_test}):
+        try:
+            return _sc_slow_call({args_tuple} + _sc_extra, _sc_options, grid, num_warps, stream)
+        except _sc_KernelError as _sc_error:
+            raise _sc_user_facing(_sc_error, _sc_kernel)
     _sc_key = {key_expr}
-    _sc_v = _sc_variants.get(_sc_key)
+    try:
+        _sc_v = _sc_variants.get(_sc_key)
+    except TypeError:  # an unhashable constexpr: the full path names the argument
+        _sc_v = _sc_key = None
     if _sc_v is None{guard_test}:
-        return _sc_slow({args_tuple}, _sc_options, grid, num_warps, stream, fast_key=_sc_key)
-    _sc_v.binder.launch(_sc_v.function, grid, _sc_v.num_warps, _sc_v.shared,
-                        _sc_current_stream() if stream is None else stream, {runtime_tuple})
+        try:
+            return _sc_slow({args_tuple}, _sc_options, grid, num_warps, stream,
+                            fast_key=_sc_key)
+        except _sc_KernelError as _sc_error:
+            raise _sc_user_facing(_sc_error, _sc_kernel)
+    try:
+        _sc_v.binder.launch(_sc_v.function, grid, _sc_v.num_warps, _sc_v.shared,
+                            _sc_current_stream() if stream is None else stream, {runtime_tuple})
+    except _sc_PackError as _sc_error:  # names the argument (frontend/launch.py)
+        raise _sc_user_facing(_sc_pack_error(_sc_kernel, _sc_v, _sc_error), _sc_kernel)
     return _sc_v.kernel
 """
-    from shared_codegen.runtime.launcher import current_stream
+    from shared_codegen.frontend.launch import pack_error
+    from shared_codegen.runtime.launcher import PackError, current_stream
 
     torch = sys.modules.get("torch")
     Tensor = torch.Tensor if torch is not None else _NoTensor
-    namespace = {"_sc_int_code": int_code, "_sc_tensor_code": tensor_code,
+    # Python builtins under `_sc_` names: a kernel parameter may be called `type` or `len`.
+    namespace = {"_sc_type": type, "_sc_int": int, "_sc_tuple": tuple, "_sc_len": len,
+                 "_sc_int_code": int_code, "_sc_tensor_code": tensor_code,
                  "_sc_arg_code": arg_code, "_sc_Tensor": Tensor,
                  "_sc_variants": jit_fn._fast_guarded_variants if guarded else jit_fn._fast_variants,
                  "_sc_slow": slow,
                  "_sc_current_stream": current_stream, "_sc_MISSING": _MISSING,
-                 "_sc_slow_call": _slow_call(jit_fn, slow), **defaults}
+                 "_sc_slow_call": _slow_call(jit_fn, slow), **defaults,
+                 "_sc_KernelError": KernelError, "_sc_user_facing": user_facing,
+                 "_sc_kernel": jit_fn, "_sc_PackError": PackError,
+                 "_sc_pack_error": pack_error}
     exec(compile(src, f"<launcher of {jit_fn.__name__}>", "exec"), namespace)
-    return namespace["launch"]
+    launch = namespace["launch"]
+    # Python's own binding errors name the function: `add_kernel() got multiple values for
+    # argument 'BLOCK'`, not `launch() ...`.
+    launch.__name__ = launch.__qualname__ = jit_fn.__name__
+    launch.__code__ = launch.__code__.replace(co_name=jit_fn.__name__)
+    return launch
 
 
 _MISSING = object()
@@ -171,7 +199,10 @@ def _num_warps_param_launcher(jit_fn, slow) -> Callable:
                 getattr(default, "value", default)
             params[NUM_WARPS_PARAM] = num_warps
         num_warps = getattr(num_warps, "value", num_warps)
-        values = jit_fn.bind_args(args, params)
-        return slow(tuple(values), options, grid, num_warps, stream)
+        try:
+            values = jit_fn.bind_args(args, params)
+            return slow(tuple(values), options, grid, num_warps, stream)
+        except KernelError as error:
+            raise user_facing(error, jit_fn)
 
     return launch

@@ -15,13 +15,15 @@ from typing import Any, Dict
 import numpy as np
 
 from shared_codegen import config
-from shared_codegen.frontend.errors import ArgumentError, CompilationError
+from shared_codegen.errors import ArgumentError, CompilationError, OutOfResources
 from shared_codegen.frontend.guards import guards_ok, make_check
 from shared_codegen.frontend.jit import Specialization
 from shared_codegen.frontend.values import constexpr
 from shared_codegen.ir.types import (BY_NAME, IRType, PointerType, TensorDescriptorType,
                                      from_host_dtype)
-from shared_codegen.runtime.specialize import SpecializationError, key_of, register_handler
+from shared_codegen.lowering.libdevice import check_extern_libs
+from shared_codegen.runtime.specialize import (SpecializationError, _hashable_constexpr, key_of,
+                                              register_handler)
 
 DEFAULT_NUM_WARPS = 4
 # Triton's default: what a launch or an autotune Config without `num_stages` asks for.
@@ -64,9 +66,22 @@ def _is_host_array(arg) -> bool:
     return torch is not None and isinstance(arg, torch.Tensor) and arg.device.type == "cpu"
 
 
+def call_grid(jit_fn, grid, meta: Dict[str, Any]):
+    """A grid function's grid. It gets the kernel's arguments by name (Triton's `META`); a
+    name it asks for that is not one of them is reported with the names there are."""
+    try:
+        return grid(meta)
+    except KeyError as exc:
+        if not exc.args or exc.args[0] in meta:
+            raise
+        raise ArgumentError(f"the grid function of {jit_fn.__name__} asks for "
+                            f"META[{exc.args[0]!r}], which is not a parameter of "
+                            f"{jit_fn.__name__} (parameters: {', '.join(meta)})") from exc
+
+
 def normalize_grid(jit_fn, grid, meta: Dict[str, Any]):
     if callable(grid):
-        grid = grid(meta)
+        grid = call_grid(jit_fn, grid, meta)
     if isinstance(grid, int):
         grid = (grid,)
     if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
@@ -96,10 +111,11 @@ def specialization_key(jit_fn, values) -> tuple:
 def _argument_error(jit_fn, values, exc: SpecializationError) -> ArgumentError:
     # Name the parameter: the specializer only knows positions.
     for i, v in enumerate(values):
-        if i in jit_fn.constexpr_positions:
-            continue
         try:
-            key_of(v)
+            if i in jit_fn.constexpr_positions:
+                _hashable_constexpr(v)
+            else:
+                key_of(v)
         except SpecializationError as inner:
             return ArgumentError(f"argument `{jit_fn.arg_names[i]}` of {jit_fn.__name__}: "
                                  f"{inner}")
@@ -116,13 +132,14 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
     """The full path for the fast launcher: `values` are already in parameter order."""
     options = dict(options)
     known = {"num_stages", "num_ctas", "interpret", "target", "warmup", "maxnreg",
-             "cluster_dims"} | IGNORED_LAUNCH_OPTIONS
+             "cluster_dims", "extern_libs"} | IGNORED_LAUNCH_OPTIONS
     unknown = [k for k in options if k not in known]
     if unknown:
         raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
                             f"'{unknown[0]}'")
     _check_num_ctas(jit_fn, options.get("num_ctas", 1))
     warn_unapplied_options(jit_fn, options.get("maxnreg"))
+    check_extern_libs(jit_fn.__name__, options.get("extern_libs"))
     values = [v.value if isinstance(v, constexpr) else v for v in values]
     return _dispatch(jit_fn, values, grid, num_warps, options.get("interpret"),
                      options.get("target"), stream, options.get("warmup", False), fast_key,
@@ -151,10 +168,10 @@ def check_num_stages(jit_fn, num_stages) -> int:
     """The launch's `num_stages` (default 3, as Triton): the tile pipeliner's depth."""
     if num_stages is None:
         return DEFAULT_NUM_STAGES
-    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
-        raise ArgumentError(f"{jit_fn.__name__}: num_stages must be an int >= 1, got "
+    if type(num_stages) is not int or num_stages < 0:
+        raise ArgumentError(f"{jit_fn.__name__}: num_stages must be an int >= 0, got "
                             f"{num_stages!r}")
-    return num_stages
+    return max(1, num_stages)  # 0 and 1 both mean no pipelining
 
 
 def warn_unapplied_options(jit_fn, maxnreg) -> None:
@@ -205,7 +222,8 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
     num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
     num_stages = check_num_stages(jit_fn, num_stages)
     if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
-        raise ArgumentError(f"num_warps must be a power of two >= 1, got {num_warps!r}")
+        raise ArgumentError(f"{jit_fn.__name__}: num_warps must be a power of two >= 1, got "
+                            f"{num_warps!r}")
     if interpret is None:
         interpret = bool(config.get("SC_INTERPRET")) or any(map(_is_host_array, values))
         if not interpret:
@@ -329,7 +347,7 @@ def _add_variant(jit_fn, key, variant):
 
 def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None,
              cluster_dims=None, num_stages=DEFAULT_NUM_STAGES):
-    from shared_codegen.runtime.launcher import current_stream
+    from shared_codegen.runtime.launcher import PackError, current_stream
 
     # `specialization_key`, inlined: calls the fast path hands over (a callable grid, launch
     # options) come through here on every launch.
@@ -356,7 +374,7 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     if warmup:
         return variant.kernel
     if callable(grid):
-        grid = grid(dict(zip(jit_fn.arg_names, values)))
+        grid = call_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     if type(grid) is not tuple or not 1 <= len(grid) <= 3 or not all(
             type(g) is int and g >= 0 for g in grid):
         grid = normalize_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
@@ -369,12 +387,27 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
         if parse_target(variant.kernel.metadata["target"])[0] < 90:
             raise ArgumentError(f"{jit_fn.__name__}: cluster_dims needs sm_90 or newer, the "
                                 f"kernel targets {variant.kernel.metadata['target']}")
-        variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
-                                      variant.shared, stream, runtime_args)
+        try:
+            variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
+                                          variant.shared, stream, runtime_args)
+        except PackError as error:
+            raise pack_error(jit_fn, variant, error) from None
         return variant.kernel
-    variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared, stream,
-                          runtime_args)
+    try:
+        variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared, stream,
+                              runtime_args)
+    except PackError as error:
+        raise pack_error(jit_fn, variant, error) from None
     return variant.kernel
+
+
+def pack_error(jit_fn, variant, error) -> ArgumentError:
+    """The binder's PackError (runtime/launcher.py) in the user's terms: which argument of
+    which kernel, and what it was given."""
+    position = variant.runtime_positions[error.index]
+    return ArgumentError(f"argument `{jit_fn.arg_names[position]}` of {jit_fn.__name__}: "
+                         f"cannot pass {error.value!r} as a {error.kind} parameter: "
+                         f"{error.reason}")
 
 
 def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM_STAGES):
@@ -386,8 +419,12 @@ def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM
     spec = Specialization.from_key(spec_key, num_warps, target, num_stages)
     try:
         kernel = compile_spec(jit_fn, spec)
-    except CompilationError:
+    except OutOfResources:
         raise
+    except CompilationError as exc:
+        if exc.file is not None:  # it names the kernel line already
+            raise
+        raise wrap_internal_error(jit_fn, exc) from exc
     except Exception as exc:  # a compiler bug: say so, with the kernel's name and file
         raise wrap_internal_error(jit_fn, exc) from exc
     variant = _Variant()
@@ -418,6 +455,8 @@ def fill_num_warps_param(jit_fn, args, kwargs, num_warps):
     """`kwargs` with a kernel's `num_warps` constexpr parameter set from the launch option
     (see fastpath.NUM_WARPS_PARAM), and launch keywords that change nothing dropped."""
     kwargs = {k: v for k, v in kwargs.items() if k not in IGNORED_LAUNCH_OPTIONS}
+    if "extern_libs" in kwargs and "extern_libs" not in jit_fn.arg_names:
+        check_extern_libs(jit_fn.__name__, kwargs.pop("extern_libs"))
     if "num_warps" in jit_fn.constexpr_names and "num_warps" not in kwargs and \
             jit_fn.arg_names.index("num_warps") >= len(args):
         kwargs["num_warps"] = DEFAULT_NUM_WARPS if num_warps is None else num_warps
@@ -430,18 +469,26 @@ def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: 
     if "num_warps" in jit_fn.constexpr_names and "num_warps" in constexprs:
         num_warps = constexprs["num_warps"]
     constexprs = fill_num_warps_param(jit_fn, (), constexprs, num_warps)
+    kernel = jit_fn.__name__
+    for what, given in (("signature", signature), ("constexprs", constexprs)):
+        strangers = [n for n in given if n not in jit_fn._index]
+        if strangers:
+            raise ArgumentError(f"{kernel}: {what} names `{strangers[0]}`, which is not a "
+                                f"parameter of {kernel} (parameters: "
+                                f"{', '.join(jit_fn.arg_names)})")
     key = []
     for i, name in enumerate(jit_fn.arg_names):
         if name in constexprs or i in jit_fn.constexpr_positions:
             if name not in constexprs:
                 default = jit_fn._defaults[i]
                 if default is inspect.Parameter.empty:
-                    raise ArgumentError(f"constexpr parameter `{name}` needs a value")
+                    raise ArgumentError(f"{jit_fn.__name__}: constexpr parameter `{name}` "
+                                        f"needs a value")
                 constexprs[name] = getattr(default, "value", default)
             key.append(("constexpr", constexprs[name]))
             continue
         if name not in signature:
-            raise ArgumentError(f"signature is missing parameter `{name}`")
+            raise ArgumentError(f"{jit_fn.__name__}: signature is missing parameter `{name}`")
         text = signature[name]
         if not isinstance(text, str):
             # An IR type (TensorDescriptorType), or a host object specialized like an argument
@@ -451,6 +498,6 @@ def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: 
         hint = "D" if text.endswith(":16") else ""
         text = text.split(":")[0]
         if text.lstrip("*") not in BY_NAME:
-            raise ArgumentError(f"parameter `{name}`: unknown type {text!r}")
+            raise ArgumentError(f"{jit_fn.__name__}: parameter `{name}`: unknown type {text!r}")
         key.append((text, hint))
     return Specialization.from_key(tuple(key), num_warps, target, num_stages)

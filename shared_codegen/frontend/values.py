@@ -219,6 +219,11 @@ class tensor:
     del _reduction
 
     @builtin
+    def item(self, _semantic=None):
+        """A one-element tensor as a scalar (Triton 3.6's `tensor.item()`)."""
+        return _semantic._unsplat(self)
+
+    @builtin
     def cumsum(self, axis=0, reverse=False, _semantic=None):
         return _semantic.call_language("cumsum", self, axis=axis, reverse=reverse)
 

@@ -8,17 +8,17 @@ the kernel line, the program id, the argument and the offending element offset.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 import numpy as np
 
+# The shared hierarchy's class, importable from here as before.
+from shared_codegen.errors import InterpreterError
+
 _SHIFT = 40
 _OFFSET_MASK = (1 << _SHIFT) - 1
-
-
-class InterpreterError(Exception):
-    """A kernel did something invalid while interpreted (out-of-bounds access, assertion)."""
 
 
 @dataclass
@@ -72,13 +72,29 @@ def _whole_memory(arr: np.ndarray):
     owner = arr
     while isinstance(owner.base, np.ndarray):
         owner = owner.base
-    if not owner.flags.c_contiguous:
-        owner = arr  # cannot see the full owner; fall back to the array itself
-    if owner is arr and not arr.flags.c_contiguous:
-        raise InterpreterError("the interpreter needs arrays backed by contiguous memory")
-    flat = owner.reshape(-1).view(np.uint8)
-    start = arr.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
-    return flat, start
+    if owner.flags.c_contiguous:
+        flat = owner.reshape(-1).view(np.uint8)
+        start = arr.__array_interface__["data"][0] - owner.__array_interface__["data"][0]
+        return flat, start
+    # Column-major (np.asfortranarray, x.T of a fresh array) or other strided memory: the GPU
+    # path passes the first element's address and the kernel indexes with the strides it is
+    # given, so map every byte the owner spans, in place (writes land in the user's array).
+    low, high = _byte_bounds(owner)
+    flat = np.ctypeslib.as_array((ctypes.c_uint8 * (high - low)).from_address(low)) \
+        if high > low else np.zeros(0, np.uint8)
+    if not owner.flags.writeable:
+        flat.flags.writeable = False
+    return flat, arr.__array_interface__["data"][0] - low
+
+
+def _byte_bounds(arr: np.ndarray):
+    """[low, high) addresses of the bytes `arr` touches (numpy's byte_bounds; it moved to
+    numpy.lib.array_utils in numpy 2)."""
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # numpy 1.x
+        byte_bounds = np.byte_bounds
+    return byte_bounds(arr)
 
 
 class Memory:

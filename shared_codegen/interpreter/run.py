@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
+from shared_codegen.errors import interpreter_error_class
 from shared_codegen.interpreter.memory import InterpreterError, Memory
 from shared_codegen.ir.core import Block, Module, Operation, Value
 
@@ -90,7 +91,11 @@ class Frame:
         text = f"{where}: {message} (program id ({pid}))"
         if loc.source_line:
             text += f"\n    {loc.source_line.strip()}"
-        raise InterpreterError(text)
+        # "race: ..." raises a RaceError, "deadlock: ..." a DeadlockError (errors.py).
+        error = interpreter_error_class(message)(text)
+        if loc.line:
+            error.file, error.line = loc.file, loc.line
+        raise error
 
     def output(self, text: str):
         print(text, file=self._out)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
+from shared_codegen.errors import CompilationError
 from shared_codegen.ir.types import FunctionType, IRType
 
 
@@ -306,14 +307,17 @@ def format_attrs(attrs: Dict[str, Any]) -> str:
     return " {" + ", ".join(items) + "}"
 
 
-class VerificationError(Exception):
+class VerificationError(CompilationError):
     """Raised by verifiers; carries the op so messages can name its source line."""
 
     def __init__(self, message: str, op: Optional[Operation] = None):
-        self.op = op
         if op is not None and op.loc.line:
             message = f"{op.loc}: {op.name}: {message}"
         super().__init__(message)
+        self.op = op
+        # The message already names the line; `line` tells the frontend not to add it again.
+        if op is not None and op.loc.line:
+            self.file, self.line = op.loc.file, op.loc.line
 
 
 def replace_all_uses(root_ops: List[Operation], old: Value, new: Value) -> None:

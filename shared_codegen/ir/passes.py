@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
+from shared_codegen.errors import CompilationError
 from shared_codegen.ir.core import Module, Operation, VerificationError
 from shared_codegen.ir.printer import print_module
 from shared_codegen.ir.verifier import verify_module
@@ -41,13 +42,12 @@ class Notes:
     text: Callable[[], str]
 
 
-class PassError(RuntimeError):
+class PassError(CompilationError, RuntimeError):
     """A pass raised or left the module malformed; names the pass."""
 
     def __init__(self, pass_name: str, cause: Exception):
+        super().__init__(f"after pass {pass_name!r}: {cause}", cause=cause)
         self.pass_name = pass_name
-        self.cause = cause
-        super().__init__(f"after pass {pass_name!r}: {cause}")
 
 
 def dump_dir_from_env() -> Optional[str]:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from shared_codegen import config
+from shared_codegen.errors import CompilationError
+from shared_codegen.lowering.libdevice import link_libdevice
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 # The newest PTX ISA the GPU machine's driver (580, CUDA 13.0) JIT-loads and its nvJitLink 13.0
@@ -50,7 +52,7 @@ _MIN_PTX_VERSION_FAMILY = (8, 8)
 _TARGET_PATTERN = re.compile(r"^sm_(\d{2,3})([af]?)$")
 
 
-class BackendError(RuntimeError):
+class BackendError(CompilationError, RuntimeError):
     """PTX or cubin generation failed. The message carries the tool's own log."""
 
 
@@ -146,6 +148,7 @@ def llvm_to_ptx(llvm_ir_text: str, target: str, *, opt_level: int = 3,
             module.verify()
         except RuntimeError as exc:
             raise BackendError(f"invalid LLVM IR for {target}:\n{exc}") from None
+        link_libdevice(llvm, module)
         if opt_level > 0:
             tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
             pass_builder = llvm.create_pass_builder(machine, tuning)

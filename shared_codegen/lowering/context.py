@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 from llvmlite import ir
 
+from shared_codegen.errors import CompilationError
 from shared_codegen.ir.core import Block, Operation, Value
 from shared_codegen.ir.types import IRType, PointerType, ScalarType, TensorType
 
@@ -72,17 +73,19 @@ BF16 = BFloatType()
 MAX_SHARED_BYTES = 227 * 1024
 
 
-class LoweringError(Exception):
+class LoweringError(CompilationError):
     """A kernel could not be lowered; the message names the op and its source line."""
 
     def __init__(self, message: str, op: Optional[Operation] = None):
-        self.op = op
         if op is not None:
             where = f"{op.loc}" if op.loc.line else "<unknown location>"
             message = f"{where}: {op.name}: {message}"
             if op.loc.source_line:
                 message += f"\n    {op.loc.source_line.strip()}"
         super().__init__(message)
+        self.op = op
+        if op is not None and op.loc.line:
+            self.file, self.line = op.loc.file, op.loc.line
 
 
 def llvm_type(ty: IRType) -> ir.Type:

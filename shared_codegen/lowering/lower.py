@@ -20,8 +20,8 @@ from llvmlite import ir
 
 from shared_codegen.ir.core import Function, Module
 from shared_codegen.ir.types import PointerType, ScalarType, TensorDescriptorType, TensorType
-from shared_codegen.lowering.context import (I8, MAX_SHARED_BYTES, VOID, LoweringContext,
-                                             LoweringError, llvm_type)
+from shared_codegen.lowering.context import I8, VOID, LoweringContext, LoweringError, llvm_type
+from shared_codegen.lowering.resources import check_target_shared_memory
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         if tensor_memory is not None:
             tensor_memory.exit(ctx)
         ctx.builder.ret_void()
-    check_shared_limit(ctx, fn)
+    check_shared_limit(ctx, fn, target)
     module.stage_results["barriers"] = ctx.barriers
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
                          param_kinds=tuple(param_kind(a.type) for a in fn.args),
@@ -161,10 +161,9 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
 
 
 
-def check_shared_limit(ctx, fn: Function) -> None:
-    if ctx.shared_bytes > MAX_SHARED_BYTES:
-        raise LoweringError(f"kernel `{fn.name}` needs {ctx.shared_bytes} bytes of shared "
-                            f"memory ({ctx.static_shared_bytes} allocated, the rest scratch), "
-                            f"more than the {MAX_SHARED_BYTES} a CTA can have")
+def check_shared_limit(ctx, fn: Function, target: str) -> None:
+    """The allocations plus the scratch of conversions and reductions, against the target."""
+    check_target_shared_memory(fn.name, ctx.shared_bytes, target,
+                               f"{ctx.static_shared_bytes} allocated, the rest scratch")
 
 __all__ = ["LoweredKernel", "lower_module", "param_kind"]

@@ -4,13 +4,19 @@ Key: `make_key(...)` hashes (sha256) the kernel's source hash, its specializatio
 the compile options and the versions of everything that changes generated code (our own source
 files, llvmlite, nvJitLink).
 
-Entry: one file `<dir>/<key[:2]>/<key>.entry` holding a small header, a JSON manifest
-(key, metadata, and per artifact its name, kind, size and sha256) and the artifacts' bytes.
+Entry: one file `<dir>/<key[:2]>/<key>.entry` holding a small header (magic, the manifest's
+length and its sha256), a JSON manifest (key, metadata, and per artifact its name, kind, size
+and sha256) and the artifacts' bytes.
 One file, because a file can be published atomically: it is written to a temp file in the same
 folder and `os.replace`d into place, so readers see the old entry, the new one, or none, never
 half of one. A reader checks everything (header, JSON, key, sizes, sha256 of every artifact);
 anything wrong means "miss", the bad file is deleted, and the caller recompiles and `put`s a
 good entry. A corrupt cache is never trusted and never fatal.
+
+Many processes may share one folder: they may compile the same kernel at once (the last
+`os.replace` wins; both entries are whole and equal). A folder that cannot be read or written
+(read-only, full, not a folder) costs recompiles, never a crash: the cache says so once per
+folder and process with a `CacheWarning`, and once per corrupt entry it drops.
 
     entry = cache.get(key)        # {"metadata": {...}, "artifacts": {"cubin": b"...", ...}}
     cache.put(key, {"ptx": ptx, "cubin": cubin}, {"name": "add_kernel", "shared": 0})
@@ -24,14 +30,17 @@ import os
 import struct
 import tempfile
 import threading
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
 from shared_codegen import config
 
-_MAGIC = b"SCCACHE1"
-_HEADER = struct.Struct("<8sQ")  # magic, manifest length
-_FORMAT_VERSION = 1
+_MAGIC = b"SCCACHE2"
+# magic, manifest length, sha256 of the manifest: the metadata (shared memory size, kernel
+# name, parameter kinds) decides how a kernel is launched, so it is checked like the bytes.
+_HEADER = struct.Struct("<8sQ32s")
+_FORMAT_VERSION = 2
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # Our code that shapes compiled output; its content is part of every key, so editing a pass
 # invalidates old entries without anyone bumping a version number.
@@ -89,6 +98,25 @@ class CorruptEntry(Exception):
     """An on-disk entry failed a check; never escapes `CompilationCache.get`."""
 
 
+class CacheWarning(UserWarning):
+    """The on-disk cache could not be used for an entry or a folder; kernels are compiled
+    again instead (never a crash, never a wrong kernel)."""
+
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(what, message: str) -> None:
+    """One warning per `what` (a folder and kind of failure, or one corrupt file) per
+    process: a full disk must not print a warning per kernel."""
+    with _warned_lock:
+        if what in _warned:
+            return
+        _warned.add(what)
+    warnings.warn(message, CacheWarning, stacklevel=4)
+
+
 def _encode_entry(key: str, artifacts: dict, metadata: dict) -> bytes:
     blobs, described = [], []
     for name, value in artifacts.items():
@@ -103,22 +131,30 @@ def _encode_entry(key: str, artifacts: dict, metadata: dict) -> bytes:
                           "sha256": hashlib.sha256(data).hexdigest()})
     manifest = json.dumps({"key": key, "metadata": metadata, "artifacts": described},
                           sort_keys=True).encode()
-    return b"".join([_HEADER.pack(_MAGIC, len(manifest)), manifest, *blobs])
+    header = _HEADER.pack(_MAGIC, len(manifest), hashlib.sha256(manifest).digest())
+    return b"".join([header, manifest, *blobs])
 
 
 def _decode_entry(key: str, data: bytes) -> dict:
     if len(data) < _HEADER.size:
         raise CorruptEntry("shorter than its header")
-    magic, manifest_size = _HEADER.unpack_from(data)
+    magic, manifest_size, manifest_sha = _HEADER.unpack_from(data)
     if magic != _MAGIC:
         raise CorruptEntry("bad magic")
     start = _HEADER.size
+    text = data[start:start + manifest_size]
+    if len(text) != manifest_size:
+        raise CorruptEntry("the manifest is truncated")
+    if hashlib.sha256(text).digest() != manifest_sha:
+        raise CorruptEntry("the manifest fails its sha256")
     try:
-        manifest = json.loads(data[start:start + manifest_size])
+        manifest = json.loads(text)
     except ValueError as exc:
         raise CorruptEntry(f"bad manifest JSON: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("key") != key:
         raise CorruptEntry("manifest names another key")
+    if not isinstance(manifest.get("metadata"), dict):
+        raise CorruptEntry("the manifest has no metadata")
     offset = start + manifest_size
     artifacts = {}
     try:
@@ -161,13 +197,20 @@ class CompilationCache:
             return entry
         path = self.path_of(key)
         try:
-            data = path.read_bytes()
-        except OSError:
+            with open(path, "rb") as handle:
+                data = handle.read()
+                identity = _identity(os.fstat(handle.fileno()))
+        except (FileNotFoundError, NotADirectoryError):  # nothing stored there: a miss
+            return None
+        except OSError as exc:  # unreadable folder or file, I/O error: compile instead
+            _warn_once(("read", str(self.directory)),
+                       f"compilation cache: cannot read {path} ({exc}); kernels are compiled "
+                       f"instead of loaded from {self.directory}")
             return None
         try:
             entry = _decode_entry(key, data)
         except CorruptEntry as exc:
-            self._discard(path, exc)
+            self._discard(path, exc, identity)
             return None
         with self._lock:
             self._memory[key] = entry
@@ -195,13 +238,25 @@ class CompilationCache:
                 _remove_quietly(temp_name)
                 raise
         except OSError as exc:
-            if config.get("SC_DEBUG"):
-                print(f"[shared_codegen.cache] could not write {path}: {exc}")
+            _warn_once(("write", str(self.directory)),
+                       f"compilation cache: cannot write to {self.directory} ({exc}); compiled "
+                       f"kernels are kept in memory only, so other processes compile them again")
 
-    def _discard(self, path: Path, reason: Exception) -> None:
-        if config.get("SC_DEBUG"):
-            print(f"[shared_codegen.cache] ignoring corrupt entry {path}: {reason}")
-        _remove_quietly(path)
+    def _discard(self, path: Path, reason: Exception, identity) -> None:
+        _warn_once(("corrupt", str(path), identity),
+                   f"compilation cache: ignoring corrupt entry {path} ({reason}); the kernel is "
+                   f"compiled again")
+        try:
+            # Only the file that was read: another process may have just replaced it with a
+            # good entry, which must stay.
+            if _identity(os.stat(path)) == identity:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def _identity(status) -> tuple:
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
 
 
 def _remove_quietly(path) -> None:

@@ -254,20 +254,20 @@ def function_attribute(function, attribute_name: str) -> int:
                                            function), f"cuFuncGetAttribute({attribute_name})")
 
 
-def set_dynamic_shared_memory(function, nbytes: int, device_index: int | None = None) -> None:
-    """Let `function` use `nbytes` of dynamic shared memory. Needed only above 48 KB; raises a
-    readable error when the device cannot give that much (its opt-in limit minus the kernel's
-    static shared memory)."""
+def set_dynamic_shared_memory(function, nbytes: int, device_index: int | None = None,
+                              kernel_name: str = "kernel") -> None:
+    """Let `function` use `nbytes` of dynamic shared memory. Needed only above 48 KB; raises
+    OutOfResources, before any launch, when the device cannot give that much (its opt-in limit
+    minus the kernel's static shared memory)."""
     if nbytes <= DEFAULT_DYNAMIC_SHARED_LIMIT:
         return
+    from shared_codegen.lowering.resources import check_shared_memory
+
     device = get_device(current_device_index() if device_index is None else device_index)
     static = function_attribute(function, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES")
-    available = device.max_shared_memory_per_block_optin - static
-    if nbytes > available:
-        raise CudaError("set_dynamic_shared_memory", -1, "OUT_OF_SHARED_MEMORY",
-                        f"kernel asks for {nbytes} bytes of dynamic shared memory but {device.name} "
-                        f"allows {device.max_shared_memory_per_block_optin} per block, {static} of "
-                        f"which the kernel uses statically")
+    check_shared_memory(kernel_name, nbytes + static, device.max_shared_memory_per_block_optin,
+                        f"bytes a CTA can have on {device.name} (device {device.index})",
+                        f"{static} of them static" if static else "")
     driver = _driver()
     attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     check(driver.cuFuncSetAttribute(function, attribute, nbytes),

@@ -66,6 +66,16 @@ PARAMETER_KINDS = {
 }
 
 
+class PackError(TypeError):
+    """A launch argument the binder cannot pack. The binder knows positions, not names:
+    the launch path turns this into an ArgumentError naming the kernel and the parameter
+    (frontend/launch.py `pack_error`)."""
+
+    def __init__(self, index: int, kind: str, value, reason: str):
+        self.index, self.kind, self.value, self.reason = index, kind, value, reason
+        super().__init__(f"argument {index} ({kind}): cannot pass {value!r}: {reason}")
+
+
 # ---- argument extraction -------------------------------------------------------------------
 
 
@@ -220,7 +230,7 @@ def _make_packer(param_kinds, layout: struct.Struct, buffer):
                 converted.append(namespace[converter](value) if converter else value)
                 layout_of_kind(kind).pack(converted[-1])
             except (TypeError, ValueError, struct.error, OverflowError) as exc:
-                raise TypeError(f"argument {index} ({kind}): cannot pass {value!r}: {exc}") from None
+                raise PackError(index, kind, value, str(exc)) from None
         layout.pack_into(buffer, 0, *converted)
 
     namespace = {"pack_into": layout.pack_into, "buffer": buffer, "struct": struct,

@@ -25,6 +25,8 @@ import numbers
 import sys
 from functools import lru_cache
 
+from shared_codegen.errors import ArgumentError
+
 NO_HINT = ""
 DIVISIBLE_BY_16 = "D"
 EQUAL_TO_ONE = "1"
@@ -56,8 +58,8 @@ _TYPESTR_NAMES = {
 }
 
 
-class SpecializationError(TypeError):
-    """An argument cannot be passed to a kernel."""
+class SpecializationError(ArgumentError):
+    """An argument cannot be passed to a kernel (a TypeError, as before)."""
 
 
 def int_type_name(value: int) -> str:
@@ -186,7 +188,10 @@ def _hashable_constexpr(value):
     except TypeError:
         if isinstance(value, list):
             return tuple(_hashable_constexpr(item) for item in value)
-        raise SpecializationError(f"constexpr value {value!r} is not hashable") from None
+        raise SpecializationError(f"a constexpr value must be hashable (an int, float, bool, "
+                                  f"str, None, dtype or layout), got "
+                                  f"{type(value).__module__}.{type(value).__qualname__}"
+                                  ) from None
 
 
 class Specializer:

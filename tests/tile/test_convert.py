@@ -95,3 +95,36 @@ def test_launch_overhead_benchmark_kernel_converts_to_matching_gluon(load_source
     converted.k[(1,)](x, y, b, 100)
     np.testing.assert_array_equal(a, b)
     assert a[99] == 100.0 and a[100] == 0.0
+
+
+CONVERT_LIBDEVICE_SOURCE = '''
+import tile
+import tile.language as tl
+from tile.language.extra import libdevice
+
+
+@tile.jit
+def libdevice_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    tl.assume(n > 0)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    y = libdevice.pow(libdevice.tanh(x), 2) + tl.where(libdevice.isnan(x), 1.0, 0.0)
+    tl.store(out_ptr + offs, y, mask=offs < n)
+'''
+
+
+def test_libdevice_calls_and_assume_convert_to_gluon(load_source, monkeypatch):
+    monkeypatch.setenv("SC_INTERPRET", "1")
+    source = load_source("libdevice_source", CONVERT_LIBDEVICE_SOURCE)
+    x = np.random.default_rng(1).standard_normal(300).astype(np.float32)
+    x[7] = np.nan
+    text = to_gluon(source.libdevice_kernel, x, x, 300, BLOCK=128)
+    assert "from tile.language.extra import libdevice" in text
+    assert " = libdevice.tanh(x)\n" in text and " = libdevice.pow(" in text
+    assert "    gl.assume(" in text
+    assert "libdevice.isnan(x).to(gl.int32)" in text
+    converted = load_source("converted_libdevice", text)
+    out = np.zeros_like(x)
+    converted.libdevice_kernel[(3,)](x, out, 300)
+    expected = np.where(np.isnan(x), 1.0, np.tanh(x) ** 2)
+    np.testing.assert_allclose(out[~np.isnan(x)], expected[~np.isnan(x)], rtol=2e-6)

@@ -85,13 +85,13 @@ def _launch(**options):
     np.testing.assert_array_equal(out, x)
 
 
-def test_num_stages_must_be_a_positive_int():
-    with pytest.raises(ArgumentError, match=r"copy_kernel: num_stages must be an int >= 1, got "
-                                            r"0"):
-        _launch(num_stages=0)
+def test_num_stages_must_be_a_non_negative_int():
+    with pytest.raises(ArgumentError, match=r"copy_kernel: num_stages must be an int >= 0, got "
+                                            r"-1"):
+        _launch(num_stages=-1)
 
 
-@pytest.mark.parametrize("num_stages", [None, 1, 3, 4])
+@pytest.mark.parametrize("num_stages", [None, 0, 1, 3, 4])
 def test_no_pipelining_asked_or_the_default_launches_quietly(num_stages):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -106,8 +106,8 @@ def test_maxnreg_is_reported_as_not_applied():
 def test_an_autotune_config_passes_its_options_on_to_the_launch():
     x = np.arange(64, dtype=np.float32)
     out = np.zeros_like(x)
-    staged = tile.autotune([tile.Config({}, num_stages=0)], key=[])(copy_kernel)
-    with pytest.raises(Exception, match=r"num_stages must be an int >= 1, got 0"):
+    staged = tile.autotune([tile.Config({}, num_stages=-1)], key=[])(copy_kernel)
+    with pytest.raises(Exception, match=r"num_stages must be an int >= 0, got -1"):
         staged[(1,)](x, out, N=64)
     clustered = tile.autotune([tile.Config({}, num_ctas=2)], key=[])(copy_kernel)
     with pytest.raises(ArgumentError, match=r"num_ctas=2 is not supported"):

@@ -293,6 +293,13 @@ def static_print(*values, sep=" ", end="\n", file=None, flush=False, _semantic=N
 
 
 @builtin
+def assume(cond, _semantic=None):
+    """Let the compiler assume `cond` holds (Triton emits `llvm.assume`); the interpreter
+    checks it."""
+    return _semantic.assume(cond)
+
+
+@builtin
 def device_print(prefix, *args, hex=False, _semantic=None):
     """Print `prefix` and runtime values from every program."""
     if not isinstance(prefix, str):
@@ -357,7 +364,10 @@ class range:
         self.step = 1 if step is None else step
         if isinstance(self.step, int) and self.step == 0:
             raise ValueError("tl.range's `step` must not be zero")
-        self.num_stages = num_stages
+        stages = num_stages.value if hasattr(num_stages, "value") else num_stages
+        if stages is not None and (type(stages) is not int or stages < 0):
+            raise ValueError(f"tl.range num_stages must be an int >= 0, got {stages!r}")
+        self.num_stages = stages
         self.loop_unroll_factor = loop_unroll_factor
         self.disallow_acc_multi_buffer = disallow_acc_multi_buffer
         self.flatten = flatten

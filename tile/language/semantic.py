@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Sequence
 
+from shared_codegen.frontend import missing_names
 from shared_codegen.frontend.values import is_builtin, tensor, wrap
 from shared_codegen.ir.types import (IRType, ScalarType, TensorType, bfloat16, float16, float32,
                                      float64, int1, int32, int64, uint32, uint64)
@@ -21,7 +22,8 @@ from shared_codegen.ops.arith.definition import (BITCAST, FLOAT_COMPARE, FP_TO_F
                                                  ConstantOp, SelectOp, cast_op_name,
                                                  operator_op_name)
 from shared_codegen.ops.control.definition import COMBINE_RETURN, YieldOp
-from shared_codegen.ops.program.definition import PROGRAM_ID, AssertOp, PrintOp, ProgramIdOp
+from shared_codegen.ops.program.definition import (PROGRAM_ID, AssertOp, AssumeOp, PrintOp,
+                                                   ProgramIdOp)
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
 from shared_codegen.ops.tensor.definition import (BroadcastOp, ExpandDimsOp, MakeRangeOp, ReshapeOp,
                                                   SplatOp, TransOp)
@@ -617,6 +619,13 @@ class TileSemantic(MemorySemantic):
             cond = self.bitwise("or", cond, self.unary("invert", mask))
         AssertOp.build(self.builder, cond.handle, str(msg))
 
+    def assume(self, cond) -> None:
+        if not isinstance(cond, tensor):
+            if not cond:
+                raise ValueError("tl.assume: the condition is False at compile time")
+            return
+        AssumeOp.build(self.builder, self.cast(cond, int1).handle)
+
     def device_print(self, prefix: str, args, hex=False):
         args = list(args)
         # Python's `print("x =", x)` arrives as prefix "" and a leading string argument.
@@ -636,8 +645,8 @@ class TileSemantic(MemorySemantic):
         import tile.language as tl
 
         fn = getattr(tl, name, None)
-        if fn is None:
-            raise AttributeError(f"tile.language has no builtin named {name!r}")
+        if fn is None:  # a tensor method Triton has and we do not
+            raise NotImplementedError(missing_names.message("tile.language", name, dir(tl)))
         return fn(*args, _semantic=self, **kwargs)
 
     # ---- reductions and scans -------------------------------------------------------------

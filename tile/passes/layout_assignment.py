@@ -29,6 +29,7 @@ from collections import deque
 from typing import Dict, List, Optional, Tuple
 
 from shared_codegen.analysis.axis_info import AxisInfo
+from shared_codegen.errors import CompilationError
 from shared_codegen.ir.core import Function, Module, Operation, Value, replace_all_uses
 from shared_codegen.ir.passes import insert_after, insert_before
 from shared_codegen.layouts import BlockedLayout, default_blocked_layout
@@ -43,7 +44,7 @@ from tile.passes.layout_constraints import Constraints, collect_constraints, is_
 from tile.passes.rematerialize import rematerialize_cheap_values
 
 
-class LayoutAssignmentError(RuntimeError):
+class LayoutAssignmentError(CompilationError, RuntimeError):
     pass
 
 

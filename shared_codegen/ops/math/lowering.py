@@ -1,5 +1,6 @@
-"""Lowering of `ops/math.py` without libdevice: PTX approximate instructions (PTX ISA 9.7.4,
-"Floating point instructions": ex2/lg2/sin/cos/rsqrt/sqrt .approx) plus short polynomials.
+"""Lowering of `ops/math.py`: PTX approximate instructions (PTX ISA 9.7.4, "Floating point
+instructions": ex2/lg2/sin/cos/rsqrt/sqrt .approx) plus short polynomials for fp32 and below;
+fp64 exp/log/sin/cos/erf call libdevice (linked by `lowering/libdevice.py`).
 
 fp16/bf16 (and fp8) inputs are computed in fp32 and rounded back once, as Triton does.
 Accuracy notes: `ex2.approx.ftz.f32` has ~2 ulp relative error (subnormal results flush to
@@ -122,13 +123,21 @@ _INTRINSIC_RULES = {"math.floor": "llvm.floor", "math.ceil": "llvm.ceil",
                     "math.absf": "llvm.fabs"}
 
 
+# fp64 transcendentals have no PTX instruction: libdevice's double versions, linked at the
+# LLVM step (`lowering/libdevice.py`).
+_F64_LIBDEVICE = {"math.exp": "__nv_exp", "math.exp2": "__nv_exp2", "math.log": "__nv_log",
+                  "math.log2": "__nv_log2", "math.sin": "__nv_sin", "math.cos": "__nv_cos",
+                  "math.erf": "__nv_erf"}
+
+
 def _f64_rule(ctx, op, x):
     if op.name in ("math.sqrt", "tt.precise_sqrt"):
         return ctx.inline_asm("sqrt.rn.f64 $0, $1;", "=d,d", F64, [x])
     if op.name == "math.rsqrt":
         return ctx.inline_asm("rsqrt.approx.f64 $0, $1;", "=d,d", F64, [x])
-    raise LoweringError(f"{op.name} on fp64 needs libdevice, which this backend does not "
-                        f"ship; compute in fp32 or write the series out", op)
+    if op.name in _F64_LIBDEVICE:
+        return ctx.intrinsic(_F64_LIBDEVICE[op.name], F64, [x])
+    raise LoweringError(f"{op.name} has no fp64 lowering", op)
 
 
 @lowering_rule(UnaryFloatOp)

@@ -2,4 +2,4 @@
 
 Importing this package registers the ops (`definition`) and their lowering rules."""
 
-from shared_codegen.ops.program import definition, lowering  # noqa: F401
+from shared_codegen.ops.program import definition, lowering, printing  # noqa: F401

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from shared_codegen.ir.core import OpDef, VerificationError
-from shared_codegen.ir.types import int32
+from shared_codegen.ir.types import TensorType, int32, scalar_of
+from shared_codegen.ops.program.print_format import (index_widths, line_format, program_format,
+                                                     python_format, value_spec)
 from shared_codegen.layouts.relations import NO_RELATION, OWN_LAYOUTS, SAME_LAYOUT
 
 
@@ -58,9 +60,46 @@ class PrintOp(OpDef):
 
     def interpret(self, op, frame):
         pid = tuple(int(p) for p in frame.program_id)
-        values = [np.asarray(frame[v]) for v in op.operands]
-        text = " ".join(np.array2string(v) if v.ndim else str(v[()]) for v in values)
-        frame.output(f"pid {pid}: {op.attrs['prefix']}{text}")
+        prefix, hex = op.attrs["prefix"], op.attrs["hex"]
+        if not op.operands:
+            frame.output(python_format(program_format(prefix)) % pid)
+        for i, v in enumerate(op.operands):
+            elem = scalar_of(v.type)
+            shape = tuple(v.type.shape) if isinstance(v.type, TensorType) else ()
+            fmt = python_format(line_format(prefix, index_widths(shape), value_spec(elem, hex),
+                                            i, len(op.operands)))
+            values = np.asarray(frame[v])
+            for index in np.ndindex(*shape):
+                frame.output(fmt % (pid + index + (_printable(values[index], elem, hex),)))
+        return []
+
+
+def _printable(value, elem, hex):
+    """The value the printf spec receives: the bits for `hex`, else a Python number."""
+    if hex:
+        bits = np.asarray(value).view(f"u{max(1, elem.bits // 8)}") if elem.bits >= 8 else value
+        return int(bits)
+    if elem.is_floating():
+        return float(value)
+    return int(value)
+
+
+class AssumeOp(OpDef):
+    """`llvm.intr.assume`: the kernel promises the condition holds (`tl.assume`); LLVM may use
+    it to simplify. The interpreter checks the promise, since a broken one is undefined
+    behavior on the GPU."""
+
+    name = "llvm.intr.assume"
+    layout_rule = NO_RELATION
+    spelling = "assume"
+
+    @staticmethod
+    def build(b, cond):
+        return b.create("llvm.intr.assume", [cond], [])
+
+    def interpret(self, op, frame):
+        if not np.asarray(frame[op.operands[0]]).all():
+            frame.error(op, "tl.assume: the assumed condition is false")
         return []
 
 

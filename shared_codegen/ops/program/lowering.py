@@ -1,4 +1,5 @@
-"""Lowering of the program ops: program ids, CTA barriers, assertions, prints."""
+"""Lowering of the program ops: program ids, CTA barriers, assertions (prints are in
+`printing.py`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from llvmlite import ir
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.lowering.context import I1, I32, LoweringError
 from shared_codegen.ops.control.lowering import new_block
-from shared_codegen.ops.program.definition import AssertOp, BarrierOp, PrintOp, ProgramIdOp
+from shared_codegen.ops.program.definition import AssertOp, AssumeOp, BarrierOp, ProgramIdOp
 
 _AXES = "xyz"
 
@@ -47,10 +48,12 @@ def lower_assert(op, ctx):
     return None
 
 
-@lowering_rule(PrintOp)
-def lower_print(op, ctx):
-    raise LoweringError("tt.print (device_print) is not lowered yet; run the kernel under the "
-                        "interpreter (SC_INTERPRET=1) to print", op)
+@lowering_rule(AssumeOp)
+def lower_assume(op, ctx):
+    cond = ctx.get(op.operands[0])
+    for r in cond if isinstance(cond, list) else [cond]:
+        ctx.intrinsic("llvm.assume", ir.VoidType(), [r])
+    return None
 
 
-__all__ = ["lower_program_id", "lower_barrier", "lower_assert", "lower_print"]
+__all__ = ["lower_program_id", "lower_barrier", "lower_assert", "lower_assume"]

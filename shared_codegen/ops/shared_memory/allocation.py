@@ -35,7 +35,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 from shared_codegen.ir.core import Block, Function, Module, Operation, Value
 from shared_codegen.ir.passes import Notes
 from shared_codegen.ir.types import SharedMemoryType
-from shared_codegen.lowering.context import MAX_SHARED_BYTES, LoweringError
+from shared_codegen.lowering.resources import check_target_shared_memory, shared_memory_limit
 from shared_codegen.ops.shared_memory.definition import (ALLOC, VIEW_OPS, alloc_alignment,
                                                          alloc_bytes)
 
@@ -192,11 +192,10 @@ def allocate_shared_memory(module: Module) -> Notes:
         module.stage_results["static_shared_bytes"] = 0
         return Notes(lambda: "no shared-memory allocations")
     offsets, total = assign_offsets(fn)
-    if total > MAX_SHARED_BYTES:
+    target = module.stage_results.get("target") or module.attrs.get("target", "")
+    if total > shared_memory_limit(target):
         sizes = ", ".join(f"{alloc_bytes(op.result.type)} B at {op.loc}" for op in offsets)
-        raise LoweringError(f"kernel `{fn.name}` needs {total} bytes of shared memory, more "
-                            f"than the {MAX_SHARED_BYTES} a CTA can have (allocations: "
-                            f"{sizes})")
+        check_target_shared_memory(fn.name, total, target, f"allocations: {sizes}")
     for op, offset in offsets.items():
         op.attrs[OFFSET_ATTR] = offset
     module.stage_results["shared_offsets"] = dict(offsets)

@@ -19,7 +19,7 @@ from typing import Dict, List, Tuple
 
 from shared_codegen.ir.core import Module
 from shared_codegen.ir.passes import Notes
-from shared_codegen.lowering.context import LoweringError
+from shared_codegen.errors import OutOfResources
 from shared_codegen.ir.types import TensorMemoryType
 from shared_codegen.ops.tensor_memory.definition import (COL_OFFSET, TMEM_COLUMNS, TmemAllocOp,
                                                          TmemIndexOp, TmemReinterpretOp,
@@ -76,7 +76,7 @@ def live_ranges(fn, allocs) -> Dict[object, Tuple[int, int]]:
 
 
 def assign_columns(fn) -> Dict[object, int]:
-    """{tmem_alloc op: first column}; LoweringError past 512 columns."""
+    """{tmem_alloc op: first column}; OutOfResources past 512 columns."""
     allocs: List = [op for op in fn.walk() if isinstance(op.opdef, TmemAllocOp)]
     ranges = live_ranges(fn, allocs)
     order = sorted(allocs, key=lambda op: (-alloc_columns(op.result.type), ranges[op][0]))
@@ -99,8 +99,8 @@ def assign_columns(fn) -> Dict[object, int]:
         sizes = ", ".join(f"{alloc_columns(op.result.type)} columns for "
                           f"{list(op.result.type.shape)} x {op.result.type.element} at "
                           f"{_where(op)}" for op in allocs)
-        raise LoweringError(f"kernel `{fn.name}` needs {end} columns of tensor memory, more "
-                            f"than the {TMEM_COLUMNS} a CTA has (allocations: {sizes})")
+        raise OutOfResources(fn.name, "tensor memory", end, TMEM_COLUMNS, "columns",
+                             "a CTA has", f"allocations: {sizes}")
     return offsets
 
 

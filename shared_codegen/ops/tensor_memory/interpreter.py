@@ -58,11 +58,11 @@ def allocate(op, frame) -> "TmemView":
     col = op.attrs.get(COL_OFFSET)
     if col is None:  # the interpreter runs without the backend stages: plan the same way
         if state.columns is None:
-            from shared_codegen.lowering.context import LoweringError
+            from shared_codegen.errors import OutOfResources
             from shared_codegen.ops.tensor_memory.allocation import assign_columns
             try:
                 state.columns = assign_columns(_function_of(op))
-            except LoweringError as exc:
+            except OutOfResources as exc:
                 frame.error(op, str(exc))
         col = state.columns[op]
     lanes, offs = element_cells(op.result.type)

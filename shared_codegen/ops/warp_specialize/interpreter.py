@@ -28,6 +28,7 @@ from typing import List, Optional
 
 import numpy as np
 
+from shared_codegen.errors import DeadlockError
 from shared_codegen.interpreter.memory import InterpreterError
 
 # Switches between partitions allowed per warp_specialize before the run is stopped (a
@@ -148,12 +149,12 @@ class Scheduler:
                 order = self.partitions[last + 1:] + self.partitions[:last + 1]
                 nxt = next((p for p in order if p.runnable()), None)
                 if nxt is None:
-                    raise InterpreterError(self._deadlock_report())
+                    raise self._located(DeadlockError(self._deadlock_report()))
                 switches += 1
                 if switches > MAX_SWITCHES:
-                    raise InterpreterError(self._where(
+                    raise self._located(InterpreterError(self._where(
                         f"the partitions of gl.warp_specialize switched more than "
-                        f"{MAX_SWITCHES} times without finishing (a livelock?)"))
+                        f"{MAX_SWITCHES} times without finishing (a livelock?)")))
                 last = nxt.index
                 self._resume(nxt)
         finally:
@@ -165,6 +166,11 @@ class Scheduler:
         return self.partitions[0].results
 
     # ---- reports -----------------------------------------------------------------------------
+    def _located(self, error: InterpreterError) -> InterpreterError:
+        if self.op.loc.line:
+            error.file, error.line = self.op.loc.file, self.op.loc.line
+        return error
+
     def _where(self, message: str) -> str:
         loc = self.op.loc
         where = f"{loc.file}:{loc.line}" if loc.line else "<kernel>"

@@ -13,6 +13,7 @@ from gluon import language as gl
 from gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory,
                                              fence_async_shared, get_tmem_reg_layout,
                                              mbarrier, tcgen05_commit, tcgen05_mma)
+from shared_codegen.errors import OutOfResources
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.interpreter.memory import InterpreterError
 from shared_codegen.lowering.backend import parse_resource_usage
@@ -158,7 +159,7 @@ def overflow_kernel(out_ptr, N: gl.constexpr, BUFFERS: gl.constexpr):
 
 
 def test_tensor_memory_overflow_names_the_allocations():
-    with pytest.raises(Exception) as info:
+    with pytest.raises(OutOfResources) as info:
         gluon.compile(overflow_kernel, {"out_ptr": "*fp32:16"}, dict(N=256, BUFFERS=2),
                       target="sm_100a", num_warps=4)
     path = __file__.rsplit("/", 1)[-1]
@@ -167,6 +168,8 @@ def test_tensor_memory_overflow_names_the_allocations():
            f"CTA has (allocations: 256 columns for [128, 256] x fp32 at {path}:{acc}, 512 " \
            f"columns for [2, 128, 256] x fp32 at {path}:{more})" in str(info.value), \
         str(info.value)
+    assert (info.value.resource, info.value.required, info.value.limit) == (
+        "tensor memory", 768, 512)
     # The interpreter plans the same columns and reports the same overflow.
     with pytest.raises(InterpreterError) as info:
         overflow_kernel[(1,)](np.zeros(1, np.float32), N=256, BUFFERS=2)

@@ -174,7 +174,7 @@ def k_undefined(x_ptr):
 
 @tile.jit
 def k_loop_type(x_ptr, n):
-    acc = 0
+    acc = tl.program_id(0) * 0  # an int32 tensor: a Python number would widen (loop_widening)
     for i in range(n):  # line: loop type
         acc += tl.load(x_ptr + i)
     tl.store(x_ptr, acc)

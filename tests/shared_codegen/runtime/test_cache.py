@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from shared_codegen.runtime import cache as cache_module
-from shared_codegen.runtime.cache import CompilationCache, make_key
+from shared_codegen.runtime.cache import CacheWarning, CompilationCache, make_key
 
 ARTIFACTS = {"ptx": ".version 8.0\n", "cubin": b"\x7fELF" + bytes(range(256))}
 METADATA = {"name": "add_kernel", "shared": 0, "num_warps": 4}
@@ -68,7 +68,8 @@ def test_corrupt_entries_are_misses_and_get_replaced(tmp_path, key, corrupt):
     path = CompilationCache(tmp_path).path_of(key)
     corrupt(path)
     reader = CompilationCache(tmp_path)
-    assert reader.get(key) is None
+    with pytest.warns(CacheWarning, match=f"ignoring corrupt entry {path} "):
+        assert reader.get(key) is None
     assert not path.exists()  # removed, so the recompile's put starts clean
     reader.put(key, ARTIFACTS, METADATA)
     assert CompilationCache(tmp_path).get(key)["artifacts"] == ARTIFACTS
@@ -102,7 +103,8 @@ def test_unwritable_directory_keeps_the_memory_copy(tmp_path, key):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     cache = CompilationCache(blocker)
-    cache.put(key, ARTIFACTS, METADATA)
+    with pytest.warns(CacheWarning, match=f"cannot write to {blocker} "):
+        cache.put(key, ARTIFACTS, METADATA)
     assert cache.get(key)["artifacts"] == ARTIFACTS
 
 

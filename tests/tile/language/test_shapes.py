@@ -153,8 +153,8 @@ def test_device_print_static_print_and_device_assert(capsys):
     print_assert_kernel[(2,)](x, LIMIT=10)
     text = capsys.readouterr().out
     assert "compiling with LIMIT = 10" in text
-    assert "pid (0, 0, 0):  x: [0 1 2 3]" in text and "pid (1, 0, 0)" in text
-    assert "pid (0, 0, 0):  sum: 6" in text
+    assert "pid (0, 0, 0) idx (3) x: 3\n" in text and "pid (1, 0, 0) idx (0) x: 0" in text
+    assert "pid (0, 0, 0) idx () sum: 6\n" in text
     with pytest.raises(tile.InterpreterError, match="device assertion failed: x too large"):
         print_assert_kernel[(1,)](x, LIMIT=2)
 

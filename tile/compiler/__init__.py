@@ -1,0 +1,1 @@
+"""Triton's `triton.compiler` paths that kernels and tests import from (`errors`)."""

@@ -1,0 +1,1 @@
+"""Triton's `triton.runtime` paths that kernels and tests import from (`errors`)."""
