@@ -9,6 +9,11 @@ Each row: milliseconds (medians of interleaved rounds), TFLOP/s, and the ratios 
 and ours/cuBLAS (above 1 means ours is faster). The configs are the tutorial's best for the
 H100 (128x256x64, 3 stages, 8 warps for fp16; 128x256x128 for fp8), the same for both
 compilers; `--config M,N,K,stages,warps` overrides them.
+
+Measured on the H100 (2026-11-25, one run, interleaved, 10 rounds; ours / Triton 3.6 /
+cuBLAS TFLOP/s): fp16 4096^3 628 / 644 / 698 (0.975x Triton, 0.90x cuBLAS), fp16 8192^3
+687 / 685 / 698 (1.003x, 0.985x), fp8 e4m3 4096^3 1083 / 913 / 1149 (1.19x, 0.94x), fp8
+8192^3 1362 / 945 / 1374 (1.44x, 0.99x).
 """
 
 from __future__ import annotations
