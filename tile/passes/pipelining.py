@@ -48,8 +48,8 @@ from shared_codegen.ops.control.definition import ForOp, YieldOp
 from shared_codegen.ops.dot.definition import MmaV2Op
 from shared_codegen.ops.memory.definition import LoadOp
 from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalLoadOp,
-                                                         MemDescIndexOp)
-from shared_codegen.ops.tensor.definition import ConvertLayoutOp, SplatOp
+                                                         MemDescIndexOp, MemDescTransOp)
+from shared_codegen.ops.tensor.definition import ConvertLayoutOp, SplatOp, TransOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
 
 
@@ -65,10 +65,11 @@ class _Operand:
     """One dot operand fed by a pipelined load: the load, the op that turns its result into
     the operand (local_alloc for wgmma, convert_layout for mma_v2) and the ring's layout."""
 
-    def __init__(self, load: Operation, consumer: Operation, smem_layout):
+    def __init__(self, load: Operation, consumer: Operation, smem_layout, trans=None):
         self.load = load
         self.consumer = consumer
         self.smem_layout = smem_layout
+        self.trans = trans  # a tt.trans between the load and the consumer: a view permute
         self.ring: Optional[Value] = None
 
 
@@ -81,6 +82,11 @@ def _uses(block: Block) -> Dict[Value, List[Operation]]:
             for v in op.operands:
                 uses.setdefault(v, []).append(op)
     return uses
+
+
+def nvmma_shared_layout(shape, elem):
+    from tile.passes.dot_acceleration import nvmma_shared_layout as layout_for
+    return layout_for(shape, elem)
 
 
 def mma_v2_smem_layout(ty: TensorType) -> SwizzledSharedLayout:
@@ -130,7 +136,9 @@ def _zero_other(load: Operation) -> bool:
 
 
 def _dot_operands(dot: Operation, block: Block, uses, width_ctx) -> Optional[List[_Operand]]:
-    """The pipelined loads feeding `dot`'s a and b, or None when one does not qualify."""
+    """The pipelined loads feeding `dot`'s a and b, or None when one does not qualify. A
+    `tl.trans` of the loaded tile (`tl.dot(a, tl.trans(b))`) becomes a permuted view of the
+    ring, as Triton does, so the copy stays untransposed."""
     found = []
     for index in (0, 1):
         consumer = dot.operands[index].owner
@@ -139,27 +147,36 @@ def _dot_operands(dot: Operation, block: Block, uses, width_ctx) -> Optional[Lis
         if _is(dot, WarpGroupDotOp):
             if not _is(consumer, LocalAllocOp) or not consumer.operands:
                 return None
-            layout = consumer.result.type.layout
-        elif _is(consumer, ConvertLayoutOp):
-            layout = None
-        else:
+        elif not _is(consumer, ConvertLayoutOp):
             return None
-        load = consumer.operands[0].owner
+        if len(uses.get(consumer.result, [])) != 1:
+            return None
+        load, trans = consumer.operands[0].owner, None
+        if _is(load, TransOp) and load.parent is block and tuple(load.attrs["order"]) == (1, 0) \
+                and len(uses.get(load.result, [])) == 1:
+            load, trans = load.operands[0].owner, load
         if not _is(load, LoadOp) or load.parent is not block:
             return None
-        if len(uses.get(load.result, [])) != 1 or len(uses.get(consumer.result, [])) != 1:
+        if len(uses.get(load.result, [])) != 1:
             return None
         ty = load.result.type
         if len(ty.shape) != 2 or not _zero_other(load) or load.attrs.get("volatile"):
             return None
         if _copy_bytes(load, width_ctx) < 4:
             return None
-        layout = layout or mma_v2_smem_layout(ty)
+        if _is(consumer, LocalAllocOp) and trans is None:
+            layout = consumer.result.type.layout
+        elif _is(consumer, LocalAllocOp):
+            # The loaded [N, K] tile in its own (untransposed) NVMMA layout; the permuted
+            # view is then K-major, which wgmma reads for every type.
+            layout = nvmma_shared_layout(ty.shape, ty.element)
+        else:
+            layout = mma_v2_smem_layout(ty)
         if _smem_contiguous_dim(layout, len(ty.shape)) != ty.layout.order[0]:
             # cp.async moves runs contiguous in both memories: no transposing copies (fp8 B
             # read N-major from global memory but stored K-major for wgmma).
             return None
-        found.append(_Operand(load, consumer, layout))
+        found.append(_Operand(load, consumer, layout, trans))
     return found
 
 
@@ -247,7 +264,7 @@ def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
     stage0 = _address_ops(block, loads)
     if stage0 is None:
         return None
-    consumers = {o.consumer for o in operands}
+    consumers = {o.consumer for o in operands} | {o.trans for o in operands if o.trans}
     dependent = _iteration_dependent(block, stage0)
     # Nothing but the consumers may read per-iteration stage-0 values: they run S-1
     # iterations ahead. Loop-invariant ones stay in place for the other readers.
@@ -442,14 +459,19 @@ def pipeline_loop(plan: _Plan) -> None:
     header_end = block.ops[block.ops.index(header_end) - 1]
     for o in plan.operands:
         consumer = o.consumer
+        at = _At(consumer.loc)
+        view = views[o]
+        if o.trans is not None:
+            view = MemDescTransOp.build(at.b, view, o.trans.attrs["order"])
         if _is(consumer, LocalAllocOp):  # wgmma reads the ring's slot itself
-            replace_all_uses(block.ops, consumer.result, views[o])
+            value = view
         else:
-            at = _At(consumer.loc)
-            value = LocalLoadOp.build(at.b, views[o], consumer.result.type.layout)
-            at.place_before(consumer)
-            replace_all_uses(block.ops, consumer.result, value)
+            value = LocalLoadOp.build(at.b, view, consumer.result.type.layout)
+        at.place_before(consumer)
+        replace_all_uses(block.ops, consumer.result, value)
         erase_op(consumer)
+        if o.trans is not None:
+            erase_op(o.trans)
     for op in reversed(order):
         if op not in plan.keep:  # loop-invariant ops other readers share stay
             erase_op(op)

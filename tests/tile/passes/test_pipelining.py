@@ -139,3 +139,44 @@ def test_interpreter_with_a_synchronous_wgmma_in_the_loop(monkeypatch):
         want = (want + a[:, k0:k0 + 32].astype(np.float64) @ b[k0:k0 + 32].astype(np.float64)) \
             * 0.5
     np.testing.assert_allclose(c.astype(np.float64), want, rtol=2e-3, atol=2e-2)
+
+
+@triton.jit
+def linear_kernel(x_ptr, w_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                  BK: tl.constexpr):
+    """y = x @ w.T with w stored [N, K]: the loaded w tile is transposed in registers."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        ks = k * BK + rk
+        x = tl.load(x_ptr + rm[:, None] * K + ks[None, :], mask=ks[None, :] < K, other=0.0)
+        w = tl.load(w_ptr + rn[:, None] * K + ks[None, :], mask=ks[None, :] < K, other=0.0)
+        acc = tl.dot(x, tl.trans(w), acc)
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("target,dtype", [("sm_90a", "fp16"), ("sm_90a", "fp8e4nv"),
+                                          ("sm_80", "fp16")])
+def test_a_transposed_operand_is_a_permuted_view_of_the_ring(target, dtype, monkeypatch):
+    import ml_dtypes
+    bk = 64 if dtype == "fp8e4nv" else 32
+    sig = {"x_ptr": f"*{dtype}:16", "w_ptr": f"*{dtype}:16", "y_ptr": "*fp32:16",
+           "M": "i32:16", "N": "i32:16", "K": "i32:16"}
+    ir = triton.compile(linear_kernel, signature=sig, constexprs=dict(BM=64, BN=64, BK=bk),
+                        target=target).asm["ttgir"]
+    # w's ring holds [N, K] tiles as loaded (K contiguous); the operand is their permute.
+    assert f"ttg.local_alloc : !ttg.memdesc<3x64x{bk}x{dtype}" in ir
+    assert "ttg.memdesc_trans" in ir and "tt.trans" not in ir
+    assert ir.count("ttg.async_copy_global_to_local") == 6
+    monkeypatch.setenv("SC_TARGET", target)
+    npdt = {"fp16": np.float16, "fp8e4nv": ml_dtypes.float8_e4m3fn}[dtype]
+    rng = np.random.default_rng(2)
+    m, n, k = 128, 64, 160
+    x = rng.standard_normal((m, k)).astype(npdt)
+    w = rng.standard_normal((n, k)).astype(npdt)
+    y = np.zeros((m, n), np.float32)
+    linear_kernel[(2, 1)](x, w, y, m, n, k, BM=64, BN=64, BK=bk)
+    want = x.astype(np.float64) @ w.astype(np.float64).T
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
