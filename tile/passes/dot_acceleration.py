@@ -8,9 +8,10 @@ Three steps, hooked into `layout_assignment.assign_function_layouts`:
    - `wgmma` (sm_90+): rank 2, fp16 / bf16 / fp8 / fp32-as-tf32 inputs, M a multiple of 64,
      num_warps a multiple of 4, N a multiple of 8 (16-bit B: N >= 16, a 32-byte swizzle row).
      Accumulator `NVMMADistributedLayout(version=[3, 0], warps_per_cta, [16, n, k])` with
-     Triton's `warpsPerTileV3` and largest instruction N; both operands staged in
-     NVMMA-swizzled shared memory (B K-major, the transposed NVMMA layout, for fp8 and tf32:
-     wgmma reads those only K-major).
+     Triton's `warpsPerTileV3` and largest instruction N; B, and A when it is loaded, staged
+     in NVMMA-swizzled shared memory where they are defined (B K-major, the transposed NVMMA
+     layout, for fp8 and tf32: wgmma reads those only K-major); a computed A (attention's P)
+     stays in registers as `DotOperandLayout(0, acc, 32 / bits)`, as Triton does.
    - `mma_v2` (sm_80+): rank 2, fp16 / bf16 / fp32-as-tf32 / int8, M >= 16, N >= 8; fp8 inputs
      are widened to fp16 first (mma.sync has no fp8 before sm_89). Accumulator
      `NVMMADistributedLayout(version=[2, 0], warpsPerTileV2, [16, 8])`, operands
@@ -37,7 +38,7 @@ from typing import Dict, List, Optional
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Block, Operation, lookup_opdef
-from shared_codegen.ir.passes import insert_before
+from shared_codegen.ir.passes import insert_after, insert_before
 from shared_codegen.ir.types import SharedMemoryType, float16, float32, int1
 from shared_codegen.layouts import (DotOperandLayout, NVMMADistributedLayout, NVMMASharedLayout,
                                     default_blocked_layout)
@@ -46,7 +47,10 @@ from shared_codegen.ops.dot.definition import (MMA_V2_TYPES, DotFmaOp, DotOp, Mm
                                                mma_v2_k_width)
 from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
 from shared_codegen.ops.shared_memory.definition import LocalAllocOp
-from shared_codegen.ops.wgmma.definition import WGMMA_TYPES, WarpGroupDotOp, wgmma_instr_k
+from shared_codegen.ops.memory.definition import LoadOp
+from shared_codegen.ops.tensor.definition import ConvertLayoutOp, TransOp
+from shared_codegen.ops.wgmma.definition import (WGMMA_TYPES, WarpGroupDotOp, wgmma_instr_k,
+                                                 wgmma_k_width)
 
 
 @dataclass
@@ -234,9 +238,27 @@ def nvmma_shared_layout(shape, elem, k_major_dim0: bool = False) -> NVMMASharedL
 
 
 def _stage_in_shared(op: Operation, index: int, layout) -> None:
+    """The operand copied into shared memory right where it is defined, so a value from
+    outside a loop is staged once, not every iteration."""
     v = op.operands[index]
     ty = SharedMemoryType(tuple(v.type.shape), v.type.element, layout, tuple(v.type.shape))
-    op.operands[index] = _build_before(op, lambda b: LocalAllocOp.build(b, ty, v))
+    owner = v.owner
+    if owner is None or owner.parent is None:  # a block argument: stage it at the dot
+        op.operands[index] = _build_before(op, lambda b: LocalAllocOp.build(b, ty, v))
+        return
+    scratch = Block()
+    alloc = LocalAllocOp.build(Builder(scratch, op.loc), ty, v)
+    insert_after(owner, scratch.ops[0])
+    op.operands[index] = alloc
+
+
+def operand_from_memory(v) -> bool:
+    """Whether a dot operand comes from a load (through layout conversions and transposes)
+    or is carried by a loop: Triton stages those in shared memory for wgmma and keeps
+    computed A operands (attention's P) in registers."""
+    while v.owner is not None and isinstance(v.owner.opdef, (ConvertLayoutOp, TransOp)):
+        v = v.owner.operands[0]
+    return v.owner is None or isinstance(v.owner.opdef, LoadOp)
 
 
 def _retarget(op: Operation, opdef_cls, operands, attrs) -> None:
@@ -253,7 +275,11 @@ def rewrite_dot(op: Operation, plan: DotPlan, convert_operand) -> None:
     if plan.kind == "wgmma":
         a_ty, b_ty = op.operands[0].type, op.operands[1].type
         b_k_major = a_ty.element == float32 or a_ty.element.is_fp8()
-        _stage_in_shared(op, 0, nvmma_shared_layout(a_ty.shape, a_ty.element))
+        if operand_from_memory(op.operands[0]):
+            _stage_in_shared(op, 0, nvmma_shared_layout(a_ty.shape, a_ty.element))
+        else:
+            convert_operand(op, 0, DotOperandLayout(0, acc_layout, wgmma_k_width(a_ty.element)),
+                            exact=True)
         _stage_in_shared(op, 1, nvmma_shared_layout(b_ty.shape, b_ty.element, b_k_major))
         # The stores above are generic-proxy writes; wgmma reads through the async proxy.
         _build_before(op, lambda b: FenceAsyncSharedOp.build(b))

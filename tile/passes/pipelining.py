@@ -135,49 +135,62 @@ def _zero_other(load: Operation) -> bool:
     return _is(src, ConstantOp) and src.attrs.get("value") in (0, 0.0, False)
 
 
-def _dot_operands(dot: Operation, block: Block, uses, width_ctx) -> Optional[List[_Operand]]:
-    """The pipelined loads feeding `dot`'s a and b, or None when one does not qualify. A
-    `tl.trans` of the loaded tile (`tl.dot(a, tl.trans(b))`) becomes a permuted view of the
-    ring, as Triton does, so the copy stays untransposed."""
-    found = []
+def _pipelined_operand(dot: Operation, index: int, block: Block, uses,
+                       width_ctx) -> Optional[_Operand]:
+    """The pipelined load feeding operand `index` of `dot`, or None when it has none (a
+    register A, a value from outside the loop, a load that does not qualify: those stay as
+    they are). A `tl.trans` of the loaded tile (`tl.dot(a, tl.trans(b))`) becomes a permuted
+    view of the ring, as Triton does, so the copy stays untransposed."""
+    consumer = dot.operands[index].owner
+    if consumer is None or consumer.parent is not block:
+        return None
+    if _is(dot, WarpGroupDotOp):
+        if not _is(consumer, LocalAllocOp) or not consumer.operands:
+            return None
+    elif not _is(consumer, ConvertLayoutOp):
+        return None
+    if len(uses.get(consumer.result, [])) != 1:
+        return None
+    load, trans = consumer.operands[0].owner, None
+    if _is(load, TransOp) and load.parent is block and tuple(load.attrs["order"]) == (1, 0) \
+            and len(uses.get(load.result, [])) == 1:
+        load, trans = load.operands[0].owner, load
+    if not _is(load, LoadOp) or load.parent is not block:
+        return None
+    if len(uses.get(load.result, [])) != 1:
+        return None
+    ty = load.result.type
+    if len(ty.shape) != 2 or not _zero_other(load) or load.attrs.get("volatile"):
+        return None
+    if _copy_bytes(load, width_ctx) < 4:
+        return None
+    if _is(consumer, LocalAllocOp) and trans is None:
+        layout = consumer.result.type.layout
+    elif _is(consumer, LocalAllocOp):
+        # The loaded [N, K] tile in its own (untransposed) NVMMA layout; the permuted view is
+        # then K-major, which wgmma reads for every type.
+        layout = nvmma_shared_layout(ty.shape, ty.element)
+    else:
+        layout = mma_v2_smem_layout(ty)
+    if _smem_contiguous_dim(layout, len(ty.shape)) != ty.layout.order[0]:
+        # cp.async moves runs contiguous in both memories: no transposing copies (fp8 B read
+        # N-major from global memory but stored K-major for wgmma).
+        return None
+    return _Operand(load, consumer, layout, trans)
+
+
+def _may_stay_in_flight(dot: Operation, block: Block, pipelined) -> bool:
+    """A wgmma may run past the end of its iteration only when every operand it reads is a
+    ring slot or shared memory from outside the loop: a buffer staged in the body would be
+    overwritten next iteration, and registers (A) rewritten."""
     for index in (0, 1):
-        consumer = dot.operands[index].owner
-        if consumer is None or consumer.parent is not block:
-            return None
-        if _is(dot, WarpGroupDotOp):
-            if not _is(consumer, LocalAllocOp) or not consumer.operands:
-                return None
-        elif not _is(consumer, ConvertLayoutOp):
-            return None
-        if len(uses.get(consumer.result, [])) != 1:
-            return None
-        load, trans = consumer.operands[0].owner, None
-        if _is(load, TransOp) and load.parent is block and tuple(load.attrs["order"]) == (1, 0) \
-                and len(uses.get(load.result, [])) == 1:
-            load, trans = load.operands[0].owner, load
-        if not _is(load, LoadOp) or load.parent is not block:
-            return None
-        if len(uses.get(load.result, [])) != 1:
-            return None
-        ty = load.result.type
-        if len(ty.shape) != 2 or not _zero_other(load) or load.attrs.get("volatile"):
-            return None
-        if _copy_bytes(load, width_ctx) < 4:
-            return None
-        if _is(consumer, LocalAllocOp) and trans is None:
-            layout = consumer.result.type.layout
-        elif _is(consumer, LocalAllocOp):
-            # The loaded [N, K] tile in its own (untransposed) NVMMA layout; the permuted
-            # view is then K-major, which wgmma reads for every type.
-            layout = nvmma_shared_layout(ty.shape, ty.element)
-        else:
-            layout = mma_v2_smem_layout(ty)
-        if _smem_contiguous_dim(layout, len(ty.shape)) != ty.layout.order[0]:
-            # cp.async moves runs contiguous in both memories: no transposing copies (fp8 B
-            # read N-major from global memory but stored K-major for wgmma).
-            return None
-        found.append(_Operand(load, consumer, layout, trans))
-    return found
+        v = dot.operands[index]
+        owner = v.owner
+        if not isinstance(v.type, SharedMemoryType):
+            return False
+        if owner is not None and owner.parent is block and owner not in pipelined:
+            return False
+    return True
 
 
 def _deps(block: Block, roots, stage0: Set[Operation], allowed) -> bool:
@@ -256,10 +269,12 @@ def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
     uses = _uses(block)
     operands: List[_Operand] = []
     for dot in dots:
-        found = _dot_operands(dot, block, uses, width_ctx)
-        if found is None:
-            return None
-        operands += found
+        for index in (0, 1):
+            found = _pipelined_operand(dot, index, block, uses, width_ctx)
+            if found is not None:
+                operands.append(found)
+    if not operands:
+        return None
     loads = [o.load for o in operands]
     stage0 = _address_ops(block, loads)
     if stage0 is None:
@@ -305,7 +320,8 @@ def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
         users = uses.get(dot.result, [])
         slots = [i for i, v in enumerate(yield_op.operands) if v is dot.result]
         if users and all(_is(u, YieldOp) for u in users) and len(slots) == 1 \
-                and uses.get(args[slots[0]], []) == [dot] and dot.operands[2] is args[slots[0]]:
+                and uses.get(args[slots[0]], []) == [dot] and dot.operands[2] is args[slots[0]] \
+                and _may_stay_in_flight(dot, block, {o.consumer for o in operands}):
             async_dot = dot
     plan = _Plan(loop, operands, stage0, carried0, num_stages, async_dot)
     plan.keep = keep
