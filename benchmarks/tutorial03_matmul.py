@@ -2,9 +2,9 @@
 Triton 3.6), imported either from Triton or from this project: `benchmarks/tile_matmul.py`
 loads this file twice, once with MATMUL_FRONTEND=triton, to run the identical source on both.
 
-The kernel is the tutorial's, line for line (the numbers of 2026-11-25 in
-benchmarks/tile_matmul.py were taken with `tl.minimum` for `min` and without the
-`tl.assume` lines, before the tile DSL had them).
+The kernel is the tutorial's, line for line. (The numbers of 2026-11-25 in
+benchmarks/tile_matmul.py were taken with `tl.minimum` for `min` and without the `tl.assume`
+lines, before the tile DSL had them; both versions compile to the same PTX.)
 """
 
 import os

@@ -120,3 +120,57 @@ def test_tile_dot_matches_torch_and_the_interpreter(torch, dtype, precision, out
         scale = float(np.abs(host.astype(np.float64)).max())
         diff = float(np.abs(c_np.astype(np.float64) - host.astype(np.float64)).max()) / scale
         assert diff <= max(tol, 1e-5), diff
+
+
+def _load_tutorial():
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks",
+                        "tutorial03_matmul.py")
+    os.environ.pop("MATMUL_FRONTEND", None)
+    spec = importlib.util.spec_from_file_location("tutorial03_tile_gpu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
+@pytest.mark.parametrize("num_stages", [1, 2, 3, 4])
+def test_tutorial_03_matmul_for_every_pipelining_depth(torch, dtype, num_stages):
+    """The tutorial kernel (benchmarks/tutorial03_matmul.py) against torch, with partial tiles
+    (M, N not multiples of the block) and num_stages 1 (no pipelining) to 4."""
+    tut = _load_tutorial()
+    m, n, k = 1000, 776, 1024
+    gen = torch.Generator(device="cuda").manual_seed(num_stages)
+    a = torch.randn((m, k), device="cuda", generator=gen).to(getattr(torch, dtype))
+    b = torch.randn((k, n), device="cuda", generator=gen).to(getattr(torch, dtype))
+    if dtype != "float16":
+        b = b.T.contiguous().T  # K-major, as the tutorial passes fp8 B
+    bk = 64 if dtype == "float16" else 128
+    config = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8,
+                  num_stages=num_stages, num_warps=8 if num_stages < 4 else 4)
+    c = tut.matmul(a, b, config)
+    ref = a.float() @ b.float()
+    err = float((c.float() - ref).abs().max() / ref.abs().max())
+    assert err < (2e-3 if dtype == "float16" else 5e-3), err
+
+
+def test_attention_and_transposed_weights_match_torch(torch):
+    import sys
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tile", "passes"))
+    from test_pipelining import attention_kernel, linear_kernel
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn((1024, 64), device="cuda", generator=gen, dtype=torch.float16)
+               for _ in range(3))
+    out = torch.empty_like(q)
+    attention_kernel[(1024 // 64,)](q, k, v, out, 1024, D=64, BM=64, BN=64)
+    ref = torch.softmax(q.float() @ k.float().T, dim=1) @ v.float()
+    assert float((out.float() - ref).abs().max()) < 1e-2
+    x = torch.randn((256, 512), device="cuda", generator=gen, dtype=torch.float16)
+    w = torch.randn((192, 512), device="cuda", generator=gen, dtype=torch.float16)
+    y = torch.empty((256, 192), device="cuda", dtype=torch.float32)
+    linear_kernel[(4, 3)](x, w, y, 256, 192, 512, BM=64, BN=64, BK=32)
+    ref = x.float() @ w.float().T
+    assert float((y - ref).abs().max() / ref.abs().max()) < 1e-5

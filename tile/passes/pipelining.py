@@ -230,13 +230,16 @@ def _address_ops(block: Block, loads: List[Operation]) -> Optional[Set[Operation
             return None
 
 
-def _iteration_dependent(block: Block, stage0: Set[Operation]) -> Set[Operation]:
-    """The stage-0 ops whose values change per iteration (they read the iv or carried
-    values); the rest are loop-invariant and may be shared with the other stage."""
+def _carried_dependent(block: Block, stage0: Set[Operation]) -> Set[Operation]:
+    """The stage-0 ops whose values depend on carried values (pointers advanced each
+    iteration): those run ahead and cannot serve the current iteration. The others depend on
+    the induction variable and loop invariants only, so the original ops, which see the
+    current iv, can stay for readers outside stage 0 (a mask shared with a load that is not
+    pipelined)."""
+    carried = set(block.args[1:])
     dependent: Set[Operation] = set()
     for op in block.ops:  # program order: operands come first
-        if op in stage0 and any(v in block.args or (v.owner in dependent)
-                                for v in op.operands):
+        if op in stage0 and any(v in carried or (v.owner in dependent) for v in op.operands):
             dependent.add(op)
     return dependent
 
@@ -280,9 +283,9 @@ def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
     if stage0 is None:
         return None
     consumers = {o.consumer for o in operands} | {o.trans for o in operands if o.trans}
-    dependent = _iteration_dependent(block, stage0)
-    # Nothing but the consumers may read per-iteration stage-0 values: they run S-1
-    # iterations ahead. Loop-invariant ones stay in place for the other readers.
+    dependent = _carried_dependent(block, stage0)
+    # Nothing but the consumers may read stage-0 values computed from carried values: they
+    # run S-1 iterations ahead. The others stay in place for their other readers.
     shared: Set[Operation] = set()
     for op in stage0:
         for res in op.results:
