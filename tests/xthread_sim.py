@@ -178,6 +178,47 @@ class SimBuilder:
         return SimVal(ir.IntType(1), ops[pred](self._v(a) & 0xFFFFFFFF,
                                                self._v(b) & 0xFFFFFFFF))
 
+    def icmp_signed(self, pred, a, b, name=""):
+        ops = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+               ">": np.greater, ">=": np.greater_equal}
+        width = a.type.width
+
+        def signed(x):
+            x = self._v(x).astype(np.int64) & ((1 << width) - 1)
+            return np.where(x >> (width - 1), x - (1 << width), x)
+
+        return SimVal(ir.IntType(1), ops[pred](signed(a), signed(b)))
+
+    def sext(self, v, t, name=""):
+        width = v.type.width
+        x = self._v(v).astype(np.int64) & ((1 << width) - 1)
+        return SimVal(t, np.where(x >> (width - 1), x - (1 << width), x) & ((1 << t.width) - 1))
+
+    def atomic_rmw(self, op, ptr, val, ordering, name=""):
+        """atom.shared.<op> by every active thread, one after another. Atomics of one epoch
+        do not race with each other; a plain access to their bytes in the same epoch does."""
+        if op != "add" or not isinstance(val.type, ir.IntType):
+            raise SimError(f"atomic {op} on {val.type} is not simulated")
+        addr, vals = self._v(ptr), self._v(val)
+        size = _size(val.type)
+        old = np.zeros(self.sim.nthreads, dtype=np.int64)
+        for t in np.nonzero(self.sim._active())[0]:
+            a = int(addr[t])
+            cur = 0
+            for j in range(size):
+                entry = self.sim._mem.get(a + j)
+                if entry is None:
+                    raise SimError(f"thread {t} atomically updates byte {a + j} nobody wrote")
+                if entry[2] == self.sim._epoch and entry[1] not in (t, -1):
+                    raise SimError(f"thread {t} atomically updates byte {a + j} that thread "
+                                   f"{entry[1]} wrote without a barrier in between")
+                cur |= entry[0] << (8 * j)
+            old[t] = cur
+            new = (cur + int(vals[t])) & ((1 << (8 * size)) - 1)
+            for j in range(size):
+                self.sim._mem[a + j] = (new >> (8 * j) & 0xFF, -1, self.sim._epoch)
+        return SimVal(val.type, old)
+
     def select(self, cond, a, b, name=""):
         return SimVal(a.type, np.where(self._v(cond).astype(bool), self._v(a), self._v(b)))
 
@@ -315,6 +356,19 @@ class SimContext:
                 for d in range(rank):
                     out[d] ^= on * vec[d]
         return [SimVal(ir.IntType(32), c) for c in out]
+
+    def unique_registers(self, ty: TensorType):
+        mask = self.linear_layout(ty).get_free_variable_masks().get("register", 0)
+        return [r for r in range(1 << len(self.linear_layout(ty).bases.get("register", [])))
+                if not r & mask]
+
+    def replication_predicate(self, ty: TensorType):
+        masks = self.linear_layout(ty).get_free_variable_masks()
+        pred = np.ones(self.nthreads, dtype=bool)
+        for src, mask in ((self._lane.arr, masks.get("lane", 0)),
+                          (self._warp.arr, masks.get("warp", 0))):
+            pred &= (src & mask) == 0
+        return None if pred.all() else SimVal(ir.IntType(1), pred)
 
     def request_shared(self, nbytes: int):
         self.shared_bytes = max(self.shared_bytes, int(nbytes))

@@ -29,12 +29,16 @@ from shared_codegen.frontend.compile import explicit_layout_module
 from shared_codegen.frontend.launch import make_specialization
 from shared_codegen.ir.core import Block, Function, Module, Operation, Value
 from shared_codegen.ir.types import PointerType, ScalarType, TensorType, scalar_of
+from shared_codegen.layouts.relations import (joined_layout, reshaped_layout, split_layout,
+                                              transposed_layout)
 from shared_codegen.ops.arith.definition import (BITCAST, NAN_PROPAGATING, AddPtrOp, BinaryOp,
                                                  CastOp, CompareOp, ConstantOp, SelectOp)
 from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp, YieldOp
+from shared_codegen.ops.extern.definition import ExternElementwiseOp
+from shared_codegen.ops.map_elementwise.definition import MapElementwiseOp, MapElementwiseReturnOp
 from shared_codegen.ops.math.definition import AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
-from shared_codegen.ops.extern.definition import ExternElementwiseOp
+from shared_codegen.ops.movement.definition import GatherOp, HistogramOp, JoinOp, SplitOp
 from shared_codegen.ops.program.definition import (AssertOp, AssumeOp, BarrierOp, PrintOp,
                                                    ProgramIdOp)
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
@@ -198,7 +202,7 @@ class GluonPrinter(MmaForms):
         args = [self.expr.get(v) for v in op.operands]
         res = op.results[0] if op.results else None
         spelling = kind.spelling_of(op) if kind is not None else None
-        if isinstance(kind, YieldOp):
+        if isinstance(kind, (YieldOp, MapElementwiseReturnOp)):
             return
         if isinstance(kind, ConstantOp):
             self.constant(op, out, indent)
@@ -238,8 +242,10 @@ class GluonPrinter(MmaForms):
             self.bind(res, f"gl.expand_dims({args[0]}, {op.attrs['axis']})", out, indent)
         elif isinstance(kind, ReshapeOp):
             self.bind(res, f"gl.reshape({args[0]}, {list(res.type.shape)})", out, indent)
+            self.pin_inferred(op, out, indent)
         elif isinstance(kind, TransOp):
             self.bind(res, f"gl.permute({args[0]}, {list(op.attrs['order'])})", out, indent)
+            self.pin_inferred(op, out, indent)
         elif isinstance(kind, ConvertLayoutOp):
             self.bind(res, f"gl.convert_layout({args[0]}, {self.layout(res.type.layout)})",
                       out, indent)
@@ -277,6 +283,8 @@ class GluonPrinter(MmaForms):
             self.bind(res, f"libdevice.{name}({', '.join(args)}){tail}", out, indent)
         elif isinstance(kind, (ReduceOp, ScanOp)):
             self.reduction(op, out, indent)
+        elif isinstance(kind, (JoinOp, SplitOp, GatherOp, HistogramOp, MapElementwiseOp)):
+            self.movement(op, args, out, indent)
         elif isinstance(kind, ForOp):
             self.for_loop(op, out, indent)
         elif isinstance(kind, IfOp):
@@ -397,6 +405,64 @@ class GluonPrinter(MmaForms):
         out.append("    " * indent + f"{', '.join(names)} = {call}")
         for r, n in zip(op.results, names):
             self.expr[r] = n
+
+    def movement(self, op, args, out, indent):
+        """join / split / gather / histogram / map_elementwise: Gluon infers the same result
+        layouts the tile passes gave (histogram's is spelled out)."""
+        kind = op.opdef
+        if isinstance(kind, JoinOp):
+            call = f"gl.join({args[0]}, {args[1]})"
+        elif isinstance(kind, SplitOp):
+            call = f"gl.split({args[0]})"
+        elif isinstance(kind, GatherOp):
+            call = f"gl.gather({args[0]}, {args[1]}, {op.attrs['axis']})"
+        elif isinstance(kind, HistogramOp):
+            mask = f", mask={args[1]}" if len(args) > 1 else ""
+            call = (f"gl.histogram({args[0]}, {op.attrs['num_bins']}{mask}, "
+                    f"layout={self.layout(op.result.type.layout)})")
+        else:
+            helper = self.combine_helper(op.regions[0].block, "map")
+            pack = op.attrs["pack"]
+            call = f"gl.map_elementwise({helper}, {', '.join(args)}" + (
+                f", pack={pack})" if pack > 1 else ")")
+            # The scalar function returns a tuple unless it returns one value (pack 1).
+            if len(op.results) == 1 and pack > 1:
+                name = self.names.fresh(op.result.name_hint)
+                out.append("    " * indent + f"{name}, = {call}")
+                self.expr[op.result] = name
+                return
+        if len(op.results) == 1:
+            self.bind(op.result, call, out, indent)
+        else:
+            names = [self.names.fresh(r.name_hint) for r in op.results]
+            out.append("    " * indent + f"{', '.join(names)} = {call}")
+            for r, n in zip(op.results, names):
+                self.expr[r] = n
+        if isinstance(kind, (JoinOp, SplitOp)):
+            self.pin_inferred(op, out, indent)
+
+    def pin_inferred(self, op, out, indent):
+        """Gluon infers the result layouts of reshape, permute, join and split. Where the
+        tile passes gave a result another layout object placing elements alike (a linear
+        layout built for the broadcast shape of a size-1 dim), convert to it: free, and the
+        ops after it then see the layout the IR has."""
+        src = op.operands[0].type
+        for r in op.results:
+            if isinstance(op.opdef, ReshapeOp):
+                inferred = reshaped_layout(src.layout, src.shape, r.type.shape)
+            elif isinstance(op.opdef, TransOp):
+                inferred = transposed_layout(src.layout, list(op.attrs["order"]), src.shape)
+            elif isinstance(op.opdef, JoinOp):
+                inferred = joined_layout(src.layout, src.shape)
+            else:
+                inferred = split_layout(src.layout, src.shape)
+            try:
+                same = inferred == r.type.layout
+            except ValueError:
+                same = False
+            if not same:
+                self.bind(r, f"gl.convert_layout({self.expr[r]}, {self.layout(r.type.layout)})",
+                          out, indent)
 
     def carried(self, values_init: List[str], results, block_args, out, indent) -> List[str]:
         names = []

@@ -12,6 +12,7 @@ from gluon.language._core import (add, arange, assume, bank_conflicts, convert_l
                                   distributed_type, full, full_like, mul, num_ctas, num_warps,
                                   set_auto_layout, sub, thread_barrier, to_linear_layout, to_tensor,
                                   zeros, zeros_like)
+from gluon.language._movement import histogram
 from gluon.language._newer_names import barrier  # Triton 3.8's name for thread_barrier
 from gluon.language._layouts import (AutoLayout, BlockedLayout, DistributedLayout,
                                      DistributedLinearLayout, DotOperandLayout,
@@ -34,6 +35,7 @@ from tile.language.core import (PropagateNan, associative_scan, atomic_add, atom
                                 expand_dims, load, max_constancy, max_contiguous, maximum, minimum,
                                 multiple_of, num_programs, permute, program_id, reduce, reshape,
                                 static_assert, static_print, static_range, store, trans, where)
+from tile.language.movement import gather, join, map_elementwise, split
 from tile.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,
                                 rsqrt, sin, sqrt, sqrt_rn, umulhi)
 from tile.language.standard import (argmax, argmin, cdiv, cumprod, cumsum, max, min, ravel,
@@ -53,7 +55,8 @@ __all__ = [
     # programs, creation, shapes
     "program_id", "num_programs", "num_warps", "num_ctas", "arange", "full", "zeros",
     "full_like", "zeros_like", "to_tensor", "cast", "broadcast", "broadcast_to", "reshape",
-    "ravel", "permute", "trans", "expand_dims",
+    "ravel", "permute", "trans", "expand_dims", "join", "split", "gather", "histogram",
+    "map_elementwise",
     # memory and atomics
     "allocate_shared_memory", "shared_memory_descriptor", "shared_memory_descriptor_type",
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",

@@ -32,6 +32,7 @@ from shared_codegen.ops.arith.definition import ConstantOp
 from shared_codegen.ops.program.definition import BarrierOp
 from shared_codegen.ops.reduction.definition import ReduceOp
 from shared_codegen.ops.tensor.definition import BroadcastOp, ConvertLayoutOp, ExpandDimsOp, SplatOp
+from gluon.language._movement import GluonMovementSemantic
 from tile.language import _types as T
 from tile.language.semantic import TileSemantic
 
@@ -71,7 +72,7 @@ def layout_mismatch_message(what: str, named, shape) -> str:
     return "\n".join(lines)
 
 
-class GluonSemantic(TileSemantic):
+class GluonSemantic(GluonMovementSemantic, TileSemantic):
     """What gl.* builtins and operators build; `num_warps` is set by the JIT per kernel."""
 
     num_warps = 4

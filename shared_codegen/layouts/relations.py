@@ -61,6 +61,50 @@ def reshaped_layout(layout, src_shape, dst_shape):
     return _linear_from_bases(ll, lambda v: reshape_coords(v, src_shape, dst_shape), dst_shape)
 
 
+def joined_layout(layout, src_shape):
+    """The layout of `join(a, b)` (a new minor dim of size 2) when `a` and `b` have `layout`:
+    the new dim is the first register bit, so each thread holds both halves of its elements
+    and the join moves no data (Triton's inferred JoinOp encoding)."""
+    ll = to_linear_layout(layout, src_shape)
+    rank = len(src_shape)
+    bases = {name: [(*v, 0) for v in vectors] for name, vectors in ll.bases.items()}
+    bases["register"] = [(0,) * rank + (1,)] + bases.get("register", [])
+    return _layout_from_bases(bases, [*src_shape, 2])
+
+
+def split_layout(layout, src_shape):
+    """The layout of each half of `split(x)` (x's last dim has size 2) when x has `layout`.
+
+    The register bit that walks the last dim disappears. A lane or warp bit that walks it
+    would leave threads holding the other half: with the last coordinate dropped it becomes
+    a replication bit (the lowering then moves data; Gluon refuses such layouts)."""
+    ll = to_linear_layout(layout, src_shape)
+    bases = {}
+    for name, vectors in ll.bases.items():
+        kept = []
+        for v in vectors:
+            if name == "register" and not any(v[:-1]):
+                continue  # walks only the split dim (or nothing): each half drops it
+            kept.append(tuple(v[:-1]))
+        bases[name] = kept
+    return _layout_from_bases(bases, list(src_shape[:-1]))
+
+
+def split_dim_in_registers(layout, src_shape) -> bool:
+    """Whether every thread holds both halves of each element pair `split` separates."""
+    ll = to_linear_layout(layout, src_shape)
+    if any(v[-1] for name, vectors in ll.bases.items() if name != "register"
+           for v in vectors):
+        return False
+    return sum(1 for v in ll.bases.get("register", []) if v[-1]) == 1
+
+
+def _layout_from_bases(bases, dst_shape):
+    linear = DistributedLinearLayout(bases.get("register", []), bases.get("lane", []),
+                                     bases.get("warp", []), bases.get("block", []), dst_shape)
+    return as_blocked(linear, dst_shape) or linear
+
+
 def _linear_from_bases(ll, move, dst_shape):
     bases = {name: [move(tuple(v)) for v in vectors] for name, vectors in ll.bases.items()}
     linear = DistributedLinearLayout(bases.get("register", []), bases.get("lane", []),
@@ -196,7 +240,53 @@ class Prefer:
         return lb
 
 
-STRUCTURAL = (Slice, Trans, Reshape)
+@dataclass(frozen=True, eq=False)
+class Join:
+    """b = join(a, other): b's layout adds a register bit for the new minor dim to a's."""
+
+    op: object
+    a: object
+    b: object
+
+    def forward(self, la):
+        return joined_layout(la, self.a.type.shape)
+
+    def backward(self, lb):
+        # Only a result holding both halves in one thread names its operands' layout.
+        return _halves_layout(lb, self.b.type.shape)
+
+
+@dataclass(frozen=True, eq=False)
+class Split:
+    """b is one half of split(a): b's layout drops a's register bit of the last dim."""
+
+    op: object
+    a: object
+    b: object
+
+    def forward(self, la):
+        # An operand spreading the pair over threads names no good half layout: the halves
+        # get their own and the operand is converted (`operand_layout`).
+        return _halves_layout(la, self.a.type.shape)
+
+    def backward(self, lb):
+        return joined_layout(lb, self.b.type.shape)
+
+    def operand_layout(self):
+        """The layout split's operand must have for b's layout (None: it has it)."""
+        src = self.a.type
+        if split_dim_in_registers(src.layout, src.shape):
+            return None
+        return joined_layout(self.b.type.layout, self.b.type.shape)
+
+
+def _halves_layout(layout, shape):
+    if not split_dim_in_registers(layout, shape):
+        return None
+    return split_layout(layout, shape)
+
+
+STRUCTURAL = (Slice, Trans, Reshape, Join, Split)
 
 
 # ---- layout rules: the relations one kind of op imposes --------------------------------------
@@ -240,11 +330,33 @@ def _reshape(op) -> List:
     return [Reshape(op, op.operands[0], op.result)]
 
 
+def _join(op) -> List:
+    return [Same(op, tuple(op.operands)), Join(op, op.operands[0], op.result)]
+
+
+def _split(op) -> List:
+    return [Same(op, tuple(op.results))] + [Split(op, op.operands[0], r) for r in op.results]
+
+
+def _gather(op) -> List:
+    # The result is indexed like the index tensor; the source is read through shared memory.
+    return [Same(op, (op.operands[1], op.result))]
+
+
+def _histogram(op) -> List:
+    # The input and its mask are read together; the bins take any layout.
+    return [Same(op, tuple(op.operands))]
+
+
 SAME_LAYOUT = LayoutRule("same layout", _all_same)
 EXPAND_DIMS = LayoutRule("expand_dims", _expand_dims)
 REDUCE = LayoutRule("reduce", _reduce)
 TRANS = LayoutRule("trans", _trans)
 RESHAPE = LayoutRule("reshape", _reshape)
+JOIN = LayoutRule("join", _join)
+SPLIT = LayoutRule("split", _split)
+GATHER = LayoutRule("gather", _gather)
+HISTOGRAM = LayoutRule("histogram", _histogram)
 # A source (range, constant, splat): any layout will do, it takes its users'.
 ANY_LAYOUT = LayoutRule("any layout", _no_relations)
 # convert_layout: its two sides are unrelated, that is its point.
@@ -275,7 +387,9 @@ class PointerAccess:
         return relations
 
 
-__all__ = ["ANY_LAYOUT", "EXPAND_DIMS", "OWN_LAYOUTS", "REDUCE", "RESHAPE", "SAME_LAYOUT",
-           "NO_RELATION", "STRUCTURAL", "TERMINATOR", "TRANS", "UNRELATED", "LayoutRule", "PointerAccess", "Prefer",
+__all__ = ["ANY_LAYOUT", "EXPAND_DIMS", "GATHER", "HISTOGRAM", "JOIN", "Join", "SPLIT", "Split",
+           "joined_layout", "split_dim_in_registers", "split_layout", "OWN_LAYOUTS", "REDUCE",
+           "RESHAPE", "SAME_LAYOUT", "NO_RELATION", "STRUCTURAL", "TERMINATOR", "TRANS",
+           "UNRELATED", "LayoutRule", "PointerAccess", "Prefer",
            "Reshape", "Same", "Slice", "Trans", "as_blocked", "equivalent", "inverse_order",
            "reshaped_layout", "transposed_layout"]

@@ -97,6 +97,54 @@ def test_launch_overhead_benchmark_kernel_converts_to_matching_gluon(load_source
     assert a[99] == 100.0 and a[100] == 0.0
 
 
+def test_shape_and_data_movement_ops_convert_to_matching_gluon(load_source):
+    text = '''
+import tile
+import tile.language as tl
+
+
+@tile.jit
+def _selu(x, alpha):
+    if x > 0:
+        y = x
+    else:
+        y = alpha * (tl.exp(x) - 1)
+    return y
+
+
+@tile.jit
+def movement_kernel(x_ptr, idx_ptr, out_ptr, hist_ptr, N: tl.constexpr):
+    r = tl.arange(0, N)
+    x = tl.load(x_ptr + r)
+    lo, hi = tl.split(tl.reshape(x, (N // 2, 2)))
+    pairs = tl.interleave(hi, lo)                       # swaps neighbours
+    picked = tl.gather(tl.sort(pairs), tl.load(idx_ptr + r), 0)
+    y = tl.map_elementwise(_selu, tl.flip(picked), 1.5)
+    tl.store(out_ptr + r, y)
+    tl.store(hist_ptr + tl.arange(0, 16), tl.histogram(tl.load(idx_ptr + r) % 16, 16))
+'''
+    original = load_source("movement_original", text)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(128).astype(np.float32)
+    idx = rng.integers(0, 128, 128).astype(np.int32)
+    source = to_gluon(original.movement_kernel, x, idx, x, idx[:16], N=128)
+    for call in ("gl.split(", "gl.join(", "gl.gather(", "gl.map_elementwise(_map_combine_",
+                 "gl.histogram("):
+        assert call in source
+    converted = load_source("movement_converted", source)
+    outs = [(np.zeros(128, np.float32), np.zeros(16, np.int32)) for _ in range(2)]
+    original.movement_kernel[(1,)](x, idx, *outs[0], N=128)
+    converted.movement_kernel[(1,)](x, idx, *outs[1])
+    for ours, theirs in zip(*outs):
+        np.testing.assert_array_equal(ours, theirs)
+    swapped = x.reshape(-1, 2)[:, ::-1].reshape(-1)
+    expected = np.sort(swapped)[idx][::-1]
+    np.testing.assert_allclose(outs[0][0], np.where(expected > 0, expected,
+                                                    1.5 * (np.exp(expected) - 1)), rtol=1e-6)
+    gluon.compile(converted.movement_kernel, {"x_ptr": "*fp32:16", "idx_ptr": "*i32:16",
+                                              "out_ptr": "*fp32:16", "hist_ptr": "*i32:16"})
+
+
 CONVERT_LIBDEVICE_SOURCE = '''
 import tile
 import tile.language as tl

@@ -26,6 +26,9 @@ from tile.language.core import (CompileTimeAssertionFailure, PropagateNan, arang
 from tile.language._dot import dot
 from tile.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,
                                 rsqrt, sin, sqrt, sqrt_rn, umulhi)
+from tile.language.movement import (cat, gather, histogram, interleave, join, map_elementwise,
+                                    split, swizzle2d)
+from tile.language.sorting import bitonic_merge, flip, sort, topk
 from tile.language.standard import (argmax, argmin, cdiv, cumprod, cumsum, max, min, ravel,
                                     reduce_or, sigmoid, softmax, sum, xor_sum, zeros, zeros_like)
 
@@ -41,6 +44,9 @@ __all__ = [
     # programs, creation, shapes
     "program_id", "num_programs", "arange", "full", "zeros", "zeros_like", "cast", "broadcast",
     "broadcast_to", "reshape", "view", "ravel", "trans", "permute", "expand_dims",
+    # data movement between elements, sorting
+    "join", "split", "cat", "interleave", "gather", "histogram", "swizzle2d", "sort", "topk",
+    "bitonic_merge", "flip", "map_elementwise",
     # memory and atomics
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
     "atomic_xor", "atomic_xchg", "atomic_cas",

@@ -77,19 +77,43 @@ def fma(x, y, z, _semantic=None):
 
 @builtin
 def umulhi(x, y, _semantic=None):
-    """The high 32 bits of the 64-bit product of 32-bit integers read as unsigned."""
+    """The most significant N bits of the 2N-bit product of N-bit integers read as unsigned
+    (N = 32 or 64; signed operands are reinterpreted, as Triton's `__nv_umulhi` does)."""
     sem = _semantic
     x, y = sem.binary_operands(x, y, sym="tl.umulhi")
     ty = x.dtype
-    if not T.is_int(ty) or ty.bits != 32:
-        raise TypeError(f"tl.umulhi supports int32 and uint32 operands here, got "
+    if not T.is_int(ty) or ty.bits not in (32, 64):
+        raise TypeError(f"tl.umulhi supports int32, int64, uint32 and uint64 operands, got "
                         f"{T.type_name(ty)}")
+    if ty.bits == 64:
+        return sem.bitcast(_umulhi64(sem, sem.bitcast(x, uint64), sem.bitcast(y, uint64)), ty)
     # Widen as unsigned (zero-extend through the same-width unsigned type), multiply,
     # keep the high half.
     wide = [sem.cast(sem.bitcast(v, uint32), uint64) for v in (x, y)]
     prod = sem._arith("mul", *wide)
     high = sem.binary("rshift", prod, 32)
     return sem.bitcast(sem.cast(high, uint32), ty)
+
+
+def _umulhi64(sem, x, y):
+    """High 64 bits of a 64x64-bit unsigned product from 32-bit halves: every partial product
+    fits in 64 bits, and the middle column's carry is added exactly."""
+    low_mask = sem.to_tensor(0xFFFFFFFF, like=uint64)
+
+    def halves(v):
+        return sem.binary("rshift", v, 32), sem.bitwise("and", v, low_mask)
+
+    (x1, x0), (y1, y0) = halves(x), halves(y)
+    def mul(a, b):
+        return sem._arith("mul", a, b)
+
+    lo_lo, hi_lo, lo_hi, hi_hi = mul(x0, y0), mul(x1, y0), mul(x0, y1), mul(x1, y1)
+    middle = sem.add(sem.add(sem.bitwise("and", hi_lo, low_mask),
+                             sem.bitwise("and", lo_hi, low_mask)),
+                     sem.binary("rshift", lo_lo, 32))
+    high = sem.add(hi_hi, sem.add(sem.binary("rshift", hi_lo, 32),
+                                  sem.binary("rshift", lo_hi, 32)))
+    return sem.add(high, sem.binary("rshift", middle, 32))
 
 
 @builtin

@@ -29,6 +29,7 @@ from shared_codegen.ops.tensor.definition import (BroadcastOp, ExpandDimsOp, Mak
                                                   SplatOp, TransOp)
 from tile.language import _types as T
 from tile.language._memory import MemorySemantic
+from tile.language._movement import MovementSemantic
 
 _SYMBOL = {
     "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
@@ -42,7 +43,7 @@ _CMP_FLOAT = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "
 _CMP_INT = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
 
 
-class TileSemantic(MemorySemantic):
+class TileSemantic(MovementSemantic, MemorySemantic):
     def __init__(self, builder, codegen=None):
         self.builder = builder
         self.codegen = codegen

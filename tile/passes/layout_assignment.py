@@ -33,8 +33,8 @@ from shared_codegen.errors import CompilationError
 from shared_codegen.ir.core import Function, Module, Operation, Value, replace_all_uses
 from shared_codegen.ir.passes import insert_after, insert_before
 from shared_codegen.layouts import BlockedLayout, default_blocked_layout
-from shared_codegen.layouts.relations import (STRUCTURAL, PointerAccess, Prefer, Slice, equivalent,
-                                              reshaped_layout, transposed_layout)
+from shared_codegen.layouts.relations import (STRUCTURAL, PointerAccess, Prefer, Slice, Split,
+                                              equivalent, reshaped_layout, transposed_layout)
 from shared_codegen.ops.memory.definition import StoreOp
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp
 from shared_codegen.lowering.context import MAX_SHARED_BYTES
@@ -179,6 +179,9 @@ def fix_structural(fn, op, relation) -> None:
         # the slice of the result's layout.
         index = op.operands.index(relation.a)
         convert_operand(op, index, relation.backward(relation.b.type.layout), exact=True)
+    elif isinstance(relation, Split) and relation.operand_layout() is not None:
+        # split needs both halves of each pair in one thread: convert its operand.
+        convert_operand(op, 0, relation.operand_layout(), exact=True)
     else:  # trans / reshape: the result renames its operand's registers
         pin_result(fn, op, op.results.index(relation.b), relation.forward(relation.a.type.layout))
 
