@@ -569,27 +569,31 @@ def _convert(kernel, spec) -> str:
         path = os.path.basename(path)
     header = (f"Gluon source converted from the tile kernel `{kernel.__name__}` "
               f"({path}).\n\nSpecialization: {_describe_spec(kernel, spec)}."
-              f"\nLaunch with num_warps={spec.num_warps}; constexpr parameters are folded in.\n")
+              f"\nLaunch with num_warps={spec.num_warps}; constexpr parameters are folded in"
+              + (f"; loops feeding tl.dot pipelined {spec.num_stages} stages deep"
+                 if spec.num_stages > 1 else "") + ".\n")
     return module_to_gluon(module, header)
 
 
 def to_gluon(kernel, *example_args, num_warps: int = 4, target: str = "sm_90a",
-             **kwargs) -> str:
+             num_stages: int = 3, **kwargs) -> str:
     """Gluon source for `kernel` specialized like a launch with these arguments would be
-    (arrays give dtypes and alignment; constexprs are passed by keyword)."""
+    (arrays give dtypes and alignment; constexprs are passed by keyword). `target` picks the
+    tl.dot instructions, `num_stages` the pipelining depth (as the launch's)."""
     values = kernel.bind_args(example_args, kwargs)
-    spec = make_specialization(kernel, values, num_warps, target)
+    spec = make_specialization(kernel, values, num_warps, target, num_stages)
     return _convert(kernel, spec)
 
 
 def to_gluon_for_signature(kernel, signature: Dict[str, str], constexprs=None,
-                           num_warps: int = 4, target: str = "sm_90a") -> str:
+                           num_warps: int = 4, target: str = "sm_90a",
+                           num_stages: int = 3) -> str:
     """Like `tile.compile`'s arguments: `signature` maps runtime parameters to "*fp16:16",
     "i32", ...; `constexprs` gives the constexpr values."""
     from shared_codegen.frontend.launch import specialization_for_signature
 
     spec = specialization_for_signature(kernel, signature, constexprs or {}, num_warps,
-                                        target)
+                                        target, num_stages)
     return _convert(kernel, spec)
 
 
@@ -626,6 +630,8 @@ def main(argv=None) -> int:
     parser.add_argument("--constexpr", default="", help="e.g. BLOCK=1024")
     parser.add_argument("--num-warps", type=int, default=4)
     parser.add_argument("--target", default="sm_90a")
+    parser.add_argument("--num-stages", type=int, default=3,
+                        help="pipelining depth of loops feeding tl.dot (1: none)")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args(argv)
     kernel = _load_kernel(args.kernel)
@@ -636,7 +642,7 @@ def main(argv=None) -> int:
         except ValueError:
             constexprs[k] = {"True": True, "False": False}.get(v, v)
     text = to_gluon_for_signature(kernel, _parse_pairs(args.signature), constexprs,
-                                  args.num_warps, args.target)
+                                  args.num_warps, args.target, args.num_stages)
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)

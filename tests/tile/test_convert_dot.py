@@ -57,3 +57,29 @@ def test_pipelined_matmul_converts_to_matching_gluon(load_source, monkeypatch, t
     ptx = gluon.compile(converted.mm_kernel, sig, target=target).asm["ptx"]
     assert "cp.async.wait_group 1;" in ptx
     assert ("wgmma.mma_async" if target == "sm_90a" else "mma.sync") in ptx
+
+
+@pytest.mark.parametrize("target,bm,form", [
+    ("sm_90a", 64, "gl.allocate_shared_memory(gl.float16, [64, 64], NVMMA_SHARED0, a)"),
+    ("sm_80", 64, "mma_v2("),
+    ("sm_90a", 8, "gl.dot_fma("),
+])
+def test_unpipelined_dots_convert(load_source, monkeypatch, target, bm, form):
+    consts = _consts(bm=bm, bn=64, bk=64)
+    text = to_gluon_for_signature(mm_kernel, SIG, consts, target=target, num_stages=1)
+    assert form in text and "async_copy." not in text
+    if target == "sm_90a" and bm == 64:
+        assert "fence_async_shared()" in text and "warpgroup_mma(" in text
+    converted = load_source(f"converted_mm1_{target}_{bm}", text)
+    a, b = _inputs()
+    m, k = a.shape
+    n = b.shape[1]
+    want = np.zeros((m, n), np.float16)
+    monkeypatch.setenv("SC_TARGET", target)
+    grid = (m // bm, 1)
+    mm_kernel[grid](a, b, want, m, n, k, k, 1, n, 1, n, 1, num_warps=4, num_stages=1, **{
+        key: v for key, v in consts.items() if key not in ("stride_ak", "stride_bn",
+                                                           "stride_cn")})
+    got = np.zeros((m, n), np.float16)
+    converted.mm_kernel[grid](a, b, got, m, n, k, k, n, n, num_warps=4)
+    np.testing.assert_array_equal(got, want)
