@@ -330,3 +330,22 @@ def test_errors(case, m, k, message):
     with pytest.raises(tile.CompilationError) as e:
         bad_dot[(1,)](np.zeros(m * k, np.float16), M=m, K=k, N=m, CASE=case)
     assert e.value.message == message
+
+
+@pytest.mark.parametrize("allow_tf32,kind", [(None, WarpGroupDotOp), (True, WarpGroupDotOp),
+                                             (False, DotFmaOp)])
+def test_allow_tf32_picks_the_precision(allow_tf32, kind):
+    @triton.jit
+    def k(a_ptr, b_ptr, out_ptr, ALLOW: tl.constexpr):
+        r = tl.arange(0, 64)
+        a = tl.load(a_ptr + r[:, None] * 64 + r[None, :])
+        b = tl.load(b_ptr + r[:, None] * 64 + r[None, :])
+        tl.store(out_ptr + r[:, None] * 64 + r[None, :], tl.dot(a, b, allow_tf32=ALLOW))
+
+    spec = specialization_for_signature(
+        k, {"a_ptr": "*fp32", "b_ptr": "*fp32", "out_ptr": "*fp32"}, {"ALLOW": allow_tf32}, 4,
+        "sm_90a")
+    module = explicit_layout_module(k, spec)
+    (op,) = [op for op in module.functions["k"].walk()
+             if isinstance(op.opdef, (WarpGroupDotOp, MmaV2Op, DotFmaOp))]
+    assert isinstance(op.opdef, kind)
