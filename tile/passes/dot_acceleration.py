@@ -37,7 +37,7 @@ from typing import Dict, List, Optional
 
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.ir.builder import Builder
-from shared_codegen.ir.core import Block, Operation, lookup_opdef
+from shared_codegen.ir.core import Block, Operation, Value, lookup_opdef
 from shared_codegen.ir.passes import insert_after, insert_before
 from shared_codegen.ir.types import SharedMemoryType, float16, float32, int1
 from shared_codegen.layouts import (DotOperandLayout, NVMMADistributedLayout, NVMMASharedLayout,
@@ -46,10 +46,13 @@ from shared_codegen.ops.arith.definition import CastOp, ConstantOp, cast_op_name
 from shared_codegen.ops.dot.definition import (MMA_V2_TYPES, DotFmaOp, DotOp, MmaV2Op,
                                                mma_v2_k_width)
 from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
-from shared_codegen.ops.shared_memory.definition import LocalAllocOp
+from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeallocOp,
+                                                         LocalLoadOp, MemDescTransOp,
+                                                         trans_result)
 from shared_codegen.ops.memory.definition import LoadOp
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp, TransOp
-from shared_codegen.ops.wgmma.definition import (WGMMA_TYPES, WarpGroupDotOp, wgmma_instr_k,
+from shared_codegen.ops.wgmma.definition import (WGMMA_TYPES, WarpGroupDotOp,
+                                                 check_warpgroup_mma, wgmma_instr_k,
                                                  wgmma_k_width)
 
 
@@ -252,6 +255,87 @@ def _stage_in_shared(op: Operation, index: int, layout) -> None:
     op.operands[index] = alloc
 
 
+def _shared_source(v):
+    """(buffer, transposed) when the register operand `v` is a `local_load` of an
+    NVMMA-swizzled shared buffer (a descriptor's TMA load), possibly through layout
+    conversions and a 2-D `tl.trans`; wgmma can read that buffer itself."""
+    transposed = False
+    while v.owner is not None and isinstance(v.owner.opdef, ConvertLayoutOp):
+        v = v.owner.operands[0]
+    if v.owner is not None and isinstance(v.owner.opdef, TransOp) \
+            and tuple(v.owner.attrs["order"]) == (1, 0):
+        transposed, v = True, v.owner.operands[0]
+        while v.owner is not None and isinstance(v.owner.opdef, ConvertLayoutOp):
+            v = v.owner.operands[0]
+    owner = v.owner
+    if owner is None or not isinstance(owner.opdef, LocalLoadOp):
+        return None
+    mem = owner.operands[0]
+    if not isinstance(mem.type.layout, NVMMASharedLayout) or len(mem.type.shape) != 2:
+        return None
+    return mem, transposed
+
+
+def _read_in_place(op: Operation, precision) -> Dict[int, Value]:
+    """The operands wgmma reads straight from their shared buffers, as Triton reads TMA
+    loads: the largest subset whose types `check_warpgroup_mma` accepts."""
+    found = {}
+    for index in (0, 1):
+        src = _shared_source(op.operands[index])
+        if src is not None:
+            found[index] = src
+    acc = op.operands[2].type
+
+    def view_type(index):
+        mem, transposed = found[index]
+        return trans_result(mem.type, (1, 0)) if transposed else mem.type
+
+    def fallback_type(index):
+        ty = op.operands[index].type
+        if index == 1 or operand_from_memory(op.operands[index]):
+            k_major = index == 1 and (ty.element == float32 or ty.element.is_fp8())
+            return SharedMemoryType(tuple(ty.shape), ty.element,
+                                    nvmma_shared_layout(ty.shape, ty.element, k_major),
+                                    tuple(ty.shape))
+        return ty.with_layout(DotOperandLayout(0, acc.layout, wgmma_k_width(ty.element)))
+
+    for subset in ([0, 1], [1], [0], []):
+        chosen = [i for i in subset if i in found]
+        if len(chosen) != len(subset):
+            continue
+        types = [view_type(i) if i in chosen else fallback_type(i) for i in (0, 1)]
+        try:
+            check_warpgroup_mma(types[0], types[1], acc, precision or "",
+                                op.attrs.get("max_num_imprecise_acc"))
+        except ValueError:
+            continue
+        return {i: found[i] for i in chosen}
+    return {}
+
+
+def _use_buffer(op: Operation, index: int, mem: Value, transposed: bool) -> None:
+    fn_ops = _function_ops(op)
+    if transposed:
+        view = _build_before(op, lambda b: MemDescTransOp.build(b, mem, (1, 0)))
+    else:
+        view = mem
+    op.operands[index] = view
+    # The buffer now lives until the wgmma: its early dealloc goes (liveness frees it).
+    for other in fn_ops:
+        if isinstance(other.opdef, LocalDeallocOp) and other.operands[0] is mem:
+            other.parent.ops.remove(other)
+            other.parent = None
+
+
+def _function_ops(op: Operation):
+    top = op
+    while top.parent is not None and top.parent.parent is not None \
+            and isinstance(top.parent.parent.parent, Operation):
+        top = top.parent.parent.parent
+    block = top.parent
+    return [o for t in list(block.ops) for o in t.walk()] if block is not None else []
+
+
 def operand_from_memory(v) -> bool:
     """Whether a dot operand comes from a load (through layout conversions and transposes)
     or is carried by a loop: Triton stages those in shared memory for wgmma and keeps
@@ -275,12 +359,18 @@ def rewrite_dot(op: Operation, plan: DotPlan, convert_operand) -> None:
     if plan.kind == "wgmma":
         a_ty, b_ty = op.operands[0].type, op.operands[1].type
         b_k_major = a_ty.element == float32 or a_ty.element.is_fp8()
-        if operand_from_memory(op.operands[0]):
+        in_place = _read_in_place(op, precision)
+        for index, (mem, transposed) in in_place.items():
+            _use_buffer(op, index, mem, transposed)
+        if 0 in in_place:
+            pass
+        elif operand_from_memory(op.operands[0]):
             _stage_in_shared(op, 0, nvmma_shared_layout(a_ty.shape, a_ty.element))
         else:
             convert_operand(op, 0, DotOperandLayout(0, acc_layout, wgmma_k_width(a_ty.element)),
                             exact=True)
-        _stage_in_shared(op, 1, nvmma_shared_layout(b_ty.shape, b_ty.element, b_k_major))
+        if 1 not in in_place:
+            _stage_in_shared(op, 1, nvmma_shared_layout(b_ty.shape, b_ty.element, b_k_major))
         # The stores above are generic-proxy writes; wgmma reads through the async proxy.
         _build_before(op, lambda b: FenceAsyncSharedOp.build(b))
         true = _build_before(op, lambda b: ConstantOp.build(b, True, int1))
@@ -305,6 +395,24 @@ def rewrite_dot(op: Operation, plan: DotPlan, convert_operand) -> None:
 def rewrite_dots(plans: Dict[Operation, DotPlan], convert_operand) -> None:
     for op, plan in plans.items():
         rewrite_dot(op, plan, convert_operand)
+    if plans:
+        _drop_unread_register_copies(_function_ops(next(iter(plans))))
+
+
+def _drop_unread_register_copies(ops) -> None:
+    """The register copies of buffers wgmma now reads in place (`local_load`, and the
+    conversions / transposes after it) that nothing reads any more."""
+    kinds = (LocalLoadOp, ConvertLayoutOp, TransOp)
+    candidates = [op for op in ops if isinstance(op.opdef, kinds)]
+    changed = True
+    while changed:
+        changed = False
+        used = {v for op in ops if op.parent is not None for v in op.operands}
+        for op in candidates:
+            if op.parent is not None and not any(r in used for r in op.results):
+                op.parent.ops.remove(op)
+                op.parent = None
+                changed = True
 
 
 __all__ = ["DotPlan", "plan_dot", "plan_dots", "rewrite_dots", "operand_buffer_bytes", "warps_per_tile_v2",

@@ -349,3 +349,47 @@ def test_allow_tf32_picks_the_precision(allow_tf32, kind):
     (op,) = [op for op in module.functions["k"].walk()
              if isinstance(op.opdef, (WarpGroupDotOp, MmaV2Op, DotFmaOp))]
     assert isinstance(op.opdef, kind)
+
+
+# ---- operands from tensor descriptors ---------------------------------------------------------
+
+@triton.jit
+def desc_matmul(a_desc, b_desc, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                BK: tl.constexpr, B_KMAJOR: tl.constexpr):
+    m, n = tl.program_id(0) * BM, tl.program_id(1) * BN
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = a_desc.load([m, k])
+        if B_KMAJOR:
+            b = b_desc.load([n, k]).T
+        else:
+            b = b_desc.load([k, n])
+        acc = tl.dot(a, b, acc)
+    rm = m + tl.arange(0, BM)
+    rn = n + tl.arange(0, BN)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc,
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("kind,b_kmajor", [("fp16", False), ("fp16", True),
+                                           ("fp8e4nv", True)])
+def test_wgmma_reads_tma_buffers_in_place(kind, b_kmajor, monkeypatch):
+    from tile.tools.tensor_descriptor import TensorDescriptor
+
+    monkeypatch.setenv("SC_TARGET", "sm_90a")
+    a, b = _inputs(kind, 128, 128, 192)
+    c = np.zeros((128, 128), np.float32)
+    a_desc = TensorDescriptor.from_tensor(a, [64, 64])
+    b_desc = TensorDescriptor.from_tensor(np.ascontiguousarray(b.T) if b_kmajor else b,
+                                          [64, 64])
+    desc_matmul[(2, 2)](a_desc, b_desc, c, 128, 128, 192, BM=64, BN=64, BK=64,
+                        B_KMAJOR=b_kmajor)
+    assert rel_err(c, exact(a, b)) < 1e-6
+    sig = {"a_desc": a_desc, "b_desc": b_desc, "c_ptr": "*fp32:16", "M": "i32:16",
+           "N": "i32:16", "K": "i32:16"}
+    ir = triton.compile(desc_matmul, signature=sig,
+                        constexprs=dict(BM=64, BN=64, BK=64, B_KMAJOR=b_kmajor),
+                        target="sm_90a").asm["ttgir"]
+    # The wgmma takes the TMA destination buffers: no register round trip, no restaging.
+    assert "ttg.local_load" not in ir and "ttg.local_alloc %" not in ir
+    assert ("ttg.memdesc_trans" in ir) == b_kmajor
