@@ -151,11 +151,10 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
         bound.apply_defaults()
         scope = {}
         for name, value in bound.arguments.items():
-            value = unwrap(value)
-            if name in jit_fn.constexpr_names and is_tensor(value):
-                raise self.error(None, f"argument `{name}` of `{jit_fn.__name__}` is "
-                                       "tl.constexpr but got a runtime tensor")
-            scope[name] = value
+            # A tl.constexpr annotation on a called function's parameter does not make a
+            # runtime tensor constant: Triton passes it through as a tensor (tutorial 06's
+            # `offs_m: tl.constexpr`), and so do we.
+            scope[name] = unwrap(value)
         sub = CodeGenerator(jit_fn, scope, self.semantic, self.depth + 1)
         saved_codegen = getattr(self.semantic, "codegen", None)
         self.semantic.codegen = sub
