@@ -177,12 +177,12 @@ def _next_power_of_2(n: int) -> int:
     return 1 << (max(1, n) - 1).bit_length()
 
 
-def default_config(head_dim: int, block_size: int) -> dict:
-    """BLOCK_N (keys per tile), num_warps and num_stages: 64-key tiles (128 when the cache
-    block is 128 and D <= 128), a 3-deep cp.async ring (2 for D = 256, whose tiles are
-    twice as large)."""
-    block_n = 128 if block_size == 128 and head_dim <= 128 else 64
-    return dict(BLOCK_N=block_n, num_warps=4, num_stages=2 if head_dim == 256 else 3)
+def default_config(head_dim: int) -> dict:
+    """BLOCK_N (keys per tile), num_warps and num_stages: 64-key tiles whatever the cache
+    block size, since tiles gather across blocks (the K and V rings take 48 KB of shared
+    memory at D = 128, so several programs share an SM), and a 3-deep cp.async ring (2 for
+    D = 256, whose tiles are twice as large)."""
+    return dict(BLOCK_N=64, num_warps=4, num_stages=2 if head_dim == 256 else 3)
 
 
 def choose_num_splits(batch: int, kv_heads: int, max_tiles: int, sm_count: int) -> int:
@@ -285,7 +285,7 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, *, sm_scale=None,
     """
     batch, T, H, D, block_size, H_kv = _check(q, k_cache, v_cache, block_table, seq_lens)
     group = H // H_kv
-    cfg = dict(default_config(D, block_size), **(config or {}))
+    cfg = dict(default_config(D), **(config or {}))
     block_n = cfg["BLOCK_N"]
     max_tiles = -(-block_table.shape[1] * block_size // block_n)
     if num_splits is None:
