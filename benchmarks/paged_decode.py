@@ -72,7 +72,7 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
     row = {"dtype": dtype, "batch": batch, "context": context, "H": H,
            "H_kv": H_kv, "D": D, "block_size": args.block_size,
            "num_splits": ours.choose_num_splits(
-               batch, H_kv, -(-context // 64),
+               batch, H_kv, -(-context // ours.default_config(D)["BLOCK_N"]),
                torch.cuda.get_device_properties(0).multi_processor_count)}
     if theirs is not None:
         a, b = fns["ours"]().float(), fns["triton"]().float()
