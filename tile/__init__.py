@@ -6,13 +6,16 @@ without one, in the CPU interpreter.
 
 from shared_codegen.frontend.codegen import constexpr_function
 from shared_codegen.errors import (ArgumentError, CompilationError, DeadlockError,
-                                   InterpreterError, KernelError, OutOfResources, RaceError)
+                                   DeviceCheckError, DeviceDeadlockError,
+                                   DeviceOutOfBoundsError, InterpreterError, KernelError,
+                                   OutOfResources, RaceError)
 from tile.autotune import Config, autotune, heuristics
 from tile.jit import compile, jit
 
 __all__ = ["jit", "compile", "autotune", "Config", "heuristics", "constexpr_function",
            "KernelError", "CompilationError", "ArgumentError", "OutOfResources",
-           "InterpreterError", "DeadlockError", "RaceError", "cdiv"]
+           "InterpreterError", "DeadlockError", "RaceError", "DeviceCheckError",
+           "DeviceOutOfBoundsError", "DeviceDeadlockError", "cdiv"]
 
 
 def cdiv(a: int, b: int) -> int:

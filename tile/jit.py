@@ -38,7 +38,8 @@ def jit(fn=None, *, do_not_specialize=(), debug=False, noinline=False, repr=None
     return decorate(fn) if fn is not None else decorate
 
 
-def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", num_warps=4):
+def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", num_warps=4,
+            debug=False, timeline=False):
     """Compile `kernel` for `target` without a GPU; returns a CompiledKernel whose `.asm`
     holds the stages 'ir', 'ttgir', 'llir', 'ptx' and 'cubin'."""
     from shared_codegen.errors import KernelError
@@ -46,7 +47,8 @@ def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", nu
     from shared_codegen.tracebacks import user_facing
 
     try:
-        return compile_for_target(kernel, signature, constexprs, target, num_warps)
+        return compile_for_target(kernel, signature, constexprs, target, num_warps, debug,
+                                  timeline)
     except KernelError as error:
         # The traceback ends at the kernel line, without the compiler's frames.
         raise user_facing(error, kernel)

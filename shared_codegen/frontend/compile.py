@@ -102,6 +102,8 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
     start = time.perf_counter()
     options = {"num_warps": spec.num_warps, "language": jit_fn.language.name,
                "constants": repr(spec.constants)}
+    if spec.instrument:  # only instrumented variants: ordinary keys stay as they were
+        options["instrument"] = repr(spec.instrument)
     key = make_key(source_hash or jit_fn.cache_hash(), spec.key, spec.target, options)
     cache = disk_cache()
     entry = cache.get(key)
@@ -110,6 +112,7 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
         if restored is not None:
             return _from_entry(entry, restored, start)
     module = trace(jit_fn, spec)
+    module.stage_results["instrument"] = dict(spec.instrument)
     found = list(getattr(module, "external_reads", ()))
     if found:
         # The key of this kernel given the values it read.
@@ -161,6 +164,10 @@ def compile_module(module, language, target: str) -> CompiledKernel:
                 # nvJitLink's ptxas ignored setmaxnreg (C7504): load the PTX through the
                 # driver JIT instead, which keeps it (runtime/driver.load_ptx_module).
                 "driver_jit": "(C7504)" in (log or "")}
+    if lowered.debug_info is not None:
+        metadata["debug"] = lowered.debug_info
+    if lowered.timeline_info is not None:
+        metadata["timeline"] = lowered.timeline_info
     return CompiledKernel(lowered.name, asm, metadata)
 
 

@@ -292,6 +292,9 @@ class Specialization:
     hints: List[str]          # "D" (divisible by 16), "1", or ""
     num_warps: int
     target: str
+    # Instrumentation of a debug or profiling variant, as sorted (name, setting) pairs:
+    # ("debug", wait budget in ms), ("timeline", True). Empty for an ordinary kernel.
+    instrument: tuple = ()
 
     @classmethod
     def from_key(cls, key: tuple, num_warps: int, target: str) -> "Specialization":

@@ -34,6 +34,9 @@ class LoweredKernel:
     param_kinds: Tuple[str, ...]  # launcher kinds: "ptr", "i32", "fp32", ...
     num_warps: int  # warps to launch (num_warps + warp-specialized workers, padded)
     target: str = "sm_90a"
+    # Decoding facts of instrumented variants (lowering/debug_checks.py, timeline.py).
+    debug_info: Optional[dict] = None
+    timeline_info: Optional[dict] = None
 
 
 TENSOR_MAP_BYTES = 128
@@ -105,8 +108,11 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     warp_spec = module.stage_results["warp_specialization"]
     launch_warps = warp_spec.total_warps if warp_spec else num_warps
 
+    instrument = module.stage_results.get("instrument") or {}
+    hidden_kinds = _hidden_param_kinds(fn, instrument)
     llmod = ir.Module(name=fn.name)
-    ftype = ir.FunctionType(VOID, [_param_llvm_type(a.type) for a in fn.args])
+    ftype = ir.FunctionType(VOID, [_param_llvm_type(a.type) for a in fn.args]
+                            + [ir.IntType(64)] * len(hidden_kinds))
     lfn = ir.Function(llmod, ftype, fn.name)
     lfn.calling_convention = "ptx_kernel"
     divisibility = fn.attrs.get("arg_divisibility", {}) or {}
@@ -140,6 +146,19 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
             value = ctx.entry_builder.icmp_unsigned("!=", larg, ir.Constant(I8, 0))
         ctx.set(arg, value)
     _apply_shared_memory_plan(ctx, module)
+    hidden = list(lfn.args[len(fn.args):])
+    for i, larg in enumerate(hidden):
+        larg.name = f"sc_hidden{i}"
+    if "debug" in instrument:
+        from shared_codegen.lowering import debug_checks
+
+        debug_checks.setup(ctx, fn, hidden[:debug_checks.hidden_param_count(fn)],
+                           instrument["debug"])
+        hidden = hidden[debug_checks.hidden_param_count(fn):]
+    if "timeline" in instrument:
+        from shared_codegen.lowering import timeline
+
+        timeline.setup(ctx, hidden[0], launch_warps)
     # Tensor memory (tensor_memory_allocation stage): allocated by every warp's entry, before
     # warp specialization splits them, and freed at the end of the default path.
     tensor_memory = module.stage_results.get("tensor_memory")
@@ -155,8 +174,22 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     check_shared_limit(ctx, fn, target)
     module.stage_results["barriers"] = ctx.barriers
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
-                         param_kinds=tuple(param_kind(a.type) for a in fn.args),
-                         num_warps=launch_warps, target=target)
+                         param_kinds=tuple(param_kind(a.type) for a in fn.args) + hidden_kinds,
+                         num_warps=launch_warps, target=target,
+                         debug_info=ctx.debug.info() if ctx.debug is not None else None,
+                         timeline_info=ctx.timeline.info() if getattr(ctx, "timeline", None)
+                         is not None else None)
+
+
+def _hidden_param_kinds(fn: Function, instrument: dict) -> Tuple[str, ...]:
+    """Launcher kinds of the parameters an instrumented variant takes after the kernel's own:
+    debug mode's record address and pointer extents, the timeline's buffer address."""
+    kinds: Tuple[str, ...] = ()
+    if "debug" in instrument:
+        kinds += ("ptr",) + ("u64",) * sum(isinstance(a.type, PointerType) for a in fn.args)
+    if "timeline" in instrument:
+        kinds += ("ptr",)
+    return kinds
 
 
 

@@ -83,6 +83,10 @@ def lower_arrive_barrier(op, ctx):
 def lower_wait_barrier(op, ctx):
     bar, phase, pred, _ = op.opdef.parts(op)
     sync_barrier(ctx, op, bar, "read")
+    if ctx.debug is not None:  # debug mode: a bounded spin that reports and gives up
+        ctx.debug.bounded_wait(ctx, op, bar_address(ctx, op, bar), ctx.get(phase),
+                               ctx.get(pred) if pred is not None else None)
+        return None
     args = [bar_address(ctx, op, bar), ctx.get(phase)]
     skip_open, skip_close = "", ""
     if pred is not None:
