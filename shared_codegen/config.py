@@ -123,6 +123,9 @@ _DECLARED = (
     EnvVar("SC_TIMELINE", "bool", False,
            "Record the `gl.profile_region` events of Gluon kernels launched on the GPU (as "
            "`timeline=True` at launch); read them with gluon.timeline (docs/timeline.md)."),
+    EnvVar("SC_TIMELINE_EVENTS", "int", 256,
+           "Timeline: events each warp can record per launch; later ones are counted and "
+           "dropped (the buffer is programs x warps x (this + 1) x 16 bytes)."),
     EnvVar("SC_PTXAS_OPTS", "str", "",
            "Extra ptxas options, space separated (e.g. '-warn-spills --maxrregcount=128'); each is "
            "passed to nvJitLink as -Xptxas=<option>."),

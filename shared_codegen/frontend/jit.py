@@ -100,6 +100,8 @@ class JITFunction:
         self.do_not_specialize = frozenset(
             self.arg_names.index(d) if isinstance(d, str) else int(d) for d in names)
         self.debug = debug
+        # The Timeline of the last launch with `timeline=True` (runtime/timeline.py).
+        self.last_timeline = None
         self._source_info: Optional[SourceInfo] = None
         self._variants: Dict[tuple, Any] = {}
         # Variants compiled for earlier values of the globals a kernel folded in (launch.py).
@@ -293,7 +295,8 @@ class Specialization:
     num_warps: int
     target: str
     # Instrumentation of a debug or profiling variant, as sorted (name, setting) pairs:
-    # ("debug", wait budget in ms), ("timeline", True). Empty for an ordinary kernel.
+    # ("debug", wait budget in ms), ("timeline", events per warp). Empty for an ordinary
+    # kernel.
     instrument: tuple = ()
 
     @classmethod

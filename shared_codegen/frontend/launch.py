@@ -164,7 +164,11 @@ def instrumentation(jit_fn, debug=None, timeline=None) -> tuple:
     if debug and wait_ms <= 0:
         raise ArgumentError(f"SC_DEVICE_DEBUG_WAIT_MS must be a positive number of "
                             f"milliseconds, got {wait_ms}")
-    return ((("debug", wait_ms),) if debug else ()) + ((("timeline", True),) if timeline
+    capacity = int(config.get("SC_TIMELINE_EVENTS"))
+    if timeline and capacity <= 0:
+        raise ArgumentError(f"SC_TIMELINE_EVENTS must be a positive number of events, got "
+                            f"{capacity}")
+    return ((("debug", wait_ms),) if debug else ()) + ((("timeline", capacity),) if timeline
                                                        else ())
 
 
@@ -256,7 +260,7 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
         # The interpreter checks bounds and deadlocks always; a timeline it records with a
         # logical clock (interpreter/timeline.py).
         return _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims,
-                                timeline=dict(instrument).get("timeline", False))
+                                timeline="timeline" in dict(instrument))
     return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key,
                     cluster_dims, instrument)
 
@@ -321,6 +325,10 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None, timelin
                      if isinstance(spec.arg_types[i], TensorDescriptorType) else None
                      for i in params], [jit_fn.arg_names[i] for i in params])
     memory = Memory()
+    if timeline:
+        from shared_codegen.interpreter.timeline import TimelineRecorder
+
+        memory.timeline = TimelineRecorder()  # read by proton.record's interpreter rule
     kernel_args = []
     for i, v in enumerate(host_values):
         ty = spec.arg_types[i]
@@ -339,6 +347,8 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None, timelin
     if concurrent is None:
         concurrent = module.needs_concurrent_programs = needs_concurrent_programs(module.kernel)
     run_kernel(module, kernel_args, grid3, memory, concurrent)
+    if timeline:
+        jit_fn.last_timeline = memory.timeline.timeline(jit_fn.__name__)
     return None
 
 

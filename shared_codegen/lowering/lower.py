@@ -158,7 +158,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     if "timeline" in instrument:
         from shared_codegen.lowering import timeline
 
-        timeline.setup(ctx, hidden[0], launch_warps)
+        timeline.setup(ctx, hidden[0], launch_warps, instrument["timeline"],
+                       timeline.partitions_of(module, num_warps))
     # Tensor memory (tensor_memory_allocation stage): allocated by every warp's entry, before
     # warp specialization splits them, and freed at the end of the default path.
     tensor_memory = module.stage_results.get("tensor_memory")

@@ -11,6 +11,7 @@ import tile
 import tile.language as tl
 from gluon import language as gl
 from gluon.language.nvidia.hopper import mbarrier
+import tile.profiler.language as pl
 
 FILE = __file__
 
@@ -43,3 +44,54 @@ def lonely_wait_kernel(out_ptr):
     mbarrier.init(bar, count=1)
     mbarrier.wait(bar, 0)  # nobody arrives
     gl.store(out_ptr, 1)
+
+
+# ---- a producer and a consumer partition handing a buffer over, with timeline regions ------
+
+BLOCKED_1W = gl.BlockedLayout([1, 8], [4, 8], [1, 1], [1, 0])    # 1 warp
+BLOCKED_4W = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])    # 4 warps
+SMEM = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+
+
+@gluon.jit
+def _offsets(layout: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr):
+    rows = gl.arange(0, BM, gl.SliceLayout(1, layout))
+    cols = gl.arange(0, BN, gl.SliceLayout(0, layout))
+    return gl.expand_dims(rows, 1) * BN + gl.expand_dims(cols, 0)
+
+
+@gluon.jit
+def _produce(in_ptr, smem, ready, empty, ROUNDS: gl.constexpr):
+    for i in range(ROUNDS):
+        pl.enter_scope("wait empty")
+        mbarrier.wait(empty, (i & 1) ^ 1)
+        pl.exit_scope("wait empty")
+        pl.enter_scope("produce")
+        x = gl.load(in_ptr + i * 1024 + _offsets(BLOCKED_1W, 32, 32))
+        smem.store(x)
+        mbarrier.arrive(ready)
+        pl.exit_scope("produce")
+
+
+@gluon.jit
+def _consume(out_ptr, smem, ready, empty, ROUNDS: gl.constexpr):
+    for i in range(ROUNDS):
+        pl.enter_scope("wait ready")
+        mbarrier.wait(ready, i & 1)
+        pl.exit_scope("wait ready")
+        pl.enter_scope("consume")
+        x = smem.load(BLOCKED_4W)
+        mbarrier.arrive(empty)
+        gl.store(out_ptr + i * 1024 + _offsets(BLOCKED_4W, 32, 32), x * 2.0)
+        pl.exit_scope("consume")
+
+
+@gluon.jit
+def ping_pong_kernel(in_ptr, out_ptr, ROUNDS: gl.constexpr):
+    smem = gl.allocate_shared_memory(gl.float32, [32, 32], SMEM)
+    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(bars.index(0), count=1)
+    mbarrier.init(bars.index(1), count=1)
+    gl.warp_specialize([(_consume, (out_ptr, smem, bars.index(0), bars.index(1), ROUNDS)),
+                        (_produce, (in_ptr, smem, bars.index(0), bars.index(1), ROUNDS))],
+                       [1], [24])
