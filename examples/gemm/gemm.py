@@ -45,6 +45,7 @@ from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # 
                                           warpgroup_mma, warpgroup_mma_wait)
 from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
+import tile.profiler.language as pl  # noqa: E402  (timeline regions: nothing unless recorded)
 from _common import to_device, to_host, use_gpu  # noqa: E402
 
 CONSUMER_WARPS = 8  # two warpgroups, 64 rows of the 128-row tile each
@@ -73,6 +74,7 @@ def _load_partition(a_desc, b_desc, a_ring, b_ring, pipe, M, N, K,
     item = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = tile_position(tile, num_pid_m, num_pid_n, GROUP_M)
+        pl.enter_scope("load")
         for k in range(k_steps):
             s, ready = pipeline.producer_acquire(pipe, item)
             mbarrier.expect(ready, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
@@ -84,6 +86,7 @@ def _load_partition(a_desc, b_desc, a_ring, b_ring, pipe, M, N, K,
                 tma.async_copy_global_to_shared(b_desc, [k * BK, pid_n * BN], ready,
                                                 b_ring.index(s))
             item += 1
+        pl.exit_scope("load")
 
 
 @gluon.jit
@@ -102,6 +105,7 @@ def _mma_partition(a_ring, b_ring, c_smem, c_desc, pipe, M, N, K,
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = tile_position(tile, num_pid_m, num_pid_n, GROUP_M)
         # K step 0 starts the accumulator (use_acc=False ignores the previous tile's values).
+        pl.enter_scope("mainloop")
         s = pipeline.consumer_wait(pipe, item)
         b = b_ring.index(s).permute([1, 0]) if B_KMAJOR else b_ring.index(s)
         acc = warpgroup_mma(a_ring.index(s), b, acc, use_acc=False, is_async=True)
@@ -116,12 +120,15 @@ def _mma_partition(a_ring, b_ring, c_smem, c_desc, pipe, M, N, K,
             item += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
         pipeline.consumer_release(pipe, item - 1)
+        pl.exit_scope("mainloop")
 
         # Epilogue: the previous tile's TMA store must be done reading c_smem.
+        pl.enter_scope("epilogue")
         tma.store_wait(0)
         c_smem.store(acc.to(c_desc.dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(c_desc, [pid_m * BM, pid_n * BN], c_smem)
+        pl.exit_scope("epilogue")
     tma.store_wait(0)
 
 

@@ -15,18 +15,22 @@ class TimelineRecorder:
         self.clock = 0
         # (program, partition index) -> [(name, is_start, step)]
         self.events = {}
+        # partition index -> its lane label, as on the GPU ("default (_consume)", "worker 0")
+        self.labels = {0: "default"}
 
-    def record(self, program, partition: int, name: str, is_start: bool) -> None:
+    def record(self, program, partition: int, partition_name, name: str,
+               is_start: bool) -> None:
+        self.labels[partition] = ("default" if partition == 0 else f"worker {partition - 1}") \
+            + (f" ({partition_name})" if partition_name else "")
         self.events.setdefault((program, partition), []).append((name, is_start, self.clock))
         self.clock += 1
 
     def timeline(self, kernel: str) -> Timeline:
         """The regions recorded so far; a partition's lane is named as on the GPU ("default",
-        "worker 0", ...) and its warp number is the partition index."""
+        "worker 0 (_produce)", ...) and its warp number is the partition index."""
         result = Timeline(kernel, "step")
         for (program, partition), events in sorted(self.events.items()):
-            label = "default" if partition == 0 else f"worker {partition - 1}"
-            _match(result, program, label, partition, events)
+            _match(result, program, self.labels[partition], partition, events)
         result.regions.sort(key=lambda r: (r.start, r.program, r.warp))
         return result
 

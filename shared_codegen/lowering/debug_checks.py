@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+import numpy as np
 from llvmlite import ir
 
 from shared_codegen.ir.types import PointerType, TensorType, scalar_of
@@ -46,11 +47,11 @@ class DebugChecks:
         self.wait_ns = int(wait_ns)
         self.sites: List[dict] = []
 
-    def site(self, ctx, op, what: str, argument: Optional[str]) -> int:
+    def site(self, ctx, op, what: str, argument: Optional[str], **access) -> int:
         loc = getattr(op, "loc", None)
         site = {"what": what, "file": getattr(loc, "file", None) or "",
                 "line": int(getattr(loc, "line", 0) or 0), "argument": argument,
-                "partition": ctx.partition_name}
+                "partition": ctx.partition_name, **access}
         # The register groups of one access share a site.
         if site not in self.sites:
             self.sites.append(site)
@@ -63,12 +64,14 @@ class DebugChecks:
                 "wait_ms": self.wait_ns // 1_000_000}
 
     # ---- global accesses -------------------------------------------------------------------
-    def checked(self, ctx, op, what: str, ptr_value, address: ir.Value, nbytes: int,
+    def checked(self, ctx, op, what: str, ptr_value, address: ir.Value, elem, vec: int,
                 pred: Optional[ir.Value]) -> ir.Value:
-        """The predicate an access of `nbytes` at `address` runs under: the access's own
-        (`pred`, None for unmasked) and-ed with "inside the argument". A thread whose access is
-        outside writes the record first."""
+        """The predicate an access of `vec` elements of `elem` at `address` runs under: the
+        access's own (`pred`, None for unmasked) and-ed with "inside the argument". A thread
+        whose access is outside writes the record first."""
         b = ctx.builder
+        elem_bytes = 8 if isinstance(elem, PointerType) else max(8, elem.bits) // 8
+        nbytes = vec * elem_bytes
         addr = b.ptrtoint(address, I64)
         origin = self._origin(ptr_value)
         if origin is not None:
@@ -87,7 +90,8 @@ class DebugChecks:
                 inside = ok if inside is None else b.or_(inside, ok)
             if inside is None:
                 inside = ir.Constant(ir.IntType(1), 1)
-        site = self.site(ctx, op, what, name)
+        dtype = "pointer" if isinstance(elem, PointerType) else np.dtype(elem.np).name
+        site = self.site(ctx, op, what, name, dtype=dtype, elem_bytes=elem_bytes, vec=vec)
         outside = b.not_(inside)
         bad = outside if pred is None else b.and_(pred, outside)
         kind = KIND_LOAD if what == "load" else KIND_STORE

@@ -83,31 +83,41 @@ def decode_record(kernel_name: str, info: dict, words: np.ndarray):
     value = int(words[8]) | int(words[9]) << 32
     extent = int(words[10]) | int(words[11]) << 32
     arg = int(words[12])
+    if value >= 1 << 63:  # below the argument's start: the offset is negative
+        value -= 1 << 64
     partition = site["partition"]
     partition = "default partition" if partition == "default" else \
         f"worker partition {partition.removeprefix('partition')}"
-    where = f"{site['file']}:{site['line']}: in `{kernel_name}`"
-    who = f"program {program}, thread {thread} ({partition})"
+    where = f"{site['file']}:{site['line']}"
+    who = f"(program id {program}, thread {thread}, {partition})"
     record = {"kernel": kernel_name, "file": site["file"], "line": site["line"],
               "program": program, "thread": thread, "partition": partition}
     if kind in (KIND_LOAD, KIND_STORE):
-        what = "load from" if kind == KIND_LOAD else "store to"
+        what = site["what"]
+        record.update(kind=what)
         if arg == NO_ARGUMENT:
-            detail = (f"out-of-bounds {what.split()[0]} in {who}: address {value:#x} is inside "
-                      f"no pointer argument")
+            detail = (f"out-of-bounds {what} in `{kernel_name}`: address {value:#x} is inside "
+                      f"no pointer argument {who}")
+            record.update(address=value)
         else:
-            name = info["pointer_args"][arg]
-            detail = (f"out-of-bounds {what} `{name}` in {who}: byte offset {value} is "
-                      f"outside its {extent} bytes")
+            name, size, vec = info["pointer_args"][arg], site["elem_bytes"], site["vec"]
+            count = extent // size
+            first = value // size if value % size == 0 else value / size
+            bounds = f"[0, {count}) ({count} elements of {site['dtype']})"
+            if vec > 1 and 0 <= value and value + size <= extent:
+                reach = (f"elements [{first}, {first + vec}) of a {vec}-element access are "
+                         f"not all inside {bounds}")
+            else:
+                reach = f"element offset {first} is outside {bounds}"
+            detail = f"out-of-bounds {what} of `{name}` in `{kernel_name}`: {reach} {who}"
             record.update(argument=name, offset=value, extent=extent)
-        record.update(kind=site["what"], address=value)
-        message = f"{where}: {detail}; the {site['what']} was not performed"
+        message = f"{where}: {detail}; the {what} was not performed"
         cls = DeviceOutOfBoundsError
     else:
         record.update(kind="wait", phase=phase, barrier_address=value)
-        message = (f"{where}: deadlock: mbarrier wait for phase {phase} (barrier at shared "
-                   f"address {value:#x}) in {who} did not complete within {info['wait_ms']} "
-                   f"ms; the waiting threads gave up")
+        message = (f"{where}: deadlock: mbarrier.wait for phase {phase} of the mbarrier at "
+                   f"shared address {value:#x} in `{kernel_name}` did not complete within "
+                   f"{info['wait_ms']} ms; the waiting threads gave up {who}")
         cls = DeviceDeadlockError
     source = linecache.getline(site["file"], site["line"]).strip() if site["file"] else ""
     if source:

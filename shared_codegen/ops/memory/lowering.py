@@ -145,8 +145,7 @@ def lower_load(op, ctx):
     for r in range(0, n, vec):
         pred = masks[r] if masks is not None else None
         if ctx.debug is not None:  # debug mode: an access outside its argument is skipped
-            pred = ctx.debug.checked(ctx, op, "load", ptr, ptrs[r], vec * acc.elem_bits // 8,
-                                     pred)
+            pred = ctx.debug.checked(ctx, op, "load", ptr, ptrs[r], elem, vec, pred)
         if pred is not None:
             fill = others[r:r + vec] if others is not None else [
                 ctx.constant(elem, 0)] * vec
@@ -209,8 +208,7 @@ def lower_store(op, ctx):
             continue  # this register repeats one the thread already stores
         pred = _and(ctx, masks[r] if masks is not None else None, rep)
         if ctx.debug is not None:  # debug mode: an access outside its argument is skipped
-            pred = ctx.debug.checked(ctx, op, "store", ptr, ptrs[r], vec * acc.elem_bits // 8,
-                                     pred)
+            pred = ctx.debug.checked(ctx, op, "store", ptr, ptrs[r], elem, vec, pred)
         words = acc.pack(ctx, vals[r:r + vec])
         nw = acc.nwords
         args = [ptrs[r]] + words

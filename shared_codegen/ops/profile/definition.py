@@ -36,6 +36,7 @@ class ProfileRecordOp(OpDef):
             partition = frame.partition
             recorder.record(tuple(int(p) for p in frame.program_id),
                             0 if partition is None else partition.index,
+                            None if partition is None else partition.name,
                             op.attrs["name"], op.attrs["is_start"])
         return []
 
