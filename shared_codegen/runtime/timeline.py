@@ -78,6 +78,28 @@ class Timeline:
                               "dropped_events": self.dropped,
                               "unmatched_events": self.unmatched}}
 
+    @classmethod
+    def from_chrome_trace(cls, trace: dict) -> "Timeline":
+        """The Timeline a `chrome_trace()` describes (times back in the trace's clock, from
+        the first event)."""
+        other = trace.get("otherData", {})
+        clock = other.get("clock", "ns")
+        scale = 1e3 if clock == "ns" else 1.0
+        programs = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+                    if e.get("ph") == "M" and e["name"] == "process_name"}
+        timeline = cls(other.get("kernel", "kernel"), clock,
+                       dropped=other.get("dropped_events", 0),
+                       unmatched=other.get("unmatched_events", 0))
+        for e in trace["traceEvents"]:
+            if e.get("ph") != "X":
+                continue
+            text = programs.get(e["pid"], f"program ({e['pid']}, 0, 0)")
+            program = tuple(int(v) for v in text[text.index("(") + 1:-1].split(","))
+            start = round(e["ts"] * scale)
+            timeline.regions.append(Region(program, e["args"]["partition"], e["tid"],
+                                           e["name"], start, start + round(e["dur"] * scale)))
+        return timeline
+
     def save_trace(self, path: str) -> None:
         with open(path, "w") as f:
             json.dump(self.chrome_trace(), f)
