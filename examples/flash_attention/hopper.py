@@ -400,9 +400,11 @@ def num_sms() -> int:
 
 def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
                        out_dtype=None, q_descale=1.0, k_descale=1.0, v_descale=1.0,
-                       block_n=None, stages=None, o_in_q=None, num_programs=None):
+                       block_n=None, stages=None, o_in_q=None, num_programs=None,
+                       launch_options=None):
     """A function of no arguments running the forward pass (descriptors built once);
-    it returns o, or (o, lse) with `return_lse`. See `attention_forward`."""
+    it returns o, or (o, lse) with `return_lse`. See `attention_forward`. `launch_options`
+    go to the kernel launch (`debug=True`, `timeline=True`: docs/debug_mode.md)."""
     qs, ks, vs = _shape(q, "q"), _shape(k, "k"), _shape(v, "v")
     B, H, N_q, D = qs
     if ks != vs:
@@ -492,7 +494,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     def run():
         launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
                qk_scale, o_scale, bn, st, bool(causal), fp8, bool(return_lse), o_in_q,
-               overlap, num_warps=4)
+               overlap, num_warps=4, **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run
 

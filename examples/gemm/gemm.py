@@ -173,13 +173,15 @@ def num_sms() -> int:
 
 
 def gemm_launcher(a, b, c, *, b_kmajor=False, block=None, stages=3, group_m=8,
-                  num_programs=None, cluster=None):
+                  num_programs=None, cluster=None, launch_options=None):
     """A function of no arguments that computes c = a @ b with `gemm_kernel` (descriptors
     encoded once, so repeated launches cost only the launch). `a` is M x K; `b` is K x N, or
     N x K when `b_kmajor` (fp8 wgmma reads B K-major only); `c` is M x N. numpy arrays run in
     the interpreter, CUDA tensors on the GPU. `block` (BM, BN, BK) defaults to 128 x 256 with
     128-byte K rows (BK = 64 for 16-bit inputs, 128 for fp8). `cluster` launches the
-    programs in thread-block clusters of that many CTAs (co-scheduled on one GPC)."""
+    programs in thread-block clusters of that many CTAs (co-scheduled on one GPC).
+    `launch_options` go to the kernel launch (`debug=True`, `timeline=True`:
+    docs/debug_mode.md)."""
     bm, bn, bk = block or (128, 256, 128 // _itemsize(a))
     m, k = a.shape
     n = b.shape[0] if b_kmajor else b.shape[1]
@@ -199,7 +201,7 @@ def gemm_launcher(a, b, c, *, b_kmajor=False, block=None, stages=3, group_m=8,
     if num_programs is None:
         num_programs = num_sms() if not isinstance(a, np.ndarray) else 2
     grid = min(num_programs, tiles)
-    options = {"num_warps": CONSUMER_WARPS}
+    options = {"num_warps": CONSUMER_WARPS, **(launch_options or {})}
     if cluster is not None:
         grid -= grid % cluster
         options["cluster_dims"] = (cluster, 1, 1)

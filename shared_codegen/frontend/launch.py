@@ -458,7 +458,7 @@ def _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims)
                                                variant.pointer_positions)
     events = None
     if "timeline" in metadata:
-        events = timeline.EventBuffer(metadata["timeline"], grid3)
+        events = timeline.EventBuffer(metadata["timeline"], grid3, stream)
         hidden.append(events.address)
     args = runtime_args + hidden
     try:

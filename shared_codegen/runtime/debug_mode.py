@@ -1,12 +1,12 @@
 """Host side of instrumented launches: the GPU debug mode's record (lowering/debug_checks.py)
 and the timeline's event buffer (lowering/timeline.py).
 
-A launch of an instrumented variant gets hidden arguments after the kernel's own: for debug
-mode, the address of a zeroed 64-byte record and every pointer argument's extent in bytes
-(from the data pointer to the end of its allocation); for the timeline, a zeroed event
-buffer. After the launch the context is synchronized (debug launches are synchronous), the
-record read back, and a claimed record raised as a DeviceCheckError naming the kernel line,
-the program, the partition and the offset or the barrier.
+A launch of a debug variant gets hidden arguments after the kernel's own: the address of a
+zeroed 64-byte record (one per CUDA context) and every pointer argument's extent in bytes
+(from the data pointer to the end of its allocation). After the launch the context is
+synchronized (debug launches are synchronous), the record read back, and a claimed record
+raised as a DeviceCheckError naming the kernel line, the program, the partition and the
+offset or the barrier (and zeroed for the next launch).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from shared_codegen.lowering.debug_checks import (KIND_LOAD, KIND_STORE, NO_ARGU
 # An argument passed as a bare address has no known extent: its accesses pass every check.
 UNKNOWN_EXTENT = (1 << 63) - 1
 
-_record_address = 0
+# The record of each CUDA context (its address by context handle): zeroed once when allocated
+# and again after a failure was read, so a launch that passes costs no copy.
+_records: dict = {}
 
 
 def argument_extent(arg) -> int:
@@ -48,13 +50,14 @@ def argument_extent(arg) -> int:
 
 
 def _record_buffer() -> int:
-    global _record_address
     from shared_codegen.runtime import driver
 
-    if not _record_address:
-        _record_address = driver.mem_alloc(RECORD_WORDS * 4)
-    driver.copy_to_device(_record_address, np.zeros(RECORD_WORDS, np.uint32))
-    return _record_address
+    context = int(driver.ensure_context())
+    address = _records.get(context)
+    if address is None:
+        address = _records[context] = driver.mem_alloc(RECORD_WORDS * 4)
+        driver.copy_to_device(address, np.zeros(RECORD_WORDS, np.uint32))
+    return address
 
 
 def debug_hidden_args(kernel, runtime_args, pointer_positions) -> list:
@@ -67,9 +70,11 @@ def check_record(kernel_name: str, info: dict) -> None:
     from shared_codegen.runtime import driver
 
     driver.synchronize()
+    address = _record_buffer()
     words = np.zeros(RECORD_WORDS, np.uint32)
-    driver.copy_to_host(words, _record_address)
+    driver.copy_to_host(words, address)
     if words[0]:
+        driver.copy_to_device(address, np.zeros(RECORD_WORDS, np.uint32))  # for the next launch
         raise decode_record(kernel_name, info, words)
 
 

@@ -189,17 +189,31 @@ def _match(timeline: Timeline, program, partition: str, warp: int, events) -> No
     timeline.unmatched += sum(len(v) for v in open_starts.values())
 
 
-class EventBuffer:
-    """The zeroed device buffer of one timeline launch; `read` decodes and frees it."""
+# The event buffer of each CUDA context, reused while launches fit in it: {context: (address,
+# bytes)}. A launch only clears what it uses (cuMemsetD8Async on its stream).
+_buffers: dict = {}
 
-    def __init__(self, info: dict, grid3):
+
+class EventBuffer:
+    """The zeroed device buffer of one timeline launch; `read` synchronizes and decodes it."""
+
+    def __init__(self, info: dict, grid3, stream: int = 0):
         from shared_codegen.runtime import driver
 
         self.info, self.grid3 = info, tuple(grid3)
         programs = grid3[0] * grid3[1] * grid3[2]
         self.nbytes = programs * info["warps"] * (info["capacity"] + 1) * EVENT_BYTES
-        self.address = driver.mem_alloc(self.nbytes)
-        driver.check(driver._driver().cuMemsetD8(self.address, 0, self.nbytes), "cuMemsetD8")
+        context = int(driver.ensure_context())
+        address, size = _buffers.get(context, (0, 0))
+        if size < self.nbytes:
+            if address:
+                driver.synchronize()  # a launch may still write the old one
+                driver.mem_free(address)
+            address, size = driver.mem_alloc(self.nbytes), self.nbytes
+            _buffers[context] = (address, size)
+        self.address = address
+        driver.check(driver._driver().cuMemsetD8Async(self.address, 0, self.nbytes, stream),
+                     "cuMemsetD8Async")
 
     def read(self, kernel: str) -> Timeline:
         from shared_codegen.runtime import driver
@@ -207,7 +221,6 @@ class EventBuffer:
         driver.synchronize()
         raw = np.zeros(self.nbytes // 4, np.uint32)
         driver.copy_to_host(raw, self.address)
-        driver.mem_free(self.address)
         timeline = decode(kernel, self.info, self.grid3, raw)
         if timeline.dropped:
             warnings.warn(f"{kernel}: the timeline dropped {timeline.dropped} events past "
