@@ -94,4 +94,4 @@ def ping_pong_kernel(in_ptr, out_ptr, ROUNDS: gl.constexpr):
     mbarrier.init(bars.index(1), count=1)
     gl.warp_specialize([(_consume, (out_ptr, smem, bars.index(0), bars.index(1), ROUNDS)),
                         (_produce, (in_ptr, smem, bars.index(0), bars.index(1), ROUNDS))],
-                       [1], [24])
+                       [1], [64])
