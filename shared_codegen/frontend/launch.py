@@ -400,7 +400,8 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     key = (spec_key, num_warps, target) + ((instrument,) if instrument else ())
     variant = _pick_variant(jit_fn, key, lambda v: v.check is None or v.check())
     if variant is None:
-        variant = _compile_variant(jit_fn, spec_key, num_warps, target, instrument)
+        variant = _compile_variant(jit_fn, spec_key, num_warps, target, instrument) \
+            if instrument else _compile_variant(jit_fn, spec_key, num_warps, target)
         _add_variant(jit_fn, key, variant)
     if fast_key is not None and target is None and not instrument:
         # Later launches with the same fast key skip this whole function (fastpath.py). A
