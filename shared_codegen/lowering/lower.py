@@ -34,12 +34,18 @@ class LoweredKernel:
     param_kinds: Tuple[str, ...]  # launcher kinds: "ptr", "i32", "fp32", ...
     num_warps: int  # warps to launch (num_warps + warp-specialized workers, padded)
     target: str = "sm_90a"
+    # Bytes of global scratch per program (a hidden last "ptr" parameter the launcher fills
+    # from tile.set_allocator's allocator) and their alignment; ops/tma/tensormap.py.
+    global_scratch_bytes: int = 0
+    global_scratch_align: int = 1
+    # The PTX ISA version some op needs beyond the target's minimum (module attribute
+    # `min_ptx_version`), e.g. tensormap.replace.
+    ptx_version: Optional[Tuple[int, int]] = None
     # Decoding facts of instrumented variants (lowering/debug_checks.py, timeline.py).
     debug_info: Optional[dict] = None
     timeline_info: Optional[dict] = None
 
 
-TENSOR_MAP_BYTES = 128
 MAX_MAXNREG = 255  # the largest per-thread register cap ptxas accepts
 
 
@@ -58,17 +64,19 @@ def _param_llvm_type(ty) -> ir.Type:
     if isinstance(ty, ScalarType) and ty.bits == 1:
         return I8
     if isinstance(ty, TensorDescriptorType):
-        # A pointer with a pointee type: llvmlite spells `byval(<type>)` from it.
-        return ir.PointerType(ir.ArrayType(I8, TENSOR_MAP_BYTES))
+        # A pointer with a pointee type: llvmlite spells `byval(<type>)` from it. The map
+        # comes first; base, shape and strides follow (TensorDescriptorType.param_bytes).
+        return ir.PointerType(ir.ArrayType(I8, ty.param_bytes))
     return llvm_type(ty)
 
 
 def _tensor_map_param(llmod, lfn, index: int, larg) -> None:
-    """A CUtensorMap parameter: 128 bytes passed by value in the kernel's parameter space
-    (`.param .align 64 .b8 p[128]`). `cp.async.bulk.tensor` reads it through a generic
-    address, which is only legal for a `nvvm.grid_constant` parameter: without it NVPTX
-    would copy the struct to local memory, and TMA cannot read a tensor map from there
-    (CUDA programming guide, "Using TMA to transfer multi-dimensional arrays")."""
+    """A descriptor parameter: the CUtensorMap (and the fields after it) passed by value in
+    the kernel's parameter space (`.param .align 64 .b8 p[176]` for rank 2).
+    `cp.async.bulk.tensor` reads it through a generic address, which is only legal for a
+    `nvvm.grid_constant` parameter: without it NVPTX would copy the struct to local memory,
+    and TMA cannot read a tensor map from there (CUDA programming guide, "Using TMA to
+    transfer multi-dimensional arrays")."""
     larg.add_attribute("byval")
     larg.attributes.align = 64
     # LLVM 22 upgrades the annotation (1-based parameter index) to the parameter attribute.
@@ -111,8 +119,14 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     instrument = module.stage_results.get("instrument") or {}
     hidden_kinds = _hidden_param_kinds(fn, instrument)
     llmod = ir.Module(name=fn.name)
-    ftype = ir.FunctionType(VOID, [_param_llvm_type(a.type) for a in fn.args]
-                            + [ir.IntType(64)] * len(hidden_kinds))
+    scratch_align = int(module.attrs.get("global_scratch_align", 1))
+    scratch_bytes = -(-int(module.attrs.get("global_scratch_bytes", 0)) // scratch_align) * \
+        scratch_align
+    param_types = [_param_llvm_type(a.type) for a in fn.args]
+    if scratch_bytes:
+        param_types.append(ir.PointerType(addrspace=1))
+    # Instrumented variants: their hidden parameters come last.
+    ftype = ir.FunctionType(VOID, param_types + [ir.IntType(64)] * len(hidden_kinds))
     lfn = ir.Function(llmod, ftype, fn.name)
     lfn.calling_convention = "ptx_kernel"
     divisibility = fn.attrs.get("arg_divisibility", {}) or {}
@@ -145,8 +159,12 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         if isinstance(arg.type, ScalarType) and arg.type.bits == 1:
             value = ctx.entry_builder.icmp_unsigned("!=", larg, ir.Constant(I8, 0))
         ctx.set(arg, value)
+    if scratch_bytes:
+        scratch_arg = lfn.args[len(fn.args)]
+        scratch_arg.name = "global_scratch"
+        ctx.global_scratch, ctx.global_scratch_bytes = scratch_arg, scratch_bytes
     _apply_shared_memory_plan(ctx, module)
-    hidden = list(lfn.args[len(fn.args):])
+    hidden = list(lfn.args[len(fn.args) + (1 if scratch_bytes else 0):])
     for i, larg in enumerate(hidden):
         larg.name = f"sc_hidden{i}"
     if "debug" in instrument:
@@ -174,12 +192,16 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         ctx.builder.ret_void()
     check_shared_limit(ctx, fn, target)
     module.stage_results["barriers"] = ctx.barriers
+    kinds = tuple(param_kind(a.type) for a in fn.args) + (("ptr",) if scratch_bytes else ())
+    ptx_version = module.attrs.get("min_ptx_version")
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
-                         param_kinds=tuple(param_kind(a.type) for a in fn.args) + hidden_kinds,
-                         num_warps=launch_warps, target=target,
+                         param_kinds=kinds + hidden_kinds, num_warps=launch_warps,
+                         target=target, global_scratch_bytes=scratch_bytes,
+                         global_scratch_align=scratch_align,
+                         ptx_version=tuple(ptx_version) if ptx_version else None,
                          debug_info=ctx.debug.info() if ctx.debug is not None else None,
-                         timeline_info=ctx.timeline.info() if getattr(ctx, "timeline", None)
-                         is not None else None)
+                         timeline_info=ctx.timeline.info() if ctx.timeline is not None
+                         else None)
 
 
 def _hidden_param_kinds(fn: Function, instrument: dict) -> Tuple[str, ...]:

@@ -7,7 +7,7 @@ emits no instruction for it then (`lowering.py`), so a kernel with regions compi
 same PTX as without them. With a timeline the lowering stamps %globaltimer into the launch's
 event buffer from one lane per warp (shared_codegen/lowering/timeline.py); the interpreter
 appends the event to the launch's recorder with a logical clock
-(shared_codegen/interpreter/timeline.py).
+(`TimelineRecorder` in shared_codegen/runtime/timeline.py).
 """
 
 from __future__ import annotations
