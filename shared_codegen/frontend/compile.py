@@ -104,6 +104,9 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
                "constants": repr(spec.constants)}
     if spec.instrument:  # only instrumented variants: ordinary keys stay as they were
         options["instrument"] = repr(spec.instrument)
+        # Their metadata names kernel files and lines (debug sites): the same source moved
+        # to another file or line must not be served the old ones.
+        options["locations"] = source_locations(jit_fn)
     key = make_key(source_hash or jit_fn.cache_hash(), spec.key, spec.target, options)
     cache = disk_cache()
     entry = cache.get(key)
@@ -132,6 +135,12 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
         first = make_key(source_hash or jit_fn.cache_hash(), spec.key, spec.target, options)
         cache.put(first, kernel.asm, kernel.metadata)
     return kernel
+
+
+def source_locations(jit_fn) -> str:
+    """Where the kernel and every jitted function it calls are defined (file:first line)."""
+    functions = [jit_fn] + [f for f in jit_fn._dependencies({id(jit_fn)}) if hasattr(f, "fn")]
+    return ";".join(f"{f.source_info.file}:{f.source_info.first_line}" for f in functions)
 
 
 def _from_entry(entry, guards, start) -> CompiledKernel:

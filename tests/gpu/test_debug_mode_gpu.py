@@ -14,7 +14,8 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "shared_codegen", "debug_mode"))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "shared_codegen",
+                                                "debug_mode")))
 from debug_kernels import (FILE, add_kernel, line_of, lonely_wait_kernel,  # noqa: E402
                            ping_pong_kernel, shifted_copy_kernel)
 

@@ -5,6 +5,7 @@ that waits on a barrier nobody arrives on, and a Gluon kernel with timeline regi
 from __future__ import annotations
 
 import inspect
+import os
 
 import gluon
 import tile
@@ -13,7 +14,8 @@ from gluon import language as gl
 from gluon.language.nvidia.hopper import mbarrier
 import tile.profiler.language as pl
 
-FILE = __file__
+# The path kernel locations carry (normalized, however this module was found).
+FILE = os.path.abspath(__file__)
 
 
 def line_of(text: str) -> int:
