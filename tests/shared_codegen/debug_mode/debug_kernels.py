@@ -40,6 +40,16 @@ def shifted_copy_kernel(x_ptr, out_ptr, n, SHIFT: tl.constexpr, BLOCK: tl.conste
     tl.store(out_ptr + offs + SHIFT, x, mask=offs < n)  # the shifted store
 
 
+@tile.jit
+def walking_pointer_kernel(x_ptr, out_ptr, STEPS: tl.constexpr):
+    p = x_ptr + tl.arange(0, 32)
+    acc = tl.zeros([32], tl.float32)
+    for _ in range(STEPS):
+        acc += tl.load(p)  # a pointer carried through the loop
+        p += 32
+    tl.store(out_ptr + tl.arange(0, 32), acc)
+
+
 @gluon.jit
 def lonely_wait_kernel(out_ptr):
     bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 from debug_kernels import (FILE, add_kernel, line_of, lonely_wait_kernel,
-                           shifted_copy_kernel)
+                           shifted_copy_kernel, walking_pointer_kernel)
 
 import gluon
 import tile
@@ -160,6 +160,25 @@ def test_a_deadlock_record_reads_word_for_word():
         f"mbarrier at shared address 0x10 in `lonely_wait_kernel` did not complete within 1000 "
         f"ms; the waiting threads gave up (program id (0, 0, 0), thread 0, default partition)\n"
         f"    mbarrier.wait(bar, 0)  # nobody arrives")
+
+
+def test_a_pointer_carried_through_a_loop_is_checked_against_every_argument():
+    kernel = tile.compile(walking_pointer_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"},
+                          {"STEPS": 4}, debug=True)
+    info = kernel.metadata["debug"]
+    load = next(i for i, s in enumerate(info["sites"]) if s["what"] == "load")
+    assert info["sites"][load]["argument"] is None  # the IR does not show which argument
+    # Inside x_ptr or inside out_ptr: two range compares or-ed, the address itself recorded.
+    ptx = kernel.asm["ptx"]
+    assert re.search(r"or\.pred\s+%p\d+, %p\d+, %p\d+;", ptx)
+    assert "st.global.u32 [%rd" in ptx and "+48], -1;" in ptx.replace("4294967295", "-1")
+    error = decode_record("walking_pointer_kernel", info,
+                          _record(1, load, (0, 0, 0), 3, 0, 0x7F00001000, 0, 0xFFFFFFFF))
+    assert str(error) == (
+        f"{FILE}:{line_of('# a pointer carried')}: out-of-bounds load in "
+        f"`walking_pointer_kernel`: address 0x7f00001000 is inside no pointer argument "
+        f"(program id (0, 0, 0), thread 3, default partition); the load was not performed\n"
+        f"    acc += tl.load(p)  # a pointer carried through the loop")
 
 
 class _CudaArray:
