@@ -121,8 +121,9 @@ _DECLARED = (
            "Debug mode: how long an mbarrier wait may spin (milliseconds of %globaltimer) "
            "before its threads give up and report a deadlock."),
     EnvVar("SC_TIMELINE", "bool", False,
-           "Record the `gl.profile_region` events of Gluon kernels launched on the GPU (as "
-           "`timeline=True` at launch); read them with gluon.timeline (docs/timeline.md)."),
+           "Record the timeline regions (`enter_scope` / `exit_scope` of "
+           "tile.profiler.language) of every launch, as `timeline=True` at launch does; the "
+           "result is `kernel.last_timeline` (docs/timeline.md)."),
     EnvVar("SC_TIMELINE_EVENTS", "int", 256,
            "Timeline: events each warp can record per launch; later ones are counted and "
            "dropped (the buffer is programs x warps x (this + 1) x 16 bytes)."),
