@@ -20,7 +20,7 @@ import operator
 from typing import Any, Dict, List, Optional
 
 from shared_codegen.frontend import (aggregates, conditional_expr, guards, loop_widening,
-                                     missing_names)
+                                     missing_names, unused_results)
 from shared_codegen.frontend.aggregates import BoundJitMethod, is_aggregate, is_aggregate_class
 from shared_codegen.frontend.early_return import fold_early_returns
 from shared_codegen.frontend.errors import CompilationError
@@ -203,7 +203,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
     def visit_Expr(self, node):
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # docstring
-        self.visit(node.value)
+        unused_results.visit_expression_statement(self, node.value)
 
     def visit_Assign(self, node):
         value = self.visit(node.value)
@@ -747,8 +747,9 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                                      hasattr(fn, "runtime_range_marker")):
             return fn(*args, **kwargs)
         # Methods of compile-time objects (`x.dtype.is_floating()`, `layout.to_linear_layout(
-        # shape)`) run now, like any compile-time Python.
-        bound_to_constant = inspect.ismethod(fn) and not is_tensor(fn.__self__)
+        # shape)`, `BLOCK.bit_length()`) run now, like any compile-time Python.
+        bound_to_constant = (inspect.ismethod(fn) and not is_tensor(fn.__self__)) or (
+            inspect.isbuiltin(fn) and isinstance(fn.__self__, (int, float, str, tuple)))
         if runtime and fn in (min, max) and args and not kwargs:
             return self.runtime_min_max(fn, args)
         if fn not in (isinstance, type, id):

@@ -119,10 +119,11 @@ class DebugChecks:
         return None
 
     # ---- mbarrier waits --------------------------------------------------------------------
-    def bounded_wait(self, ctx, op, bar_address: ir.Value, phase: ir.Value,
+    def bounded_wait(self, ctx, op, probe: str, bar_address: ir.Value, phase: ir.Value,
                      pred: Optional[ir.Value]) -> None:
-        """`mbarrier.try_wait.parity` in a loop bounded by %globaltimer: past the budget the
-        thread records (barrier address, phase) and exits."""
+        """`probe` (`mbarrier.try_wait.parity`, or `test_wait` before sm_90) in a loop bounded
+        by %globaltimer: past the budget the thread records (barrier address, phase) and
+        exits."""
         site = self.site(ctx, op, "wait", None)
         args = [bar_address, phase, self.record]
         constraints = "l,r,l"
@@ -133,7 +134,7 @@ class DebugChecks:
             skip = "@!$3 bra ok;\n"
         text = ("{\n.reg .pred done, late, win;\n.reg .b64 t0, t1;\n.reg .b32 old, t;\n" + skip
                 + "mov.u64 t0, %globaltimer;\nwait:\n"
-                "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n@done bra ok;\n"
+                f"{probe} done, [$0], $1;\n@done bra ok;\n"
                 "mov.u64 t1, %globaltimer;\nsub.u64 t1, t1, t0;\n"
                 f"setp.lt.u64 late, t1, {self.wait_ns};\n@late bra wait;\n"
                 + _claim_and_fill(KIND_WAIT, site, "$2", phase="$1", arg=NO_ARGUMENT, lost="quit")

@@ -27,6 +27,7 @@ from tile.language.core import (CompileTimeAssertionFailure, PropagateNan, arang
                                 view, where)
 from tile.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,
                                 rsqrt, sin, sqrt, sqrt_rn, umulhi)
+from tile.language.inline_asm import inline_asm_elementwise
 from tile.language.movement import (cat, gather, histogram, interleave, join, map_elementwise,
                                     split, swizzle2d)
 from tile.language.sorting import bitonic_merge, flip, sort, topk
@@ -47,7 +48,7 @@ __all__ = [
     "broadcast_to", "reshape", "view", "ravel", "trans", "permute", "expand_dims",
     # data movement between elements, sorting
     "join", "split", "cat", "interleave", "gather", "histogram", "swizzle2d", "sort", "topk",
-    "bitonic_merge", "flip", "map_elementwise",
+    "bitonic_merge", "flip", "map_elementwise", "inline_asm_elementwise",
     # memory and atomics
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
     "atomic_xor", "atomic_xchg", "atomic_cas", "make_block_ptr", "advance",
