@@ -76,17 +76,20 @@ class TimelineEvents:
 
 def partitions_of(module, num_warps: int) -> list:
     """[(label, first warp, warps)] of the launch: the default partition, then each worker
-    partition of `gl.warp_specialize` (with its name when it has one)."""
+    partition of each `gl.warp_specialize` (with its name when it has one). A kernel with
+    several calls lists each call's workers; warps they share get every label (decode)."""
     warp_spec = module.stage_results.get("warp_specialization")
     if warp_spec is None:
         return [("default", 0, num_warps)]
-    plan = warp_spec.plan
-    names = list(warp_spec.op.attrs.get("partition_names") or ())
-    result = [("default" + (f" ({names[0]})" if names and names[0] else ""), 0,
-               plan.num_warps)]
-    for i, (first, warps) in enumerate(zip(plan.starts, plan.worker_num_warps)):
-        name = names[i + 1] if len(names) > i + 1 and names[i + 1] else ""
-        result.append((f"worker {i}" + (f" ({name})" if name else ""), first, warps))
+    result = []
+    for op, plan in zip(warp_spec.ops, warp_spec.plans):
+        names = list(op.attrs.get("partition_names") or ())
+        default = "default" + (f" ({names[0]})" if names and names[0] else "")
+        if (default, 0, plan.num_warps) not in result:
+            result.append((default, 0, plan.num_warps))
+        for i, (first, warps) in enumerate(zip(plan.starts, plan.worker_num_warps)):
+            name = names[i + 1] if len(names) > i + 1 and names[i + 1] else ""
+            result.append((f"worker {i}" + (f" ({name})" if name else ""), first, warps))
     return result
 
 

@@ -155,10 +155,13 @@ def decode(kernel: str, info: dict, grid3, raw: np.ndarray) -> Timeline:
     warps, capacity = info["warps"], info["capacity"]
     programs = grid3[0] * grid3[1] * grid3[2]
     words = np.asarray(raw, np.uint32).reshape(programs, warps, capacity + 1, 4)
-    partition_of = {}
+    partition_of: Dict[int, str] = {}
     for label, first, count in info["partitions"]:
         for w in range(first, first + count):
-            partition_of[w] = label
+            # Warps that run partitions of several warp_specialize calls get every label.
+            known = partition_of.get(w)
+            partition_of[w] = label if known is None or label in known.split(" / ") else \
+                f"{known} / {label}"
     timeline = Timeline(kernel, "ns")
     for linear in range(programs):
         program = (linear % grid3[0], linear // grid3[0] % grid3[1],

@@ -114,6 +114,14 @@ def test_a_debug_wait_spins_on_try_wait_within_a_globaltimer_budget(monkeypatch)
     assert debug.metadata["debug"]["wait_ms"] == 250
 
 
+def test_on_sm80_the_debug_wait_spins_on_test_wait():
+    debug = gluon.compile(lonely_wait_kernel, {"out_ptr": "*i32"}, target="sm_80", debug=True)
+    ptx = debug.asm["ptx"]
+    assert "mbarrier.test_wait.parity.shared.b64 done, [%rd1], %r1;\n@done bra ok;" in ptx
+    assert "setp.lt.u64 late, t1, 1000000000;" in ptx and "try_wait" not in ptx
+    assert debug.asm["cubin"][:4] == b"\x7fELF"
+
+
 def _record(kind, site, program, thread, phase, value, extent, arg):
     words = np.zeros(RECORD_WORDS, np.uint32)
     words[:8] = [1, kind, site, *program, thread, phase]
