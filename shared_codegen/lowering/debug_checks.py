@@ -1,5 +1,5 @@
 """Device side of the GPU debug mode (`debug=True` at launch, SC_DEVICE_DEBUG=1): bounds checks
-on global loads and stores, and mbarrier waits with a time budget. Nothing here runs unless a
+on global loads, stores and atomics, and mbarrier waits with a time budget. Nothing here runs unless a
 debug variant is compiled, so a kernel compiled without debug gets no instruction of it.
 
 A debug variant takes hidden parameters after the kernel's own (the launcher passes them,
@@ -30,7 +30,7 @@ from llvmlite import ir
 
 from shared_codegen.ir.types import PointerType, TensorType, scalar_of
 
-KIND_LOAD, KIND_STORE, KIND_WAIT = 1, 2, 3
+KIND_LOAD, KIND_STORE, KIND_WAIT, KIND_ATOMIC = 1, 2, 3, 4
 RECORD_WORDS = 16
 NO_ARGUMENT = 0xFFFFFFFF
 I64 = ir.IntType(64)
@@ -94,7 +94,7 @@ class DebugChecks:
         site = self.site(ctx, op, what, name, dtype=dtype, elem_bytes=elem_bytes, vec=vec)
         outside = b.not_(inside)
         bad = outside if pred is None else b.and_(pred, outside)
-        kind = KIND_LOAD if what == "load" else KIND_STORE
+        kind = {"load": KIND_LOAD, "store": KIND_STORE, "atomic": KIND_ATOMIC}[what]
         ctx.inline_asm("{\n.reg .pred win;\n.reg .b32 old, t;\n@!$0 bra done;\n"
                        + _claim_and_fill(kind, site, "$1", phase=None, arg=arg_index)
                        + "st.global.u64 [$1+32], $2;\nst.global.u64 [$1+40], $3;\n"
@@ -182,4 +182,4 @@ def hidden_param_count(fn) -> int:
 
 
 __all__ = ["DebugChecks", "setup", "hidden_param_count", "KIND_LOAD", "KIND_STORE",
-           "KIND_WAIT", "RECORD_WORDS", "NO_ARGUMENT"]
+           "KIND_WAIT", "KIND_ATOMIC", "RECORD_WORDS", "NO_ARGUMENT"]

@@ -17,8 +17,8 @@ import sys
 import numpy as np
 
 from shared_codegen.errors import DeviceDeadlockError, DeviceOutOfBoundsError
-from shared_codegen.lowering.debug_checks import (KIND_LOAD, KIND_STORE, NO_ARGUMENT,
-                                                  RECORD_WORDS)
+from shared_codegen.lowering.debug_checks import (KIND_ATOMIC, KIND_LOAD, KIND_STORE,
+                                                  NO_ARGUMENT, RECORD_WORDS)
 
 # An argument passed as a bare address has no known extent: its accesses pass every check.
 UNKNOWN_EXTENT = (1 << 63) - 1
@@ -97,7 +97,7 @@ def decode_record(kernel_name: str, info: dict, words: np.ndarray):
     who = f"(program id {program}, thread {thread}, {partition})"
     record = {"kernel": kernel_name, "file": site["file"], "line": site["line"],
               "program": program, "thread": thread, "partition": partition}
-    if kind in (KIND_LOAD, KIND_STORE):
+    if kind in (KIND_LOAD, KIND_STORE, KIND_ATOMIC):
         what = site["what"]
         record.update(kind=what)
         if arg == NO_ARGUMENT:

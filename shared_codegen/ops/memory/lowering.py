@@ -368,6 +368,8 @@ def lower_atomic_rmw(op, ctx):
             owned.append(owned[r & ~free_regs])
             continue
         pred = _and(ctx, masks[r] if masks is not None else None, rep)
+        if ctx.debug is not None:  # debug mode: an access outside its argument is skipped
+            pred = ctx.debug.checked(ctx, op, "atomic", ptr, ptrs[r], elem, 1, pred)
         if float_minmax:
             owned.append(_float_minmax(ctx, op, kind, elem, ptrs[r], vals[r], pred))
         else:
@@ -393,8 +395,11 @@ def lower_atomic_cas(op, ctx):
         if r & free_regs:
             owned.append(owned[r & ~free_regs])
             continue
+        pred = rep
+        if ctx.debug is not None:  # debug mode: an access outside its argument is skipped
+            pred = ctx.debug.checked(ctx, op, "atomic", ptr, ptrs[r], elem, 1, pred)
         owned.append(_atomic(ctx, op, f"cas.b{_mem_bits(elem)}", elem, ptrs[r],
-                             [cmps[r], vals[r]], rep))
+                             [cmps[r], vals[r]], pred))
     res = _broadcast_results(ctx, op, ptr.type if tensor else None, owned) if rep is not None \
         else owned
     return [res if tensor else res[0]]

@@ -107,3 +107,9 @@ def ping_pong_kernel(in_ptr, out_ptr, ROUNDS: gl.constexpr):
     gl.warp_specialize([(_consume, (out_ptr, smem, bars.index(0), bars.index(1), ROUNDS)),
                         (_produce, (in_ptr, smem, bars.index(0), bars.index(1), ROUNDS))],
                        [1], [64])
+
+
+@tile.jit
+def histogram_kernel(x_ptr, bins_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.atomic_add(bins_ptr + x, 1)  # the bin update

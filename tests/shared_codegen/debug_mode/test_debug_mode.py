@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 from debug_kernels import (FILE, add_kernel, line_of, lonely_wait_kernel,
-                           shifted_copy_kernel, walking_pointer_kernel)
+                           histogram_kernel, shifted_copy_kernel, walking_pointer_kernel)
 
 import gluon
 import tile
@@ -187,6 +187,24 @@ def test_a_pointer_carried_through_a_loop_is_checked_against_every_argument():
         f"`walking_pointer_kernel`: address 0x7f00001000 is inside no pointer argument "
         f"(program id (0, 0, 0), thread 3, default partition); the load was not performed\n"
         f"    acc += tl.load(p)  # a pointer carried through the loop")
+
+
+def test_atomics_are_checked_and_reported_as_atomics():
+    kernel = tile.compile(histogram_kernel, {"x_ptr": "*i32", "bins_ptr": "*i32"},
+                          {"BLOCK": 128}, debug=True)
+    info = kernel.metadata["debug"]
+    site = next(i for i, s in enumerate(info["sites"]) if s["what"] == "atomic")
+    assert info["sites"][site]["argument"] == "bins_ptr"
+    ptx = kernel.asm["ptx"]
+    assert re.search(r"@%p\d+ atom\.acq_rel\.gpu\.global\.add\.u32", ptx)
+    assert re.search(r"st\.global\.u32 \[%rd\d+\+4\], 4;", ptx)  # kind 4: an atomic
+    error = decode_record("histogram_kernel", info,
+                          _record(4, site, (0, 0, 0), 9, 0, 4 * 70, 4 * 64, 1))
+    assert str(error) == (
+        f"{FILE}:{line_of('# the bin update')}: out-of-bounds atomic of `bins_ptr` in "
+        f"`histogram_kernel`: element offset 70 is outside [0, 64) (64 elements of int32) "
+        f"(program id (0, 0, 0), thread 9, default partition); the atomic was not performed\n"
+        f"    tl.atomic_add(bins_ptr + x, 1)  # the bin update")
 
 
 class _CudaArray:
