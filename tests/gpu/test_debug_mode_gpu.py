@@ -16,8 +16,8 @@ pytestmark = pytest.mark.gpu
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "shared_codegen",
                                                 "debug_mode")))
-from debug_kernels import (FILE, add_kernel, line_of, lonely_wait_kernel,  # noqa: E402
-                           ping_pong_kernel, shifted_copy_kernel)
+from debug_kernels import (FILE, add_kernel, histogram_kernel, line_of,  # noqa: E402
+                           lonely_wait_kernel, ping_pong_kernel, shifted_copy_kernel)
 
 import gluon  # noqa: E402
 import tile  # noqa: E402
@@ -59,6 +59,23 @@ def test_an_out_of_bounds_store_raises_and_is_not_performed(torch):
     assert torch.equal(out[1:], x[:-1]) and out[0].item() == -1.0
     _add_works(torch, debug=False)
     _add_works(torch, debug=True)  # a debug launch that passes raises nothing
+
+
+def test_an_out_of_bounds_atomic_raises_and_is_not_performed(torch):
+    x = torch.arange(128, device="cuda", dtype=torch.int32) % 64
+    x[9] = 70  # thread 9's bin is past the 64 bins
+    bins = torch.zeros(64, device="cuda", dtype=torch.int32)
+    with pytest.raises(tile.DeviceOutOfBoundsError) as info:
+        histogram_kernel[(1,)](x, bins, BLOCK=128, debug=True)
+    assert str(info.value) == (
+        f"{FILE}:{line_of('# the bin update')}: out-of-bounds atomic of `bins_ptr` in "
+        f"`histogram_kernel`: element offset 70 is outside [0, 64) (64 elements of int32) "
+        f"(program id (0, 0, 0), thread 9, default partition); the atomic was not performed\n"
+        f"    tl.atomic_add(bins_ptr + x, 1)  # the bin update")
+    expected = torch.full((64,), 2, device="cuda", dtype=torch.int32)
+    expected[9] = 1
+    assert torch.equal(bins, expected)
+    _add_works(torch, debug=False)
 
 
 def test_a_wait_nobody_arrives_on_raises_a_deadlock_within_seconds(torch):
