@@ -65,8 +65,8 @@ def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", nu
     from shared_codegen.tracebacks import user_facing
 
     try:
-        return compile_for_target(kernel, signature, constexprs, target, num_warps, debug,
-                                  timeline)
+        return compile_for_target(kernel, signature, constexprs, target, num_warps,
+                                  debug=debug, timeline=timeline)
     except KernelError as error:
         # The traceback ends at the kernel line, without the compiler's frames.
         raise user_facing(error, kernel)
