@@ -401,8 +401,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
 
         def build(inits):
             op = ForOp.build(self.builder, lb.handle, ub.handle, st.handle,
-                             [v.handle for v in inits], iv_name=iv_name)
-            op.attrs.update({} if num_stages is None else {"num_stages": num_stages})
+                             [v.handle for v in inits], iv_name=iv_name, num_stages=num_stages)
             block = op.regions[0].block
             before = dict(self.scope)
             with self.builder.at_end_of(block):
