@@ -6,7 +6,8 @@
 kernels use too.
 
 The ops behind them are in `shared_codegen/ops/tensor_memory/` and `shared_codegen/ops/tcgen05/`.
-Not here yet: `tcgen05_mma_scaled`, the packed float2 math.
+`float2` holds the packed fp32x2 math (`Float2Tensor`, `pack`, `fma`, ...).
+Not here yet: `tcgen05_mma_scaled`.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from gluon.language.nvidia.blackwell._tcgen05 import (tcgen05_commit, tcgen05_co
 from gluon.language.nvidia.blackwell._tmem import (allocate_tensor_memory, get_tmem_reg_layout,
                                                    tensor_memory_descriptor,
                                                    tensor_memory_descriptor_type)
+from gluon.language.nvidia.blackwell import float2
 from gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 from shared_codegen.frontend.values import builtin
 from shared_codegen.layouts import TensorMemoryLayout, TensorMemoryScalesLayout
 
 __all__ = ["TensorMemoryLayout", "TensorMemoryScalesLayout", "allocate_tensor_memory",
-           "async_copy", "fence_async_shared", "get_tmem_reg_layout", "mbarrier", "mma_v2",
+           "async_copy", "fence_async_shared", "float2", "get_tmem_reg_layout", "mbarrier", "mma_v2",
            "tcgen05_commit", "tcgen05_copy", "tcgen05_mma", "tcgen05_mma_scaled",
            "tensor_memory_descriptor", "tensor_memory_descriptor_type", "tma"]
 
