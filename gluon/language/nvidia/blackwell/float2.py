@@ -14,12 +14,30 @@ go through `inline_asm_elementwise`, which the interpreter runs with its PTX sub
 
 from __future__ import annotations
 
-from gluon.jit import jit
 from gluon import language as gl
 from shared_codegen.frontend.aggregates import aggregate
 from shared_codegen.frontend.codegen import constexpr_function
+from shared_codegen.frontend.jit import JITFunction, Language
 
 __all__ = ["pack2", "unpack2", "pack", "unpack", "fma", "full_like", "Float2Tensor"]
+
+
+def _semantic(builder):
+    from gluon.language._semantic import GluonSemantic
+    return GluonSemantic(builder)
+
+
+def _no_stages():
+    raise TypeError("the float2 functions are called from @gluon.jit kernels, not launched")
+
+
+# These helpers are only ever inlined into the calling kernel (which brings its own stages);
+# a Language of their own keeps gluon.language from importing gluon.jit (a package cycle).
+_HELPERS = Language("gluon", _semantic, _no_stages)
+
+
+def jit(fn):
+    return JITFunction(fn, _HELPERS)
 
 
 @jit
