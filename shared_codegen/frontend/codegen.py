@@ -359,7 +359,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                     self.assign(node.target, i)
                     self.visit_statements(node.body)
                 return
-            self.runtime_for(node, bounds)
+            self.runtime_for(node, bounds, unwrap(getattr(it, "num_stages", None)))
             return
         if isinstance(it, (tuple, list)):
             for item in it:
@@ -380,7 +380,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                 names.append(name)
         return names
 
-    def runtime_for(self, node, bounds):
+    def runtime_for(self, node, bounds, num_stages=None):
         start, end, step = bounds
         if not is_tensor(step) and step == 0:
             raise self.error(node.iter, "range() step must not be zero")
@@ -399,7 +399,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
 
         def build(inits):
             op = ForOp.build(self.builder, lb.handle, ub.handle, st.handle,
-                             [v.handle for v in inits], iv_name=iv_name)
+                             [v.handle for v in inits], iv_name=iv_name, num_stages=num_stages)
             block = op.regions[0].block
             before = dict(self.scope)
             with self.builder.at_end_of(block):

@@ -25,6 +25,7 @@ from tile.language.core import (CompileTimeAssertionFailure, PropagateNan, arang
                                 multiple_of, num_programs, permute, program_id, range, reduce,
                                 reshape, static_assert, static_print, static_range, store, trans,
                                 view, where)
+from tile.language._dot import dot
 from tile.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,
                                 rsqrt, sin, sqrt, sqrt_rn, umulhi)
 from tile.language.inline_asm import inline_asm_elementwise
@@ -57,6 +58,8 @@ __all__ = [
     "where", "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
     "rsqrt", "abs", "sin", "cos", "erf", "floor", "ceil", "fma", "umulhi", "fdiv", "div_rn",
     "sigmoid", "softmax", "cdiv",
+    # linear algebra
+    "dot",
     # reductions and scans
     "reduce", "sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce_or",
     "associative_scan", "cumsum", "cumprod",
