@@ -8,8 +8,7 @@ language's semantic object builds. Control flow on compile-time values is resolv
 assigns. Calls to other jitted functions are inlined, so passes never see calls.
 
 Every error raised while generating a statement is re-raised as a `CompilationError` naming
-the kernel file, line and source line.
-"""
+the kernel file, line and source line."""
 
 from __future__ import annotations
 
@@ -65,8 +64,7 @@ def constexpr_function(fn):
 
 
 class RangeSpec:
-    """`range(...)` inside a kernel: a runtime loop unless every bound is compile-time and the
-    loop is static (`static=True` for tl.static_range)."""
+    """`range(...)` in a kernel: runtime unless static (tl.static_range, compile-time bounds)."""
 
     def __init__(self, start, end=None, step=1, static=False, **loop_attrs):
         if end is None:
@@ -575,6 +573,8 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
     def binary(self, op_type, lhs, rhs, node):
         lhs, rhs = unwrap(lhs), unwrap(rhs)
         name, py = PY_BINOPS[op_type]
+        if (method := aggregates.operator_method(lhs, py)) is not None:  # a @jit `__add__`..
+            return self.call_function(method, [lhs, rhs], {})
         if is_tensor(lhs) or is_tensor(rhs):
             if name == "pow":
                 raise self.error(node, "`**` is not supported on runtime values; use "
