@@ -8,8 +8,7 @@ language's semantic object builds. Control flow on compile-time values is resolv
 assigns. Calls to other jitted functions are inlined, so passes never see calls.
 
 Every error raised while generating a statement is re-raised as a `CompilationError` naming
-the kernel file, line and source line.
-"""
+the kernel file, line and source line."""
 
 from __future__ import annotations
 
@@ -65,8 +64,7 @@ def constexpr_function(fn):
 
 
 class RangeSpec:
-    """`range(...)` inside a kernel: a runtime loop unless every bound is compile-time and the
-    loop is static (`static=True` for tl.static_range)."""
+    """`range(...)` in a kernel: runtime unless static (tl.static_range, compile-time bounds)."""
 
     def __init__(self, start, end=None, step=1, static=False, **loop_attrs):
         if end is None:
@@ -400,8 +398,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
 
         def build(inits):
             op = ForOp.build(self.builder, lb.handle, ub.handle, st.handle,
-                             [v.handle for v in inits], iv_name=iv_name)
-            op.attrs.update({} if num_stages is None else {"num_stages": num_stages})
+                             [v.handle for v in inits], iv_name=iv_name, num_stages=num_stages)
             block = op.regions[0].block
             before = dict(self.scope)
             with self.builder.at_end_of(block):
@@ -575,6 +572,8 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
     def binary(self, op_type, lhs, rhs, node):
         lhs, rhs = unwrap(lhs), unwrap(rhs)
         name, py = PY_BINOPS[op_type]
+        if (method := aggregates.operator_method(lhs, py)) is not None:  # a @jit `__add__`..
+            return self.call_function(method, [lhs, rhs], {})
         if is_tensor(lhs) or is_tensor(rhs):
             if name == "pow":
                 raise self.error(node, "`**` is not supported on runtime values; use "

@@ -36,7 +36,8 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Set
 
 from shared_codegen.ir.builder import Builder
-from shared_codegen.ir.core import Block, Module, Operation, Value, replace_all_uses
+from shared_codegen.ir.core import (Block, MemoryEffect, Module, Operation, Value,
+                                    replace_all_uses)
 from shared_codegen.ir.passes import erase_op, insert_after, insert_before
 from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32
 from shared_codegen.layouts import SwizzledSharedLayout, to_linear_layout
@@ -193,9 +194,22 @@ def _may_stay_in_flight(dot: Operation, block: Block, pipelined) -> bool:
     return True
 
 
+def _writes_global(block: Block) -> bool:
+    return any(MemoryEffect.WRITE_GLOBAL in op.opdef.memory_effects
+               or any(_writes_global(r.block) for r in op.regions)
+               for op in block.ops)
+
+
+def _index_load(op: Operation, block: Block) -> bool:
+    """A load whose value only forms addresses (a paged KV cache's block-table entries):
+    it may be issued ahead with the ringed loads when nothing in the loop writes global
+    memory, so reading it S-1 iterations early reads the same values (as Triton does)."""
+    return _is(op, LoadOp) and not op.attrs.get("volatile") and not _writes_global(block)
+
+
 def _deps(block: Block, roots, stage0: Set[Operation], allowed) -> bool:
     """Add `roots` and the body ops they depend on to `stage0`; False when one has side
-    effects or regions (only `allowed`, the loads, may)."""
+    effects or regions (only `allowed`, the loads, and index loads may)."""
     work = list(roots)
     while work:
         op = work.pop()
@@ -203,7 +217,7 @@ def _deps(block: Block, roots, stage0: Set[Operation], allowed) -> bool:
             continue
         # Casts count as pure here (CSE keeps them apart only for their rounding modes).
         if op.regions or (op not in allowed and not op.opdef.is_pure(op)
-                          and not _is(op, CastOp)):
+                          and not _is(op, CastOp) and not _index_load(op, block)):
             return False
         stage0.add(op)
         for v in op.operands:
@@ -380,6 +394,9 @@ def _predicated_mask(at: _At, load: Operation, mapping, pred: Value) -> Value:
     """The load's mask (mapped) and-ed with the scalar `pred` (this iteration exists)."""
     ptr, mask, _ = LoadOp.parts(load)
     ty = ptr.type
+    if not isinstance(ty, TensorType):  # a scalar index load
+        return pred if mask is None else BinaryOp.build(at.b, _INT_AND,
+                                                        mapping.get(mask, mask), pred)
     mask_ty = TensorType(tuple(ty.shape), int1, ty.layout)
     splat = SplatOp.build(at.b, pred, ty.shape, ty.layout)
     if mask is None:
@@ -396,6 +413,13 @@ def _issue(at: _At, plan: _Plan, ops: List[Operation], mapping, slot: Value,
     by_load = {o.load: o for o in plan.operands}
     for op in ops:
         operand = by_load.get(op)
+        if operand is None and _is(op, LoadOp):  # an index load: masked off past the end
+            ptr, _, other = LoadOp.parts(op)
+            mask = _predicated_mask(at, op, mapping, pred)
+            mapping[op.result] = LoadOp.build(
+                at.b, mapping.get(ptr, ptr), mask, None if other is None else
+                mapping.get(other, other), op.attrs.get("cache", ""), op.attrs.get("evict", ""))
+            continue
         if operand is None:
             _clone(op, mapping, at.b)
             continue

@@ -71,11 +71,13 @@ class ForOp(OpDef):
     axis_region_rule = staticmethod(AxisAnalysis.visit_for)
 
     @staticmethod
-    def build(b, lb, ub, step, inits, iv_name=""):
+    def build(b, lb, ub, step, inits, iv_name="", num_stages=None):
         region = Region([lb.type] + [v.type for v in inits])
         region.block.args[0].name_hint = iv_name
+        # num_stages: tl.range's software-pipelining depth for this loop, checked there.
+        attrs = {} if num_stages is None else {"num_stages": num_stages}
         return b.create("scf.for", [lb, ub, step] + list(inits), [v.type for v in inits],
-                        regions=[region])
+                        attrs, regions=[region])
 
     def verify(self, op):
         lb, ub, step = op.operands[:3]

@@ -1,0 +1,147 @@
+"""Paged decode attention (examples/flash_attention/paged_decode.py): the identical kernel
+source compiled by this project's tile DSL and by Triton 3.6 (the file imported twice, once
+with PAGED_DECODE_FRONTEND=triton), and the KV cache's read bandwidth against a
+device-to-device copy timed in the same run. Medians of interleaved rounds.
+
+    python3 benchmarks/paged_decode.py                       # batch 1..128, context 1k..128k
+    python3 benchmarks/paged_decode.py --batches 1 32 --contexts 8192 --dtypes float16 \\
+        --rounds 20 --json out.json
+
+Shapes: H = 32 query heads over H_kv = 8 KV heads (GQA 4), D = 128, 16-key cache blocks (as
+vLLM's default), every sequence at the full context, blocks scattered at random. Each row:
+microseconds for ours and Triton, ours / Triton (above 1: ours is faster), and the KV bytes
+read per second as a percentage of the copy's (bytes read + written) per second. Cases
+whose cache would exceed --max-gb are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+from _bench import gpu_torch, interleaved_medians  # noqa: E402
+
+KERNEL_FILE = os.path.join(HERE, "..", "examples", "flash_attention", "paged_decode.py")
+
+
+def load_kernel_module(frontend: str):
+    """paged_decode.py imported for `frontend` ('tile' or 'triton')."""
+    os.environ["PAGED_DECODE_FRONTEND"] = frontend
+    spec = importlib.util.spec_from_file_location(f"paged_decode_{frontend}", KERNEL_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_case(torch, batch, context, dtype, H, H_kv, D, block_size, seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    blocks_per_seq = -(-context // block_size)
+    num_blocks = batch * blocks_per_seq
+    dt = getattr(torch, dtype)
+    table = torch.randperm(num_blocks, device="cuda", generator=gen).to(torch.int32)
+    table = table.reshape(batch, blocks_per_seq)
+    q = torch.randn((batch, H, D), device="cuda", dtype=dt, generator=gen)
+    k = torch.randn((num_blocks, block_size, H_kv, D), device="cuda", dtype=dt, generator=gen)
+    v = torch.randn_like(k)
+    seq_lens = torch.full((batch,), context, device="cuda", dtype=torch.int32)
+    return q, k, v, table, seq_lens
+
+
+def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsize):
+    """One row: ours, Triton and the copy timed interleaved (the buffers die on return)."""
+    H, H_kv = args.heads
+    D = args.head_dim
+    q, k, v, table, seq_lens = make_case(torch, batch, context, dtype, H, H_kv, D,
+                                         args.block_size)
+    # The copy: a buffer as large as the cache read (capped at 2 GB), copied
+    # device to device; its bandwidth counts bytes read plus written.
+    copy_elems = min(kv_bytes, 2 * 10 ** 9) // 2 // itemsize
+    src = torch.empty(copy_elems, device="cuda", dtype=q.dtype)
+    dst = torch.empty_like(src)
+    fns = {"ours": lambda: ours.paged_decode(q, k, v, table, seq_lens),
+           "copy": lambda: dst.copy_(src)}
+    if theirs is not None:
+        fns["triton"] = lambda: theirs.paged_decode(q, k, v, table, seq_lens)
+    row = {"dtype": dtype, "batch": batch, "context": context, "H": H,
+           "H_kv": H_kv, "D": D, "block_size": args.block_size,
+           "num_splits": ours.choose_num_splits(
+               batch, H_kv, -(-context // ours.default_config(D)["BLOCK_N"]),
+               torch.cuda.get_device_properties(0).multi_processor_count)}
+    if theirs is not None:
+        a, b = fns["ours"]().float(), fns["triton"]().float()
+        row["max_abs_diff_vs_triton"] = float((a - b).abs().max())
+    med = interleaved_medians(fns, args.rounds, torch)
+    copy_gbs = 2 * copy_elems * itemsize / med["copy"] / 1e6
+    row["copy_GB/s"] = copy_gbs
+    for name in ("ours", "triton"):
+        if name in med:
+            gbs = kv_bytes / med[name] / 1e6
+            row[name] = {"us": med[name] * 1e3, "GB/s": gbs,
+                         "pct_copy": 100 * gbs / copy_gbs}
+    tri = row.get("triton")
+    if tri:
+        row["ours/triton"] = med["triton"] / med["ours"]
+    print(f"{dtype:9s} {batch:5d} {context:7d} {row['num_splits']:6d} "
+          f"{row['ours']['us']:8.1f} "
+          f"{tri['us'] if tri else float('nan'):9.1f} "
+          f"{row.get('ours/triton', float('nan')):8.3f} "
+          f"{row['ours']['GB/s']:9.0f} {row['ours']['pct_copy']:5.1f}% "
+          f"{tri['pct_copy'] if tri else float('nan'):9.1f}%")
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 128])
+    p.add_argument("--contexts", type=int, nargs="+", default=[1024, 8192, 32768, 131072])
+    p.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"],
+                   choices=["float16", "bfloat16"])
+    p.add_argument("--heads", type=int, nargs=2, default=[32, 8], metavar=("H", "H_KV"))
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--max-gb", type=float, default=24.0, help="skip larger KV caches")
+    p.add_argument("--no-triton", action="store_true", help="skip Triton (not installed)")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args(argv)
+    torch = gpu_torch("paged_decode.py")
+    if torch is None:
+        return 0
+    ours = load_kernel_module("tile")
+    theirs = None if args.no_triton else load_kernel_module("triton")
+    H, H_kv = args.heads
+    D = args.head_dim
+    print(f"device: {torch.cuda.get_device_name()}; H={H}, H_kv={H_kv}, D={D}, "
+          f"block_size={args.block_size}")
+    print(f"{'dtype':9s} {'batch':>5s} {'context':>7s} {'splits':>6s} {'ours us':>8s} "
+          f"{'triton us':>9s} {'ours/tri':>8s} {'ours GB/s':>9s} {'% copy':>6s} "
+          f"{'tri % copy':>10s}")
+    results = []
+    for dtype in args.dtypes:
+        for batch in args.batches:
+            for context in args.contexts:
+                itemsize = torch.empty((), dtype=getattr(torch, dtype)).element_size()
+                kv_bytes = 2 * batch * context * H_kv * D * itemsize
+                if kv_bytes > args.max_gb * 1e9:
+                    print(f"{dtype:9s} {batch:5d} {context:7d}  skipped: KV cache "
+                          f"{kv_bytes / 1e9:.1f} GB > --max-gb {args.max_gb}")
+                    continue
+                row = run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes,
+                               itemsize)
+                torch.cuda.empty_cache()
+                results.append(row)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

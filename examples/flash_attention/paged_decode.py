@@ -1,0 +1,375 @@
+"""Paged decode attention ("flash decoding") in the tile DSL.
+
+    o = paged_decode(q, k_cache, v_cache, block_table, seq_lens)
+
+One step of autoregressive decoding against a KV cache kept in fixed-size blocks, as
+inference servers (vLLM's PagedAttention) store it:
+
+- q: (batch, H, D), one new token per sequence, or (batch, T, H, D) for T tokens at once
+  (speculative decoding; token t sees the keys up to position seq_len - T + t);
+- k_cache, v_cache: (num_blocks, block_size, H_kv, D); block_size 16, 32, 64 or 128;
+- block_table: int32 (batch, max_blocks), the cache block holding each sequence's j-th
+  block_size keys;
+- seq_lens: int32 (batch,), the keys each sequence has (the new tokens included);
+- returns (batch, H, D) (or (batch, T, H, D)) in q's dtype, fp16 or bf16; D in 64, 128, 256.
+
+How the work is laid out:
+
+- **GQA in the M dimension.** One program serves one KV head: the H / H_kv query heads that
+  share it (times T tokens) are the rows of the Q tile, padded to 16 (the smallest MMA M)
+  and masked, so every K/V byte is read once per KV head and feeds `tl.dot`.
+- **Tiles of BLOCK_N keys, not of cache blocks.** A tile's rows are gathered through the
+  block table (position -> block, slot), so small cache blocks still give 64-key tiles.
+- **Split-KV.** When batch x H_kv programs are too few to fill the GPU, each sequence's
+  tiles are cut into NUM_SPLITS contiguous ranges; every range writes its normalised
+  partial output and log-sum-exp, and a second small kernel merges them by their LSE.
+- **CUDA graphs.** The grid is (batch x H_kv, NUM_SPLITS): it depends on shapes only, never
+  on seq_lens. Ranges past a sequence's end exit at once; the merge kernel skips them by the
+  same arithmetic.
+
+The file is written against Triton's names only (`import tile as triton`): with
+PAGED_DECODE_FRONTEND=triton it imports Triton 3.6 instead, and the same kernels run there
+(benchmarks/paged_decode.py times both).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+if os.environ.get("PAGED_DECODE_FRONTEND") == "triton":
+    import triton
+    import triton.language as tl
+else:
+    import tile as triton
+    import tile.language as tl
+
+BLOCK_SIZES = (16, 32, 64, 128)
+HEAD_DIMS = (64, 128, 256)
+DTYPES = ("float16", "bfloat16")
+MAX_ROWS = 128       # query heads per KV head x tokens: the rows of one Q tile
+MAX_SPLITS = 256
+DEFAULT_SM_COUNT = 132  # the H100's, for the split heuristic when running on numpy
+
+
+@triton.jit
+def _paged_decode_split(
+        Q, K_cache, V_cache, Block_table, Seq_lens, Out, Part_o, Part_lse,
+        qk_scale, H_kv,
+        stride_qb, stride_qt, stride_qh,
+        stride_kb, stride_ks, stride_kh,
+        stride_vb, stride_vs, stride_vh,
+        stride_tb,
+        stride_ob, stride_ot, stride_oh,
+        T: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
+        BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr):
+    """One (sequence, KV head, key range): online softmax over the range's tiles."""
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    batch = pid // H_kv
+    kv_head = pid % H_kv
+    seq_len = tl.load(Seq_lens + batch)
+    num_tiles = tl.cdiv(seq_len, BLOCK_N)
+    tiles_per_split = tl.cdiv(num_tiles, NUM_SPLITS)
+    first = split * tiles_per_split
+    last = tl.minimum(first + tiles_per_split, num_tiles)
+    if NUM_SPLITS > 1:
+        if first >= last:
+            return  # past the sequence's end; _paged_decode_merge skips this range
+
+    # Row r of the Q tile is query head kv_head * GROUP + r % GROUP of token r // GROUP.
+    rows = tl.arange(0, BLOCK_M)
+    token = rows // GROUP
+    head = kv_head * GROUP + rows % GROUP
+    row_ok = rows < T * GROUP
+    dims = tl.arange(0, HEAD_DIM)
+    batch64 = batch.to(tl.int64)
+    q_rows = batch64 * stride_qb + token * stride_qt + head * stride_qh
+    q = tl.load(Q + q_rows[:, None] + dims[None, :], mask=row_ok[:, None], other=0.0)
+    # Token t is at position seq_len - T + t and sees the keys before and at it.
+    visible = seq_len - T + 1 + token
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    cols = tl.arange(0, BLOCK_N)
+    table = Block_table + batch64 * stride_tb
+    for tile_index in range(first, last):
+        pos = tile_index * BLOCK_N + cols
+        in_seq = pos < seq_len
+        block = tl.load(table + pos // BLOCK_SIZE, mask=in_seq, other=0).to(tl.int64)
+        slot = pos % BLOCK_SIZE
+        k_rows = block * stride_kb + slot * stride_ks + kv_head * stride_kh
+        k = tl.load(K_cache + k_rows[:, None] + dims[None, :], mask=in_seq[:, None], other=0.0)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        s = tl.where(pos[None, :] < visible[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        # A row that has seen no key yet keeps m = -inf; subtract 0 there instead of -inf.
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - m_safe[:, None])
+        alpha = tl.math.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v_rows = block * stride_vb + slot * stride_vs + kv_head * stride_vh
+        v = tl.load(V_cache + v_rows[:, None] + dims[None, :], mask=in_seq[:, None], other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+
+    o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]  # rows that saw no key: o = 0
+    if NUM_SPLITS == 1:
+        o_rows = batch64 * stride_ob + token * stride_ot + head * stride_oh
+        tl.store(Out + o_rows[:, None] + dims[None, :], o.to(Out.dtype.element_ty),
+                 mask=row_ok[:, None])
+    else:
+        # Partial results, row ((batch * T + token) * H + head) * NUM_SPLITS + split.
+        part = ((batch64 * T + token) * (H_kv * GROUP) + head) * NUM_SPLITS + split
+        lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.math.log2(l_i))  # base 2
+        tl.store(Part_o + part[:, None] * HEAD_DIM + dims[None, :], o, mask=row_ok[:, None])
+        tl.store(Part_lse + part, lse, mask=row_ok)
+
+
+@triton.jit
+def _paged_decode_merge(
+        Part_o, Part_lse, Seq_lens, Out, H,
+        stride_ob, stride_ot, stride_oh,
+        T: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+        NUM_SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr):
+    """One output row: the live ranges' partial outputs weighted by exp2(lse - max lse)."""
+    row = tl.program_id(0)  # (batch * T + token) * H + head
+    head = row % H
+    token = (row // H) % T
+    batch = row // (H * T)
+    seq_len = tl.load(Seq_lens + batch)
+    tiles_per_split = tl.cdiv(tl.cdiv(seq_len, BLOCK_N), NUM_SPLITS)
+    splits = tl.arange(0, SPLITS_POW2)
+    # The same arithmetic as _paged_decode_split: ranges that start past the end never ran.
+    live = (splits < NUM_SPLITS) & (splits * tiles_per_split < tl.cdiv(seq_len, BLOCK_N))
+    part = row.to(tl.int64) * NUM_SPLITS + splits
+    lse = tl.load(Part_lse + part, mask=live, other=float("-inf"))
+    m = tl.max(lse, 0)
+    weight = tl.math.exp2(lse - tl.where(m == float("-inf"), 0.0, m))
+    dims = tl.arange(0, HEAD_DIM)
+    o = tl.load(Part_o + part[:, None] * HEAD_DIM + dims[None, :], mask=live[:, None], other=0.0)
+    total = tl.sum(weight, 0)
+    o = tl.sum(o * weight[:, None], 0) / tl.where(total == 0.0, 1.0, total)
+    o_row = batch.to(tl.int64) * stride_ob + token * stride_ot + head * stride_oh
+    tl.store(Out + o_row + dims, o.to(Out.dtype.element_ty))
+
+
+# ---- host side ---------------------------------------------------------------------------
+
+def _is_numpy(x) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def _dtype_name(x) -> str:
+    return x.dtype.name if _is_numpy(x) else str(x.dtype).removeprefix("torch.")
+
+
+def _strides(x) -> tuple:
+    if _is_numpy(x):
+        return tuple(s // x.itemsize for s in x.strides)
+    return tuple(x.stride())
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << (max(1, n) - 1).bit_length()
+
+
+def default_config(head_dim: int) -> dict:
+    """BLOCK_N (keys per tile), num_warps and num_stages: 64-key tiles whatever the cache
+    block size, since tiles gather across blocks (the K and V rings take 48 KB of shared
+    memory at D = 128, so several programs share an SM), and a 3-deep cp.async ring (2 for
+    D = 256, whose tiles are twice as large)."""
+    return dict(BLOCK_N=64, num_warps=4, num_stages=2 if head_dim == 256 else 3)
+
+
+def choose_num_splits(batch: int, kv_heads: int, max_tiles: int, sm_count: int) -> int:
+    """Key ranges per (sequence, KV head): enough programs for about two per SM, but at
+    least two tiles per range (the merge and the partial writes are not free), and 1 when
+    batch x H_kv already fills the GPU. It depends on shapes only (max_tiles comes from the
+    block table's width), so a CUDA graph captured once stays valid for any seq_lens."""
+    programs = batch * kv_heads
+    if programs >= sm_count:
+        return 1
+    want = -(-2 * sm_count // programs)
+    return max(1, min(want, max_tiles // 2, 64))
+
+
+def _sm_count(x) -> int:
+    if _is_numpy(x):
+        return DEFAULT_SM_COUNT
+    import torch
+    return torch.cuda.get_device_properties(x.device).multi_processor_count
+
+
+def _check(q, k_cache, v_cache, block_table, seq_lens):
+    """(batch, T, H, D, block_size, H_kv) after checking every argument's shape and dtype."""
+    if q.ndim not in (3, 4):
+        raise ValueError(f"paged_decode: q must be (batch, H, D) or (batch, T, H, D), got "
+                         f"shape {tuple(q.shape)}")
+    batch, T, H, D = (q.shape[0], 1, *q.shape[1:]) if q.ndim == 3 else tuple(q.shape)
+    for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if x.ndim != 4:
+            raise ValueError(f"paged_decode: {name} must be (num_blocks, block_size, H_kv, D), "
+                             f"got shape {tuple(x.shape)}")
+    if tuple(k_cache.shape) != tuple(v_cache.shape):
+        raise ValueError(f"paged_decode: k_cache and v_cache must have the same shape, got "
+                         f"{tuple(k_cache.shape)} and {tuple(v_cache.shape)}")
+    _, block_size, H_kv, Dk = k_cache.shape
+    if Dk != D:
+        raise ValueError(f"paged_decode: k_cache has head dim {Dk} but q has {D}; they must "
+                         f"match")
+    if D not in HEAD_DIMS:
+        raise ValueError(f"paged_decode: head dim D = {D} is not supported; allowed: "
+                         f"{', '.join(map(str, HEAD_DIMS))}")
+    if block_size not in BLOCK_SIZES:
+        raise ValueError(f"paged_decode: block_size = {block_size} (k_cache.shape[1]) is not "
+                         f"supported; allowed: {', '.join(map(str, BLOCK_SIZES))}")
+    if H % H_kv:
+        raise ValueError(f"paged_decode: q has H = {H} heads, not a multiple of the cache's "
+                         f"H_kv = {H_kv}")
+    if T * (H // H_kv) > MAX_ROWS:
+        raise ValueError(f"paged_decode: T x H / H_kv = {T} x {H // H_kv} query rows per KV "
+                         f"head is more than {MAX_ROWS}")
+    names = {n: _dtype_name(x) for n, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache))}
+    for n, dt in names.items():
+        if dt not in DTYPES:
+            raise ValueError(f"paged_decode: {n} has dtype {dt}; allowed: {', '.join(DTYPES)}")
+    if len(set(names.values())) != 1:
+        raise ValueError("paged_decode: q, k_cache and v_cache must share one dtype, got "
+                         + ", ".join(f"{n} {d}" for n, d in names.items()))
+    for n, x, shape in (("block_table", block_table, f"({batch}, max_blocks)"),
+                        ("seq_lens", seq_lens, f"({batch},)")):
+        if _dtype_name(x) != "int32":
+            raise ValueError(f"paged_decode: {n} must be int32, got {_dtype_name(x)}")
+        want_ndim = 2 if n == "block_table" else 1
+        if x.ndim != want_ndim or x.shape[0] != batch:
+            raise ValueError(f"paged_decode: {n} must have shape {shape}, got "
+                             f"{tuple(x.shape)}")
+    for n, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
+                 ("block_table", block_table)):
+        if _strides(x)[-1] != 1:
+            raise ValueError(f"paged_decode: {n}'s last dim must be contiguous (stride 1), "
+                             f"got strides {_strides(x)}")
+    kinds = {_is_numpy(x) for x in (q, k_cache, v_cache, block_table, seq_lens)}
+    if len(kinds) != 1:
+        raise ValueError("paged_decode: pass all arrays as numpy (interpreter) or all as "
+                         "CUDA tensors, not a mix")
+    if (_is_numpy(seq_lens) and batch and
+            int(seq_lens.max()) > block_table.shape[1] * block_size):
+        raise ValueError(f"paged_decode: seq_lens has {int(seq_lens.max())} keys but the "
+                         f"block table holds at most {block_table.shape[1]} x {block_size}")
+    return batch, T, H, D, block_size, H_kv
+
+
+def _empty(like, shape, dtype_name):
+    if _is_numpy(like):
+        import ml_dtypes
+        np_dtype = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+                    "float32": np.float32}[dtype_name]
+        return np.empty(shape, np_dtype)
+    import torch
+    return torch.empty(shape, device=like.device, dtype=getattr(torch, dtype_name))
+
+
+def paged_decode(q, k_cache, v_cache, block_table, seq_lens, *, sm_scale=None,
+                 num_splits=None, config=None):
+    """softmax(q k^T * sm_scale) v over each sequence's first seq_lens[b] cached keys.
+
+    numpy arrays run in the CPU interpreter, CUDA tensors on the GPU. `sm_scale` defaults
+    to 1/sqrt(D); `num_splits` (key ranges per sequence and KV head) to
+    `choose_num_splits`; `config` overrides `default_config` (BLOCK_N, num_warps,
+    num_stages). A sequence with seq_len 0 gets o = 0.
+    """
+    batch, T, H, D, block_size, H_kv = _check(q, k_cache, v_cache, block_table, seq_lens)
+    group = H // H_kv
+    cfg = dict(default_config(D), **(config or {}))
+    block_n = cfg["BLOCK_N"]
+    max_tiles = -(-block_table.shape[1] * block_size // block_n)
+    if num_splits is None:
+        num_splits = choose_num_splits(batch, H_kv, max_tiles, _sm_count(q))
+    elif not isinstance(num_splits, int) or not 1 <= num_splits <= MAX_SPLITS:
+        raise ValueError(f"paged_decode: num_splits must be an int from 1 to {MAX_SPLITS}, "
+                         f"got {num_splits!r}")
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    out = _empty(q, (batch, T, H, D), _dtype_name(q))
+    q4 = q if q.ndim == 4 else q.reshape(batch, 1, H, D)
+    if num_splits > 1:
+        part_o = _empty(q, (batch * T * H * num_splits, D), "float32")
+        part_lse = _empty(q, (batch * T * H * num_splits,), "float32")
+    else:
+        part_o = part_lse = _empty(q, (1,), "float32")
+    if batch == 0:
+        return out if q.ndim == 4 else out.reshape(batch, H, D)
+    sq, sk, sv, so = _strides(q4), _strides(k_cache), _strides(v_cache), _strides(out)
+    _paged_decode_split[(batch * H_kv, num_splits)](
+        q4, k_cache, v_cache, block_table, seq_lens, out, part_o, part_lse,
+        sm_scale * math.log2(math.e), H_kv,
+        sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2],
+        _strides(block_table)[0], so[0], so[1], so[2],
+        T=T, GROUP=group, BLOCK_M=max(16, _next_power_of_2(T * group)), HEAD_DIM=D,
+        BLOCK_SIZE=block_size, BLOCK_N=block_n, NUM_SPLITS=num_splits,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    if num_splits > 1:
+        _paged_decode_merge[(batch * T * H,)](
+            part_o, part_lse, seq_lens, out, H, so[0], so[1], so[2],
+            T=T, HEAD_DIM=D, BLOCK_N=block_n, NUM_SPLITS=num_splits,
+            SPLITS_POW2=_next_power_of_2(num_splits), num_warps=4)
+    return out if q.ndim == 4 else out.reshape(batch, H, D)
+
+
+# ---- reference and inputs ------------------------------------------------------------------
+
+def reference(q, k_cache, v_cache, block_table, seq_lens, sm_scale=None) -> np.ndarray:
+    """float64 numpy: gather each sequence's keys through the block table, then attend."""
+    q = np.asarray(q, np.float64)
+    squeeze = q.ndim == 3
+    if squeeze:
+        q = q[:, None]
+    batch, T, H, D = q.shape
+    _, block_size, H_kv, _ = k_cache.shape
+    group = H // H_kv
+    scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
+    out = np.zeros((batch, T, H, D))
+    for b in range(batch):
+        n = int(seq_lens[b])
+        blocks = block_table[b, :-(-n // block_size)] if n else block_table[b, :0]
+        k = np.asarray(k_cache[blocks], np.float64).reshape(-1, H_kv, D)[:n]
+        v = np.asarray(v_cache[blocks], np.float64).reshape(-1, H_kv, D)[:n]
+        for t in range(T):
+            visible = n - T + 1 + t
+            if visible <= 0:
+                continue
+            kh = np.repeat(k[:visible], group, axis=1)      # (visible, H, D)
+            vh = np.repeat(v[:visible], group, axis=1)
+            s = np.einsum("hd,nhd->hn", q[b, t], kh) * scale
+            p = np.exp(s - s.max(axis=1, keepdims=True))
+            out[b, t] = np.einsum("hn,nhd->hd", p / p.sum(axis=1, keepdims=True), vh)
+    return out[:, 0] if squeeze else out
+
+
+def random_inputs(batch, H, H_kv, D, block_size, seq_lens, dtype="float16", T=None,
+                  extra_blocks=3, seed=0):
+    """numpy q, k_cache, v_cache, block_table, seq_lens: every sequence's blocks drawn at
+    random (without repeats) from a shared pool with `extra_blocks` blocks no one uses."""
+    import ml_dtypes
+    np_dtype = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[dtype]
+    rng = np.random.default_rng(seed)
+    seq_lens = np.asarray(seq_lens, np.int32)
+    per_seq = [-(-int(n) // block_size) for n in seq_lens]
+    max_blocks = max(1, max(per_seq, default=1))
+    num_blocks = sum(per_seq) + extra_blocks
+    pool = rng.permutation(num_blocks).astype(np.int32)
+    table = np.zeros((batch, max_blocks), np.int32)
+    used = 0
+    for b, nb in enumerate(per_seq):
+        table[b, :nb] = pool[used:used + nb]
+        used += nb
+    qshape = (batch, H, D) if T is None else (batch, T, H, D)
+    q = rng.standard_normal(qshape).astype(np_dtype)
+    k = rng.standard_normal((num_blocks, block_size, H_kv, D)).astype(np_dtype)
+    v = rng.standard_normal((num_blocks, block_size, H_kv, D)).astype(np_dtype)
+    return q, k, v, table, seq_lens

@@ -1,0 +1,157 @@
+"""examples/flash_attention/paged_decode.py in the interpreter against a float64 numpy
+reference (random block tables, ragged seq_lens, every block size, GQA 1 / 4 / 8, D 64 and
+128, split-KV and not, several query tokens), the split heuristic, a grid that does not
+depend on seq_lens, the input checks, and the PTX for sm_90a. On the GPU:
+tests/gpu/test_paged_decode_gpu.py."""
+
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "flash_attention"))
+
+import paged_decode as pd  # noqa: E402
+
+import tile  # noqa: E402
+
+# Max |o - ref| / max |ref|: q, K, V and P are rounded to the input type.
+TOLERANCE = {"float16": 2e-3, "bfloat16": 1.6e-2}
+
+
+def _check(block_size, H, H_kv, D, seq_lens, num_splits=None, T=None, dtype="float16",
+           seed=0):
+    q, k, v, table, lens = pd.random_inputs(len(seq_lens), H, H_kv, D, block_size, seq_lens,
+                                            dtype=dtype, T=T, seed=seed)
+    o = pd.paged_decode(q, k, v, table, lens, num_splits=num_splits)
+    ref = pd.reference(q, k, v, table, lens)
+    assert o.shape == q.shape and o.dtype == q.dtype
+    err = float(np.abs(o.astype(np.float64) - ref).max() / np.abs(ref).max())
+    assert err <= TOLERANCE[dtype], err
+    return o, ref
+
+
+@pytest.mark.parametrize("block_size", pd.BLOCK_SIZES)
+@pytest.mark.parametrize("group", [1, 4, 8])
+def test_matches_numpy(block_size, group):
+    # Ragged lengths crossing block and 64-key tile edges; D alternates so both are covered.
+    D = 64 if (block_size // 16 + group) % 2 else 128
+    lens = [1 + (block_size * 3 + 7 * group) % 150, 2 * block_size - 1, 64]
+    _check(block_size, 2 * group, 2, D, lens, num_splits=None if group == 4 else 3,
+           seed=block_size + group)
+
+
+def test_splits_past_the_end_and_empty_sequences():
+    # 5 ranges of one 64-key tile each over lengths of 0, 1, 65 and 320 keys: most ranges of
+    # the short sequences never run, and the merge must skip them.
+    o, _ = _check(16, 4, 1, 64, [0, 1, 65, 320], num_splits=5)
+    assert not np.any(o[0])  # no keys: o = 0
+
+
+def test_several_query_tokens_see_their_own_prefix():
+    # (batch, T, H, D): token t sees the keys up to position seq_len - T + t.
+    _check(32, 8, 2, 64, [3, 100], T=3, num_splits=2)
+
+
+def test_bf16_d256():
+    _check(64, 4, 1, 256, [130], dtype="bfloat16", num_splits=2)
+
+
+def test_sm_scale():
+    q, k, v, table, lens = pd.random_inputs(1, 2, 1, 64, 16, [40], seed=3)
+    o = pd.paged_decode(q, k, v, table, lens, sm_scale=0.3)
+    ref = pd.reference(q, k, v, table, lens, sm_scale=0.3)
+    assert float(np.abs(o.astype(np.float64) - ref).max()) < 2e-3
+
+
+def test_split_heuristic():
+    sms = 132
+    assert pd.choose_num_splits(128, 8, 2048, sms) == 1     # 1024 programs fill the GPU
+    assert pd.choose_num_splits(1, 8, 2048, sms) == 33      # about two programs per SM
+    assert pd.choose_num_splits(1, 1, 2048, sms) == 64      # capped
+    assert pd.choose_num_splits(1, 8, 16, sms) == 8         # at least two tiles per range
+    assert pd.choose_num_splits(4, 8, 1, sms) == 1
+
+
+def test_grid_does_not_depend_on_seq_lens(monkeypatch):
+    grids = []
+
+    class Recorder:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return self.kernel[grid]
+
+    monkeypatch.setattr(pd, "_paged_decode_split", Recorder(pd._paged_decode_split))
+    monkeypatch.setattr(pd, "_paged_decode_merge", Recorder(pd._paged_decode_merge))
+    q, k, v, table, _ = pd.random_inputs(2, 4, 2, 64, 16, [200, 200], seed=4)
+    for lens in ([200, 200], [1, 0], [17, 150]):
+        pd.paged_decode(q, k, v, table, np.array(lens, np.int32))
+    assert len(grids) == 6 and grids[0::2] == [(4, 2)] * 3 and grids[1::2] == [(8,)] * 3
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(q_shape=(2, 4, 48)), "paged_decode: head dim D = 48 is not supported; allowed: 64, "
+                               "128, 256"),
+    (dict(block_size=8), "paged_decode: block_size = 8 (k_cache.shape[1]) is not supported; "
+                         "allowed: 16, 32, 64, 128"),
+    (dict(H=3), "paged_decode: q has H = 3 heads, not a multiple of the cache's H_kv = 2"),
+    (dict(table_dtype=np.int64), "paged_decode: block_table must be int32, got int64"),
+    (dict(q_dtype=np.float32), "paged_decode: q has dtype float32; allowed: float16, "
+                               "bfloat16"),
+    (dict(q_shape=(2, 4, 64, 1, 1)), "paged_decode: q must be (batch, H, D) or (batch, T, H, "
+                                     "D), got shape (2, 4, 64, 1, 1)"),
+    (dict(lens=[200, 500]), "paged_decode: seq_lens has 500 keys but the block table holds "
+                            "at most 13 x 16"),
+    (dict(num_splits=0), "paged_decode: num_splits must be an int from 1 to 256, got 0"),
+])
+def test_errors(change, message):
+    H = change.get("H", 4)
+    bs = change.get("block_size", 16)
+    q, k, v, table, lens = pd.random_inputs(2, H - H % 2 or 2, 2, 64, 16, [200, 200])
+    if "q_shape" in change:
+        q = np.zeros(change["q_shape"], np.float16)
+        k = v = np.zeros((4, 16, 2, change["q_shape"][-1]), np.float16)
+    if "H" in change:
+        q = np.zeros((2, H, 64), np.float16)
+    if bs != 16:
+        k = v = np.zeros((4, bs, 2, 64), np.float16)
+    if "table_dtype" in change:
+        table = table.astype(change["table_dtype"])
+    if "q_dtype" in change:
+        q = q.astype(change["q_dtype"])
+    if "lens" in change:
+        lens = np.array(change["lens"], np.int32)
+    with pytest.raises(ValueError) as e:
+        pd.paged_decode(q, k, v, table, lens, num_splits=change.get("num_splits"))
+    assert str(e.value) == message
+
+
+SIGNATURE = dict(
+    {"Q": "*fp16:16", "K_cache": "*fp16:16", "V_cache": "*fp16:16", "Block_table": "*i32:16",
+     "Seq_lens": "*i32:16", "Out": "*fp16:16", "Part_o": "*fp32:16", "Part_lse": "*fp32:16",
+     "qk_scale": "fp32", "H_kv": "i32"},
+    **{name: "i32:16" for name in ("stride_qb", "stride_qt", "stride_qh", "stride_kb",
+                                   "stride_ks", "stride_kh", "stride_vb", "stride_vs",
+                                   "stride_vh", "stride_tb", "stride_ob", "stride_ot",
+                                   "stride_oh")})
+
+
+def test_ptx_for_sm_90a_pipelines_the_gathered_tiles():
+    kernel = tile.compile(pd._paged_decode_split, signature=SIGNATURE, constexprs=dict(
+        T=1, GROUP=8, BLOCK_M=16, HEAD_DIM=128, BLOCK_SIZE=16, BLOCK_N=64, NUM_SPLITS=4),
+        target="sm_90a", num_warps=4, num_stages=3)
+    ptx = kernel.asm["ptx"]
+    assert kernel.asm["cubin"]
+    # K and V gathered through the block table into 3-deep cp.async rings, both products
+    # on the tensor cores (M = 16 rows: the 8 query heads of a KV head, padded).
+    assert ptx.count("cp.async.commit_group;") == 3 and "cp.async.wait_group 1;" in ptx
+    assert len(re.findall(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16", ptx)) == 48
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+    assert "ex2.approx" in ptx
+    assert "spill" not in kernel.metadata["jit_log"].replace("0 bytes spill", "")
