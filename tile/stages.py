@@ -11,7 +11,8 @@ the ones every frontend shares (`shared_codegen/stages.py`):
     remove_redundant_conversions  drop conversions that change nothing or undo each other
     cse                           merge identical pure ops the rewrites duplicated
     software_pipelining           loops feeding tl.dot load num_stages - 1 iterations ahead
-                                  through cp.async rings (tile/passes/pipelining.py)
+                                  through cp.async rings (tile/passes/pipelining.py), or
+                                  TMA rings with mbarriers (tile/passes/tma_pipelining.py)
     explicit_layout_ir            the IR the CPU interpreter runs and the converter prints
     axis_analysis                 contiguity / divisibility, for 16-byte global accesses
     warp_specialization_planning  partitions' warps and registers (none in tile kernels yet)

@@ -27,6 +27,7 @@ feeds a dot operand (through its `local_alloc` or `convert_layout`) has `other` 
 zero, a 2-D tile and copies of at least 4 bytes (cp.async's minimum), and the ops computing its
 address use only the induction variable, values from outside, and carried values they
 compute themselves (pointer increments). A loop that does not qualify is left as it is.
+Tensor-descriptor (TMA) loads are ringed by tile/passes/tma_pipelining.py, called from here.
 `num_stages` comes from `tl.range(num_stages=)`, else from the launch (module attr, default
 3); 1 turns pipelining off.
 """
@@ -226,10 +227,12 @@ def _deps(block: Block, roots, stage0: Set[Operation], allowed) -> bool:
     return True
 
 
-def _address_ops(block: Block, loads: List[Operation]) -> Optional[Set[Operation]]:
+def _address_ops(block: Block, loads: List[Operation],
+                 stage0: Optional[Set[Operation]] = None) -> Optional[Set[Operation]]:
     """Stage 0: the loads, the body ops they depend on, and the ops computing the next value
-    of every carried value those read (pointer increments); None when one has side effects."""
-    stage0: Set[Operation] = set()
+    of every carried value those read (pointer increments); None when one has side effects.
+    `stage0` may come seeded with ops the walk must not enter (a TMA load's buffers)."""
+    stage0 = set() if stage0 is None else stage0
     if not _deps(block, loads, stage0, set(loads)):
         return None
     yield_op = block.ops[-1]
@@ -297,6 +300,21 @@ def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
     if stage0 is None:
         return None
     consumers = {o.consumer for o in operands} | {o.trans for o in operands if o.trans}
+    staged = stage_ahead(loop, uses, stage0, consumers)
+    if staged is None:
+        return None
+    keep, carried0 = staged
+    plan = _Plan(loop, operands, stage0, carried0, num_stages,
+                 async_dot(dots, {o.consumer for o in operands}, block, uses))
+    plan.keep = keep
+    return plan
+
+
+def stage_ahead(loop: Operation, uses, stage0: Set[Operation], consumers):
+    """(keep, carried0) for running `stage0` S-1 iterations ahead, or None when it cannot:
+    `keep`, the stage-0 ops other readers share (they stay in place too); `carried0`, the
+    iter_args stage 0 alone reads and advances."""
+    block = loop.regions[0].block
     dependent = _carried_dependent(block, stage0)
     # Nothing but the consumers may read stage-0 values computed from carried values: they
     # run S-1 iterations ahead. The others stay in place for their other readers.
@@ -328,6 +346,12 @@ def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
         if uses_after(loop, i):
             return None  # its final value would be S-1 iterations ahead
         carried0.append(i)
+    return keep, carried0
+
+
+def async_dot(dots, pipelined, block: Block, uses) -> Optional[Operation]:
+    yield_op = block.ops[-1]
+    args = block.args[1:]
     # One wgmma may stay in flight across iterations: its result only carried back into its
     # own accumulator (nothing else reads the registers the tensor cores are still writing).
     wgmmas = [d for d in dots if _is(d, WarpGroupDotOp)]
@@ -338,11 +362,9 @@ def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
         slots = [i for i, v in enumerate(yield_op.operands) if v is dot.result]
         if users and all(_is(u, YieldOp) for u in users) and len(slots) == 1 \
                 and uses.get(args[slots[0]], []) == [dot] and dot.operands[2] is args[slots[0]] \
-                and _may_stay_in_flight(dot, block, {o.consumer for o in operands}):
+                and _may_stay_in_flight(dot, block, pipelined):
             async_dot = dot
-    plan = _Plan(loop, operands, stage0, carried0, num_stages, async_dot)
-    plan.keep = keep
-    return plan
+    return async_dot
 
 
 def uses_after(loop: Operation, index: int) -> bool:
@@ -583,6 +605,7 @@ def pipeline_module(module: Module) -> None:
     from shared_codegen.analysis.axis_info import AxisInfo
     from tile.passes.layout_assignment import dot_target
     from shared_codegen.lowering.backend import parse_target
+    from tile.passes.tma_pipelining import pipeline_tma_loop, plan_tma_loop
 
     if parse_target(dot_target(module))[0] < 80:
         return  # cp.async needs sm_80
@@ -594,11 +617,16 @@ def pipeline_module(module: Module) -> None:
         width_ctx = _CopyWidth(AxisInfo.analyze(fn))
         plans = []
         for loop in loops:
-            plan = plan_loop(loop, int(loop.attrs.get("num_stages", default)), width_ctx)
+            stages = int(loop.attrs.get("num_stages", default))
+            plan = plan_loop(loop, stages, width_ctx)
             if plan is not None:
-                plans.append(plan)
-        for plan in plans:
-            pipeline_loop(plan)
+                plans.append((pipeline_loop, plan))
+            elif parse_target(dot_target(module))[0] >= 90:  # TMA: descriptor loads
+                plan = plan_tma_loop(loop, stages)
+                if plan is not None:
+                    plans.append((pipeline_tma_loop, plan))
+        for rewrite, plan in plans:
+            rewrite(plan)
             _drop_dead_values([plan.loop.parent, plan.loop.regions[0].block])
 
 
