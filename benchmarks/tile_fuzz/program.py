@@ -1,0 +1,223 @@
+"""A fuzzed tile program as data: loads, a chain of value nodes, one store; rendered as kernel
+source text so the same program runs on our compiler and, by swapping the imports, on
+Triton 3.6.
+
+Shapes are kinds, not numbers: a 2-D program works on one (BLOCK_M, BLOCK_N) tile; a value is
+the whole tile ('2d'), a vector along the columns ('row', shape (BLOCK_N,), broadcast as
+`v[None, :]`), along the rows ('col', (BLOCK_M,), broadcast as `v[:, None]`) or a 0-d tensor
+('scalar', what a full reduction gives). A 1-D program has only 'row' and 'scalar'. The real
+extents M and N are runtime arguments below the block sizes (ragged edges under masks), so one
+compiled kernel serves several extents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Triton's dtype names, as the language spells them (`tl.<name>`), with the signature names.
+SIGNATURE = {
+    "int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64",
+}
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+SIGNED = ("int8", "int16", "int32", "int64")
+UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
+INTS = SIGNED + UNSIGNED
+NUMERIC = INTS + FLOATS
+BITS = {"int1": 1, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
+        "uint32": 32, "uint64": 64, "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+
+KIND_ORDER = {"scalar": 0, "row": 1, "col": 1, "2d": 2}
+
+
+def join_kinds(*kinds: str) -> str:
+    """The shape kind of an elementwise result: the broadcast of its operands' kinds."""
+    present = set(kinds) - {"scalar"}
+    if not present:
+        return "scalar"
+    if present == {"row"} or present == {"col"}:
+        return present.pop()
+    return "2d"
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOATS
+
+
+@dataclass(frozen=True)
+class Load:
+    """Input `x{index}`: loaded under the mask of its kind, `other` filling the masked lanes."""
+
+    dtype: str
+    kind: str
+    other: int
+
+
+@dataclass(frozen=True)
+class Node:
+    """One value. `op` names the family ('load', 'binary', 'unary', 'cast', 'where', 'reduce',
+    'scan', 'dot'); `args` are indices of earlier nodes; `attr` is the family's data (the
+    operator, a literal operand, the axis ...); `dtype` and `kind` are the result's, as Triton
+    3.6's typing rules give them (the strategies compute them)."""
+
+    op: str
+    args: tuple
+    attr: tuple
+    dtype: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Program:
+    """A whole kernel: its block sizes, its nodes (loads first) and the node it stores."""
+
+    rank: int  # 1 or 2
+    block_m: int  # 1 in 1-D programs
+    block_n: int
+    nodes: tuple
+    output: int
+
+    @property
+    def loads(self):
+        return [n for n in self.nodes if n.op == "load"]
+
+    @property
+    def out_dtype(self) -> str:
+        return self.nodes[self.output].dtype
+
+    @property
+    def out_kind(self) -> str:
+        return self.nodes[self.output].kind
+
+    def signature(self) -> dict:
+        sig = {f"x{i}_ptr": "*" + SIGNATURE[load.dtype] for i, load in enumerate(self.loads)}
+        sig["out_ptr"] = "*" + SIGNATURE[self.out_dtype]
+        sig.update({"M": "i32", "N": "i32"})
+        return sig
+
+    def constexprs(self) -> dict:
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n}
+
+    def source(self, frontend: str = "tile") -> str:
+        """The kernel's source text; `frontend='triton'` imports Triton instead of tile."""
+        return render(self, frontend)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _operand(name: str, kind: str, context: str) -> str:
+    """`name` broadcast into an expression of kind `context`."""
+    if context == "2d" and kind == "row":
+        return f"{name}[None, :]"
+    if context == "2d" and kind == "col":
+        return f"{name}[:, None]"
+    return name
+
+
+def _literal(value) -> str:
+    return repr(value)
+
+
+UNARY_SPELLING = {
+    "neg": "-{0}", "abs": "tl.abs({0})", "not": "~{0}", "exp": "tl.exp({0})",
+    "exp2": "tl.exp2({0})", "log": "tl.log({0})", "log2": "tl.log2({0})",
+    "sqrt": "tl.sqrt({0})", "sqrt_rn": "tl.sqrt_rn({0})", "rsqrt": "tl.rsqrt({0})",
+    "sin": "tl.sin({0})", "cos": "tl.cos({0})", "erf": "tl.erf({0})", "floor": "tl.floor({0})",
+    "ceil": "tl.ceil({0})", "sigmoid": "tl.sigmoid({0})",
+}
+BINARY_FUNCTIONS = {"maximum": "tl.maximum", "minimum": "tl.minimum", "div_rn": "tl.div_rn",
+                    "fdiv": "tl.fdiv"}
+
+
+def _expression(program: Program, node: Node, names: list) -> str:
+    kinds = [program.nodes[a].kind for a in node.args]
+    ops = [_operand(names[a], k, node.kind) for a, k in zip(node.args, kinds)]
+    if node.op == "binary":
+        sym, literal = node.attr
+        if literal is not None:  # attr[1] is the right operand, a Python number
+            ops.append(_literal(literal))
+        if sym in BINARY_FUNCTIONS:
+            return f"{BINARY_FUNCTIONS[sym]}({ops[0]}, {ops[1]})"
+        return f"{ops[0]} {sym} {ops[1]}"
+    if node.op == "unary":
+        return UNARY_SPELLING[node.attr[0]].format(ops[0])
+    if node.op == "cast":
+        return f"{ops[0]}.to(tl.{node.dtype})"
+    if node.op == "where":
+        return f"tl.where({ops[0]}, {ops[1]}, {ops[2]})"
+    if node.op == "fma":
+        return f"tl.fma({ops[0]}, {ops[1]}, {ops[2]})"
+    if node.op == "clamp":
+        lo, hi = node.attr
+        return f"tl.clamp({ops[0]}, {_literal(lo)}, {_literal(hi)})"
+    if node.op == "reduce":
+        fn, axis = node.attr
+        return f"tl.{fn}({names[node.args[0]]}, axis={axis})"
+    if node.op == "scan":
+        fn, axis, reverse = node.attr
+        return f"tl.{fn}({names[node.args[0]]}, axis={axis}, reverse={reverse})"
+    if node.op == "dot":
+        return f"tl.dot({names[node.args[0]]}, {names[node.args[1]]})"
+    raise ValueError(f"no spelling for node {node}")
+
+
+def _load_lines(program: Program, index: int, load: Load) -> str:
+    ptr = f"x{index}_ptr"
+    other = load.other
+    if load.kind == "2d":
+        return f"tl.load({ptr} + offs, mask=mask, other={other})"
+    if load.kind == "row":
+        return f"tl.load({ptr} + rn, mask=rn < N, other={other})"
+    if load.kind == "col":
+        return f"tl.load({ptr} + rm, mask=rm < M, other={other})"
+    return f"tl.load({ptr})"
+
+
+def render(program: Program, frontend: str = "tile") -> str:
+    if frontend == "tile":
+        header = "import tile as triton\nimport tile.language as tl\n"
+    else:
+        header = "import triton\nimport triton.language as tl\n"
+    args = [f"x{i}_ptr" for i in range(len(program.loads))]
+    lines = [header, "", "@triton.jit",
+             f"def kernel({', '.join(args)}, out_ptr, M, N, BLOCK_M: tl.constexpr, "
+             f"BLOCK_N: tl.constexpr):",
+             "    rn = tl.arange(0, BLOCK_N)"]
+    if program.rank == 2:
+        lines += ["    rm = tl.arange(0, BLOCK_M)",
+                  "    mask = (rm[:, None] < M) & (rn[None, :] < N)",
+                  "    offs = rm[:, None] * N + rn[None, :]"]
+    names = []
+    load_index = 0
+    for i, node in enumerate(program.nodes):
+        name = f"v{i}"
+        names.append(name)
+        if node.op == "load":
+            expr = _load_lines(program, load_index, Load(node.dtype, node.kind, node.attr[0]))
+            load_index += 1
+        else:
+            expr = _expression(program, node, names)
+        lines.append(f"    {name} = {expr}")
+    out = names[program.output]
+    kind = program.out_kind
+    if kind == "2d":
+        lines.append(f"    tl.store(out_ptr + offs, {out}, mask=mask)")
+    elif kind == "row":
+        lines.append(f"    tl.store(out_ptr + rn, {out}, mask=rn < N)")
+    elif kind == "col":
+        lines.append(f"    tl.store(out_ptr + rm, {out}, mask=rm < M)")
+    else:
+        lines.append(f"    tl.store(out_ptr, {out})")
+    return "\n".join(lines) + "\n"
+
+
+def out_shape(program: Program, m: int, n: int) -> tuple:
+    """The stored array's shape at extents (m, n)."""
+    return {"2d": (m, n), "row": (n,), "col": (m,), "scalar": (1,)}[program.out_kind]
+
+
+def load_shape(kind: str, m: int, n: int) -> tuple:
+    return {"2d": (m, n), "row": (n,), "col": (m,)}[kind]

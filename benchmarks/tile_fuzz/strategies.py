@@ -1,0 +1,262 @@
+"""Hypothesis strategies for fuzzed tile programs.
+
+`programs()` draws a Program: block sizes, 1 to 3 masked loads of any dtype, then a chain of
+nodes, each drawn from one op family of FAMILIES. A family is one function
+`(draw, state) -> list of nodes or None` (None: it does not apply to what exists so far); a
+new op family (`tl.dot`, say) is one more entry. Every node's dtype follows Triton 3.6's
+rules (typing_rules), so the program is valid Triton source; where an op is undefined for
+some inputs (integer division by zero, shifts past the width, float-to-int out of range) the
+family avoids it or the reference marks those elements unverifiable.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from . import typing_rules as R
+from .program import BITS, FLOATS, INTS, NUMERIC, Node, Program, is_float, join_kinds
+
+BLOCKS = (1, 2, 4, 8, 16, 32, 64)
+MAX_NUMEL = 2048
+
+
+class State:
+    """The nodes drawn so far and the program's rank."""
+
+    def __init__(self, rank: int):
+        self.rank = rank
+        self.nodes: list = []
+
+    def add(self, node: Node) -> int:
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    def pick(self, draw, want=None) -> int | None:
+        """An earlier node (recent ones likelier) whose dtype satisfies `want`."""
+        candidates = [i for i, n in enumerate(self.nodes) if want is None or want(n)]
+        if not candidates:
+            return None
+        recent = candidates[-4:]
+        pool = draw(st.sampled_from(["recent", "any"]))
+        return draw(st.sampled_from(recent if pool == "recent" else candidates))
+
+
+def _numeric(node: Node) -> bool:
+    return node.dtype != "int1"
+
+
+INT_LITERALS = (1, 2, 3, 5, 7, -1, -3)
+FLOAT_LITERALS = (0.5, 1.5, 2.0, -3.25, 0.0)
+BINARY_SYMS = ("+", "-", "*", "/", "//", "%", "&", "|", "^", "<<", ">>", "<", "<=", ">",
+               ">=", "==", "!=", "maximum", "minimum", "div_rn", "fdiv")
+
+
+def binary(draw, s: State):
+    sym = draw(st.sampled_from(BINARY_SYMS))
+    logical = sym in R.BITWISE or sym in ("==", "!=")
+    a = s.pick(draw, None if logical else _numeric)
+    if a is None:
+        return None
+    adt = s.nodes[a].dtype
+    literal = None
+    # Integer division, remainder and shifts take a literal right operand: a tensor divisor
+    # could be 0 and a tensor shift could pass the width, both undefined in Triton.
+    needs_literal = sym in R.SHIFT or (sym in ("//", "%") and not is_float(adt))
+    if needs_literal or draw(st.integers(0, 3)) == 0:
+        if sym in R.SHIFT:
+            if is_float(adt):
+                return None
+            width = BITS[R.computation_type(adt, "int32", False, True)]
+            literal = draw(st.integers(0, width - 1))
+        elif sym in ("//", "%") and not is_float(adt):
+            literal = draw(st.sampled_from((1, 2, 3, 5, 7)))
+            if not R.is_signed(adt) and adt != "int1":
+                pass
+        elif is_float(adt) and sym not in R.BITWISE:
+            literal = draw(st.sampled_from(FLOAT_LITERALS + (1, 2, 3)))
+        else:
+            literal = draw(st.sampled_from(INT_LITERALS))
+            if not R.is_signed(adt):
+                literal = abs(literal)
+        if sym in ("div_rn", "fdiv", "maximum", "minimum"):
+            return None  # functions take tensors here
+        typed = R.binary_result(sym, adt, R.literal_dtype(literal), b_literal=True)
+        args = (a,)
+    else:
+        b = s.pick(draw, None if logical else _numeric)
+        bdt = s.nodes[b].dtype
+        if (adt == "int1") != (bdt == "int1"):
+            return None
+        typed = R.binary_result(sym, adt, bdt)
+        args = (a, b)
+    if typed is None:
+        return None
+    kind = join_kinds(*(s.nodes[i].kind for i in args))
+    return [Node("binary", args, (sym, literal), typed[1], kind)]
+
+
+MATH = ("exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "erf",
+        "floor", "ceil", "sigmoid")
+
+
+def unary(draw, s: State):
+    fn = draw(st.sampled_from(("neg", "abs", "not") + MATH))
+    a = s.pick(draw)
+    node = s.nodes[a]
+    out = []
+    if fn in MATH:
+        if node.dtype not in ("float32", "float64") or (fn == "sqrt_rn"
+                                                        and node.dtype != "float32"):
+            # Triton's math takes fp32/fp64 only: cast first, as a user would.
+            out.append(Node("cast", (a,), (), "float32", node.kind))
+            a = len(s.nodes)
+        dtype = "float32" if out else node.dtype
+        return out + [Node("unary", (a,), (fn,), dtype, node.kind)]
+    if fn == "not" and is_float(node.dtype):
+        return None
+    if fn in ("neg", "abs") and node.dtype == "int1":
+        return None
+    return [Node("unary", (a,), (fn,), node.dtype, node.kind)]
+
+
+def cast(draw, s: State):
+    a = s.pick(draw)
+    src = s.nodes[a].dtype
+    dst = draw(st.sampled_from(NUMERIC + ("int1",)))
+    if dst == src or (dst == "int1" and is_float(src)):
+        return None  # float -> int1 is fptoui to i1 in Triton: undefined past 0 and 1
+    return [Node("cast", (a,), (), dst, s.nodes[a].kind)]
+
+
+def _compare_with_zero(draw, s: State):
+    a = s.pick(draw, _numeric)
+    if a is None:
+        return None, []
+    sym = draw(st.sampled_from(R.COMPARE))
+    adt = s.nodes[a].dtype
+    literal = 0.0 if is_float(adt) else 0
+    typed = R.binary_result(sym, adt, R.literal_dtype(literal), True)
+    return Node("binary", (a,), (sym, literal), typed[1], s.nodes[a].kind), a
+
+
+def where(draw, s: State):
+    out = []
+    c = s.pick(draw, lambda n: n.dtype == "int1")
+    if c is None or draw(st.booleans()):
+        node, _ = _compare_with_zero(draw, s)
+        if node is None:
+            return None
+        out.append(node)
+        c = len(s.nodes)
+    a = s.pick(draw, _numeric)
+    b = s.pick(draw, _numeric)
+    if a is None:
+        return None
+    ct = R.computation_type(s.nodes[a].dtype, s.nodes[b].dtype)
+    cond_kind = out[0].kind if out else s.nodes[c].kind
+    kind = join_kinds(cond_kind, s.nodes[a].kind, s.nodes[b].kind)
+    return out + [Node("where", (c, a, b), (), ct, kind)]
+
+
+def fma(draw, s: State):
+    picks = [s.pick(draw, lambda n: n.dtype in ("float32", "float64")) for _ in range(3)]
+    if None in picks:
+        return None
+    dtypes = [s.nodes[i].dtype for i in picks]
+    ct = "float64" if "float64" in dtypes else "float32"
+    return [Node("fma", tuple(picks), (), ct, join_kinds(*(s.nodes[i].kind for i in picks)))]
+
+
+def clamp(draw, s: State):
+    a = s.pick(draw, lambda n: is_float(n.dtype))
+    if a is None:
+        return None
+    lo = draw(st.sampled_from((-2.0, -0.5, 0.0)))
+    hi = draw(st.sampled_from((0.25, 1.0, 3.0)))
+    return [Node("clamp", (a,), (lo, hi), s.nodes[a].dtype, s.nodes[a].kind)]
+
+
+REDUCTIONS = ("sum", "max", "min", "argmax", "argmin", "xor_sum")
+
+
+def _axis_result(draw, kind: str):
+    """(axis, result kind) of reducing a value of `kind`."""
+    if kind == "2d":
+        axis = draw(st.sampled_from((0, 1, None)))
+        return axis, {0: "row", 1: "col", None: "scalar"}[axis]
+    return 0, "scalar"
+
+
+def reduce(draw, s: State):
+    a = s.pick(draw, lambda n: n.kind != "scalar" and n.dtype != "int1")
+    if a is None:
+        return None
+    fn = draw(st.sampled_from(REDUCTIONS))
+    dtype = s.nodes[a].dtype
+    if fn == "xor_sum" and is_float(dtype):
+        return None
+    axis, kind = _axis_result(draw, s.nodes[a].kind)
+    out_dtype = {"sum": R.sum_dtype(dtype), "max": R.minmax_dtype(dtype),
+                 "min": R.minmax_dtype(dtype), "argmax": "int32", "argmin": "int32",
+                 "xor_sum": dtype}[fn]
+    return [Node("reduce", (a,), (fn, axis), out_dtype, kind)]
+
+
+def scan(draw, s: State):
+    a = s.pick(draw, lambda n: n.kind != "scalar" and n.dtype != "int1")
+    if a is None:
+        return None
+    fn = draw(st.sampled_from(("cumsum", "cumprod")))
+    kind = s.nodes[a].kind
+    axis = draw(st.sampled_from((0, 1))) if kind == "2d" else 0
+    reverse = draw(st.booleans())
+    return [Node("scan", (a,), (fn, axis, reverse), R.scan_dtype(fn, s.nodes[a].dtype), kind)]
+
+
+FAMILIES = {"binary": binary, "unary": unary, "cast": cast, "where": where, "fma": fma,
+            "clamp": clamp, "reduce": reduce, "scan": scan}
+# How often each family is drawn (a weight per name; families absent here weigh 1).
+WEIGHTS = {"binary": 5, "unary": 3, "cast": 3, "reduce": 2, "scan": 1, "where": 2}
+
+
+def _load(draw, rank: int) -> Node:
+    dtype = draw(st.sampled_from(NUMERIC))
+    kind = "row" if rank == 1 else draw(st.sampled_from(("2d", "2d", "row", "col")))
+    other = draw(st.sampled_from((0, 1)))
+    return Node("load", (), (other,), dtype, kind)
+
+
+@st.composite
+def programs(draw, max_ops: int = 6, families=None):
+    families = FAMILIES if families is None else families
+    names = sorted(families)
+    weighted = [n for n in names for _ in range(WEIGHTS.get(n, 1))]
+    rank = draw(st.sampled_from((1, 2)))
+    if rank == 1:
+        block_m, block_n = 1, draw(st.sampled_from(BLOCKS + (128, 256)))
+    else:
+        block_m = draw(st.sampled_from(BLOCKS))
+        block_n = draw(st.sampled_from([b for b in BLOCKS if b * block_m <= MAX_NUMEL]))
+    state = State(rank)
+    for _ in range(draw(st.integers(1, 3))):
+        state.add(_load(draw, rank))
+    for _ in range(draw(st.integers(1, max_ops))):
+        for _attempt in range(4):
+            nodes = families[draw(st.sampled_from(weighted))](draw, state)
+            if nodes:
+                for node in nodes:
+                    state.add(node)
+                break
+    output = len(state.nodes) - 1
+    return Program(rank, block_m, block_n, tuple(state.nodes), output)
+
+
+@st.composite
+def extents(draw, program: Program):
+    """Ragged extents (m, n) at most the block sizes."""
+    m = 1 if program.rank == 1 else draw(st.integers(1, program.block_m))
+    n = draw(st.integers(1, program.block_n))
+    return m, n
+
+
+INT_RANGES = {"small": (-20, 20), "full": None}
