@@ -135,6 +135,8 @@ def main(argv=None):
     parser.add_argument("--compile-every", type=int, default=0,
                         help="--cpu: also compile every k-th program for sm_90a")
     parser.add_argument("--progress", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)),
+                        help="--gpu: processes compiling and running in parallel")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     if args.gpu:
