@@ -53,6 +53,7 @@ class Report:
             f.write(f"\n# {kind}: extents (M, N) = {extents}, input seed {seed}\n")
             for line in detail.splitlines()[-30:]:
                 f.write(f"# {line}\n")
+            f.write(f"PROGRAM = {program!r}\n")
         self.failures.append({"kind": kind, "file": path, "extents": extents, "seed": seed,
                               "detail": detail.splitlines()[-1][:400] if detail else ""})
 

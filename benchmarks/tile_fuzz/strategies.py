@@ -173,7 +173,7 @@ def clamp(draw, s: State):
         return None
     lo = draw(st.sampled_from((-2.0, -0.5, 0.0)))
     hi = draw(st.sampled_from((0.25, 1.0, 3.0)))
-    return [Node("clamp", (a,), (lo, hi), s.nodes[a].dtype, s.nodes[a].kind)]
+    return [Node("clamp", (a,), (lo, hi), R.promote_bf16(s.nodes[a].dtype), s.nodes[a].kind)]
 
 
 REDUCTIONS = ("sum", "max", "min", "argmax", "argmin", "xor_sum")

@@ -66,6 +66,9 @@ SHIFT = ("<<", ">>")
 
 def binary_result(sym: str, a: str, b: str, b_literal=False):
     """(computation dtype, result dtype) of `a <sym> b`; None where Triton refuses it."""
+    if sym in ("maximum", "minimum"):
+        # no bf16 max/min in hardware: tl.maximum / tl.minimum / tl.clamp take bf16 to fp32
+        a, b = promote_bf16(a), promote_bf16(b)
     if sym in ARITH or sym in ("maximum", "minimum"):
         ct = computation_type(a, b, False, b_literal)
         return (ct, ct) if ct else None
@@ -91,6 +94,10 @@ def binary_result(sym: str, a: str, b: str, b_literal=False):
         ct = computation_type(a, b, False, b_literal)
         return ct, ct
     raise ValueError(sym)
+
+
+def promote_bf16(dtype: str) -> str:
+    return "float32" if dtype == "bfloat16" else dtype
 
 
 def sum_dtype(dtype: str) -> str:

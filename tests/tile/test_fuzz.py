@@ -73,6 +73,7 @@ def test_reference_types_follow_triton_promotion():
     assert computation_type("int8", "float32", False, True) == "float32"
     assert computation_type("int8", "uint8", div_or_mod=True) is None
     assert binary_result("/", "int8", "int8") == ("float32", "float32")
+    assert binary_result("maximum", "bfloat16", "bfloat16") == ("float32", "float32")
     assert binary_result("//", "float32", "float32") is None
     assert binary_result("<", "int1", "int32", True) == ("int32", "int1")
 
