@@ -13,7 +13,7 @@ import numpy as np
 
 from . import evaluate as E
 from .program import Program, is_float, load_shape, out_shape
-from .reductions import reduce, scan
+from .reductions import dot, reduce, scan
 from .reference import NP, Value, f64
 
 
@@ -54,8 +54,8 @@ def reference(program: Program, inputs: list) -> Value:
             values.append(E.load(program, node, inputs[load_index]))
             load_index += 1
             continue
-        args = [E.broadcast(values[a], node.kind, program) if node.op not in ("reduce", "scan")
-                else values[a] for a in node.args]
+        args = [E.broadcast(values[a], node.kind, program)
+                if node.op not in ("reduce", "scan", "dot") else values[a] for a in node.args]
         if node.op == "binary":
             sym, literal = node.attr
             if literal is not None:
@@ -76,6 +76,8 @@ def reference(program: Program, inputs: list) -> Value:
             values.append(reduce(node.attr[0], node.attr[1], args[0], node.kind))
         elif node.op == "scan":
             values.append(scan(*node.attr, args[0]))
+        elif node.op == "dot":
+            values.append(dot(args[0], args[1], node.dtype))
         else:
             raise ValueError(f"the reference has no rule for {node.op}")
         got = values[-1]

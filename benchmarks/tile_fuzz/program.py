@@ -26,7 +26,8 @@ UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
 INTS = SIGNED + UNSIGNED
 NUMERIC = INTS + FLOATS
 BITS = {"int1": 1, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16,
-        "uint32": 32, "uint64": 64, "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
+        "uint32": 32, "uint64": 64, "float16": 16, "bfloat16": 16, "float32": 32, "float64": 64,
+        "float8e4nv": 8, "float8e5": 8}
 
 KIND_ORDER = {"scalar": 0, "row": 1, "col": 1, "2d": 2}
 
@@ -41,8 +42,11 @@ def join_kinds(*kinds: str) -> str:
     return "2d"
 
 
+FP8 = ("float8e4nv", "float8e5")  # only ever cast to and straight back (see strategies)
+
+
 def is_float(dtype: str) -> bool:
-    return dtype in FLOATS
+    return dtype in FLOATS or dtype in FP8
 
 
 @dataclass(frozen=True)

@@ -112,3 +112,23 @@ def scan(fn: str, axis: int, reverse: bool, v: Value) -> Value:
     back = (np.moveaxis(a, -1, axis) for a in (r, err, unsure))
     r, err, unsure = back
     return Value(np.asarray(r).astype(NP[dtype]), err, unsure, dtype, v.kind)
+
+
+def dot(a: Value, b: Value, out_dtype: str) -> Value:
+    """`tl.dot` of (M, K) x (K, N) tiles: int8 products accumulate exactly in int32 (wrapping);
+    floats accumulate in fp32 in any order, fp32 inputs as tf32 (Triton's default
+    input_precision), which keeps 10 mantissa bits of each operand."""
+    unsure = (a.unsure.any(axis=1)[:, None] | b.unsure.any(axis=0)[None, :])
+    if out_dtype == "int32":
+        r = (a.val.astype(np.int64) @ b.val.astype(np.int64)).astype(np.int32)
+        return Value(r, np.zeros(r.shape), unsure, "int32", "2d")
+    x, y = f64(a.val), f64(b.val)
+    k = x.shape[1]
+    with np.errstate(**ERRSTATE):
+        exact = x @ y
+        size = np.abs(x) @ np.abs(y)
+        operand = 2.0**-10 if a.dtype == "float32" else 0.0
+        err = (np.abs(x) @ b.err + a.err @ np.abs(y) + a.err @ b.err
+               + size * (2 * operand + (k + 1) * EPS["float32"]) + k * TINY["float32"])
+        unsure = unsure | ~np.isfinite(size) | (size > BIG["float32"])
+    return Value(round_float(exact, "float32"), err, unsure, "float32", "2d")

@@ -33,10 +33,15 @@ NP = {
     "uint16": np.dtype(np.uint16), "uint32": np.dtype(np.uint32),
     "uint64": np.dtype(np.uint64), "float16": np.dtype(np.float16),
     "bfloat16": np.dtype(ml_dtypes.bfloat16), "float32": np.dtype(np.float32),
-    "float64": np.dtype(np.float64),
+    "float64": np.dtype(np.float64), "float8e4nv": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8e5": np.dtype(ml_dtypes.float8_e5m2),
 }
-EPS = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53}
-TINY = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0**-149, "float64": 0.0}
+EPS = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24, "float64": 2.0**-53,
+       "float8e4nv": 2.0**-4, "float8e5": 2.0**-3}
+TINY = {"float16": 2.0**-24, "bfloat16": 2.0**-133, "float32": 2.0**-149, "float64": 0.0,
+        "float8e4nv": 2.0**-9, "float8e5": 2.0**-16}
+# Triton converts to fp8 with `cvt.rn.satfinite`: past the largest finite value it clamps.
+FP8_MAX = {"float8e4nv": 448.0, "float8e5": 57344.0}
 # Approximate math (`ex2.approx`, `lg2.approx`, `sin.approx`, `div.full`) in ulps of the result.
 APPROX_ULPS = 8
 
@@ -59,6 +64,10 @@ def round_float(x64: np.ndarray, dtype: str) -> np.ndarray:
     the two steps round like one)."""
     if dtype == "float64":
         return x64.astype(np.float64)
+    if dtype in FP8_MAX:  # sources are fp16/bf16/fp32, exact in fp32: one rounding
+        with np.errstate(invalid="ignore"):
+            clipped = np.clip(x64, -FP8_MAX[dtype], FP8_MAX[dtype])
+        return clipped.astype(np.float32).astype(NP[dtype])
     if dtype != "bfloat16":
         with np.errstate(over="ignore"):
             return x64.astype(NP[dtype])

@@ -14,17 +14,17 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from . import typing_rules as R
-from .program import BITS, FLOATS, INTS, NUMERIC, Node, Program, is_float, join_kinds
+from .program import FP8, BITS, NUMERIC, Node, Program, is_float, join_kinds
 
 BLOCKS = (1, 2, 4, 8, 16, 32, 64)
 MAX_NUMEL = 2048
 
 
 class State:
-    """The nodes drawn so far and the program's rank."""
+    """The nodes drawn so far, the program's rank and block sizes."""
 
-    def __init__(self, rank: int):
-        self.rank = rank
+    def __init__(self, rank: int, block_m: int = 1, block_n: int = 1):
+        self.rank, self.block_m, self.block_n = rank, block_m, block_n
         self.nodes: list = []
 
     def add(self, node: Node) -> int:
@@ -33,7 +33,9 @@ class State:
 
     def pick(self, draw, want=None) -> int | None:
         """An earlier node (recent ones likelier) whose dtype satisfies `want`."""
-        candidates = [i for i, n in enumerate(self.nodes) if want is None or want(n)]
+        # fp8 values are only cast back (by the family that made them), never used otherwise
+        candidates = [i for i, n in enumerate(self.nodes)
+                      if n.dtype not in FP8 and (want is None or want(n))]
         if not candidates:
             return None
         recent = candidates[-4:]
@@ -213,8 +215,52 @@ def scan(draw, s: State):
     return [Node("scan", (a,), (fn, axis, reverse), R.scan_dtype(fn, s.nodes[a].dtype), kind)]
 
 
+def fp8_round_trip(draw, s: State):
+    """`x.to(fp8).to(float)`: fp8 rounding (RN, saturating) is observable only through a
+    cast back; Triton has no fp8 arithmetic outside dot."""
+    a = s.pick(draw, lambda n: n.dtype in ("float16", "bfloat16", "float32"))
+    if a is None:
+        return None
+    fp8 = draw(st.sampled_from(FP8))
+    back = draw(st.sampled_from(("float16", "bfloat16", "float32")))
+    kind = s.nodes[a].kind
+    return [Node("cast", (a,), (), fp8, kind), Node("cast", (len(s.nodes),), (), back, kind)]
+
+
+DOT_TYPES = ("float16", "bfloat16", "float32", "int8")
+
+
+def dot(draw, s: State):
+    """`tl.dot(a, b)` of two whole tiles: square programs only (K = BLOCK_N = BLOCK_M), so the
+    product is a tile again; both operands cast to one dot input type first."""
+    if s.rank != 2 or s.block_m != s.block_n or s.block_n < 16:
+        return None
+    dtype = draw(st.sampled_from(DOT_TYPES))
+    if dtype == "int8" and s.block_n < 32:
+        return None  # Triton needs K >= 32 for 8-bit inputs
+    out, args = [], []
+    for _ in range(2):
+        a = s.pick(draw, lambda n: n.kind == "2d")
+        if a is None:
+            return None
+        if s.nodes[a].dtype != dtype:
+            out.append(Node("cast", (a,), (), dtype, "2d"))
+            a = len(s.nodes) + len(out) - 1
+        args.append(a)
+    result = "int32" if dtype == "int8" else "float32"
+    return out + [Node("dot", tuple(args), (), result, "2d")]
+
+
+def _language_has(name: str) -> bool:
+    import tile.language as tl
+
+    return name in tl.__all__
+
+
 FAMILIES = {"binary": binary, "unary": unary, "cast": cast, "where": where, "fma": fma,
-            "clamp": clamp, "reduce": reduce, "scan": scan}
+            "clamp": clamp, "reduce": reduce, "scan": scan, "fp8": fp8_round_trip}
+if _language_has("dot"):  # tl.dot lands on its own branch
+    FAMILIES["dot"] = dot
 # How often each family is drawn (a weight per name; families absent here weigh 1).
 WEIGHTS = {"binary": 5, "unary": 3, "cast": 3, "reduce": 2, "scan": 1, "where": 2}
 
@@ -237,7 +283,7 @@ def programs(draw, max_ops: int = 6, families=None):
     else:
         block_m = draw(st.sampled_from(BLOCKS))
         block_n = draw(st.sampled_from([b for b in BLOCKS if b * block_m <= MAX_NUMEL]))
-    state = State(rank)
+    state = State(rank, block_m, block_n)
     for _ in range(draw(st.integers(1, 3))):
         state.add(_load(draw, rank))
     for _ in range(draw(st.integers(1, max_ops))):
