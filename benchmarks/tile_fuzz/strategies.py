@@ -283,6 +283,8 @@ def programs(draw, max_ops: int = 6, families=None):
     else:
         block_m = draw(st.sampled_from(BLOCKS))
         block_n = draw(st.sampled_from([b for b in BLOCKS if b * block_m <= MAX_NUMEL]))
+        if draw(st.integers(0, 3)) == 0 and block_m * block_m <= MAX_NUMEL:
+            block_n = block_m  # square tiles: what tl.dot of two tiles needs
     state = State(rank, block_m, block_n)
     for _ in range(draw(st.integers(1, 3))):
         state.add(_load(draw, rank))
