@@ -96,6 +96,14 @@ _DECLARED = (
     EnvVar("SC_INTERPRET_SEED", "int", 0,
            "Seed of the interpreter's choices of when asynchronous operations (TMA loads) "
            "complete; change it to try other legal orders."),
+    EnvVar("SC_INTERPRET_CONCURRENT", "bool", False,
+           "Run the programs of every grid concurrently in the interpreter, switching at "
+           "atomics and volatile loads (kernels with a spin loop always do; "
+           "shared_codegen/interpreter/grid.py)."),
+    EnvVar("SC_INTERPRET_STRICT", "bool", False,
+           "Sanitizer checks of the interpreter that cost time or flag code that often works: "
+           "reads of never-written tensor memory, and mbarriers that end a program with a TMA "
+           "load in flight or transaction bytes unmatched (docs/sanitizer.md)."),
     EnvVar("SC_DUMP_IR_DIR", "path", None,
            "If set, write the IR after every named pass (and the LLVM IR / PTX) into this folder."),
     EnvVar("SC_CACHE_DIR", "path", "~/.cache/shared_codegen",

@@ -251,6 +251,7 @@ def _compile_without_gpu(jit_fn, values, num_warps, target):
 # ---- interpreter ---------------------------------------------------------------------------
 
 def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
+    from shared_codegen.frontend.sanitize import check_arguments, needs_concurrent_programs
     from shared_codegen.interpreter.memory import Memory, host_array
     from shared_codegen.interpreter.run import run_kernel
 
@@ -285,6 +286,14 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
         module = explicit_layout_module(jit_fn, spec, verify=False)
         verify_module(module)
         _add_variant(jit_fn, cache_key, module)
+    # Arguments the kernel writes but must not (read-only, aliased) are refused before any
+    # program runs: the host array behind each kernel parameter (frontend/sanitize.py).
+    params = [i for i, ty in enumerate(spec.arg_types) if ty is not None]
+    check_arguments(module, jit_fn.__name__,
+                    [host_values[i] if isinstance(spec.arg_types[i], PointerType) else
+                     host_array(getattr(host_values[i], "base", None))
+                     if isinstance(spec.arg_types[i], TensorDescriptorType) else None
+                     for i in params], [jit_fn.arg_names[i] for i in params])
     memory = Memory()
     kernel_args = []
     for i, v in enumerate(host_values):
@@ -300,7 +309,10 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
             kernel_args.append(np.asarray(v, dtype=ty.np)[()])
     if 0 in grid3:
         return None
-    run_kernel(module, kernel_args, grid3, memory)
+    concurrent = getattr(module, "needs_concurrent_programs", None)
+    if concurrent is None:
+        concurrent = module.needs_concurrent_programs = needs_concurrent_programs(module.kernel)
+    run_kernel(module, kernel_args, grid3, memory, concurrent)
     return None
 
 

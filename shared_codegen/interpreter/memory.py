@@ -101,6 +101,9 @@ class Memory:
     def __init__(self):
         self.buffers: List[Buffer] = []
         self._views: Dict[tuple, np.ndarray] = {}
+        # Bumped by every store and every atomic that changes memory: concurrent programs
+        # (interpreter/grid.py) tell a spin that can still complete from one that cannot.
+        self.version = 0
 
     def map(self, name: str, arr: np.ndarray) -> int:
         """Map `arr` and return the address of its first element."""
@@ -171,6 +174,8 @@ class Memory:
                 self._check(self.buffers[b], offsets[pick], dtype.itemsize, frame, op, "load")
                 values[pick] = self._view(int(b), dtype)[offsets[pick] // dtype.itemsize]
             out[active] = values
+        if getattr(frame, "program", None) is not None and op.attrs.get("volatile"):
+            frame.program.sync(op, ptrs[active], out)
         return out[()] if out.ndim == 0 else out
 
     def store(self, ptrs, values, mask, elem, frame, op):
@@ -180,6 +185,7 @@ class Memory:
             return
         values = np.broadcast_to(np.asarray(values, dtype=dtype), ptrs.shape)
         sel, vals = ptrs[active], values[active]
+        self.version += 1
         buf_ids, offsets = self._resolve(sel, dtype.itemsize, frame, op, "store")
         for b in np.unique(buf_ids):
             pick = buf_ids == b
@@ -209,9 +215,20 @@ class Memory:
             view = self._view(int(buf_ids[k]), dtype)
             cur = view[index[k]]
             olds[k] = cur
-            view[index[k]] = _combine(kind, cur, vals[k], dtype)
+            new = _combine(kind, cur, vals[k], dtype)
+            if new != cur:
+                self.version += 1
+            view[index[k]] = new
         old[active] = olds
+        self._synced(frame, op, ptrs[active], old)
         return old[()] if old.ndim == 0 else old
+
+    @staticmethod
+    def _synced(frame, op, ptrs, result) -> None:
+        """An atomic is where concurrent programs switch (interpreter/grid.py)."""
+        program = getattr(frame, "program", None)
+        if program is not None:
+            program.sync(op, ptrs, result)
 
     def atomic_cas(self, ptrs, cmp, values, elem, frame, op):
         dtype = np.dtype(elem.np)
@@ -226,8 +243,11 @@ class Memory:
             cur = view[index[k]]
             old[k] = cur
             if cur == cmps[k]:
+                if vals[k] != cur:
+                    self.version += 1
                 view[index[k]] = vals[k]
         out = old.reshape(ptrs.shape)
+        self._synced(frame, op, ptrs, out)
         return out[()] if out.ndim == 0 else out
 
 

@@ -18,6 +18,16 @@ from shared_codegen.interpreter.memory import InterpreterError, Memory
 from shared_codegen.ir.core import Block, Module, Operation, Value
 
 
+# frame.values key of the checks to run when a program returns (strict mode registers them:
+# ops/mbarrier/definition.py); each is called with the program's frame.
+PROGRAM_END_KEY = object()
+
+
+def _program_end(frame) -> None:
+    for check in frame.values.get(PROGRAM_END_KEY, ()):
+        check(frame)
+
+
 class Unready:
     """Base of values an asynchronous op has not delivered yet (an in-flight wgmma's
     accumulator). `frame[v]` calls `read(frame)`, which returns the value once it is ready and
@@ -36,6 +46,8 @@ class Frame:
     ops/warp_specialize/interpreter.py); `partition` is then that partition (else None)."""
 
     partition = None
+    # The grid's cooperative program (interpreter/grid.py) when programs run concurrently.
+    program = None
 
     def __init__(self, memory: Memory, grid, out=None, num_warps: int = 4):
         self.memory = memory
@@ -52,6 +64,7 @@ class Frame:
         child.program_id = self.program_id
         child.values = self.values
         child.partition = partition
+        child.program = self.program
         return child
 
     def __getitem__(self, v: Value):
@@ -101,16 +114,38 @@ class Frame:
         print(text, file=self._out)
 
 
-def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory) -> None:
-    """Run the module's kernel for every program id in `grid` (a 3-tuple)."""
+def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory,
+               concurrent: bool = False) -> None:
+    """Run the module's kernel for every program id in `grid` (a 3-tuple): one after another,
+    or, when `concurrent` (the programs wait on each other) or SC_INTERPRET_CONCURRENT is
+    set, interleaved at atomics and volatile loads (interpreter/grid.py)."""
+    from shared_codegen import config
+    from shared_codegen.interpreter.grid import ConcurrentGrid
+
     fn = module.kernel
-    frame = Frame(memory, tuple(grid), num_warps=int(module.attrs.get("num_warps", 4)))
+    num_warps = int(module.attrs.get("num_warps", 4))
     body = fn.body.block
+    program_ids = ((x, y, z) for z, y, x in
+                   itertools.product(range(grid[2]), range(grid[1]), range(grid[0])))
+    if grid[0] * grid[1] * grid[2] > 1 and (concurrent or config.get("SC_INTERPRET_CONCURRENT")):
+        def make_frame(pid, _):
+            frame = Frame(memory, tuple(grid), num_warps=num_warps)
+            frame.program_id = pid
+            return frame
+
+        def run_program(frame):
+            frame.run_block(body, list(arg_values))
+            _program_end(frame)
+
+        ConcurrentGrid(list(program_ids), make_frame, run_program).run()
+        return
+    frame = Frame(memory, tuple(grid), num_warps=num_warps)
     old = np.seterr(all="ignore")
     try:
-        for z, y, x in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
-            frame.program_id = (x, y, z)
+        for pid in program_ids:
+            frame.program_id = pid
             frame.values = {}
             frame.run_block(body, list(arg_values))
+            _program_end(frame)
     finally:
         np.seterr(**old)

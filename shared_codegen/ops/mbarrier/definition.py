@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32, int64
 from shared_codegen.layouts import SwizzledSharedLayout
@@ -139,6 +140,14 @@ class BarrierState:
         which = "" if self.index is None else f" (barrier {self.index})"
         return f"the mbarrier allocated at {self.where}{which}"
 
+    def named(self) -> str:
+        """`bars[1]` (allocated at k.py:12), by the kernel's variable when it has one."""
+        name = getattr(self, "name", "")
+        if not name:
+            return self.describe()
+        which = "" if self.index is None else f"[{self.index}]"
+        return f"`{name}{which}` (allocated at {self.where})"
+
     def _maybe_complete(self) -> None:
         if self.pending == 0 and self.tx == 0:
             self.phase += 1
@@ -146,6 +155,9 @@ class BarrierState:
 
     def arrive(self, count: int, frame, op) -> None:
         self._require_valid(frame, op)
+        hb = current_hb(frame)
+        if hb is not None:  # the arriving partition releases what it did so far
+            hb.release(frame, op, self)
         if count > self.pending:
             frame.error(op, f"mbarrier arrive of count {count} on {self.describe()}, whose "
                             f"phase {self.phase} has only {self.pending} of {self.count} "
@@ -185,7 +197,43 @@ def barrier_state(frame, op, view) -> BarrierState:
     if state is None:
         index = offset // 8 if buf.data.size > 8 else None
         state = states[offset] = BarrierState(buf.where, index)
+        state.name = getattr(buf, "name", "")
+        if _strict():
+            _at_program_end(frame, state)
     return state
+
+
+def _strict() -> bool:
+    from shared_codegen import config
+    return bool(config.get("SC_INTERPRET_STRICT"))
+
+
+def _at_program_end(frame, state: BarrierState) -> None:
+    """Strict mode: when the program returns, `state` must not have a TMA load in flight
+    (the CTA would exit while the copy still writes its shared memory) nor a phase whose
+    transaction bytes never matched what mbarrier.expect announced."""
+    from shared_codegen.interpreter.run import PROGRAM_END_KEY
+
+    def check(frame):
+        if not state.valid:
+            return
+        if state.in_flight:
+            load = state.in_flight[0]
+            raise _program_end_error(frame, f"the program returned while the async operation at "
+                                            f"{load.where} was still in flight on "
+                                            f"{state.describe()}: no mbarrier.wait observed "
+                                            f"the phase it completes")
+        if state.tx != 0:
+            raise _program_end_error(frame, f"the program returned with phase {state.phase} "
+                                            f"of {state.describe()} unmatched: {lacks(state)}")
+
+    frame.values.setdefault(PROGRAM_END_KEY, []).append(check)
+
+
+def _program_end_error(frame, message: str):
+    from shared_codegen.interpreter.memory import InterpreterError
+    pid = ", ".join(str(int(p)) for p in frame.program_id)
+    return InterpreterError(f"{message} (program id ({pid}))")
 
 
 # frame.values key of the program's async engine (`tma._Engine`): in-flight TMA ops and the
@@ -391,6 +439,9 @@ class WaitBarrierOp(OpDef):
             # when every partition is blocked (ops/warp_specialize/interpreter.py).
             frame.partition.block(op, state, parity)
         _observe(state)
+        hb = current_hb(frame)
+        if hb is not None:  # the waiter acquires what the phase's arrivals released
+            hb.acquire(frame, state)
         return []
 
 
@@ -416,6 +467,9 @@ class InvalBarrierOp(OpDef):
         if state.in_flight:
             frame.error(op, f"mbarrier.invalidate on {state.describe()} while the TMA load at "
                             f"{state.in_flight[0].where} will still signal it")
+        if state.tx != 0:
+            frame.error(op, f"mbarrier.invalidate on {state.describe()} while its phase "
+                            f"{state.phase} has pending transactions: {lacks(state)}")
         state.valid = False
         return []
 

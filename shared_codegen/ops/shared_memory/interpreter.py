@@ -13,6 +13,7 @@ from typing import Optional
 
 import numpy as np
 
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ir.types import SharedMemoryType
 from shared_codegen.ops.shared_memory.definition import offset_map
 
@@ -21,9 +22,12 @@ class SharedBuffer:
     """The bytes of one `ttg.local_alloc` in one program."""
 
     def __init__(self, nbytes: int, where: str):
-        self.data = np.zeros(nbytes, dtype=np.uint8)
+        # Poison: all-ones bytes are NaN in every float format and -1 in every int one, so a
+        # path that reads never-written bytes without the `written` check shows it.
+        self.data = np.full(nbytes, 0xFF, dtype=np.uint8)
         self.written = np.zeros(nbytes, dtype=bool)
         self.where = where
+        self.name = ""  # the kernel variable it was first assigned to, for reports
         self.freed_at: Optional[str] = None
 
     def free(self, op):
@@ -90,6 +94,9 @@ class SharedView:
         ty = op.operands[0].type
         dtype = np.dtype(ty.element.np)
         idx = self._bytes(op, frame, dtype.itemsize)
+        hb = current_hb(frame)
+        if hb is not None:  # inside gl.warp_specialize: ordered after other partitions?
+            hb.access(frame, op, self.buffer, idx, write=False)
         ok = self.buffer.written[idx].all(axis=-1)
         if not ok.all():
             first = tuple(int(c) for c in np.argwhere(~ok)[0])
@@ -105,6 +112,9 @@ class SharedView:
         ty = op.result.type if op.results else op.operands[1].type
         dtype = np.dtype(ty.element.np)
         idx = self._bytes(op, frame, dtype.itemsize)
+        hb = current_hb(frame)
+        if hb is not None:
+            hb.access(frame, op, self.buffer, idx, write=True)
         raw = np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=dtype),
                                                    tuple(ty.shape)))
         self.buffer.data[idx] = raw.view(np.uint8).reshape(idx.shape)
@@ -117,6 +127,7 @@ def allocate(op, frame) -> SharedView:
     m = offset_map(ty)
     itemsize = ty.element.itemsize
     buffer = SharedBuffer(m.alloc_elems * itemsize, _where(op))
+    buffer.name = op.result.name_hint or ""
     return SharedView(buffer, itemsize * m.element_offsets())
 
 

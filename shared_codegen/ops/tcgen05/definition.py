@@ -30,6 +30,7 @@ from typing import List
 
 import numpy as np
 
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorMemoryType, float16, float32, int1
 from shared_codegen.layouts import TensorMemoryLayout
@@ -227,6 +228,14 @@ ADVICE = ("wait on the mbarrier its completion is committed to (tcgen05_commit o
           "mbarriers=[...]) first")
 
 
+def _release(frame, op, state) -> None:
+    """A commit's arrival orders the issuer's earlier work before the waiters
+    (interpreter/happens_before.py); it lands later, so it is carried to later phases."""
+    hb = current_hb(frame)
+    if hb is not None:
+        hb.release(frame, op, state, carry=True)
+
+
 def _read_smem(view, ty, frame, op):
     """The operand's elements and their byte indices; pending async writes to them (cp.async,
     TMA) are races, as are elements never written."""
@@ -256,6 +265,10 @@ def _read_operand(frame, op, v, smem_reads: list):
     view = frame[v]
     data, idx = _read_smem(view, ty, frame, op)
     smem_reads.append((view.buffer, idx))
+    hb = current_hb(frame)
+    if hb is not None:  # the issuing partition reads the operand (until its commit lands)
+        hb.access(frame, op, view.buffer, idx, write=False, what="tcgen05_mma reads",
+                  noun="tcgen05 read", engine="tcgen05_mma")
     return data
 
 
@@ -322,6 +335,7 @@ class TCGen5MMAOp(OpDef):
             if bool(frame[pred_v]) and bool(frame[p]):
                 state = barrier_state(frame, op, frame[bar])
                 state._require_valid(frame, op)
+                _release(frame, op, state)
                 machine.commit(state, op)
         return []
 
@@ -359,6 +373,7 @@ class TCGen5CommitOp(OpDef):
             return []
         state = barrier_state(frame, op, frame[op.operands[0]])
         state._require_valid(frame, op)
+        _release(frame, op, state)
         Tcgen05Machine.of(frame).commit(state, op)
         return []
 

@@ -33,6 +33,8 @@ class TmemState:
 
     def __init__(self):
         self.data = np.full((TMEM_LANES, TMEM_COLUMNS * 4), POISON, dtype=np.uint8)
+        # Which bytes were ever written: strict mode reports loads of the others.
+        self.written = np.zeros((TMEM_LANES, TMEM_COLUMNS * 4), dtype=bool)
         self.owner = np.zeros((TMEM_LANES, TMEM_COLUMNS * 4), dtype=np.int64)
         self.readers = np.zeros((TMEM_LANES, TMEM_COLUMNS * 4), dtype=np.int64)  # TS-form A
         self.owners: Dict[int, str] = {}  # owner id -> the MMA's "file:line"
@@ -118,11 +120,21 @@ class TmemView:
     def write_raw(self, value, ty) -> None:
         dtype = np.dtype(ty.element.np)
         raw = np.ascontiguousarray(np.asarray(value, dtype=dtype)).view(np.uint8)
-        self.state.data[self.cells(dtype.itemsize)] = raw.reshape(self.lanes.shape
-                                                                  + (dtype.itemsize,))
+        cells = self.cells(dtype.itemsize)
+        self.state.data[cells] = raw.reshape(self.lanes.shape + (dtype.itemsize,))
+        self.state.written[cells] = True
 
     def read(self, ty, frame, op) -> np.ndarray:
         self.check(ty.element.itemsize, frame, op, "reads")
+        from shared_codegen import config
+        if config.get("SC_INTERPRET_STRICT"):
+            ok = self.state.written[self.cells(ty.element.itemsize)].all(axis=-1)
+            if not ok.all():
+                first = [int(c) for c in np.argwhere(~ok)[0]]
+                frame.error(op, f"{op.opdef.user_name or op.name} reads uninitialized tensor "
+                                f"memory: element {first} of the {list(ok.shape)} view "
+                                f"({int((~ok).sum())} of {ok.size} elements) was never "
+                                f"written (it holds the poison value, NaN for floats)")
         return self.read_raw(ty)
 
     def write(self, value, ty, frame, op) -> None:

@@ -42,6 +42,7 @@ from typing import List
 
 import numpy as np
 
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, TensorType, int1, int32
 from shared_codegen.layouts.relations import OWN_LAYOUTS
@@ -224,6 +225,7 @@ class _Load:
         self.engine, self.state, self.view = engine, state, view
         self.idx, self.raw, self.id, self.where = idx, raw, op_id, where
         self.phase_landed = None
+        self.hb = None  # (detector, issuing partition, its clock) inside gl.warp_specialize
 
     def land(self) -> None:
         buf = self.view.buffer
@@ -233,6 +235,9 @@ class _Load:
         self.state.in_flight.remove(self)
         self.state.landed.append(self)
         self.phase_landed = self.state.complete_tx(int(self.raw.size))
+        if self.hb is not None:  # the landing releases the write to the phase's waiters
+            hb, agent, clock, op = self.hb
+            hb.release_write(agent, clock, self.state, self.phase_landed, op)
 
     def retire(self) -> None:
         pending = self.view.buffer.async_pending
@@ -310,6 +315,11 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
         pending.check(idx, frame, op, "this TMA load targets")
         raw = np.ascontiguousarray(np.asarray(values, dtype=dtype)).view(np.uint8).reshape(-1)
         load = _Load(engine, state, view, idx, raw, engine.new_id(), _where(op))
+        hb = current_hb(frame)
+        if hb is not None:  # the issuer writes the destination (interpreter/happens_before.py)
+            hb.access(frame, op, buf, idx, write=True, what="this TMA load writes",
+                      noun="TMA write", engine="TMA load")
+            load.hb = (hb, *hb.now(frame), op)
         pending.owner[idx] = load.id
         pending.describe(load.id, load.where, "TMA load", "writing",
                          f"wait on {state.describe()} until it observes the phase the load "
@@ -351,6 +361,10 @@ class AsyncTMACopyLocalToGlobalOp(OpDef):
         idx = _byte_index(view, dtype.itemsize)
         pending = _pending(buf)
         pending.check(idx, frame, op, "this TMA store reads", reading=True)
+        hb = current_hb(frame)
+        if hb is not None:
+            hb.access(frame, op, buf, idx, write=False, what="this TMA store reads",
+                      noun="TMA read", engine="TMA store")
         ok = buf.written[idx].reshape(*view.offsets.shape, dtype.itemsize).all(axis=-1)
         if not ok.all():
             first = [int(c) for c in np.argwhere(~ok)[0]]

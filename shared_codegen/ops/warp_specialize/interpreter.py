@@ -29,6 +29,7 @@ from typing import List, Optional
 import numpy as np
 
 from shared_codegen.errors import DeadlockError
+from shared_codegen.interpreter.happens_before import HB_KEY, HappensBefore
 from shared_codegen.interpreter.memory import InterpreterError
 
 # Switches between partitions allowed per warp_specialize before the run is stopped (a
@@ -133,6 +134,10 @@ class Scheduler:
 
     # ---- the run -----------------------------------------------------------------------------
     def run(self) -> List:
+        # Vector clocks of the partitions (interpreter/happens_before.py): shared-memory
+        # accesses of different partitions that no mbarrier orders are races.
+        values = self.frame.values
+        values[HB_KEY] = HappensBefore(self.partitions)
         for part in self.partitions:
             part.thread = threading.Thread(target=part._main, daemon=True,
                                            name=f"partition-{part.index}")
@@ -163,6 +168,7 @@ class Scheduler:
                 self.cond.notify_all()
             for part in self.partitions:
                 part.thread.join()
+            values.pop(HB_KEY, None)  # the join orders everything after the partitions
         return self.partitions[0].results
 
     # ---- reports -----------------------------------------------------------------------------

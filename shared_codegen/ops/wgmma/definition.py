@@ -36,6 +36,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.interpreter.run import Unready
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import SharedMemoryType, TensorType, float32, int1
@@ -278,6 +279,7 @@ class WarpGroupDotOp(OpDef):
 
     name = WGMMA
     layout_rule = OWN_LAYOUTS
+    user_name = "warpgroup_mma"
     memory_effects = frozenset({READ_SHARED})
 
     @staticmethod
@@ -317,6 +319,11 @@ class WarpGroupDotOp(OpDef):
                 view = frame[v]
                 mats.append(_read_smem(view, v.type, frame, op))
                 guards.append((_SmemGuard.of(view.buffer), view, v.type))
+                hb = current_hb(frame)
+                if hb is not None:  # the issuing partition reads its operands
+                    hb.access(frame, op, view.buffer, _operand_bytes(view, v.type),
+                              write=False, what="warpgroup_mma reads", noun="wgmma read",
+                              engine="wgmma")
             else:
                 mats.append(np.asarray(frame[v]))
         a, b = mats
@@ -344,6 +351,11 @@ class WarpGroupDotOp(OpDef):
             registered.append(guard)
         state.pending.append((token, registered))
         return [token]
+
+
+def _operand_bytes(view, ty) -> np.ndarray:
+    return (view.offsets[..., None]
+            + np.arange(ty.element.itemsize, dtype=np.int64)).reshape(-1)
 
 
 class WarpGroupDotWaitOp(OpDef):

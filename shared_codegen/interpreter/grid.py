@@ -1,0 +1,216 @@
+"""Programs of a grid run concurrently, interleaved at atomics and volatile loads.
+
+By default the interpreter runs programs one after another, which is exact for kernels whose
+programs do not wait on each other. A kernel that spins on another program's progress (a
+lock taken with `atomic_cas`, a flag polled with `load(volatile=True)` or `atomic_add(p, 0)`:
+split-K and stream-K fix-ups, decode reductions, semaphores) would hang that way. Such a
+kernel, recognised by a `while` loop whose body or condition performs an atomic or a
+volatile load, runs its programs concurrently instead (and any kernel does with
+`SC_INTERPRET_CONCURRENT=1`): each program is a cooperative thread that runs until its next
+atomic or volatile load, then hands over to the next program, round robin in program-id
+order. Only the program holding the baton runs, so a run is deterministic.
+
+At most `MAX_RESIDENT` programs are started at once; the next program starts when one
+finishes, as the GPU schedules CTAs onto SMs in order. A kernel whose program waits for one
+that is not resident hangs on the GPU as well, and is reported the same way.
+
+A spin that can never complete is reported instead of hanging: when every running program
+has repeated the same atomic or volatile load (same op, same addresses, same values read)
+`SPIN_LIMIT` times in a row while no program wrote global memory, no program can change
+what the others read, so the report names each program, the line it spins at and what it
+reads.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import List, Optional
+
+import numpy as np
+
+from shared_codegen.errors import DeadlockError, InterpreterError
+from shared_codegen.ir.core import MemoryEffect
+
+# Consecutive identical observations (per program, with no global write in between) after
+# which a spin is declared never to complete.
+SPIN_LIMIT = 100
+# Programs running at once; later ones start as earlier ones finish.
+MAX_RESIDENT = 128
+# Hand-overs allowed in one launch before the run is stopped: a livelock guard (programs that
+# keep writing, so no spin looks stuck, but never finish).
+MAX_SWITCHES = 2_000_000
+# Stack of a program's thread: deep enough for nested regions and warp_specialize.
+_THREAD_STACK = 16 << 20
+
+
+class _Abort(BaseException):
+    """Unwinds a program thread when the run is over (another program failed)."""
+
+
+def is_sync_point(op) -> bool:
+    """Where programs may switch: an atomic (reads and writes global memory) or a volatile
+    load."""
+    effects = op.opdef.memory_effects if op.opdef is not None else frozenset()
+    if MemoryEffect.READ_GLOBAL in effects and MemoryEffect.WRITE_GLOBAL in effects:
+        return True
+    return MemoryEffect.READ_GLOBAL in effects and bool(op.attrs.get("volatile"))
+
+
+class Program:
+    """One program of the grid: its frame, its thread and its last observation."""
+
+    def __init__(self, grid: "ConcurrentGrid", pid, frame):
+        self.grid, self.pid, self.frame = grid, pid, frame
+        self.status = "waiting"      # waiting | running | yielded | done | failed
+        self.error: Optional[BaseException] = None
+        self.thread: Optional[threading.Thread] = None
+        self.last = None             # (op, key, memory version) of the last sync point
+        self.repeats = 0
+        self.observed = ""           # what the last sync point read, for reports
+
+    def describe(self) -> str:
+        return "program (" + ", ".join(str(p) for p in self.pid) + ")"
+
+    # ---- called on the program's thread (from Memory at a sync point) -------------------
+    def sync(self, op, ptrs, result) -> None:
+        """After an atomic or volatile load: note what it saw, then let others run."""
+        memory = self.frame.memory
+        key = (np.asarray(ptrs).tobytes(), np.asarray(result).tobytes())
+        if self.last is not None and self.last[0] is op and self.last[1] == key \
+                and self.last[2] == memory.version:
+            self.repeats += 1
+        else:
+            self.repeats = 0
+        self.last = (op, key, memory.version)
+        if self.repeats >= SPIN_LIMIT - 1:
+            values = np.asarray(result).reshape(-1)
+            shown = ", ".join(str(v) for v in values[:4]) + (", ..." if values.size > 4 else "")
+            self.observed = f"reads {shown}"
+        self.grid._yield_from(self, "yielded")
+
+    def _main(self, run) -> None:
+        grid = self.grid
+        grid._wait_for_baton(self)
+        old = np.seterr(all="ignore")
+        try:
+            run(self.frame)
+            status = "done"
+        except _Abort:
+            return
+        except BaseException as exc:  # re-raised by the scheduler on the calling thread
+            self.error = exc
+            status = "failed"
+        finally:
+            np.seterr(**old)
+        grid._yield_from(self, status, final=True)
+
+
+class ConcurrentGrid:
+    """Round-robin cooperative scheduling of a grid's programs (see the module docstring)."""
+
+    def __init__(self, program_ids, make_frame, run):
+        self.cond = threading.Condition()
+        self.holder: Optional[Program] = None
+        self.aborted = False
+        self.run_program = run
+        self.programs: List[Program] = [Program(self, pid, make_frame(pid, None))
+                                        for pid in program_ids]
+        for prog in self.programs:
+            prog.frame.program = prog
+
+    # ---- baton ---------------------------------------------------------------------------
+    def _wait_for_baton(self, prog: Program) -> None:
+        with self.cond:
+            while self.holder is not prog and not self.aborted:
+                self.cond.wait()
+            if self.aborted:
+                raise _Abort()
+            prog.status = "running"
+
+    def _yield_from(self, prog: Program, status: str, final: bool = False) -> None:
+        with self.cond:
+            prog.status = status
+            self.holder = None
+            self.cond.notify_all()
+        if not final:
+            self._wait_for_baton(prog)
+
+    def _resume(self, prog: Program) -> None:
+        with self.cond:
+            self.holder = prog
+            self.cond.notify_all()
+            while self.holder is prog:
+                self.cond.wait()
+
+    def _start(self, prog: Program) -> None:
+        old = threading.stack_size()
+        threading.stack_size(_THREAD_STACK)
+        try:
+            prog.thread = threading.Thread(target=prog._main, args=(self.run_program,),
+                                           daemon=True, name=f"program-{prog.pid}")
+            prog.thread.start()
+        finally:
+            threading.stack_size(old)
+        prog.status = "yielded"
+
+    # ---- the run ---------------------------------------------------------------------------
+    def run(self) -> None:
+        queue = list(self.programs)
+        resident: List[Program] = []
+        switches = 0
+        try:
+            while queue or resident:
+                switches += len(resident)
+                if switches > MAX_SWITCHES:
+                    raise InterpreterError(
+                        f"the programs of the grid switched more than {MAX_SWITCHES} times "
+                        f"at atomics and volatile loads without finishing (a livelock?); "
+                        f"{len(resident)} still run, {len(queue)} never started")
+                while queue and len(resident) < MAX_RESIDENT:
+                    prog = queue.pop(0)
+                    self._start(prog)
+                    resident.append(prog)
+                for prog in list(resident):
+                    self._resume(prog)
+                    if prog.status == "failed":
+                        raise prog.error
+                    if prog.status == "done":
+                        resident.remove(prog)
+                version = self.programs[0].frame.memory.version
+                if resident and all(p.repeats >= SPIN_LIMIT and p.last[2] == version
+                                    for p in resident):
+                    raise self._deadlock(resident, waiting=len(queue))
+        finally:
+            with self.cond:
+                self.aborted = True
+                self.cond.notify_all()
+            for prog in self.programs:
+                if prog.thread is not None:
+                    prog.thread.join()
+
+    def _deadlock(self, spinning: List[Program], waiting: int) -> InterpreterError:
+        first = spinning[0].last[0]
+        loc = first.loc
+        where = f"{loc.file}:{loc.line}" if loc.line else "<kernel>"
+        lines = [f"{where}: deadlock: a spin loop never completes: every running program has "
+                 f"repeated the same atomic or volatile load {SPIN_LIMIT} times with no "
+                 f"store to global memory in between"]
+        for prog in spinning:
+            op = prog.last[0]
+            at = f"{op.loc.file}:{op.loc.line}" if op.loc.line else "<kernel>"
+            kind = "a volatile load" if op.attrs.get("volatile") else "an atomic"
+            lines.append(f"  {prog.describe()} spins at {at}: {kind} that {prog.observed}")
+            if op.loc.source_line:
+                lines.append(f"      {op.loc.source_line.strip()}")
+        done = len(self.programs) - len(spinning) - waiting
+        lines.append(f"  {done} program{'s' if done != 1 else ''} returned"
+                     + (f"; {waiting} more never started (at most {MAX_RESIDENT} run at once, "
+                        f"as CTAs resident on the GPU)" if waiting else ""))
+        error = DeadlockError("\n".join(lines))
+        if loc.line:
+            error.file, error.line = loc.file, loc.line
+        return error
+
+
+__all__ = ["ConcurrentGrid", "Program", "is_sync_point", "SPIN_LIMIT", "MAX_RESIDENT",
+           "MAX_SWITCHES"]
