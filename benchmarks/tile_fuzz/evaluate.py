@@ -221,9 +221,8 @@ def _fma_nearest(x, y, z):
     return flat.reshape(out.shape)
 
 
-def clamp(a: Value, lo: float, hi: float) -> Value:
-    if a.dtype == "bfloat16":
-        a = _cast_value(a, "float32")
+def clamp(a: Value, lo: float, hi: float, dtype: str) -> Value:
+    a = _cast_value(a, dtype)
     x = f64(a.val)
     r = round_float(np.clip(x, lo, hi), a.dtype)
     unsure = a.unsure | np.isnan(x)

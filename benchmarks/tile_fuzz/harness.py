@@ -71,7 +71,7 @@ def reference(program: Program, inputs: list) -> Value:
         elif node.op == "fma":
             values.append(E.fma(*args, node.dtype))
         elif node.op == "clamp":
-            values.append(E.clamp(args[0], *node.attr))
+            values.append(E.clamp(args[0], *node.attr, node.dtype))
         elif node.op == "reduce":
             values.append(reduce(node.attr[0], node.attr[1], args[0], node.kind))
         elif node.op == "scan":

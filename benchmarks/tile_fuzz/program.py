@@ -205,6 +205,11 @@ def render(program: Program, frontend: str = "tile") -> str:
         else:
             expr = _expression(program, node, names)
         lines.append(f"    {name} = {expr}")
+        if node.op != "load":
+            # the dtype Triton 3.6's rules give: a compile error where a compiler disagrees,
+            # even when the values would not show it
+            lines.append(f"    tl.static_assert({name}.dtype == tl.{node.dtype}, "
+                         f"\"{name} should be {node.dtype}\")")
     out = names[program.output]
     kind = program.out_kind
     if kind == "2d":

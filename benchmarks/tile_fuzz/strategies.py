@@ -175,7 +175,10 @@ def clamp(draw, s: State):
         return None
     lo = draw(st.sampled_from((-2.0, -0.5, 0.0)))
     hi = draw(st.sampled_from((0.25, 1.0, 3.0)))
-    return [Node("clamp", (a,), (lo, hi), R.promote_bf16(s.nodes[a].dtype), s.nodes[a].kind)]
+    # tl.clamp makes its bounds fp32 tensors (not Python scalars) and takes bf16 to fp32, so
+    # fp16 / bf16 inputs give fp32
+    dtype = R.computation_type(R.promote_bf16(s.nodes[a].dtype), "float32")
+    return [Node("clamp", (a,), (lo, hi), dtype, s.nodes[a].kind)]
 
 
 REDUCTIONS = ("sum", "max", "min", "argmax", "argmin", "xor_sum")
