@@ -23,7 +23,7 @@ def make_inputs(program: Program, m: int, n: int, seed: int) -> list:
     rng = np.random.default_rng(seed)
     arrays = []
     for load in program.loads:
-        shape = load_shape(load.kind, m, n)
+        shape = load_shape(program, load.kind, m, n)
         dtype = load.dtype
         mode = rng.integers(0, 4)
         if not is_float(dtype):
@@ -47,6 +47,15 @@ def make_inputs(program: Program, m: int, n: int, seed: int) -> list:
 
 
 def reference(program: Program, inputs: list) -> Value:
+    """The stored value of every program, stacked (program p reads slice p of the inputs)."""
+    per_program = [reference_of_one(program, [a[p] for a in inputs])
+                   for p in range(program.grid)]
+    first = per_program[0]
+    return Value(*(np.stack([getattr(v, f) for v in per_program]) for f in
+                   ("val", "err", "unsure")), first.dtype, first.kind)
+
+
+def reference_of_one(program: Program, inputs: list) -> Value:
     values: list = []
     load_index = 0
     for node in program.nodes:
@@ -55,7 +64,8 @@ def reference(program: Program, inputs: list) -> Value:
             load_index += 1
             continue
         args = [E.broadcast(values[a], node.kind, program)
-                if node.op not in ("reduce", "scan", "dot") else values[a] for a in node.args]
+                if node.op not in ("reduce", "scan", "dot", "trans") else values[a]
+                for a in node.args]
         if node.op == "binary":
             sym, literal = node.attr
             if literal is not None:
@@ -76,6 +86,15 @@ def reference(program: Program, inputs: list) -> Value:
             values.append(reduce(node.attr[0], node.attr[1], args[0], node.kind))
         elif node.op == "scan":
             values.append(scan(*node.attr, args[0]))
+        elif node.op == "trans":
+            v = args[0]
+            values.append(type(v)(v.val.T, v.err.T, v.unsure.T, v.dtype, v.kind))
+        elif node.op == "loop":
+            sym, trips = node.attr
+            acc = args[0]
+            for _ in range(trips):
+                acc = E.binary(sym, acc, args[1], node.dtype, node.dtype)
+            values.append(acc)
         elif node.op == "dot":
             values.append(dot(args[0], args[1], node.dtype))
         else:
@@ -88,8 +107,8 @@ def reference(program: Program, inputs: list) -> Value:
 def crop(value: Value, program: Program, m: int, n: int):
     """The stored part of the output value: (values, err, unsure) at extents (m, n)."""
     kind = program.out_kind
-    sl = {"2d": (slice(0, m), slice(0, n)), "row": (slice(0, n),), "col": (slice(0, m),),
-          "scalar": ()}[kind]
+    sl = (slice(None),) + {"2d": (slice(0, m), slice(0, n)), "row": (slice(0, n),),
+                           "col": (slice(0, m),), "scalar": ()}[kind]
     arrays = [np.asarray(a)[sl] for a in (value.val, value.err, value.unsure)]
     return [a.reshape(out_shape(program, m, n)) for a in arrays]
 
@@ -152,7 +171,8 @@ def load_kernel(source: str, folder: str):
 
 def run_interpreter(program: Program, kernel, inputs: list, m: int, n: int) -> np.ndarray:
     out = np.zeros(out_shape(program, m, n), dtype=NP[program.out_dtype])
-    kernel[(1,)](*inputs, out, m, n, BLOCK_M=program.block_m, BLOCK_N=program.block_n)
+    kernel[(program.grid,)](*inputs, out, m, n, BLOCK_M=program.block_m,
+                            BLOCK_N=program.block_n)
     return out
 
 

@@ -81,6 +81,7 @@ class Program:
     block_n: int
     nodes: tuple
     output: int
+    grid: int = 1  # programs; program p works on slice p of every input and of the output
 
     @property
     def loads(self):
@@ -163,21 +164,26 @@ def _expression(program: Program, node: Node, names: list) -> str:
     if node.op == "scan":
         fn, axis, reverse = node.attr
         return f"tl.{fn}({names[node.args[0]]}, axis={axis}, reverse={reverse})"
+    if node.op == "trans":
+        return f"tl.trans({names[node.args[0]]})"
     if node.op == "dot":
         return f"tl.dot({names[node.args[0]]}, {names[node.args[1]]})"
     raise ValueError(f"no spelling for node {node}")
 
 
+# Where slice `pid` of an argument of each kind starts (elements).
+SLICE_START = {"2d": "pid * M * N + ", "row": "pid * N + ", "col": "pid * M + ",
+               "scalar": "pid"}
+
+
 def _load_lines(program: Program, index: int, load: Load) -> str:
-    ptr = f"x{index}_ptr"
+    ptr = f"x{index}_ptr + {SLICE_START[load.kind]}"
     other = load.other
     if load.kind == "2d":
-        return f"tl.load({ptr} + offs, mask=mask, other={other})"
+        return f"tl.load({ptr}offs, mask=mask, other={other})"
     if load.kind == "row":
-        return f"tl.load({ptr} + rn, mask=rn < N, other={other})"
-    if load.kind == "col":
-        return f"tl.load({ptr} + rm, mask=rm < M, other={other})"
-    return f"tl.load({ptr})"
+        return f"tl.load({ptr}rn, mask=rn < N, other={other})"
+    return f"tl.load({ptr}rm, mask=rm < M, other={other})"
 
 
 def render(program: Program, frontend: str = "tile") -> str:
@@ -189,6 +195,7 @@ def render(program: Program, frontend: str = "tile") -> str:
     lines = [header, "", "@triton.jit",
              f"def kernel({', '.join(args)}, out_ptr, M, N, BLOCK_M: tl.constexpr, "
              f"BLOCK_N: tl.constexpr):",
+             "    pid = tl.program_id(0)",
              "    rn = tl.arange(0, BLOCK_N)"]
     if program.rank == 2:
         lines += ["    rm = tl.arange(0, BLOCK_M)",
@@ -202,9 +209,19 @@ def render(program: Program, frontend: str = "tile") -> str:
         if node.op == "load":
             expr = _load_lines(program, load_index, Load(node.dtype, node.kind, node.attr[0]))
             load_index += 1
+        elif node.op == "loop":
+            sym, trips = node.attr
+            acc, other = names[node.args[0]], names[node.args[1]]
+            other = _operand(other, program.nodes[node.args[1]].kind, node.kind)
+            step = (f"{BINARY_FUNCTIONS[sym]}({name}, {other})" if sym in BINARY_FUNCTIONS
+                    else f"{name} {sym} {other}")
+            lines += [f"    {name} = {acc}", f"    for _ in range({trips}):",
+                      f"        {name} = {step}"]
+            expr = None
         else:
             expr = _expression(program, node, names)
-        lines.append(f"    {name} = {expr}")
+        if expr is not None:
+            lines.append(f"    {name} = {expr}")
         if node.op != "load":
             # the dtype Triton 3.6's rules give: a compile error where a compiler disagrees,
             # even when the values would not show it
@@ -212,21 +229,23 @@ def render(program: Program, frontend: str = "tile") -> str:
                          f"\"{name} should be {node.dtype}\")")
     out = names[program.output]
     kind = program.out_kind
+    ptr = f"out_ptr + {SLICE_START[kind]}"
     if kind == "2d":
-        lines.append(f"    tl.store(out_ptr + offs, {out}, mask=mask)")
+        lines.append(f"    tl.store({ptr}offs, {out}, mask=mask)")
     elif kind == "row":
-        lines.append(f"    tl.store(out_ptr + rn, {out}, mask=rn < N)")
+        lines.append(f"    tl.store({ptr}rn, {out}, mask=rn < N)")
     elif kind == "col":
-        lines.append(f"    tl.store(out_ptr + rm, {out}, mask=rm < M)")
+        lines.append(f"    tl.store({ptr}rm, {out}, mask=rm < M)")
     else:
-        lines.append(f"    tl.store(out_ptr, {out})")
+        lines.append(f"    tl.store({ptr}, {out})")
     return "\n".join(lines) + "\n"
 
 
 def out_shape(program: Program, m: int, n: int) -> tuple:
-    """The stored array's shape at extents (m, n)."""
-    return {"2d": (m, n), "row": (n,), "col": (m,), "scalar": (1,)}[program.out_kind]
+    """The stored array's shape at extents (m, n): one slice per program."""
+    return (program.grid,) + {"2d": (m, n), "row": (n,), "col": (m,), "scalar": ()}[
+        program.out_kind]
 
 
-def load_shape(kind: str, m: int, n: int) -> tuple:
-    return {"2d": (m, n), "row": (n,), "col": (m,)}[kind]
+def load_shape(program: Program, kind: str, m: int, n: int) -> tuple:
+    return (program.grid,) + {"2d": (m, n), "row": (n,), "col": (m,)}[kind]

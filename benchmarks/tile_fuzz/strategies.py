@@ -254,6 +254,35 @@ def dot(draw, s: State):
     return out + [Node("dot", tuple(args), (), result, "2d")]
 
 
+def trans(draw, s: State):
+    """`tl.trans` of a square tile (so the result is a tile of the same shape)."""
+    if s.rank != 2 or s.block_m != s.block_n:
+        return None
+    a = s.pick(draw, lambda n: n.kind == "2d")
+    if a is None:
+        return None
+    return [Node("trans", (a,), (), s.nodes[a].dtype, "2d")]
+
+
+LOOP_SYMS = ("+", "*", "^", "maximum", "-")
+
+
+def loop(draw, s: State):
+    """`acc = a; for _ in range(trips): acc = acc <op> b`: a loop-carried value, which must
+    keep its dtype and shape across iterations."""
+    sym = draw(st.sampled_from(LOOP_SYMS))
+    a = s.pick(draw, _numeric)
+    b = s.pick(draw, _numeric)
+    if a is None:
+        return None
+    acc, other = s.nodes[a], s.nodes[b]
+    typed = R.binary_result(sym, acc.dtype, other.dtype)
+    if typed is None or typed[1] != acc.dtype or join_kinds(acc.kind, other.kind) != acc.kind:
+        return None
+    trips = draw(st.integers(0, 3))
+    return [Node("loop", (a, b), (sym, trips), acc.dtype, acc.kind)]
+
+
 def _language_has(name: str) -> bool:
     import tile.language as tl
 
@@ -261,7 +290,8 @@ def _language_has(name: str) -> bool:
 
 
 FAMILIES = {"binary": binary, "unary": unary, "cast": cast, "where": where, "fma": fma,
-            "clamp": clamp, "reduce": reduce, "scan": scan, "fp8": fp8_round_trip}
+            "clamp": clamp, "reduce": reduce, "scan": scan, "fp8": fp8_round_trip,
+            "trans": trans, "loop": loop}
 if _language_has("dot"):  # tl.dot lands on its own branch
     FAMILIES["dot"] = dot
 # How often each family is drawn (a weight per name; families absent here weigh 1).
@@ -299,7 +329,8 @@ def programs(draw, max_ops: int = 6, families=None):
                     state.add(node)
                 break
     output = len(state.nodes) - 1
-    return Program(rank, block_m, block_n, tuple(state.nodes), output)
+    grid = draw(st.sampled_from((1, 1, 2, 3)))
+    return Program(rank, block_m, block_n, tuple(state.nodes), output, grid)
 
 
 @st.composite

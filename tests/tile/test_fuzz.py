@@ -87,7 +87,7 @@ def test_compare_catches_one_ulp_on_an_exact_op(kernel_dir):
     expected = harness.crop(harness.reference(program, inputs), program, 1, 8)
     actual = harness.run_interpreter(program, kernel, inputs, 1, 8)
     assert harness.compare(actual, *expected, "float16").ok
-    actual[2] = np.nextafter(actual[2], np.float16(np.inf))
+    actual[0, 2] = np.nextafter(actual[0, 2], np.float16(np.inf))
     verdict = harness.compare(actual, *expected, "float16")
     assert not verdict.ok and verdict.detail.startswith("1 of 8 elements differ")
 
@@ -95,10 +95,10 @@ def test_compare_catches_one_ulp_on_an_exact_op(kernel_dir):
 def test_reference_leaves_float_to_int_out_of_range_unchecked():
     program = _program(Node("load", (), (0,), "float32", "row"),
                        Node("cast", (0,), (), "int8", "row"))
-    inputs = [np.array([1.5, -2.5, 300.0, np.nan, -129.0, 127.9, 0, 0], np.float32)]
-    value = harness.reference(program, inputs)
-    assert value.val[:2].tolist() == [1, -2] and value.val[5] == 127
-    assert value.unsure.tolist() == [False, False, True, True, True, False, False, False]
+    inputs = [np.array([[1.5, -2.5, 300.0, np.nan, -129.0, 127.9, 0, 0]], np.float32)]
+    value = harness.reference(program, inputs)  # one program: a leading axis of 1
+    assert value.val[0, :2].tolist() == [1, -2] and value.val[0, 5] == 127
+    assert value.unsure[0].tolist() == [False, False, True, True, True, False, False, False]
 
 
 # ---- what the fuzzer found --------------------------------------------------------------------
