@@ -49,7 +49,9 @@ def _launch(kernel, program, torch, inputs, m, n):
     # zeros through bytes: torch fills few kernels for uint16/32/64 on CUDA
     out = to_device(torch, np.zeros(out_shape(program, m, n), NP[program.out_dtype]),
                     program.out_dtype)
-    kernel[(program.grid,)](*args, out, m, n, BLOCK_M=program.block_m, BLOCK_N=program.block_n)
+    kernel[(program.grid,)](*args, out, m, n, program.int_arg, program.float_arg,
+                            BLOCK_M=program.block_m, BLOCK_N=program.block_n,
+                            num_warps=program.num_warps)
     torch.cuda.synchronize()
     return to_host(out, program.out_dtype)
 

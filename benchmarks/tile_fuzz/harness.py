@@ -13,7 +13,7 @@ import numpy as np
 
 from . import evaluate as E
 from .program import Program, is_float, load_shape, out_shape
-from .reductions import dot, reduce, scan
+from .reductions import dot, reduce, scan, sort_or_flip
 from .reference import NP, Value, f64
 
 
@@ -63,8 +63,13 @@ def reference_of_one(program: Program, inputs: list) -> Value:
             values.append(E.load(program, node, inputs[load_index]))
             load_index += 1
             continue
+        if node.op == "arg":
+            value = program.int_arg if node.attr[0] == "s_int" else program.float_arg
+            arr = np.array(value, dtype=NP[node.dtype])
+            values.append(Value(arr, np.zeros(()), np.zeros((), bool), node.dtype, "scalar"))
+            continue
         args = [E.broadcast(values[a], node.kind, program)
-                if node.op not in ("reduce", "scan", "dot", "trans") else values[a]
+                if node.op not in ("reduce", "scan", "dot", "trans", "sort", "flip") else values[a]
                 for a in node.args]
         if node.op == "binary":
             sym, literal = node.attr
@@ -84,6 +89,8 @@ def reference_of_one(program: Program, inputs: list) -> Value:
             values.append(E.clamp(args[0], *node.attr, node.dtype))
         elif node.op == "reduce":
             values.append(reduce(node.attr[0], node.attr[1], args[0], node.kind))
+        elif node.op in ("sort", "flip"):
+            values.append(sort_or_flip(node.op, node.attr, args[0]))
         elif node.op == "scan":
             values.append(scan(*node.attr, args[0]))
         elif node.op == "trans":
@@ -171,8 +178,9 @@ def load_kernel(source: str, folder: str):
 
 def run_interpreter(program: Program, kernel, inputs: list, m: int, n: int) -> np.ndarray:
     out = np.zeros(out_shape(program, m, n), dtype=NP[program.out_dtype])
-    kernel[(program.grid,)](*inputs, out, m, n, BLOCK_M=program.block_m,
-                            BLOCK_N=program.block_n)
+    kernel[(program.grid,)](*inputs, out, m, n, program.int_arg, program.float_arg,
+                            BLOCK_M=program.block_m, BLOCK_N=program.block_n,
+                            num_warps=program.num_warps)
     return out
 
 

@@ -82,6 +82,9 @@ class Program:
     nodes: tuple
     output: int
     grid: int = 1  # programs; program p works on slice p of every input and of the output
+    num_warps: int = 4
+    int_arg: int = 3  # the runtime scalars `s_int` (i32) and `s_float` (fp32)
+    float_arg: float = 0.75
 
     @property
     def loads(self):
@@ -98,7 +101,7 @@ class Program:
     def signature(self) -> dict:
         sig = {f"x{i}_ptr": "*" + SIGNATURE[load.dtype] for i, load in enumerate(self.loads)}
         sig["out_ptr"] = "*" + SIGNATURE[self.out_dtype]
-        sig.update({"M": "i32", "N": "i32"})
+        sig.update({"M": "i32", "N": "i32", "s_int": "i32", "s_float": "fp32"})
         return sig
 
     def constexprs(self) -> dict:
@@ -159,11 +162,23 @@ def _expression(program: Program, node: Node, names: list) -> str:
         lo, hi = node.attr
         return f"tl.clamp({ops[0]}, {_literal(lo)}, {_literal(hi)})"
     if node.op == "reduce":
-        fn, axis = node.attr
-        return f"tl.{fn}({names[node.args[0]]}, axis={axis})"
+        fn, axis, keep_dims = node.attr
+        if not keep_dims:
+            return f"tl.{fn}({names[node.args[0]]}, axis={axis})"
+        # keep_dims leaves a (BLOCK_M, 1) / (1, BLOCK_N) tile (or (1,) from a vector);
+        # reshape it back to the kind's shape
+        shape = {"col": "(BLOCK_M,)", "row": "(BLOCK_N,)", "scalar": "()"}[node.kind]
+        return (f"tl.reshape(tl.{fn}({names[node.args[0]]}, axis={axis}, keep_dims=True), "
+                f"{shape})")
     if node.op == "scan":
         fn, axis, reverse = node.attr
         return f"tl.{fn}({names[node.args[0]]}, axis={axis}, reverse={reverse})"
+    if node.op == "arg":
+        return node.attr[0]  # a kernel argument: a 0-d tensor, not a Python number
+    if node.op == "sort":
+        return f"tl.sort({names[node.args[0]]}, dim={node.attr[0]}, descending={node.attr[1]})"
+    if node.op == "flip":
+        return f"tl.flip({names[node.args[0]]}, dim={node.attr[0]})"
     if node.op == "trans":
         return f"tl.trans({names[node.args[0]]})"
     if node.op == "dot":
@@ -193,8 +208,8 @@ def render(program: Program, frontend: str = "tile") -> str:
         header = "import triton\nimport triton.language as tl\n"
     args = [f"x{i}_ptr" for i in range(len(program.loads))]
     lines = [header, "", "@triton.jit",
-             f"def kernel({', '.join(args)}, out_ptr, M, N, BLOCK_M: tl.constexpr, "
-             f"BLOCK_N: tl.constexpr):",
+             f"def kernel({', '.join(args)}, out_ptr, M, N, s_int, s_float, "
+             f"BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
              "    pid = tl.program_id(0)",
              "    rn = tl.arange(0, BLOCK_N)"]
     if program.rank == 2:

@@ -40,7 +40,7 @@ def reduce(fn: str, axis, v: Value, out_kind: str) -> Value:
             r = round_float(r64, dtype)
             # any association order: each partial sum rounds once
             err = (e.sum(axis=-1) + n * EPS[dtype] * np.abs(x64).sum(axis=-1)
-                   + n * TINY[dtype] + EPS[dtype] * np.abs(r64))
+                   + n * TINY[dtype] + 2 * EPS[dtype] * np.abs(r64))
             err = np.where((n == 1) & (e.sum(axis=-1) == 0), 0.0, err)
             # a partial sum past the largest finite value overflows in some orders only
             unsure = unsure | (~np.isfinite(r64) | (np.abs(x64).sum(axis=-1) > BIG[dtype])) \
@@ -85,12 +85,12 @@ def scan(fn: str, axis: int, reverse: bool, v: Value) -> Value:
             if fn == "cumsum":
                 r64 = np.cumsum(x64, axis=-1)
                 err = (np.cumsum(e, axis=-1) + steps * EPS[dtype] * np.cumsum(np.abs(x64), -1)
-                       + steps * TINY[dtype])
+                       + steps * TINY[dtype] + 2 * EPS[dtype] * np.abs(r64))
             else:
                 r64 = np.cumprod(x64, axis=-1)
                 # a product's relative error grows by one rounding per factor; inexact
                 # factors make it unbounded near zero, so those prefixes are not checked
-                err = 2 * steps * EPS[dtype] * np.abs(r64) + steps * TINY[dtype]
+                err = 2 * (steps + 1) * EPS[dtype] * np.abs(r64) + steps * TINY[dtype]
                 unsure = unsure | np.logical_or.accumulate(e > 0, axis=-1)
             # past an overflow (or an underflow of a product) the order decides: unchecked
             if fn == "cumsum":
@@ -132,3 +132,22 @@ def dot(a: Value, b: Value, out_dtype: str) -> Value:
                + size * (2 * operand + (k + 1) * EPS["float32"]) + k * TINY["float32"])
         unsure = unsure | ~np.isfinite(size) | (size > BIG["float32"])
     return Value(round_float(exact, "float32"), err, unsure, "float32", "2d")
+
+
+def sort_or_flip(op: str, attr: tuple, v: Value) -> Value:
+    """`tl.sort(x, dim, descending)` / `tl.flip(x, dim)`. Sorting moves each element's error
+    with it, and the k-th smallest of values each within e of the true ones is within max(e)
+    of the true k-th smallest; NaN has no place in the order, so its row is unchecked."""
+    dim = attr[0]
+    if op == "flip":
+        return Value(np.flip(v.val, dim).copy(), np.flip(v.err, dim).copy(),
+                     np.flip(v.unsure, dim).copy(), v.dtype, v.kind)
+    descending = attr[1]
+    r = np.sort(v.val, axis=dim)
+    if descending:
+        r = np.flip(r, dim)
+    err = np.broadcast_to(v.err.max(axis=dim, keepdims=True), v.err.shape).copy()
+    unsure = v.unsure.any(axis=dim, keepdims=True)
+    if is_float(v.dtype):
+        unsure = unsure | np.isnan(f64(v.val)).any(axis=dim, keepdims=True)
+    return Value(r.copy(), err, np.broadcast_to(unsure, v.unsure.shape).copy(), v.dtype, v.kind)

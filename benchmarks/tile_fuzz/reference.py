@@ -129,11 +129,12 @@ def _cast_value(v: Value, dst: str) -> Value:
 
 def _rounded(err, val, dtype):
     """An error bound after one more rounding to `dtype` (only inexact inputs can make the
-    device round differently from the reference)."""
+    device round differently from the reference: two inputs apart by d round to results
+    apart by at most d and one ulp, 2 * EPS relative)."""
     if not is_float(dtype):
         return np.zeros(np.shape(val))
     with np.errstate(invalid="ignore", over="ignore"):
-        extra = EPS[dtype] * np.abs(f64(val)) + TINY[dtype]
+        extra = 2 * EPS[dtype] * np.abs(f64(val)) + TINY[dtype]
         return np.where(err > 0, err + extra, err)
 
 

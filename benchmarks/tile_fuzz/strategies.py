@@ -201,10 +201,11 @@ def reduce(draw, s: State):
     if fn == "xor_sum" and is_float(dtype):
         return None
     axis, kind = _axis_result(draw, s.nodes[a].kind)
+    keep_dims = kind != "scalar" and draw(st.integers(0, 3)) == 0
     out_dtype = {"sum": R.sum_dtype(dtype), "max": R.minmax_dtype(dtype),
                  "min": R.minmax_dtype(dtype), "argmax": "int32", "argmin": "int32",
                  "xor_sum": dtype}[fn]
-    return [Node("reduce", (a,), (fn, axis), out_dtype, kind)]
+    return [Node("reduce", (a,), (fn, axis, keep_dims), out_dtype, kind)]
 
 
 def scan(draw, s: State):
@@ -283,6 +284,18 @@ def loop(draw, s: State):
     return [Node("loop", (a, b), (sym, trips), acc.dtype, acc.kind)]
 
 
+def sort_or_flip(draw, s: State):
+    """`tl.sort` / `tl.flip` along the last axis of a tile, or of a vector."""
+    a = s.pick(draw, lambda n: n.kind != "scalar" and n.dtype != "int1")
+    if a is None:
+        return None
+    node = s.nodes[a]
+    dim = 1 if node.kind == "2d" else 0
+    if draw(st.booleans()):
+        return [Node("sort", (a,), (dim, draw(st.booleans())), node.dtype, node.kind)]
+    return [Node("flip", (a,), (dim,), node.dtype, node.kind)]
+
+
 def _language_has(name: str) -> bool:
     import tile.language as tl
 
@@ -291,7 +304,7 @@ def _language_has(name: str) -> bool:
 
 FAMILIES = {"binary": binary, "unary": unary, "cast": cast, "where": where, "fma": fma,
             "clamp": clamp, "reduce": reduce, "scan": scan, "fp8": fp8_round_trip,
-            "trans": trans, "loop": loop}
+            "trans": trans, "loop": loop, "sort": sort_or_flip}
 if _language_has("dot"):  # tl.dot lands on its own branch
     FAMILIES["dot"] = dot
 # How often each family is drawn (a weight per name; families absent here weigh 1).
@@ -321,6 +334,13 @@ def programs(draw, max_ops: int = 6, families=None):
     state = State(rank, block_m, block_n)
     for _ in range(draw(st.integers(1, 3))):
         state.add(_load(draw, rank))
+    # the runtime scalars: 0-d tensors of int32 / fp32 (they promote like tensors)
+    int_arg = draw(st.sampled_from((3, -5, 7, 1000, 16)))
+    float_arg = draw(st.sampled_from((0.75, -1.5, 3.0)))
+    if draw(st.booleans()):
+        state.add(Node("arg", (), ("s_int",), "int32", "scalar"))
+    if draw(st.booleans()):
+        state.add(Node("arg", (), ("s_float",), "float32", "scalar"))
     for _ in range(draw(st.integers(1, max_ops))):
         for _attempt in range(4):
             nodes = families[draw(st.sampled_from(weighted))](draw, state)
@@ -330,7 +350,9 @@ def programs(draw, max_ops: int = 6, families=None):
                 break
     output = len(state.nodes) - 1
     grid = draw(st.sampled_from((1, 1, 2, 3)))
-    return Program(rank, block_m, block_n, tuple(state.nodes), output, grid)
+    num_warps = draw(st.sampled_from((1, 2, 4, 4, 8)))
+    return Program(rank, block_m, block_n, tuple(state.nodes), output, grid, num_warps,
+                   int_arg, float_arg)
 
 
 @st.composite
