@@ -9,6 +9,7 @@ import os
 import sys
 from fractions import Fraction
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -129,3 +130,58 @@ def test_fma_rounds_once(dtype):
         # correctly rounded: no neighbour of the result is nearer the exact value
         assert abs(Fraction(float(got)) - q) <= min(abs(below - q), abs(above - q))
     assert np.count_nonzero(out[:32]) > 16  # the rounding errors themselves, not zeros
+
+
+@tile.jit
+def fp8_round_trip_kernel(x_ptr, out_ptr, FP8: tl.constexpr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs).to(FP8).to(tl.float32))
+
+
+def test_fp8e5_casts_compile_for_sm_80_in_software():
+    # Found by the fuzzer: sm_80 kernels with fp8 casts emitted sm_89+ `cvt` forms and failed
+    # in ptxas. e5m2 now converts with integer ops before sm_89, as Triton does.
+    signature = {"x_ptr": "*fp32", "out_ptr": "*fp32"}
+    ptx = {target: tile.compile(fp8_round_trip_kernel, signature=signature,
+                                constexprs={"FP8": tl.float8e5, "N": 128},
+                                target=target).asm["ptx"] for target in ("sm_80", "sm_90a")}
+    assert "e5m2" not in ptx["sm_80"] and "cvt.rn.f16.f32" in ptx["sm_80"]
+    assert "cvt.rn.satfinite.e5m2x2.f32" in ptx["sm_90a"]
+
+
+def test_fp8e4nv_before_sm_89_is_refused_in_the_users_terms():
+    with pytest.raises(tile.CompilationError, match=r"fp8e4nv \(tl.float8e4nv\) data type is "
+                                                    r"not supported on CUDA arch < 89 \(target "
+                                                    r"sm_80\)"):
+        tile.compile(fp8_round_trip_kernel, signature={"x_ptr": "*fp32", "out_ptr": "*fp32"},
+                     constexprs={"FP8": tl.float8e4nv, "N": 128}, target="sm_80")
+
+
+def _e5m2_by_the_software_steps(x):
+    """shared_codegen/ops/arith/fp8_software.f32_to_e5m2, step by step in numpy."""
+    x = np.asarray(x, np.float32)
+    with np.errstate(over="ignore"):
+        half = x.astype(np.float16)
+    back = half.astype(np.float32)
+    inexact = back != x
+    bits = half.view(np.uint16).astype(np.int64)
+    bits = np.where(inexact & (np.abs(back) > np.abs(x)), bits - 1, bits)
+    bits = np.where(inexact, bits | 1, bits)
+    magnitude = bits & 0x7FFF
+    rounded = (magnitude + 0x7F + ((magnitude >> 8) & 1)) >> 8
+    byte = np.where(magnitude > 0x7C00, 0x7F, np.minimum(rounded, 0x7B)) | ((bits & 0x8000) >> 8)
+    return byte.astype(np.uint8).view(ml_dtypes.float8_e5m2)
+
+
+def test_the_software_e5m2_rounding_is_round_to_nearest_even_with_saturation():
+    rng = np.random.default_rng(11)
+    exponents = rng.integers(-20, 18, 20000).astype(np.float64)
+    x = (rng.uniform(1, 2, 20000) * 2.0 ** exponents * rng.choice([-1, 1], 20000))
+    # ties of e5m2 and values one fp32 ulp off them: where double rounding would go wrong
+    ties = np.arange(1, 4000).astype(np.float32).view(np.uint32) << 13
+    x = np.concatenate([x, ties.view(np.float32)[:1000], [60000.0, 70000.0, np.inf, -1e-9]])
+    x = x.astype(np.float32)
+    x = np.concatenate([x, np.nextafter(x, np.float32(np.inf)), np.nextafter(x, np.float32(0))])
+    expected = np.clip(x, -57344, 57344).astype(ml_dtypes.float8_e5m2)  # one RN, saturating
+    got = _e5m2_by_the_software_steps(x)
+    np.testing.assert_array_equal(got.astype(np.float32), expected.astype(np.float32))
