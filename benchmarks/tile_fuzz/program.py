@@ -129,6 +129,19 @@ def _literal(value) -> str:
     return repr(value)
 
 
+# User combine functions for tl.reduce / tl.associative_scan (defined in every program).
+COMBINE_FNS = {"combine_add": "_fuzz_add", "combine_max": "_fuzz_max"}
+COMBINE_SOURCE = """
+@triton.jit
+def _fuzz_add(a, b):
+    return a + b
+
+
+@triton.jit
+def _fuzz_max(a, b):
+    return tl.where(a > b, a, b)
+"""
+
 UNARY_SPELLING = {
     "neg": "-{0}", "abs": "tl.abs({0})", "not": "~{0}", "exp": "tl.exp({0})",
     "exp2": "tl.exp2({0})", "log": "tl.log({0})", "log2": "tl.log2({0})",
@@ -163,15 +176,19 @@ def _expression(program: Program, node: Node, names: list) -> str:
         return f"tl.clamp({ops[0]}, {_literal(lo)}, {_literal(hi)})"
     if node.op == "reduce":
         fn, axis, keep_dims = node.attr
+        call = (f"tl.reduce({names[node.args[0]]}, {axis}, {COMBINE_FNS[fn]}"
+                if fn in COMBINE_FNS else f"tl.{fn}({names[node.args[0]]}, axis={axis}")
         if not keep_dims:
-            return f"tl.{fn}({names[node.args[0]]}, axis={axis})"
+            return call + ")"
         # keep_dims leaves a (BLOCK_M, 1) / (1, BLOCK_N) tile (or (1,) from a vector);
         # reshape it back to the kind's shape
         shape = {"col": "(BLOCK_M,)", "row": "(BLOCK_N,)", "scalar": "()"}[node.kind]
-        return (f"tl.reshape(tl.{fn}({names[node.args[0]]}, axis={axis}, keep_dims=True), "
-                f"{shape})")
+        return f"tl.reshape({call}, keep_dims=True), {shape})"
     if node.op == "scan":
         fn, axis, reverse = node.attr
+        if fn in COMBINE_FNS:
+            return (f"tl.associative_scan({names[node.args[0]]}, {axis}, {COMBINE_FNS[fn]}, "
+                    f"reverse={reverse})")
         return f"tl.{fn}({names[node.args[0]]}, axis={axis}, reverse={reverse})"
     if node.op == "arg":
         return node.attr[0]  # a kernel argument: a 0-d tensor, not a Python number
@@ -207,7 +224,7 @@ def render(program: Program, frontend: str = "tile") -> str:
     else:
         header = "import triton\nimport triton.language as tl\n"
     args = [f"x{i}_ptr" for i in range(len(program.loads))]
-    lines = [header, "", "@triton.jit",
+    lines = [header, COMBINE_SOURCE, "", "@triton.jit",
              f"def kernel({', '.join(args)}, out_ptr, M, N, s_int, s_float, "
              f"BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):",
              "    pid = tl.program_id(0)",

@@ -23,7 +23,11 @@ def _axis_view(v: Value, axis):
 
 
 def reduce(fn: str, axis, v: Value, out_kind: str) -> Value:
-    if fn == "sum":
+    # a user combine function computes in the input's own type (no widening)
+    plain = {"combine_add": "sum", "combine_max": "max"}.get(fn)
+    if plain:
+        fn = plain
+    elif fn == "sum":
         v = _cast_value(v, sum_dtype(v.dtype))
     elif fn in ("max", "min"):
         v = _cast_value(v, minmax_dtype(v.dtype))
@@ -71,7 +75,12 @@ def reduce(fn: str, axis, v: Value, out_kind: str) -> Value:
 
 
 def scan(fn: str, axis: int, reverse: bool, v: Value) -> Value:
-    v = _cast_value(v, scan_dtype(fn, v.dtype))
+    if fn == "combine_max":
+        return _running_max(axis, reverse, v)
+    if fn == "combine_add":
+        fn = "cumsum"  # in the input's own type
+    else:
+        v = _cast_value(v, scan_dtype(fn, v.dtype))
     dtype = v.dtype
     x, e, u = (np.moveaxis(a, axis, -1) for a in (v.val, v.err, v.unsure))
     if reverse:
@@ -151,3 +160,19 @@ def sort_or_flip(op: str, attr: tuple, v: Value) -> Value:
     if is_float(v.dtype):
         unsure = unsure | np.isnan(f64(v.val)).any(axis=dim, keepdims=True)
     return Value(r.copy(), err, np.broadcast_to(unsure, v.unsure.shape).copy(), v.dtype, v.kind)
+
+
+def _running_max(axis: int, reverse: bool, v: Value) -> Value:
+    """An inclusive scan with `where(a > b, a, b)`: the running maximum (NaN: unchecked)."""
+    x, e, u = (np.moveaxis(a, axis, -1) for a in (v.val, v.err, v.unsure))
+    if reverse:
+        x, e, u = x[..., ::-1], e[..., ::-1], u[..., ::-1]
+    r = np.maximum.accumulate(x, axis=-1)
+    err = np.maximum.accumulate(e, axis=-1)
+    unsure = np.logical_or.accumulate(u, axis=-1)
+    if is_float(v.dtype):
+        unsure = unsure | np.logical_or.accumulate(np.isnan(f64(x)), axis=-1)
+    if reverse:
+        r, err, unsure = r[..., ::-1], err[..., ::-1], unsure[..., ::-1]
+    r, err, unsure = (np.moveaxis(a, -1, axis) for a in (r, err, unsure))
+    return Value(np.asarray(r).astype(NP[v.dtype]), err, unsure, v.dtype, v.kind)

@@ -181,7 +181,8 @@ def clamp(draw, s: State):
     return [Node("clamp", (a,), (lo, hi), dtype, s.nodes[a].kind)]
 
 
-REDUCTIONS = ("sum", "max", "min", "argmax", "argmin", "xor_sum")
+REDUCTIONS = ("sum", "max", "min", "argmax", "argmin", "xor_sum", "combine_add",
+              "combine_max")
 
 
 def _axis_result(draw, kind: str):
@@ -204,7 +205,7 @@ def reduce(draw, s: State):
     keep_dims = kind != "scalar" and draw(st.integers(0, 3)) == 0
     out_dtype = {"sum": R.sum_dtype(dtype), "max": R.minmax_dtype(dtype),
                  "min": R.minmax_dtype(dtype), "argmax": "int32", "argmin": "int32",
-                 "xor_sum": dtype}[fn]
+                 "xor_sum": dtype, "combine_add": dtype, "combine_max": dtype}[fn]
     return [Node("reduce", (a,), (fn, axis, keep_dims), out_dtype, kind)]
 
 
@@ -212,11 +213,12 @@ def scan(draw, s: State):
     a = s.pick(draw, lambda n: n.kind != "scalar" and n.dtype != "int1")
     if a is None:
         return None
-    fn = draw(st.sampled_from(("cumsum", "cumprod")))
+    fn = draw(st.sampled_from(("cumsum", "cumprod", "combine_add", "combine_max")))
     kind = s.nodes[a].kind
     axis = draw(st.sampled_from((0, 1))) if kind == "2d" else 0
     reverse = draw(st.booleans())
-    return [Node("scan", (a,), (fn, axis, reverse), R.scan_dtype(fn, s.nodes[a].dtype), kind)]
+    dtype = s.nodes[a].dtype if fn.startswith("combine") else R.scan_dtype(fn, s.nodes[a].dtype)
+    return [Node("scan", (a,), (fn, axis, reverse), dtype, kind)]
 
 
 def fp8_round_trip(draw, s: State):
