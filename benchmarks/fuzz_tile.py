@@ -83,7 +83,7 @@ def cpu_one(report: Report, program, extents_list, seed: int, compile_every: int
         report.runs += 1
         try:
             verdict = harness.check_interpreter(program, kernel, m, n, seed)
-        except Exception as error:  # noqa: BLE001
+        except Exception:  # noqa: BLE001
             report.fail("interpreter_error", program, traceback.format_exc(), (m, n), seed)
             return
         report.checked += verdict.checked

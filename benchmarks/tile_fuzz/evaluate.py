@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .program import Program, is_float
-from .reference import (EPS, NP, TINY, Value, _approx, _cast_value, _rounded, broadcast,
-                        cast_values, f64, round_float)
-from .typing_rules import binary_result, computation_type, literal_dtype
+from .reference import (EPS, NP, Value, _approx, _cast_value, _rounded, cast_values, f64,
+                        round_float)
+from .typing_rules import literal_dtype
 
 ERRSTATE = dict(over="ignore", invalid="ignore", divide="ignore", under="ignore")
 
@@ -238,7 +238,3 @@ def load(program: Program, node, data: np.ndarray) -> Value:
     block = np.array(block, copy=True)
     block[tuple(slice(0, s) for s in data.shape)] = data
     return Value(block, np.zeros(shape), np.zeros(shape, bool), dtype, node.kind)
-
-
-__all__ = ["binary", "unary", "where", "fma", "clamp", "load", "broadcast", "computation_type",
-           "binary_result", "EPS", "TINY"]

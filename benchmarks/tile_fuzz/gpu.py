@@ -85,7 +85,7 @@ def check_one(program, runs, folder, torch, triton_ok: bool) -> list:
                     outputs[name] = harness.run_interpreter(program, kernel, inputs, m, n)
                 else:
                     outputs[name] = _launch(kernel, program, torch, inputs, m, n)
-            except Exception as error:  # noqa: BLE001
+            except Exception:  # noqa: BLE001
                 findings.append((name, "error", traceback.format_exc(), (m, n), seed))
                 continue
             verdict = harness.compare(outputs[name], *expected, program.out_dtype)

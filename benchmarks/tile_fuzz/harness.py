@@ -14,7 +14,9 @@ import numpy as np
 from . import evaluate as E
 from .program import Program, is_float, load_shape, out_shape
 from .reductions import dot, reduce, scan, sort_or_flip
-from .reference import NP, Value, f64
+from .reference import NP, Value, broadcast, f64
+from .reference import _cast_value as cast_value
+from .typing_rules import binary_result, literal_dtype
 
 
 def make_inputs(program: Program, m: int, n: int, seed: int) -> list:
@@ -68,19 +70,19 @@ def reference_of_one(program: Program, inputs: list) -> Value:
             arr = np.array(value, dtype=NP[node.dtype])
             values.append(Value(arr, np.zeros(()), np.zeros((), bool), node.dtype, "scalar"))
             continue
-        args = [E.broadcast(values[a], node.kind, program)
+        args = [broadcast(values[a], node.kind, program)
                 if node.op not in ("reduce", "scan", "dot", "trans", "sort", "flip") else values[a]
                 for a in node.args]
         if node.op == "binary":
             sym, literal = node.attr
             if literal is not None:
-                args.append(E._const(literal, E.literal_dtype(literal), args[0]))
-            ct, out = E.binary_result(sym, args[0].dtype, args[1].dtype, literal is not None)
+                args.append(E._const(literal, literal_dtype(literal), args[0]))
+            ct, out = binary_result(sym, args[0].dtype, args[1].dtype, literal is not None)
             values.append(E.binary(sym, args[0], args[1], ct, out))
         elif node.op == "unary":
             values.append(E.unary(node.attr[0], args[0]))
         elif node.op == "cast":
-            values.append(E._cast_value(args[0], node.dtype))
+            values.append(cast_value(args[0], node.dtype))
         elif node.op == "where":
             values.append(E.where(args[0], args[1], args[2], node.dtype))
         elif node.op == "fma":

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .program import BITS, Program, is_float
-from .typing_rules import binary_result, computation_type, literal_dtype
+from .program import Program, is_float
 
 NP = {
     "int1": np.dtype(np.bool_), "int8": np.dtype(np.int8), "int16": np.dtype(np.int16),

@@ -72,8 +72,6 @@ def binary(draw, s: State):
             literal = draw(st.integers(0, width - 1))
         elif sym in ("//", "%") and not is_float(adt):
             literal = draw(st.sampled_from((1, 2, 3, 5, 7)))
-            if not R.is_signed(adt) and adt != "int1":
-                pass
         elif is_float(adt) and sym not in R.BITWISE:
             literal = draw(st.sampled_from(FLOAT_LITERALS + (1, 2, 3)))
         else:
@@ -355,14 +353,3 @@ def programs(draw, max_ops: int = 6, families=None):
     num_warps = draw(st.sampled_from((1, 2, 4, 4, 8)))
     return Program(rank, block_m, block_n, tuple(state.nodes), output, grid, num_warps,
                    int_arg, float_arg)
-
-
-@st.composite
-def extents(draw, program: Program):
-    """Ragged extents (m, n) at most the block sizes."""
-    m = 1 if program.rank == 1 else draw(st.integers(1, program.block_m))
-    n = draw(st.integers(1, program.block_n))
-    return m, n
-
-
-INT_RANGES = {"small": (-20, 20), "full": None}
