@@ -125,6 +125,11 @@ _DECLARED = (
            "kernel line; shared_codegen/tracebacks.py)."),
     EnvVar("SC_TARGET", "target", None,
            "Compile for this target instead of the current GPU's (sm_80, sm_90a, sm_100a, ...)."),
+    EnvVar("SC_PRINT_AUTOTUNING", "bool", False,
+           "Autotuning prints, to stderr, one line per config it times and the config it picks "
+           "for each key (Triton's TRITON_PRINT_AUTOTUNING, which is honoured too)."),
+    EnvVar("TRITON_PRINT_AUTOTUNING", "bool", False,
+           "Triton's name for SC_PRINT_AUTOTUNING, read so upstream scripts keep working."),
     EnvVar("SC_LIBDEVICE_PATH", "path", None,
            "NVIDIA's libdevice bitcode (libdevice.10.bc) to link for tl.extra.cuda.libdevice and "
            "fp64 transcendentals; unset: the nvidia-nvvm wheel's copy, then triton's."),

@@ -85,7 +85,9 @@ def _target(module: Module) -> str:
 
 def llvm_to_ptx(module: Module) -> Notes:
     """Stage: PTX from LLVM's NVPTX backend."""
-    ptx = backend.llvm_to_ptx(module.stage_results["lowered"].llvm_ir, _target(module))
+    lowered = module.stage_results["lowered"]
+    ptx = backend.llvm_to_ptx(lowered.llvm_ir, _target(module),
+                              ptx_version=getattr(lowered, "ptx_version", None))
     module.stage_results["ptx"] = ptx
     return Notes(lambda: f"PTX:\n{ptx}")
 

@@ -7,11 +7,15 @@
 
 On the GPU, the first launch for each value of the `key` arguments times every config (after
 `prune_configs_by`) and remembers the fastest; later launches with that key reuse it. In the
-CPU interpreter timing means nothing, so the first config is used.
+CPU interpreter timing means nothing, so the first config is used (unless `do_bench` is
+given). A config that fails to compile or launch is skipped; when all fail, the error names
+each config and its own error.
 """
 
 from __future__ import annotations
 
+import sys
+import time
 from typing import Any, Callable, Dict, List, Optional
 
 
@@ -19,29 +23,49 @@ class Config:
     """One candidate: constexpr values plus launch options."""
 
     def __init__(self, kwargs: Dict[str, Any], num_warps: int = 4, num_stages: int = 3,
-                 num_ctas: int = 1, maxnreg: Optional[int] = None, pre_hook=None):
+                 num_ctas: int = 1, maxnreg: Optional[int] = None, pre_hook=None,
+                 ir_override=None):
         self.kwargs = dict(kwargs)
         self.num_warps = num_warps
         self.num_stages = num_stages
         self.num_ctas = num_ctas
         self.maxnreg = maxnreg
         self.pre_hook = pre_hook
+        if ir_override is not None:
+            raise ValueError("Config: ir_override (replacing a stage's IR with a file) is not "
+                             "supported")
+        self.ir_override = None
 
     def all_kwargs(self) -> Dict[str, Any]:
+        """The meta-parameters and the launch options that are set (Triton's order)."""
         out = dict(self.kwargs)
-        out["num_warps"] = self.num_warps
-        out["num_stages"] = self.num_stages
+        for name in ("num_warps", "num_ctas", "num_stages", "maxnreg"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
         return out
+
+    def __str__(self):
+        items = [f"{k}: {v}" for k, v in self.kwargs.items()]
+        items += [f"num_warps: {self.num_warps}", f"num_ctas: {self.num_ctas}",
+                  f"num_stages: {self.num_stages}", f"maxnreg: {self.maxnreg}"]
+        return ", ".join(items)
 
     def __repr__(self):
         items = ", ".join(f"{k}: {v}" for k, v in self.kwargs.items())
         return f"Config({items}, num_warps={self.num_warps}, num_stages={self.num_stages})"
 
 
+class AutotuneError(RuntimeError):
+    """No config could run, or pruning left none; the message lists each config's error."""
+
+
 class Autotuner:
+    """Triton 3.6's Autotuner: see `autotune` for the parameters."""
+
     def __init__(self, fn, arg_names: List[str], configs: List[Config], key: List[str],
-                 reset_to_zero=None, restore_value=None, prune_configs_by=None, warmup=5,
-                 rep=20, do_bench=None):
+                 reset_to_zero=None, restore_value=None, prune_configs_by=None, warmup=25,
+                 rep=100, do_bench=None, pre_hook=None, post_hook=None):
         if not configs:
             raise ValueError("autotune needs at least one Config")
         self.fn = fn
@@ -50,17 +74,31 @@ class Autotuner:
         self.key = list(key)
         self.reset_to_zero = list(reset_to_zero or [])
         self.restore_value = list(restore_value or [])
-        self.prune = prune_configs_by or {}
+        prune = dict(prune_configs_by or {})
+        unknown = sorted(set(prune) - {"early_config_prune", "perf_model", "top_k"})
+        if unknown:
+            raise ValueError(f"prune_configs_by: unknown keys {unknown}; expected "
+                             f"'early_config_prune', 'perf_model' and 'top_k'")
+        self.early_config_prune = prune.get("early_config_prune")
+        self.perf_model = prune.get("perf_model")
+        self.configs_top_k = prune.get("top_k", 1.0)
         self.warmup = warmup
         self.rep = rep
+        self.user_do_bench = do_bench
+        self.user_pre_hook = pre_hook
+        self.user_post_hook = post_hook
         self.cache: Dict[tuple, Config] = {}
         self.best_config: Optional[Config] = None
         self.bench_results: Dict[tuple, Dict[str, float]] = {}
+        self.configs_timings: Dict[Config, Any] = {}
+        self.bench_time = 0.0
         self.__name__ = getattr(fn, "__name__", "kernel")
-        missing = [k for k in self.key if k not in arg_names]
-        if missing:
-            raise ValueError(f"autotune key names {missing} are not parameters of "
-                             f"{self.__name__} ({', '.join(arg_names)})")
+        for what, names in (("key", self.key), ("reset_to_zero", self.reset_to_zero),
+                            ("restore_value", self.restore_value)):
+            missing = [k for k in names if k not in arg_names]
+            if missing:
+                raise ValueError(f"autotune {what} names {missing} are not parameters of "
+                                 f"{self.__name__} ({', '.join(arg_names)})")
 
     def __getitem__(self, grid):
         def launcher(*args, **kwargs):
@@ -73,21 +111,32 @@ class Autotuner:
         named.update(kwargs)
         return named
 
-    def run(self, *args, grid, interpret=None, **kwargs):
+    def _key(self, named) -> tuple:
+        # Triton's key: the key arguments' values, then the dtype of every array argument.
+        key = [_key_value(named[k]) for k in self.key if k in named]
+        key += [str(v.dtype) for k, v in named.items()
+                if k in self.arg_names and hasattr(v, "dtype") and hasattr(v, "shape")]
+        return tuple(key)
+
+    def run(self, *args, grid, interpret=None, warmup=False, **kwargs):
         named = self._named(args, kwargs)
-        key = tuple(_key_value(named.get(k)) for k in self.key)
+        key = self._key(named)
         config = self.cache.get(key)
         if config is None:
-            candidates = self._pruned(named)
-            if len(candidates) == 1 or not self._on_gpu(named, interpret):
+            positional = dict(zip(self.arg_names, args))
+            launch_kwargs = dict(kwargs, grid=grid, warmup=warmup)
+            candidates = self.prune_configs(positional, launch_kwargs)
+            if len(candidates) == 1 or not self._times(named, interpret):
                 config = candidates[0]
             else:
-                config = self._tune(candidates, args, kwargs, grid)
+                config = self._tune(candidates, args, kwargs, grid, key)
+                self._reset(named)
             self.cache[key] = config
         self.best_config = config
         if config.pre_hook is not None:
             config.pre_hook({**named, **config.all_kwargs()})
-        return self.fn.run(*args, grid=grid, interpret=interpret, **self._merge(kwargs, config))
+        return self.fn.run(*args, grid=grid, interpret=interpret, warmup=warmup,
+                           **self._merge(kwargs, config))
 
     def _merge(self, kwargs, config: Config):
         clash = [k for k in config.kwargs if k in kwargs]
@@ -104,19 +153,35 @@ class Autotuner:
             merged["maxnreg"] = config.maxnreg
         return merged
 
-    def _pruned(self, named) -> List[Config]:
+    def prune_configs(self, positional: Dict[str, Any], kwargs: Dict[str, Any]) -> List[Config]:
+        """Triton's pruning: `early_config_prune(configs, named_args, **kwargs)` with the
+        positional arguments by name and the launch's keyword arguments (`grid` and `warmup`
+        included), then the `top_k` configs `perf_model(**args, **kwargs, **config)` rates
+        fastest."""
         configs = list(self.configs)
-        early = self.prune.get("early_config_prune")
-        if early is not None:
-            configs = list(early(configs, named))
-        model = self.prune.get("perf_model")
-        top_k = self.prune.get("top_k")
-        if model is not None and top_k:
-            top_k = int(top_k * len(configs)) if isinstance(top_k, float) else int(top_k)
-            configs = sorted(configs, key=lambda c: model(**named, **c.all_kwargs()))[:top_k]
-        return configs or list(self.configs)
+        if self.early_config_prune is not None:
+            configs = list(self.early_config_prune(configs, positional, **kwargs))
+            if not configs:
+                raise AutotuneError(f"{self.__name__}: no autotune configs left after pruning; "
+                                    f"early_config_prune must return at least one config")
+        if self.perf_model is not None:
+            top_k = self.configs_top_k
+            if isinstance(top_k, float) and top_k <= 1.0:
+                top_k = int(len(self.configs) * top_k)
+            elif isinstance(top_k, bool) or not isinstance(top_k, int):
+                raise TypeError(f"prune_configs_by: top_k must be a float <= 1.0 or an int, "
+                                f"got {top_k!r}")
+            if len(configs) > top_k:
+                estimate = {c: self.perf_model(**positional, **kwargs, **c.all_kwargs())
+                            for c in configs}
+                configs = sorted(configs, key=estimate.get)[:top_k]
+        return configs
 
-    def _on_gpu(self, named, interpret) -> bool:
+    def _times(self, named, interpret) -> bool:
+        """Whether configs are timed: on the GPU, or anywhere with the user's `do_bench`. In
+        the CPU interpreter a time means nothing, so the first config is used."""
+        if self.user_do_bench is not None:
+            return True
         if interpret:
             return False
         from shared_codegen import config as sc_config
@@ -127,57 +192,128 @@ class Autotuner:
             return False
         return has_gpu()
 
-    def _tune(self, candidates, args, kwargs, grid) -> Config:
-        import torch
+    # ---- timing --------------------------------------------------------------------------
+    def _pre_hook(self, named) -> Dict[str, Any]:
+        for n in self.reset_to_zero:
+            _zero(named[n])
+        return {n: _copy(named[n]) for n in self.restore_value}
 
+    def _post_hook(self, named, saved) -> None:
+        for n, value in saved.items():
+            _restore(named[n], value)
+
+    def _reset(self, named) -> None:
+        # After timing, the real launch starts from zeroed reset_to_zero arguments too.
+        for n in self.reset_to_zero:
+            _zero(named[n])
+
+    def _tune(self, candidates, args, kwargs, grid, key) -> Config:
         named = self._named(args, kwargs)
-        saved = {n: named[n].clone() for n in self.restore_value if n in named}
-        timings = {}
-        for config in candidates:
-            def call():
-                for n in self.reset_to_zero:
-                    named[n].zero_()
-                if config.pre_hook is not None:
-                    config.pre_hook({**named, **config.all_kwargs()})
-                self.fn.run(*args, grid=grid, **self._merge(kwargs, config))
-
+        bench = self.user_do_bench or _default_bench(self.warmup, self.rep)
+        verbose = _print_autotuning()
+        timings: Dict[Config, Any] = {}
+        errors: Dict[Config, BaseException] = {}
+        start = time.time()
+        for i, config in enumerate(candidates):
+            call = self._kernel_call(config, args, kwargs, grid, named)
             try:
-                timings[config] = _bench(call, self.warmup, self.rep, torch)
-            except Exception as exc:  # a config that does not compile or fit is skipped
+                timings[config] = bench(call, quantiles=(0.5, 0.2, 0.8))
+            except Exception as exc:  # a config that does not compile or fit: skip it
+                errors[config] = exc
                 timings[config] = float("inf")
-                if len(candidates) == 1:
-                    raise exc
-            for n, v in saved.items():
-                named[n].copy_(v)
-        self.bench_results[tuple(_key_value(named.get(k)) for k in self.key)] = {
-            repr(c): t for c, t in timings.items()}
-        best = min(timings, key=timings.get)
-        if timings[best] == float("inf"):
-            raise RuntimeError(f"no autotune config of {self.__name__} could run")
+            if verbose:
+                outcome = (f"failed: {_one_line(errors[config])}" if config in errors
+                           else f"{_first(timings[config]):.4f} ms")
+                print(f"autotuning {self.__name__} for key {key}: config {i + 1}/"
+                      f"{len(candidates)} ({config}): {outcome}", file=sys.stderr)
+        self.bench_time = time.time() - start
+        self.configs_timings = timings
+        self.bench_results[key] = {repr(c): _first(t) for c, t in timings.items()}
+        best = min(timings, key=lambda c: _first(timings[c]))
+        if len(errors) == len(candidates):
+            lines = "\n".join(f"  {c!r}: {_describe(e)}" for c, e in errors.items())
+            raise AutotuneError(f"no autotune config of {self.__name__} could run (key "
+                                f"{key}); each config's error:\n{lines}") \
+                from errors[candidates[-1]]
+        if verbose:
+            print(f"autotuning {self.__name__} for key {key}: picked {best} after "
+                  f"{self.bench_time:.2f} s", file=sys.stderr)
         return best
 
+    def _kernel_call(self, config, args, kwargs, grid, named):
+        full = {**named, **config.all_kwargs()}
 
-def _bench(call, warmup_ms, rep_ms, torch) -> float:
-    """Median milliseconds of `call` with CUDA events (after warming up)."""
-    call()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    call()
-    end.record()
-    torch.cuda.synchronize()
-    estimate = max(start.elapsed_time(end), 1e-3)
-    for _ in range(max(1, int(warmup_ms / estimate))):
-        call()
-    times = []
-    for _ in range(max(3, int(rep_ms / estimate))):
-        start.record()
-        call()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    return times[len(times) // 2]
+        def call():
+            if config.pre_hook is not None:
+                config.pre_hook(full)
+            if self.user_pre_hook is not None:
+                self.user_pre_hook(full)
+            saved = self._pre_hook(named)
+            try:
+                self.fn.run(*args, grid=grid, **self._merge(kwargs, config))
+            except Exception as exc:
+                if self.user_post_hook is not None:
+                    self.user_post_hook(full, exception=exc)
+                raise
+            finally:
+                self._post_hook(named, saved)
+            if self.user_post_hook is not None:
+                self.user_post_hook(full, exception=None)
+
+        return call
+
+
+def _print_autotuning() -> bool:
+    from shared_codegen import config as sc_config
+    return bool(sc_config.get("SC_PRINT_AUTOTUNING") or
+                sc_config.get("TRITON_PRINT_AUTOTUNING"))
+
+
+def _first(timing) -> float:
+    return timing[0] if isinstance(timing, (list, tuple)) else timing
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    body = text.replace("\n", "\n    ")
+    return f"{type(exc).__name__}: {body}"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _zero(x) -> None:
+    if hasattr(x, "zero_"):
+        x.zero_()
+    else:
+        x[...] = 0
+
+
+def _copy(x):
+    return x.clone() if hasattr(x, "clone") else x.copy()
+
+
+def _restore(x, saved) -> None:
+    if hasattr(x, "copy_"):
+        x.copy_(saved)
+    else:
+        x[...] = saved
+
+
+def _default_bench(warmup, rep):
+    def bench(call, quantiles):
+        from tile.testing import do_bench
+        return do_bench(call, warmup=warmup, rep=rep, quantiles=quantiles)
+    return bench
+
+
+def _cudagraph_bench(rep):
+    def bench(call, quantiles):
+        from tile.testing import do_bench_cudagraph
+        return do_bench_cudagraph(call, rep=rep, quantiles=quantiles)
+    return bench
 
 
 def _key_value(v):
@@ -187,13 +323,30 @@ def _key_value(v):
 
 
 def autotune(configs: List[Config], key: List[str], prune_configs_by=None, reset_to_zero=None,
-             restore_value=None, warmup=25, rep=100, do_bench=None, **_ignored):
-    """Decorator: pick the fastest of `configs` for each value of the `key` arguments."""
+             restore_value=None, pre_hook=None, post_hook=None, warmup=25, rep=100,
+             use_cuda_graph=False, do_bench=None, cache_results=False):
+    """Decorator: pick the fastest of `configs` for each value of the `key` arguments.
+
+    - `prune_configs_by`: {'early_config_prune': f(configs, named_args, **kwargs) -> configs,
+      'perf_model': f(**args, **kwargs, **config) -> estimated time, 'top_k': how many of
+      the best-rated to time (an int, or a fraction of the configs)}.
+    - `reset_to_zero`: arguments zeroed before each timed run (and before the real launch).
+    - `restore_value`: arguments copied before each timed run and restored after it.
+    - `pre_hook(args)` / `post_hook(args, exception)`: called around each timed run.
+    - `do_bench(fn, quantiles)`: the timer (default `tile.testing.do_bench`); given one,
+      configs are timed with it even in the CPU interpreter.
+    - SC_PRINT_AUTOTUNING=1 (or TRITON_PRINT_AUTOTUNING=1) prints each config's time or
+      error and the pick to stderr.
+
+    If every config fails, the error lists each config's exception. `cache_results`
+    (Triton's on-disk cache of tuning results) is accepted; results are kept in memory only."""
+    if use_cuda_graph and do_bench is None:
+        do_bench = _cudagraph_bench(rep)
 
     def decorate(fn):
         names = list(getattr(fn, "arg_names", []))
         return Autotuner(fn, names, configs, key, reset_to_zero, restore_value,
-                         prune_configs_by, warmup, rep)
+                         prune_configs_by, warmup, rep, do_bench, pre_hook, post_hook)
 
     return decorate
 

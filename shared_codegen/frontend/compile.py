@@ -157,6 +157,8 @@ def compile_module(module, language, target: str) -> CompiledKernel:
     metadata = {"name": lowered.name, "shared_bytes": int(lowered.shared_bytes),
                 "num_warps": int(lowered.num_warps), "param_kinds": list(lowered.param_kinds),
                 "target": target, "jit_log": log or "",
+                "global_scratch_bytes": int(lowered.global_scratch_bytes),
+                "global_scratch_align": int(lowered.global_scratch_align),
                 "registers": int(results.get("registers", 0)),
                 # nvJitLink's ptxas ignored setmaxnreg (C7504): load the PTX through the
                 # driver JIT instead, which keeps it (runtime/driver.load_ptx_module).

@@ -23,6 +23,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
+# Descriptor arguments are traced as `tensor_descriptor` values (registers the class).
+import shared_codegen.frontend.descriptors  # noqa: F401
 from shared_codegen.frontend.codegen import CodeGenerator
 from shared_codegen.frontend.errors import ArgumentError, CompilationError
 from shared_codegen.frontend.values import constexpr, wrap

@@ -320,7 +320,7 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
 
 class _Variant:
     __slots__ = ("kernel", "function", "binder", "runtime_positions", "shared", "num_warps",
-                 "check")
+                 "check", "scratch", "scratch_align")
 
 
 # Variants of one specialization kept for other values of the globals a kernel reads.
@@ -366,7 +366,10 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     if variant is None:
         variant = _compile_variant(jit_fn, spec_key, num_warps, target)
         _add_variant(jit_fn, key, variant)
-    if fast_key is not None and target is None:
+    # Kernels that need global scratch (tensor maps they write) allocate it per launch, which
+    # the fast path does not do.
+    scratch = getattr(variant, "scratch", 0)
+    if fast_key is not None and target is None and not scratch:
         # Later launches with the same fast key skip this whole function (fastpath.py). A
         # kernel that folded globals in is only served by a launcher that checks them.
         jit_fn._fast_guarded_variants[fast_key] = variant
@@ -386,6 +389,8 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
         grid = normalize_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     runtime_args = [values[i] for i in variant.runtime_positions]
     stream = current_stream() if stream is None else stream
+    if scratch:
+        runtime_args.append(_global_scratch(jit_fn, variant, grid, stream))
     if cluster_dims is not None:
         cluster = check_cluster_dims(jit_fn, cluster_dims, tuple(grid) + (1,) * (3 - len(grid)))
         from shared_codegen.lowering.backend import parse_target
@@ -407,9 +412,35 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     return variant.kernel
 
 
+def _global_scratch(jit_fn, variant, grid, stream):
+    """The launch's global scratch (kernels that write tensor maps: `ops/tma/tensormap.py`):
+    `variant.scratch` bytes per program from the allocator of `tile.set_allocator`, as Triton
+    asks its allocator. The buffer is released after the launch is queued; a stream-ordered
+    allocator (torch's) keeps it until the kernel is done."""
+    from shared_codegen.runtime.allocation import get_allocator
+
+    programs = 1
+    for g in grid:
+        programs *= g
+    size = programs * variant.scratch
+    buffer = get_allocator()(size, variant.scratch_align, stream)
+    if not hasattr(buffer, "data_ptr"):
+        raise ArgumentError(f"{jit_fn.__name__}: the allocator given to set_allocator must "
+                            f"return a buffer with data_ptr() (a CUDA torch tensor), got "
+                            f"{type(buffer).__name__}")
+    if buffer.data_ptr() % variant.scratch_align:
+        raise ArgumentError(f"{jit_fn.__name__}: the allocator returned an address "
+                            f"{buffer.data_ptr():#x} that is not {variant.scratch_align}-byte "
+                            f"aligned")
+    return buffer
+
+
 def pack_error(jit_fn, variant, error) -> ArgumentError:
     """The binder's PackError (runtime/launcher.py) in the user's terms: which argument of
     which kernel, and what it was given."""
+    if error.index >= len(variant.runtime_positions):  # the hidden global scratch pointer
+        return ArgumentError(f"{jit_fn.__name__}: cannot pass the allocator's buffer "
+                             f"{error.value!r} as the kernel's global scratch: {error.reason}")
     position = variant.runtime_positions[error.index]
     return ArgumentError(f"argument `{jit_fn.arg_names[position]}` of {jit_fn.__name__}: "
                          f"cannot pass {error.value!r} as a {error.kind} parameter: "
@@ -441,6 +472,8 @@ def _compile_variant(jit_fn, spec_key, num_warps, target):
     variant.shared = kernel.shared
     variant.num_warps = kernel.num_warps
     variant.check = make_check(kernel.guards)
+    variant.scratch = int(kernel.metadata.get("global_scratch_bytes", 0))
+    variant.scratch_align = int(kernel.metadata.get("global_scratch_align", 1))
     return variant
 
 

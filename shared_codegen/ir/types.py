@@ -249,14 +249,35 @@ class TensorDescriptorType(IRType):
     moves one `block_shape` box of `element` between global memory and a shared-memory view
     placed by the `NVMMASharedLayout` `layout`. The global shape and strides live in the
     descriptor's bytes (encoded on the host), not in the type. Ops and rules:
-    `shared_codegen/ops/tma/definition.py`; host side: `gluon/nvidia/hopper.py`."""
+    `shared_codegen/ops/tma/definition.py`; host side:
+    `shared_codegen/runtime/tensor_descriptor.py`."""
 
     block_shape: tuple
     element: ScalarType
     layout: Any
 
-    # Launcher parameter kind: 128 opaque bytes passed by value (`runtime/launcher.py`).
-    param_kind = "tensormap"
+    # As a kernel parameter, a descriptor is one struct passed by value
+    # (`runtime/launcher.py` kind "tensordesc<rank>"): the 128-byte CUtensorMap, then what the
+    # map encodes opaquely and kernels may read (Triton passes the same next to the map): the
+    # base address (u64), the global shape and strides in elements (i64 each), and the
+    # out-of-bounds fill of loads (i64: 0 zero, 1 NaN). Offsets:
+    DESC_PARAM_BASE = 128
+    DESC_PARAM_SHAPE = 136
+
+    @property
+    def param_kind(self) -> str:
+        return f"tensordesc{self.rank}"
+
+    @property
+    def param_bytes(self) -> int:
+        return self.DESC_PARAM_SHAPE + 16 * self.rank + 8
+
+    def param_stride_offset(self, dim: int) -> int:
+        return self.DESC_PARAM_SHAPE + 8 * (self.rank + dim)
+
+    @property
+    def param_fill_offset(self) -> int:
+        return self.DESC_PARAM_SHAPE + 16 * self.rank
 
     @property
     def rank(self) -> int:

@@ -34,9 +34,15 @@ class LoweredKernel:
     param_kinds: Tuple[str, ...]  # launcher kinds: "ptr", "i32", "fp32", ...
     num_warps: int  # warps to launch (num_warps + warp-specialized workers, padded)
     target: str = "sm_90a"
+    # Bytes of global scratch per program (a hidden last "ptr" parameter the launcher fills
+    # from tile.set_allocator's allocator) and their alignment; ops/tma/tensormap.py.
+    global_scratch_bytes: int = 0
+    global_scratch_align: int = 1
+    # The PTX ISA version some op needs beyond the target's minimum (module attribute
+    # `min_ptx_version`), e.g. tensormap.replace.
+    ptx_version: Optional[Tuple[int, int]] = None
 
 
-TENSOR_MAP_BYTES = 128
 MAX_MAXNREG = 255  # the largest per-thread register cap ptxas accepts
 
 
@@ -55,17 +61,19 @@ def _param_llvm_type(ty) -> ir.Type:
     if isinstance(ty, ScalarType) and ty.bits == 1:
         return I8
     if isinstance(ty, TensorDescriptorType):
-        # A pointer with a pointee type: llvmlite spells `byval(<type>)` from it.
-        return ir.PointerType(ir.ArrayType(I8, TENSOR_MAP_BYTES))
+        # A pointer with a pointee type: llvmlite spells `byval(<type>)` from it. The map
+        # comes first; base, shape and strides follow (TensorDescriptorType.param_bytes).
+        return ir.PointerType(ir.ArrayType(I8, ty.param_bytes))
     return llvm_type(ty)
 
 
 def _tensor_map_param(llmod, lfn, index: int, larg) -> None:
-    """A CUtensorMap parameter: 128 bytes passed by value in the kernel's parameter space
-    (`.param .align 64 .b8 p[128]`). `cp.async.bulk.tensor` reads it through a generic
-    address, which is only legal for a `nvvm.grid_constant` parameter: without it NVPTX
-    would copy the struct to local memory, and TMA cannot read a tensor map from there
-    (CUDA programming guide, "Using TMA to transfer multi-dimensional arrays")."""
+    """A descriptor parameter: the CUtensorMap (and the fields after it) passed by value in
+    the kernel's parameter space (`.param .align 64 .b8 p[176]` for rank 2).
+    `cp.async.bulk.tensor` reads it through a generic address, which is only legal for a
+    `nvvm.grid_constant` parameter: without it NVPTX would copy the struct to local memory,
+    and TMA cannot read a tensor map from there (CUDA programming guide, "Using TMA to
+    transfer multi-dimensional arrays")."""
     larg.add_attribute("byval")
     larg.attributes.align = 64
     # LLVM 22 upgrades the annotation (1-based parameter index) to the parameter attribute.
@@ -106,7 +114,13 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     launch_warps = warp_spec.total_warps if warp_spec else num_warps
 
     llmod = ir.Module(name=fn.name)
-    ftype = ir.FunctionType(VOID, [_param_llvm_type(a.type) for a in fn.args])
+    scratch_align = int(module.attrs.get("global_scratch_align", 1))
+    scratch_bytes = -(-int(module.attrs.get("global_scratch_bytes", 0)) // scratch_align) * \
+        scratch_align
+    param_types = [_param_llvm_type(a.type) for a in fn.args]
+    if scratch_bytes:
+        param_types.append(ir.PointerType(addrspace=1))
+    ftype = ir.FunctionType(VOID, param_types)
     lfn = ir.Function(llmod, ftype, fn.name)
     lfn.calling_convention = "ptx_kernel"
     divisibility = fn.attrs.get("arg_divisibility", {}) or {}
@@ -139,6 +153,9 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         if isinstance(arg.type, ScalarType) and arg.type.bits == 1:
             value = ctx.entry_builder.icmp_unsigned("!=", larg, ir.Constant(I8, 0))
         ctx.set(arg, value)
+    if scratch_bytes:
+        lfn.args[-1].name = "global_scratch"
+        ctx.global_scratch, ctx.global_scratch_bytes = lfn.args[-1], scratch_bytes
     _apply_shared_memory_plan(ctx, module)
     # Tensor memory (tensor_memory_allocation stage): allocated by every warp's entry, before
     # warp specialization splits them, and freed at the end of the default path.
@@ -154,9 +171,12 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         ctx.builder.ret_void()
     check_shared_limit(ctx, fn, target)
     module.stage_results["barriers"] = ctx.barriers
+    kinds = tuple(param_kind(a.type) for a in fn.args) + (("ptr",) if scratch_bytes else ())
+    ptx_version = module.attrs.get("min_ptx_version")
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
-                         param_kinds=tuple(param_kind(a.type) for a in fn.args),
-                         num_warps=launch_warps, target=target)
+                         param_kinds=kinds, num_warps=launch_warps, target=target,
+                         global_scratch_bytes=scratch_bytes, global_scratch_align=scratch_align,
+                         ptx_version=tuple(ptx_version) if ptx_version else None)
 
 
 

@@ -44,6 +44,13 @@ def _tensor_map_bytes(value) -> bytes:
     return data
 
 
+def _tensor_desc_bytes(value) -> bytes:
+    # Host tensor descriptors give their whole parameter struct (`param_bytes()`).
+    if isinstance(value, bytes):
+        return value
+    return value.param_bytes()
+
+
 # kind -> (struct format char, size, alignment, converter name or None). Sizes and alignments
 # are those of the PTX `.param` the NVPTX backend declares for the LLVM type (i1 becomes .u8,
 # half / bfloat become `.align 2 .b8 [2]`).
@@ -63,6 +70,10 @@ PARAMETER_KINDS = {
     "fp32": ("f", 4, 4, None),
     "fp64": ("d", 8, 8, None),
     "tensormap": ("128s", 128, 64, "_tensor_map_bytes"),
+    # A descriptor parameter of rank r: map, base, shape, strides, fill
+    # (types.TensorDescriptorType.param_bytes).
+    **{f"tensordesc{r}": (f"{144 + 16 * r}s", 144 + 16 * r, 64, "_tensor_desc_bytes")
+       for r in range(1, 6)},
 }
 
 
@@ -236,7 +247,8 @@ def _make_packer(param_kinds, layout: struct.Struct, buffer):
     namespace = {"pack_into": layout.pack_into, "buffer": buffer, "struct": struct,
                  "pointer_getter": _POINTER_GETTERS.get, "checked_pack": checked_pack,
                  "data_ptr_of": data_ptr_of, "_float_to_bf16_bits": _float_to_bf16_bits,
-                 "_tensor_map_bytes": _tensor_map_bytes}
+                 "_tensor_map_bytes": _tensor_map_bytes,
+                 "_tensor_desc_bytes": _tensor_desc_bytes}
     exec(compile(source, f"<binder {','.join(param_kinds)}>", "exec"), namespace)
     return namespace["pack"]
 

@@ -13,6 +13,8 @@ from shared_codegen.ir.types import (bfloat16, block_type, float8e4nv, float8e5,
                                      float64, int1, int8, int16, int32, int64, uint8, uint16,
                                      uint32, uint64, void)
 from tile.language import extra, math
+from tile.language._block_pointer import advance, make_block_ptr
+from tile.language._descriptors import make_tensor_descriptor, tensor_descriptor
 from tile.language._types import TRITON_MAX_TENSOR_NUMEL
 from tile.language.core import (CompileTimeAssertionFailure, PropagateNan, arange, associative_scan,
                                 assume, atomic_add, atomic_and, atomic_cas, atomic_max,
@@ -48,7 +50,8 @@ __all__ = [
     "bitonic_merge", "flip", "map_elementwise",
     # memory and atomics
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
-    "atomic_xor", "atomic_xchg", "atomic_cas",
+    "atomic_xor", "atomic_xchg", "atomic_cas", "make_block_ptr", "advance",
+    "make_tensor_descriptor", "tensor_descriptor",
     # elementwise
     "where", "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
     "rsqrt", "abs", "sin", "cos", "erf", "floor", "ceil", "fma", "umulhi", "fdiv", "div_rn",

@@ -1,9 +1,9 @@
 """Loads, stores and atomics of the tile language (a mixin of `TileSemantic`).
 
 Pointers here are scalars or tensors of pointers; `mask`, `other` and stored values broadcast
-to the pointer's shape and are cast to its element type, as in Triton 3.6. Block pointers and
-tensor descriptors are not part of the tile DSL yet, so `boundary_check` / `padding_option`
-are rejected with Triton's explanation.
+to the pointer's shape and are cast to its element type, as in Triton 3.6. A block pointer
+(`tl.make_block_ptr`) goes to `_block_pointer.py`, which takes `boundary_check` and
+`padding_option`; with other pointers they are rejected with Triton's explanation.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from shared_codegen.ir.types import (PointerType, bfloat16, float16, float32, fl
                                      int32, int64, uint32, uint64)
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
 from tile.language import _types as T
+from tile.language._block_pointer import is_block_pointer, load_block, store_block
 
 _LOAD_CACHE = ("", ".ca", ".cg", ".cv")
 _STORE_CACHE = ("", ".wb", ".cg", ".cs", ".wt")
@@ -50,10 +51,12 @@ class MemorySemantic:
 
     @staticmethod
     def _no_block_pointer_options(boundary_check, padding_option, fn):
-        if boundary_check or padding_option:
-            raise ValueError(f"{fn}: `padding_option` and `boundary_check` apply only to block "
-                             "pointers, which the tile DSL does not have yet; use `mask` and "
-                             "`other` with a tensor of pointers")
+        for name, value in (("boundary_check", boundary_check),
+                            ("padding_option", padding_option)):
+            if value:
+                raise ValueError(f"{fn}: `{name}` applies only to block pointers "
+                                 f"(tl.make_block_ptr): the compiler does not know the bounds "
+                                 f"of a tensor of pointers; use `mask` and `other` instead")
 
     def _bool_storage(self, ptr: tensor) -> tensor:
         # Booleans live in memory as bytes, so int1 pointers load and store through int8.
@@ -62,10 +65,13 @@ class MemorySemantic:
     def load(self, ptr, mask=None, other=None, boundary_check=(), padding_option="",
              cache_modifier="", eviction_policy="", volatile=False) -> tensor:
         fn = "tl.load"
-        ptr = self._pointer(ptr, fn)
-        self._no_block_pointer_options(boundary_check, padding_option, fn)
         cache = _option(cache_modifier, _LOAD_CACHE, "cache_modifier", fn)
         evict = _option(eviction_policy, _EVICTION, "eviction_policy", fn)
+        if is_block_pointer(ptr):
+            return load_block(self, ptr, mask, other, boundary_check, padding_option, cache,
+                              evict, volatile)
+        ptr = self._pointer(ptr, fn)
+        self._no_block_pointer_options(boundary_check, padding_option, fn)
         mask = self._mask(mask, fn)
         if mask is None and other is not None:
             raise ValueError(f"{fn}: `other` cannot be given without `mask`")
@@ -95,12 +101,14 @@ class MemorySemantic:
     def store(self, ptr, value, mask=None, boundary_check=(), cache_modifier="",
               eviction_policy=""):
         fn = "tl.store"
+        cache = _option(cache_modifier, _STORE_CACHE, "cache_modifier", fn)
+        evict = _option(eviction_policy, _EVICTION, "eviction_policy", fn)
+        if is_block_pointer(ptr):
+            return store_block(self, ptr, value, mask, boundary_check, cache, evict)
         ptr = self._pointer(ptr, fn)
         if ptr.dtype.const:
             raise ValueError(f"{fn}: cannot store through a constant pointer")
         self._no_block_pointer_options(boundary_check, "", fn)
-        cache = _option(cache_modifier, _STORE_CACHE, "cache_modifier", fn)
-        evict = _option(eviction_policy, _EVICTION, "eviction_policy", fn)
         value = self._operand(value, "value")
         mask = self._mask(mask, fn)
         for name, v in (("value", value), ("mask", mask)):

@@ -644,7 +644,12 @@ class TileSemantic(MovementSemantic, MemorySemantic):
 
     def call_language(self, name: str, *args, **kwargs):
         import tile.language as tl
+        from tile.language._descriptors import (DESCRIPTOR_METHODS, host_descriptor_method,
+                                                is_host_descriptor)
 
+        if args and is_host_descriptor(args[0]) and name in DESCRIPTOR_METHODS:
+            # `desc.load(...)` on a descriptor kernel argument (a tensor value).
+            return host_descriptor_method(self, name, *args, **kwargs)
         fn = getattr(tl, name, None)
         if fn is None:  # a tensor method Triton has and we do not
             raise NotImplementedError(missing_names.message("tile.language", name, dir(tl)))

@@ -418,7 +418,8 @@ class LocalLoadOp(OpDef):
     def verify(self, op):
         mty = _memdesc(op)
         _check_value(op, op.result.type, mty, "result")
-        if op.result.type.layout is None or is_shared_layout(op.result.type.layout):
+        # None: tile IR before layout assignment, which picks the register layout.
+        if is_shared_layout(op.result.type.layout):
             raise VerificationError(f"local_load needs a distributed result layout, got "
                                     f"{op.result.type.layout!r}", op)
 

@@ -5,17 +5,18 @@ shared memory, described by a host-encoded tensor map.
     ttng.async_tma_copy_local_to_global %desc, %smem, %c0, %c1
     ttng.async_tma_store_wait {pendings = 0}
 
-`%desc` is a kernel parameter of type `TensorDescriptorType(block_shape, element, layout)`:
-the global tensor's address, shape and strides live in its 128 bytes (host side:
-`gluon/nvidia/hopper.py`), the box it moves per copy in its type. Coordinates are element
-indices of the box's first element, one i32 per dim, outermost first (as the user writes
-them; PTX lists them innermost first).
+`%desc` is a kernel parameter of type `TensorDescriptorType(block_shape, element, layout)`: the
+global tensor's address, shape and strides live in its 128 bytes (host side:
+`shared_codegen/runtime/tensor_descriptor.py`), the box it moves per copy in its type.
+Coordinates are element indices of the box's first element, one i32 per dim, outermost first (as
+the user writes them; PTX lists them innermost first).
 
-- A load copies the box at `coord` into `%smem` (shape `block_shape`, the descriptor's
-  NVMMA layout). Elements outside the tensor (any coordinate < 0 or >= the dim) read as
-  zero. When the bytes land, the load performs `complete_tx` of the box's full byte count
-  (out-of-bounds bytes included) on `%bar`; the kernel learns the data is there only from
-  an `mbarrier.wait` that sees the phase complete (`mbarrier.expect(bar, bytes)` first).
+- A load copies the box at `coord` into `%smem` (shape `block_shape`, the descriptor's NVMMA
+  layout). Elements outside the tensor (any coordinate < 0 or >= the dim) read as zero (NaN
+  for a descriptor made with padding="nan"). When the bytes land, the load performs
+  `complete_tx` of the box's full byte count (out-of-bounds bytes included) on `%bar`; the
+  kernel learns the data is there only from an `mbarrier.wait` that sees the phase complete
+  (`mbarrier.expect(bar, bytes)` first).
 - A store copies `%smem` to the box at `coord`, clipped to the tensor (out-of-bounds
   elements are not written). Each store is one *bulk group*; `store_wait(n)` blocks until at
   most `n` groups still read their shared memory, after which it may be overwritten.
@@ -57,6 +58,7 @@ WRITE_SHARED = MemoryEffect.WRITE_SHARED
 
 LOAD, STORE, STORE_WAIT = ("ttng.async_tma_copy_global_to_local",
                            "ttng.async_tma_copy_local_to_global", "ttng.async_tma_store_wait")
+REDUCE = "ttng.async_tma_reduce"
 MAX_RANK = 5
 MAX_BOX = 256
 # cuTensorMapEncodeTiled data types, by IR dtype name (fp8 moves as bytes).
@@ -154,13 +156,15 @@ def _verify(op, desc, smem, coords, bar=None, pred=None):
 
 class TensorMapValue:
     """What a descriptor parameter holds in the interpreter: the mapped base address, the
-    global shape and byte strides, and the argument's name for messages."""
+    global shape and byte strides, the argument's name for messages, and what out-of-bounds
+    elements of a load read (`fill`: 0, or NaN for padding="nan")."""
 
-    def __init__(self, address: int, shape, strides_bytes, name: str):
+    def __init__(self, address: int, shape, strides_bytes, name: str, fill=0):
         self.address = int(address)
         self.shape = [int(s) for s in shape]
         self.strides = [int(s) for s in strides_bytes]
         self.name = name
+        self.fill = fill
 
     def box(self, coords, block_shape):
         """(addresses, in-bounds mask) of the box whose first element is at `coords`."""
@@ -301,7 +305,7 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
         ty = desc.type
         tmap = frame[desc]
         addr, inside = tmap.box(_coords(op, frame, coords), ty.block_shape)
-        values = frame.memory.load(addr, inside, 0, ty.element, frame, op)
+        values = frame.memory.load(addr, inside, tmap.fill, ty.element, frame, op)
         view = frame[smem]
         buf = view.buffer
         if buf.freed_at is not None:
@@ -383,6 +387,76 @@ class AsyncTMACopyLocalToGlobalOp(OpDef):
         return []
 
 
+# cp.reduce.async.bulk.tensor's reductions and the element types each takes (PTX ISA
+# 9.7.9.27.2), by IR dtype name, as Triton 3.6 checks descriptor atomics.
+REDUCE_KINDS = {
+    "add": ("u32", "i32", "u64", "fp32", "fp16", "bf16"),
+    "min": ("u32", "i32", "u64", "i64", "fp16", "bf16"),
+    "max": ("u32", "i32", "u64", "i64", "fp16", "bf16"),
+    "and": ("u32", "i32", "u64", "i64"),
+    "or": ("u32", "i32", "u64", "i64"),
+    "xor": ("u32", "i32", "u64", "i64"),
+}
+
+
+def _combine(kind: str, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    if kind == "add":
+        return old + new
+    if kind in ("min", "max"):
+        return (np.minimum if kind == "min" else np.maximum)(old, new)
+    return {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[kind](old, new)
+
+
+class AsyncTMAReduceOp(OpDef):
+    """`ttng.async_tma_reduce [desc, smem, *coords] {kind}`: combine `smem` into the block at
+    `coord` (`kind` in add, min, max, and, or, xor), clipped to the tensor, element by element
+    atomically (relaxed). Like a store it is one bulk group that reads its source until a
+    `store_wait` retires it."""
+
+    name = REDUCE
+    layout_rule = OWN_LAYOUTS
+    memory_effects = frozenset({READ_SHARED, READ_GLOBAL, WRITE_GLOBAL})
+
+    @staticmethod
+    def build(b, kind: str, desc, coords, smem):
+        return b.create(REDUCE, [desc, smem] + list(coords), [], {"kind": kind})
+
+    def print_attrs(self, op):
+        return format_attrs({"kind": op.attrs["kind"]})
+
+    def verify(self, op):
+        if not isinstance(op.operands[0].type, TensorDescriptorType):
+            raise VerificationError(f"operand #0 must be a tensor descriptor, got "
+                                    f"{op.operands[0].type}", op)
+        kind, element = op.attrs.get("kind"), op.operands[0].type.element
+        if kind not in REDUCE_KINDS or element.name not in REDUCE_KINDS[kind]:
+            raise VerificationError(f"TMA reduction {kind!r} does not take {element!r}", op)
+        _verify(op, op.operands[0], op.operands[1], op.operands[2:])
+
+    def interpret(self, op, frame):
+        desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
+        engine = _Engine.of(frame)
+        engine.progress()
+        ty = desc.type
+        view = frame[smem]
+        buf = view.buffer
+        dtype = np.dtype(ty.element.np)
+        idx = _byte_index(view, dtype.itemsize)
+        pending = _pending(buf)
+        pending.check(idx, frame, op, "this TMA reduction reads", reading=True)
+        values = np.ascontiguousarray(buf.data[idx]).view(dtype).reshape(view.offsets.shape)
+        addr, inside = frame[desc].box(_coords(op, frame, coords), ty.block_shape)
+        old = frame.memory.load(addr, inside, 0, ty.element, frame, op)
+        frame.memory.store(addr, _combine(op.attrs["kind"], np.asarray(old, dtype), values),
+                           inside, ty.element, frame, op)
+        store = _Store(view, idx, engine.new_id())
+        pending.owner[idx] = store.id
+        pending.describe(store.id, _where(op), "TMA reduction", "reading",
+                         "tma.store_wait(n) must retire its group first", reads_only=True)
+        engine.stores.append(store)
+        return []
+
+
 class AsyncTMAStoreWaitOp(OpDef):
     """`ttng.async_tma_store_wait {pendings}`: wait until at most `pendings` TMA store
     groups still read their shared memory (`cp.async.bulk.wait_group.read`)."""
@@ -418,5 +492,6 @@ class AsyncTMAStoreWaitOp(OpDef):
 
 
 __all__ = ["AsyncTMACopyGlobalToLocalOp", "AsyncTMACopyLocalToGlobalOp", "AsyncTMAStoreWaitOp",
+           "AsyncTMAReduceOp", "REDUCE_KINDS",
            "TensorMapValue", "check_block", "check_smem", "box_shape", "TMA_DTYPES",
            "MAX_BOX", "MAX_RANK"]

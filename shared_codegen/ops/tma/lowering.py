@@ -7,13 +7,13 @@ one message per box of the block; stores are committed as bulk groups and retire
 from __future__ import annotations
 
 from shared_codegen.ir.core import Operation, lowering_rule
-from shared_codegen.lowering.context import I8, VOID, LoweringError
+from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
 from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
 from shared_codegen.ops.shared_memory.definition import offset_map
 from shared_codegen.ops.shared_memory.lowering import sync_shared
-from shared_codegen.ops.tma.definition import (STORE, AsyncTMACopyGlobalToLocalOp,
-                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
-                                               box_shape)
+from shared_codegen.ops.tma.definition import (REDUCE, STORE, AsyncTMACopyGlobalToLocalOp,
+                                               AsyncTMACopyLocalToGlobalOp, AsyncTMAReduceOp,
+                                               AsyncTMAStoreWaitOp, box_shape)
 from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
 
 
@@ -55,7 +55,7 @@ def _store_sources(op):
     seen = []
     for root in block.ops if block is not None else []:
         for inner in root.walk():
-            if inner.name == STORE and inner.operands[1] not in seen:
+            if inner.name in (STORE, REDUCE) and inner.operands[1] not in seen:
                 seen.append(inner.operands[1])
     return seen
 
@@ -94,6 +94,24 @@ def lower_tma_store(op, ctx):
     return None
 
 
+@lowering_rule(AsyncTMAReduceOp)
+def lower_tma_reduce(op, ctx):
+    """`cp.reduce.async.bulk.tensor` (PTX ISA 9.7.9.27.2): like a store, one bulk group per
+    op; the element type comes from the tensor map."""
+    desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
+    sync_shared(ctx, op, smem, "read")
+    rank = desc.type.rank
+    lead = [thread_zero(ctx), ctx.get(desc)]
+    kind = op.attrs["kind"]
+    for src, box_coords in _boxes(ctx, op, desc, smem, coords):
+        crd = ", ".join(f"${3 + i}" for i in range(rank))
+        _emit(ctx, f"@$0 cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{kind}.tile."
+                   f"bulk_group [$1, {{{crd}}}], [$2];", "b,l,l" + ",r" * rank,
+              lead + [src] + box_coords)
+    _emit(ctx, "@$0 cp.async.bulk.commit_group;", "b", [lead[0]])
+    return None
+
+
 @lowering_rule(AsyncTMAStoreWaitOp)
 def lower_tma_store_wait(op, ctx):
     suffix = "" if op.attrs.get("read_only") is False else ".read"
@@ -107,6 +125,22 @@ def lower_tma_store_wait(op, ctx):
 
 @lowering_rule(TensorDescriptorDimOp)
 def lower_tensor_descriptor_dim(op, ctx):
-    what = "desc.shape" if op.attrs["kind"] == "shape" else "desc.strides"
-    raise LoweringError(f"{what} of a tensor descriptor is not available in compiled kernels "
-                        "yet (the interpreter has it); pass the sizes as kernel arguments", op)
+    """A load from the descriptor parameter's fields after the map (i64 each)."""
+    desc = op.operands[0]
+    ty = desc.type
+    if desc.defining_op is not None:
+        what = {"shape": "desc.shape", "stride": "desc.strides", "base": "its base",
+                "fill": "its padding"}
+        raise LoweringError(f"{what[op.attrs['kind']]} is only known for descriptors passed "
+                            f"as kernel arguments, not for one the kernel built", op)
+    kind, index = op.attrs["kind"], op.attrs["index"]
+    offset = {"base": ty.DESC_PARAM_BASE, "shape": ty.DESC_PARAM_SHAPE + 8 * index,
+              "stride": ty.param_stride_offset(index), "fill": ty.param_fill_offset}[kind]
+    b = ctx.builder
+    field = b.gep(ctx.get(desc), [ctx.i32(offset)], source_etype=I8)
+    value = b.load(field, typ=I64, align=8)
+    if kind == "shape":
+        return [b.trunc(value, I32)]
+    if kind == "base":
+        return [b.inttoptr(value, ctx.llvm_type(op.result.type))]
+    return [value]

@@ -165,12 +165,13 @@ def test_descriptor_shape_and_strides_are_runtime_values_in_the_interpreter():
     np.testing.assert_array_equal(out, [100, 160, 200, 1])
 
 
-def test_descriptor_shape_in_a_compiled_kernel_says_it_is_interpreter_only():
+def test_descriptor_shape_in_a_compiled_kernel_reads_the_parameter_fields():
     x = np.zeros((64, 64), np.float16)
-    with pytest.raises(Exception, match=r"desc.shape of a tensor descriptor is not available "
-                                        r"in compiled kernels yet"):
-        gluon.compile(descriptor_dims_kernel, {"desc": _descs(x, x, [64, 64])[0],
+    k = gluon.compile(descriptor_dims_kernel, {"desc": _descs(x, x, [64, 64])[0],
                                                "out_ptr": "*i32"})
+    # shape[i] and strides[i] are the i64 fields at 136 + 8 i and 152 + 8 i of the parameter.
+    for offset in (136, 144, 152, 160):
+        assert f"descriptor_dims_kernel_param_0+{offset}]" in k.asm["ptx"], offset
 
 
 @gluon.jit

@@ -77,7 +77,7 @@ def test_specialization_keys_are_the_descriptor_type():
     assert key_of(a) == (a.type, "") and key_of(a) != key_of(b)
     # The launch fast path must not confuse them either.
     assert arg_code(a) != arg_code(b)
-    assert parameter_kinds((key_of(a), ("*fp16", "D"))) == ("tensormap", "ptr")
+    assert parameter_kinds((key_of(a), ("*fp16", "D"))) == ("tensordesc2", "ptr")
 
 
 def test_the_launcher_packs_the_encoded_bytes():

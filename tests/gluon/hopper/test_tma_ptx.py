@@ -25,12 +25,13 @@ def round_trip():
                     {"EXPECT": 8192, "READ_EARLY": False})
 
 
-def test_descriptors_are_128_byte_grid_constant_parameters(round_trip):
+def test_descriptors_are_grid_constant_parameters_map_first(round_trip):
     ptx = round_trip.asm["ptx"]
-    assert re.search(r"\.param \.align 64 \.b8 tma_round_trip_kernel_param_0\[128\]", ptx)
+    # The 128-byte map, then base, shape, strides and fill (8 bytes each; rank 2).
+    assert re.search(r"\.param \.align 64 \.b8 tma_round_trip_kernel_param_0\[176\]", ptx)
     # grid_constant: TMA reads the parameter in place through a generic address.
     assert "cvta.param.u64" in ptx
-    assert round_trip.param_kinds == ("tensormap", "ptr", "i32")
+    assert round_trip.param_kinds == ("tensordesc2", "ptr", "i32")
 
 
 def test_the_load_path_uses_mbarriers_and_a_bulk_tensor_copy(round_trip):

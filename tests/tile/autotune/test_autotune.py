@@ -37,7 +37,7 @@ def test_autotune_key_must_name_parameters():
 def test_prune_configs_by_early_prune():
     seen = []
 
-    def prune(configs, named):
+    def prune(configs, named, **kwargs):
         seen.append(named["n"])
         return [c for c in configs if c.kwargs["BLOCK"] == 64]
 

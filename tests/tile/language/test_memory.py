@@ -139,9 +139,9 @@ def bad_memory(x_ptr, CASE: tl.constexpr):
                       "tensor<8xi32>"),
     ("int_mask", "tl.load: `mask` must be a boolean (int1) tensor, got tensor<8xi32>"),
     ("value_too_big", "tl.store: `value` of shape [8] does not fit `pointer` of shape []"),
-    ("boundary_check", "tl.load: `padding_option` and `boundary_check` apply only to block "
-                       "pointers, which the tile DSL does not have yet; use `mask` and `other` "
-                       "with a tensor of pointers"),
+    ("boundary_check", "tl.load: `boundary_check` applies only to block pointers "
+                       "(tl.make_block_ptr): the compiler does not know the bounds of a tensor "
+                       "of pointers; use `mask` and `other` instead"),
     ("atomic_fp16_max", "tl.atomic_max does not support fp16"),
     ("atomic_int8", "tl.atomic_add does not support i8"),
     ("bad_sem", "tl.atomic_add: `sem` must be one of 'acquire', 'release', 'acq_rel', "

@@ -23,58 +23,15 @@ from gluon.language._newer_names import async_load, async_store  # noqa: F401 (3
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
 from gluon.language.nvidia.hopper.mbarrier import _barrier
-from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor
+from shared_codegen.frontend.descriptors import tensor_descriptor
+from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import TensorDescriptorType
-from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
 from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
                                                check_smem)
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
            "tensor_descriptor", "async_load", "async_store"]
-
-
-def _global_dims(kind):
-    def rule(semantic, desc):
-        return [semantic.make_tensor(TensorDescriptorDimOp.build(semantic.builder, desc.handle,
-                                                                 kind, i))
-                for i in range(desc.type.rank)]
-    return rule
-
-
-class tensor_descriptor(tensor):
-    """A kernel's tensor descriptor parameter: `block_shape`, `dtype`, `layout`,
-    `block_type` (`block_type.nbytes` is what one copy moves), and the global `shape` (i32)
-    and `strides` (i64) as runtime scalars (interpreter only for now, see
-    `shared_codegen/ops/tma/descriptor_dims.py`)."""
-
-    semantic_attrs = {"shape": _global_dims("shape"), "strides": _global_dims("stride")}
-
-    @property
-    def block_shape(self):
-        return list(self.type.block_shape)
-
-    @property
-    def dtype(self):
-        return self.type.element
-
-    @property
-    def layout(self):
-        return self.type.layout
-
-    @property
-    def block_type(self):
-        return self.type.block_type
-
-    @property
-    def nbytes(self) -> int:
-        return self.type.block_bytes
-
-    def __repr__(self):
-        return f"tensor_descriptor({self.type})"
-
-
-VALUE_CLASSES[TensorDescriptorType] = tensor_descriptor
 
 
 def _desc(value, name):

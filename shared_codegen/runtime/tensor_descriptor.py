@@ -1,0 +1,215 @@
+"""`TensorDescriptor`: a host-side TMA tensor descriptor, passed to kernels as an argument.
+Gluon exports it as Triton 3.6's `triton.experimental.gluon.nvidia.hopper.TensorDescriptor`
+(`gluon.nvidia.hopper`); the tile DSL's `tile.tools.tensor_descriptor.TensorDescriptor` is
+this class with the layout the tile compiler picks.
+
+    desc = TensorDescriptor.from_tensor(x, [64, 64], gl.NVMMASharedLayout.get_default_for(...))
+    kernel[grid](desc, ...)
+
+`base` is a CUDA tensor (torch, or anything with `data_ptr()`), or, for the CPU interpreter,
+a numpy array or CPU torch tensor. `shape` and `strides` are in elements (the last stride
+must be 1); `block_shape` is the box one copy moves; `layout` the `NVMMASharedLayout` of the
+shared memory it lands in.
+
+Every limit of `cuTensorMapEncodeTiled` that bad input commonly hits is checked here first,
+so the error names the value and the limit instead of a bare CUDA_ERROR_INVALID_VALUE:
+rank 1 to 5, a supported dtype, a 16-byte aligned base, strides that are multiples of 16
+bytes (and below 2**40), dims in [1, 2**32], a box of at most 256 per dim whose contiguous dim
+is at least 16 bytes and at least the layout's swizzle width. For a GPU tensor the 128-byte
+CUtensorMap is encoded once, here; kernels receive it as a `__grid_constant__` parameter.
+
+`padding="nan"` (floating-point tensors) makes out-of-bounds elements of a load read NaN.
+Differences from Triton: block dims above 256 are rejected instead of split into several
+boxes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+from typing import Any, List
+
+from shared_codegen.ir.types import TensorDescriptorType, from_host_dtype
+from shared_codegen.ops.tma.definition import TMA_DTYPES, TensorMapValue, box_shape, check_block
+from shared_codegen.runtime.specialize import register_handler
+
+__all__ = ["TensorDescriptor"]
+
+MAX_STRIDE_BYTES = 1 << 40
+MAX_DIM = 1 << 32
+
+
+def _is_host(base) -> bool:
+    import numpy as np
+    if isinstance(base, np.ndarray):
+        return True
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(base, torch.Tensor) and base.device.type == "cpu"
+
+
+def _address(base) -> int:
+    import numpy as np
+    if isinstance(base, np.ndarray):
+        return int(base.__array_interface__["data"][0])
+    if callable(getattr(base, "data_ptr", None)):
+        return int(base.data_ptr())
+    if hasattr(base, "__cuda_array_interface__"):
+        return int(base.__cuda_array_interface__["data"][0])
+    raise TypeError(f"TensorDescriptor: base must be a tensor or array, got "
+                    f"{type(base).__name__}")
+
+
+def _strides_of(tensor) -> List[int]:
+    import numpy as np
+    if isinstance(tensor, np.ndarray):
+        return [s // tensor.itemsize for s in tensor.strides]
+    return list(tensor.stride())
+
+
+class TensorDescriptor:
+    """See the module docstring. Attributes: `base`, `shape`, `strides`, `block_shape`,
+    `layout`, `padding`; `type` (the kernel parameter's IR type); `tensor_map` (the
+    encoded 128 bytes, GPU tensors only)."""
+
+    def __init__(self, base: Any, shape, strides, block_shape, layout, padding: str = "zero"):
+        self.base = base
+        self.shape = [int(s) for s in shape]
+        self.strides = [int(s) for s in strides]
+        self.block_shape = [int(b) if not isinstance(b, bool) else b for b in block_shape]
+        self.layout = layout
+        self.padding = padding
+        self.on_host = _is_host(base)
+        self.element = self._check()
+        self.type = TensorDescriptorType(tuple(self.block_shape), self.element, layout)
+        self._key = (self.type, "")
+        self.tensor_map = None if self.on_host else self._encode_for_device()
+
+    @staticmethod
+    def from_tensor(tensor: Any, block_shape, layout, padding: str = "zero"):
+        """A descriptor over all of `tensor` (its shape and strides)."""
+        return TensorDescriptor(tensor, list(tensor.shape), _strides_of(tensor), block_shape,
+                                layout, padding)
+
+    def __repr__(self):
+        return (f"TensorDescriptor(shape={self.shape}, strides={self.strides}, "
+                f"block_shape={self.block_shape}, layout={self.layout!r})")
+
+    # ---- checks ------------------------------------------------------------------------------
+    def _check(self):
+        rank = len(self.shape)
+        if not 1 <= rank <= 5:
+            raise ValueError(f"TensorDescriptor: rank must be 1 to 5, got shape {self.shape} "
+                             f"(rank {rank})")
+        if len(self.strides) != rank or len(self.block_shape) != rank:
+            raise ValueError(f"TensorDescriptor: shape {self.shape}, strides {self.strides} "
+                             f"and block_shape {self.block_shape} must have the same rank")
+        element = from_host_dtype(getattr(self.base, "dtype", None))
+        if element is None or element.name not in TMA_DTYPES:
+            raise ValueError(f"TensorDescriptor: dtype {getattr(self.base, 'dtype', None)} is "
+                             f"not supported by TMA; supported: {', '.join(sorted(TMA_DTYPES))}")
+        if self.padding not in ("zero", "nan"):
+            raise ValueError(f"TensorDescriptor: padding must be 'zero' or 'nan' (what "
+                             f"out-of-bounds elements read as), got {self.padding!r}")
+        if self.padding == "nan" and not element.is_floating():
+            raise ValueError(f"TensorDescriptor: padding='nan' needs a floating-point tensor, "
+                             f"got {getattr(self.base, 'dtype', None)}")
+        address = _address(self.base)
+        if address % 16:
+            raise ValueError(f"TensorDescriptor: the base address {address:#x} is not 16-byte "
+                             f"aligned (TMA needs the tensor to start on a 16-byte boundary; "
+                             f"it is {address % 16} bytes past one)")
+        for d, size in enumerate(self.shape):
+            if not 1 <= size <= MAX_DIM:
+                raise ValueError(f"TensorDescriptor: shape[{d}] = {size} must be in [1, 2**32]")
+        if self.strides[-1] != 1:
+            raise ValueError(f"TensorDescriptor: the last dim must be contiguous (stride 1), "
+                             f"got strides {self.strides}")
+        itemsize = element.itemsize
+        for d, stride in enumerate(self.strides[:-1]):
+            nbytes = stride * itemsize
+            if nbytes <= 0 or nbytes % 16:
+                raise ValueError(f"TensorDescriptor: strides[{d}] = {stride} elements = "
+                                 f"{nbytes} bytes is not a positive multiple of 16 bytes "
+                                 f"(TMA's stride granularity)")
+            if nbytes >= MAX_STRIDE_BYTES:
+                raise ValueError(f"TensorDescriptor: strides[{d}] = {nbytes} bytes exceeds "
+                                 f"TMA's limit of 2**40 bytes")
+        try:
+            check_block(self.block_shape, element, self.layout)
+        except ValueError as exc:
+            raise ValueError(f"TensorDescriptor: {exc}") from None
+        return element
+
+    def param_bytes(self) -> bytes:
+        """The kernel parameter (`TensorDescriptorType.param_bytes`): the map, then the base
+        address, shape and strides (elements) and the fill (1: NaN) as 64-bit ints."""
+        tmap = self.tensor_map
+        cached = getattr(self, "_param_cache", None)
+        if cached is None or cached[0] is not tmap:
+            fields = struct.pack(f"<Q{2 * len(self.shape) + 1}q", _address(self.base),
+                                 *self.shape, *self.strides, int(self.padding == "nan"))
+            cached = (tmap, (tmap if tmap is not None else bytes(128)) + fields)
+            self._param_cache = cached
+        return cached[1]
+
+    # ---- GPU: the CUtensorMap ---------------------------------------------------------------
+    def _encode_for_device(self) -> bytes:
+        """The encoded map; before sm_90 (no TMA: kernels read only the fields after the
+        map) 128 zero bytes."""
+        from shared_codegen.runtime import driver
+        device = driver.get_device(driver.current_device_index())
+        if device.compute_capability[0] < 9:
+            return bytes(128)
+        return self._encode()
+
+    def _encode(self) -> bytes:
+        from cuda.bindings import driver as cu
+
+        from shared_codegen.runtime import driver
+        driver._initialize()
+        rank = len(self.shape)
+        itemsize = self.element.itemsize
+        swizzle = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[self.layout.swizzle_byte_width]
+        box = box_shape(self.type)
+        # The driver lists dims innermost first and omits the innermost stride (it is the
+        # element size).
+        args = (getattr(cu.CUtensorMapDataType,
+                        f"CU_TENSOR_MAP_DATA_TYPE_{TMA_DTYPES[self.element.name]}"),
+                rank, _address(self.base),
+                [cu.cuuint64_t(s) for s in reversed(self.shape)],
+                [cu.cuuint64_t(s * itemsize) for s in reversed(self.strides[:-1])],
+                [cu.cuuint32_t(b) for b in reversed(box)],
+                [cu.cuuint32_t(1)] * rank,
+                cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+                getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
+                cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                # NaN fill: out-of-bounds elements of a load read NaN instead of zero.
+                cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                if self.padding == "nan" else
+                cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+        tmap = driver.check(cu.cuTensorMapEncodeTiled(*args),
+                            f"cuTensorMapEncodeTiled(shape={self.shape}, strides="
+                            f"{self.strides}, box={box}, swizzle={swizzle})")
+        self._cu_tensor_map = tmap  # keeps the struct alive
+        return ctypes.string_at(tmap.getPtr(), 128)
+
+    # ---- CPU interpreter ---------------------------------------------------------------------
+    def interpreter_value(self, memory, name: str) -> TensorMapValue:
+        """Map `base` into the interpreter's memory and describe it to the TMA ops."""
+        from shared_codegen.interpreter.memory import host_array
+        arr = host_array(self.base)
+        if arr is None:
+            raise TypeError(f"argument `{name}`: the descriptor's base lives on the GPU; the CPU "
+                            f"interpreter needs a numpy array or a CPU torch tensor")
+        address = memory.map(name, arr)
+        return TensorMapValue(address, self.shape,
+                              [s * self.element.itemsize for s in self.strides], name,
+                              fill=float("nan") if self.padding == "nan" else 0)
+
+
+def _key(desc: TensorDescriptor) -> tuple:
+    return desc._key
+
+
+register_handler(TensorDescriptor, _key, fast_key=True)
