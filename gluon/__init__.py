@@ -19,8 +19,8 @@ __all__ = ["jit", "compile", "constexpr_function", "must_use_result", "aggregate
 
 def must_use_result(fn, message=True):
     """Triton's marker for functions whose result must be used (`@gluon.must_use_result` or
-    `@gluon.must_use_result("why")`). Accepted so upstream kernels import; we record the mark
-    but do not yet report an unused result."""
+    `@gluon.must_use_result("why")`). A kernel statement that drops the result of a marked
+    function is a compile error (`shared_codegen/frontend/unused_results.py`)."""
     if isinstance(fn, str):
         return lambda f: must_use_result(f, fn)
     fn._must_use_result = message

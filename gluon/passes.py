@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from gluon.language._layouts import AutoLayout, SharedLayout, check_layout, is_auto
+from gluon.language._layouts import (AutoLayout, CoalescedLayout, SharedLayout, check_layout,
+                                     is_auto)
 from gluon.language._semantic import SET_AUTO_LAYOUT_ATTR, layout_mismatch_message
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.ir.core import Function, Module, Operation, Value, replace_all_uses
@@ -88,7 +89,42 @@ def _derive(relation, known: Value, layout) -> List[Tuple[Value, object]]:
     return [(relation.a, relation.backward(layout))]
 
 
-def resolve_function(fn: Function) -> None:
+def _coalesced_seeds(fn: Function, rel: _Relations, auto, num_warps: int):
+    """(pointer, layout, op) for each global memory access whose pointers are unresolved
+    and connected (through equal-layout relations) to a `CoalescedLayout()` value: the layout
+    Triton's Coalesce pass would give the access."""
+    from tile.passes.coalesce import memory_pointer, plan_access
+    accesses = [op for op in fn.walk() if memory_pointer(op) is not None
+                and id(memory_pointer(op)) in auto]
+    if not accesses or not any(isinstance(v.type.layout, CoalescedLayout)
+                               for v in rel.values):
+        return []
+    from shared_codegen.analysis.axis_info import AxisAnalysis
+    info = AxisAnalysis(fn)
+    seeds = []
+    for index, op in enumerate(accesses):
+        ptr = memory_pointer(op)
+        if _reaches_coalesced(ptr, rel, auto):
+            plan = plan_access(op, index, info, num_warps, 32)
+            seeds.append((ptr, plan.layout, op))
+    return seeds
+
+
+def _reaches_coalesced(start: Value, rel: _Relations, auto) -> bool:
+    seen, stack = {id(start)}, [start]
+    while stack:
+        v = stack.pop()
+        if isinstance(v.type.layout, CoalescedLayout):
+            return True
+        for relation in rel.by_value.get(id(v), ()):
+            for other in getattr(relation, "values", ()):
+                if id(other) in auto and id(other) not in seen:
+                    seen.add(id(other))
+                    stack.append(other)
+    return False
+
+
+def resolve_function(fn: Function, num_warps: int = 4) -> None:
     rel = _Relations(fn)
     auto = {id(v) for v in rel.values if is_auto(v.type.layout)}
     if not auto:
@@ -96,6 +132,14 @@ def resolve_function(fn: Function) -> None:
     chosen: Dict[int, object] = {}
     chosen_by: Dict[int, Operation] = {}
     work = [v for v in rel.values if id(v) not in auto]
+    for ptr, layout, op in _coalesced_seeds(fn, rel, auto, num_warps):
+        if chosen.get(id(ptr), layout) != layout:
+            raise _error(op, layout_mismatch_message(
+                "CoalescedLayout resolution: two memory accesses on one pointer tensor want "
+                "different coalesced layouts", [("one", chosen[id(ptr)]), ("another", layout)],
+                ptr.type.shape))
+        chosen[id(ptr)], chosen_by[id(ptr)] = layout, op
+        work.append(ptr)
     while work:
         v = work.pop()
         layout = chosen.get(id(v), v.type.layout)
@@ -143,8 +187,9 @@ def _drop_markers(fn: Function) -> None:
 
 def resolve_auto_layouts(module: Module) -> None:
     """Pass: replace every AutoLayout by the layout propagation gives it."""
+    num_warps = int(module.attrs.get("num_warps", 4))
     for fn in module.functions.values():
-        resolve_function(fn)
+        resolve_function(fn, num_warps)
 
 
 def verify_layouts(module: Module) -> None:

@@ -42,6 +42,7 @@ from shared_codegen.ops.movement.definition import GatherOp, HistogramOp, JoinOp
 from shared_codegen.ops.program.definition import (AssertOp, AssumeOp, BarrierOp, PrintOp,
                                                    ProgramIdOp)
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
+from tile.convert_mma import MmaForms
 from shared_codegen.ops.tensor.definition import (BroadcastOp, ConvertLayoutOp, ExpandDimsOp,
                                                   HintOp, MakeRangeOp, ReshapeOp, SplatOp, TransOp)
 from tile.language.extra.cuda import libdevice as libdevice_module
@@ -113,9 +114,12 @@ class _Names:
         return name
 
 
-class GluonPrinter:
+class GluonPrinter(MmaForms):
+    dtype = staticmethod(lambda ty: dtype_source(ty))
+
     def __init__(self, module: Module):
         self.module = module
+        self.imports = set()  # `from gluon.language.nvidia... import ...` lines the forms need
         self.layout_names: Dict[object, str] = {}
         self.layout_defs: List[str] = []
         self.helpers: List[str] = []
@@ -163,7 +167,8 @@ class GluonPrinter:
         self.block(fn.body.block, body, 1)
         if not any(line.strip() for line in body):
             body.append("    pass")
-        out = [f'"""{header}"""', "", "import gluon", "from gluon import language as gl"]
+        out = [f'"""{header}"""', "", "import gluon", "from gluon import language as gl",
+               *sorted(self.imports)]
         if self.uses_libdevice:  # one library for both languages
             out.append("from tile.language.extra import libdevice")
         out.append("")
@@ -286,7 +291,7 @@ class GluonPrinter:
             self.if_op(op, out, indent)
         elif isinstance(kind, WhileOp):
             self.while_loop(op, out, indent)
-        else:
+        elif not self.mma_op(op, out, indent):
             raise ConversionError(f"{op.loc}: no Gluon form for `{op.name}`")
 
     # ---- individual forms ----------------------------------------------------------------
@@ -564,27 +569,31 @@ def _convert(kernel, spec) -> str:
         path = os.path.basename(path)
     header = (f"Gluon source converted from the tile kernel `{kernel.__name__}` "
               f"({path}).\n\nSpecialization: {_describe_spec(kernel, spec)}."
-              f"\nLaunch with num_warps={spec.num_warps}; constexpr parameters are folded in.\n")
+              f"\nLaunch with num_warps={spec.num_warps}; constexpr parameters are folded in"
+              + (f"; loops feeding tl.dot pipelined {spec.num_stages} stages deep"
+                 if spec.num_stages > 1 else "") + ".\n")
     return module_to_gluon(module, header)
 
 
 def to_gluon(kernel, *example_args, num_warps: int = 4, target: str = "sm_90a",
-             **kwargs) -> str:
+             num_stages: int = 3, **kwargs) -> str:
     """Gluon source for `kernel` specialized like a launch with these arguments would be
-    (arrays give dtypes and alignment; constexprs are passed by keyword)."""
+    (arrays give dtypes and alignment; constexprs are passed by keyword). `target` picks the
+    tl.dot instructions, `num_stages` the pipelining depth (as the launch's)."""
     values = kernel.bind_args(example_args, kwargs)
-    spec = make_specialization(kernel, values, num_warps, target)
+    spec = make_specialization(kernel, values, num_warps, target, num_stages)
     return _convert(kernel, spec)
 
 
 def to_gluon_for_signature(kernel, signature: Dict[str, str], constexprs=None,
-                           num_warps: int = 4, target: str = "sm_90a") -> str:
+                           num_warps: int = 4, target: str = "sm_90a",
+                           num_stages: int = 3) -> str:
     """Like `tile.compile`'s arguments: `signature` maps runtime parameters to "*fp16:16",
     "i32", ...; `constexprs` gives the constexpr values."""
     from shared_codegen.frontend.launch import specialization_for_signature
 
     spec = specialization_for_signature(kernel, signature, constexprs or {}, num_warps,
-                                        target)
+                                        target, num_stages)
     return _convert(kernel, spec)
 
 
@@ -621,6 +630,8 @@ def main(argv=None) -> int:
     parser.add_argument("--constexpr", default="", help="e.g. BLOCK=1024")
     parser.add_argument("--num-warps", type=int, default=4)
     parser.add_argument("--target", default="sm_90a")
+    parser.add_argument("--num-stages", type=int, default=3,
+                        help="pipelining depth of loops feeding tl.dot (1: none)")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args(argv)
     kernel = _load_kernel(args.kernel)
@@ -631,7 +642,7 @@ def main(argv=None) -> int:
         except ValueError:
             constexprs[k] = {"True": True, "False": False}.get(v, v)
     text = to_gluon_for_signature(kernel, _parse_pairs(args.signature), constexprs,
-                                  args.num_warps, args.target)
+                                  args.num_warps, args.target, args.num_stages)
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)

@@ -5,9 +5,13 @@ that IR explicit, exactly what a Gluon author could have written; from there the
 the ones every frontend shares (`shared_codegen/stages.py`):
 
     layout_assignment             a layout for every tensor (coalesced accesses, mma operand
-                                  layouts, reductions), `ttg.convert_layout` where they differ
+                                  layouts, reductions), `ttg.convert_layout` where they differ;
+                                  each `tl.dot` becomes wgmma / mma_v2 / dot_fma for the target
+                                  (tile/passes/dot_acceleration.py)
     remove_redundant_conversions  drop conversions that change nothing or undo each other
     cse                           merge identical pure ops the rewrites duplicated
+    software_pipelining           loops feeding tl.dot load num_stages - 1 iterations ahead
+                                  through cp.async rings (tile/passes/pipelining.py)
     explicit_layout_ir            the IR the CPU interpreter runs and the converter prints
     axis_analysis                 contiguity / divisibility, for 16-byte global accesses
     warp_specialization_planning  partitions' warps and registers (none in tile kernels yet)
@@ -15,9 +19,6 @@ the ones every frontend shares (`shared_codegen/stages.py`):
     tensor_memory_allocation      tensor-memory columns (Blackwell; none in tile kernels yet)
     barrier_insertion             the aliasing facts `bar.sync` placement reads
     lower_to_llvm, llvm_to_ptx, ptx_to_cubin
-
-Not here yet: software pipelining. Until it is, `num_stages` other than 1 or the default is
-reported when a kernel is launched (shared_codegen/frontend/launch.py), not silently dropped.
 
 `SC_DUMP_IR_DIR=dir` writes the IR after each stage to `dir/NN-<stage>.mlir`; analysis,
 planning and backend stages add what they decided or produced (attributes on the ops, or
@@ -27,7 +28,8 @@ planning and backend stages add what they decided or produced (attributes on the
 from shared_codegen.stages import BACKEND_STAGES
 from tile.passes import TILE_PIPELINE
 
-# The tile passes (layout_assignment, remove_redundant_conversions, cse), then the shared tail;
+# The tile passes (layout_assignment, remove_redundant_conversions, cse, software_pipelining),
+# then the shared tail;
 # the docstring above names every stage, and tests/tile/test_stages.py pins the list.
 TILE_STAGES = [*TILE_PIPELINE, *BACKEND_STAGES]
 

@@ -7,14 +7,15 @@ Gluon's (`GluonSemantic`) enforces the layout rules. Builtins whose signature di
 `layout` argument, layout conversion and queries) live in `_core.py`.
 """
 
-from gluon.language import nvidia
+from gluon.language import extra, nvidia
 from gluon.language._core import (add, arange, assume, bank_conflicts, convert_layout,
                                   distributed_type, full, full_like, mul, num_ctas, num_warps,
                                   set_auto_layout, sub, thread_barrier, to_linear_layout, to_tensor,
                                   zeros, zeros_like)
+from gluon.language._fp4 import fp4_to_fp
 from gluon.language._movement import histogram
 from gluon.language._newer_names import barrier  # Triton 3.8's name for thread_barrier
-from gluon.language._layouts import (AutoLayout, BlockedLayout, DistributedLayout,
+from gluon.language._layouts import (AutoLayout, BlockedLayout, CoalescedLayout, DistributedLayout,
                                      DistributedLinearLayout, DotOperandLayout,
                                      NVMMADistributedLayout, NVMMASharedLayout, SharedLayout,
                                      SharedLinearLayout, SliceLayout, SwizzledSharedLayout)
@@ -35,6 +36,7 @@ from tile.language.core import (PropagateNan, associative_scan, atomic_add, atom
                                 expand_dims, load, max_constancy, max_contiguous, maximum, minimum,
                                 multiple_of, num_programs, permute, program_id, reduce, reshape,
                                 static_assert, static_print, static_range, store, trans, where)
+from tile.language.inline_asm import inline_asm_elementwise
 from tile.language.movement import gather, join, map_elementwise, split
 from tile.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,
                                 rsqrt, sin, sqrt, sqrt_rn, umulhi)
@@ -48,7 +50,7 @@ __all__ = [
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float8e4nv", "float8e5", "float16", "bfloat16", "float32", "float64", "PropagateNan",
     # layouts
-    "AutoLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
+    "AutoLayout", "CoalescedLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
     "DistributedLinearLayout", "DotOperandLayout", "NVMMADistributedLayout", "SharedLayout",
     "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout",
     "convert_layout", "set_auto_layout", "to_linear_layout", "bank_conflicts",
@@ -56,7 +58,7 @@ __all__ = [
     "program_id", "num_programs", "num_warps", "num_ctas", "arange", "full", "zeros",
     "full_like", "zeros_like", "to_tensor", "cast", "broadcast", "broadcast_to", "reshape",
     "ravel", "permute", "trans", "expand_dims", "join", "split", "gather", "histogram",
-    "map_elementwise",
+    "map_elementwise", "fp4_to_fp", "inline_asm_elementwise",
     # memory and atomics
     "allocate_shared_memory", "shared_memory_descriptor", "shared_memory_descriptor_type",
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
@@ -71,7 +73,7 @@ __all__ = [
     "associative_scan", "cumsum", "cumprod", "dot_fma",
     # hints, debugging, synchronization, loops
     "multiple_of", "max_contiguous", "max_constancy", "thread_barrier", "static_assert",
-    "static_print", "device_print", "device_assert", "static_range", "nvidia", "barrier",
+    "static_print", "device_print", "device_assert", "static_range", "nvidia", "extra", "barrier",
     # warp specialization
     "warp_specialize",
 ]

@@ -36,6 +36,7 @@ class AutoLayout(DistributedLayout):
     """A layout left to the compiler: resolved from the layouts of connected tensors."""
 
     alias_prefix = "auto"
+    placeholder = True  # verifiers skip layout relations until resolution
 
     def __repr__(self):
         return "AutoLayout()"
@@ -47,6 +48,24 @@ class AutoLayout(DistributedLayout):
     def to_linear_layout(self, shape):
         raise ValueError("AutoLayout has no linear form until the compiler resolves it; give "
                          "the tensor a layout (or gl.set_auto_layout) to inspect it")
+
+
+@dataclass(frozen=True)
+class CoalescedLayout(AutoLayout):
+    """Triton 3.6's `CoalescedLayout()`: an AutoLayout whose choice starts at the global
+    memory accesses it reaches. The pointers of a load, store or atomic with this layout get
+    the coalesced layout Triton's Coalesce pass picks (`tile/passes/coalesce.py`: vectors
+    as wide as the axis analysis allows, lanes along the most contiguous dim), which then
+    propagates to the connected tensors like an AutoLayout's."""
+
+    alias_prefix = "coalesced"
+
+    def __repr__(self):
+        return "CoalescedLayout()"
+
+    @property
+    def rank(self):
+        raise ValueError("CoalescedLayout has no rank")
 
 
 def is_auto(layout) -> bool:
@@ -133,7 +152,7 @@ def check_layout(layout, shape, num_warps=None, what="tensor") -> None:
                          f"num_warps={num_warps}\n  {what} layout: {layout!r}")
 
 
-__all__ = ["AutoLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
+__all__ = ["AutoLayout", "CoalescedLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
            "DistributedLinearLayout", "DotOperandLayout", "NVMMADistributedLayout",
            "SharedLayout", "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout",
            "TensorMemoryLayout", "TensorMemoryScalesLayout", "LinearLayout",

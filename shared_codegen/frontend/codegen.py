@@ -20,7 +20,7 @@ import operator
 from typing import Any, Dict, List, Optional
 
 from shared_codegen.frontend import (aggregates, conditional_expr, guards, loop_widening,
-                                     missing_names)
+                                     missing_names, unused_results)
 from shared_codegen.frontend.aggregates import BoundJitMethod, is_aggregate, is_aggregate_class
 from shared_codegen.frontend.early_return import fold_early_returns
 from shared_codegen.frontend.errors import CompilationError
@@ -203,7 +203,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
     def visit_Expr(self, node):
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # docstring
-        self.visit(node.value)
+        unused_results.visit_expression_statement(self, node.value)
 
     def visit_Assign(self, node):
         value = self.visit(node.value)
@@ -361,7 +361,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                     self.assign(node.target, i)
                     self.visit_statements(node.body)
                 return
-            self.runtime_for(node, bounds)
+            self.runtime_for(node, bounds, unwrap(getattr(it, "num_stages", None)))
             return
         if isinstance(it, (tuple, list)):
             for item in it:
@@ -382,7 +382,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                 names.append(name)
         return names
 
-    def runtime_for(self, node, bounds):
+    def runtime_for(self, node, bounds, num_stages=None):
         start, end, step = bounds
         if not is_tensor(step) and step == 0:
             raise self.error(node.iter, "range() step must not be zero")
@@ -402,6 +402,7 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
         def build(inits):
             op = ForOp.build(self.builder, lb.handle, ub.handle, st.handle,
                              [v.handle for v in inits], iv_name=iv_name)
+            op.attrs.update({} if num_stages is None else {"num_stages": num_stages})
             block = op.regions[0].block
             before = dict(self.scope)
             with self.builder.at_end_of(block):
@@ -747,8 +748,9 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
                                      hasattr(fn, "runtime_range_marker")):
             return fn(*args, **kwargs)
         # Methods of compile-time objects (`x.dtype.is_floating()`, `layout.to_linear_layout(
-        # shape)`) run now, like any compile-time Python.
-        bound_to_constant = inspect.ismethod(fn) and not is_tensor(fn.__self__)
+        # shape)`, `BLOCK.bit_length()`) run now, like any compile-time Python.
+        bound_to_constant = (inspect.ismethod(fn) and not is_tensor(fn.__self__)) or (
+            inspect.isbuiltin(fn) and isinstance(fn.__self__, (int, float, str, tuple)))
         if runtime and fn in (min, max) and args and not kwargs:
             return self.runtime_min_max(fn, args)
         if fn not in (isinstance, type, id):

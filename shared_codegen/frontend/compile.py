@@ -100,7 +100,8 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
     from shared_codegen.runtime.cache import make_key
 
     start = time.perf_counter()
-    options = {"num_warps": spec.num_warps, "language": jit_fn.language.name,
+    options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages,
+               "language": jit_fn.language.name,
                "constants": repr(spec.constants)}
     key = make_key(source_hash or jit_fn.cache_hash(), spec.key, spec.target, options)
     cache = disk_cache()

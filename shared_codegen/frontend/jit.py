@@ -235,6 +235,8 @@ class JITFunction:
         """Trace the function for one specialization into a frontend-IR module."""
         module = Module({"num_warps": spec.num_warps, "threads_per_warp": 32,
                          "target": spec.target})
+        if spec.num_stages != 3:  # the tile pipeliner's depth when not Triton's default
+            module.attrs["num_stages"] = spec.num_stages
         runtime = [(i, name) for i, name in enumerate(self.arg_names)
                    if not spec.is_constexpr(i)]
         arg_types = [spec.arg_types[i] for i, _ in runtime]
@@ -294,9 +296,13 @@ class Specialization:
     hints: List[str]          # "D" (divisible by 16), "1", or ""
     num_warps: int
     target: str
+    # Software-pipelining depth for loops that feed tl.dot (Triton's num_stages; the tile
+    # pipeliner reads it from the module attrs, Gluon ignores it as Triton's Gluon does).
+    num_stages: int = 3
 
     @classmethod
-    def from_key(cls, key: tuple, num_warps: int, target: str) -> "Specialization":
+    def from_key(cls, key: tuple, num_warps: int, target: str,
+                 num_stages: int = 3) -> "Specialization":
         """The specialization a key (`Specializer.key`) describes."""
         arg_types, constants, hints = [], [], []
         for entry in key:
@@ -309,7 +315,7 @@ class Specialization:
                 arg_types.append(type_from_key(entry))
                 constants.append(None)
                 hints.append(hint)
-        return cls(key, arg_types, constants, hints, num_warps, target)
+        return cls(key, arg_types, constants, hints, num_warps, target, num_stages)
 
     def is_constexpr(self, i) -> bool:
         return self.arg_types[i] is None

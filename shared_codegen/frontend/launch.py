@@ -26,6 +26,8 @@ from shared_codegen.runtime.specialize import (SpecializationError, _hashable_co
                                               register_handler)
 
 DEFAULT_NUM_WARPS = 4
+# Triton's default: what a launch or an autotune Config without `num_stages` asks for.
+DEFAULT_NUM_STAGES = 3
 
 
 def _numpy_key(arr) -> tuple:
@@ -120,8 +122,10 @@ def _argument_error(jit_fn, values, exc: SpecializationError) -> ArgumentError:
     return ArgumentError(str(exc))
 
 
-def make_specialization(jit_fn, values, num_warps, target) -> Specialization:
-    return Specialization.from_key(specialization_key(jit_fn, values), num_warps, target)
+def make_specialization(jit_fn, values, num_warps, target,
+                        num_stages=None) -> Specialization:
+    return Specialization.from_key(specialization_key(jit_fn, values), num_warps, target,
+                                   DEFAULT_NUM_STAGES if num_stages is None else num_stages)
 
 
 def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
@@ -134,12 +138,12 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
         raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
                             f"'{unknown[0]}'")
     _check_num_ctas(jit_fn, options.get("num_ctas", 1))
-    warn_unapplied_options(jit_fn, options.get("num_stages"), options.get("maxnreg"))
+    warn_unapplied_options(jit_fn, options.get("maxnreg"))
     check_extern_libs(jit_fn.__name__, options.get("extern_libs"))
     values = [v.value if isinstance(v, constexpr) else v for v in values]
     return _dispatch(jit_fn, values, grid, num_warps, options.get("interpret"),
                      options.get("target"), stream, options.get("warmup", False), fast_key,
-                     options.get("cluster_dims"))
+                     options.get("cluster_dims"), options.get("num_stages"))
 
 
 # Launch keywords upstream tests pass that change nothing here: we never insert overflow
@@ -150,31 +154,29 @@ IGNORED_LAUNCH_OPTIONS = frozenset({"sanitize_overflow", "debug"})
 def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, stream, warmup,
         num_ctas=1, cluster_dims=None, maxnreg=None):
     _check_num_ctas(jit_fn, num_ctas)
-    warn_unapplied_options(jit_fn, num_stages, maxnreg)
+    warn_unapplied_options(jit_fn, maxnreg)
     kwargs = fill_num_warps_param(jit_fn, args, kwargs, num_warps)
     if num_warps is None and "num_warps" in jit_fn.constexpr_names:
         num_warps = jit_fn.bind_args(args, kwargs)[jit_fn.arg_names.index("num_warps")]
     values = jit_fn.bind_args(args, kwargs)
     return _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
-                     cluster_dims=cluster_dims)
+                     cluster_dims=cluster_dims, num_stages=num_stages)
 
 
-# Triton's default: what a launch or an autotune Config without `num_stages` asks for.
-DEFAULT_NUM_STAGES = 3
 
-
-def warn_unapplied_options(jit_fn, num_stages, maxnreg) -> None:
-    """Launch options Triton accepts that nothing here applies yet: say so instead of
-    dropping them. `num_stages` asks the software pipeliner for that many stages; there is no
-    pipeliner yet, so loops run as with num_stages=1 (1 and the default ask for nothing more
-    than a kernel launched without the option gets)."""
-    if num_stages is not None and (type(num_stages) is not int or num_stages < 0):
+def check_num_stages(jit_fn, num_stages) -> int:
+    """The launch's `num_stages` (default 3, as Triton): the tile pipeliner's depth."""
+    if num_stages is None:
+        return DEFAULT_NUM_STAGES
+    if type(num_stages) is not int or num_stages < 0:
         raise ArgumentError(f"{jit_fn.__name__}: num_stages must be an int >= 0, got "
                             f"{num_stages!r}")
-    if num_stages is not None and num_stages > 1 and num_stages != DEFAULT_NUM_STAGES:
-        warnings.warn(f"{jit_fn.__name__}: num_stages={num_stages} is ignored: software "
-                      f"pipelining is not implemented yet, so loops run unpipelined (as with "
-                      f"num_stages=1)", UserWarning, stacklevel=4)
+    return max(1, num_stages)  # 0 and 1 both mean no pipelining
+
+
+def warn_unapplied_options(jit_fn, maxnreg) -> None:
+    """Launch options Triton accepts that nothing here applies yet: say so instead of
+    dropping them."""
     if maxnreg is not None:
         warnings.warn(f"{jit_fn.__name__}: maxnreg={maxnreg} is ignored: a per-thread "
                       f"register cap from the launch is not implemented yet (ptxas picks the "
@@ -216,8 +218,9 @@ def check_cluster_dims(jit_fn, cluster_dims, grid3):
 
 
 def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
-              fast_key=None, cluster_dims=None):
+              fast_key=None, cluster_dims=None, num_stages=None):
     num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
+    num_stages = check_num_stages(jit_fn, num_stages)
     if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
         raise ArgumentError(f"{jit_fn.__name__}: num_warps must be a power of two >= 1, got "
                             f"{num_warps!r}")
@@ -228,14 +231,14 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
 
             interpret = not has_gpu()
     if interpret and warmup:
-        return _compile_without_gpu(jit_fn, values, num_warps, target)
+        return _compile_without_gpu(jit_fn, values, num_warps, target, num_stages)
     if interpret:
-        return _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims)
+        return _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims, num_stages)
     return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key,
-                    cluster_dims)
+                    cluster_dims, num_stages)
 
 
-def _compile_without_gpu(jit_fn, values, num_warps, target):
+def _compile_without_gpu(jit_fn, values, num_warps, target, num_stages=DEFAULT_NUM_STAGES):
     """`kernel.warmup(...)` where the kernel would be interpreted (host arrays, no GPU): like
     Triton, compile without running, for `target` (default SC_TARGET, else sm_90a), and
     return the CompiledKernel, whose `.asm` holds every stage."""
@@ -245,12 +248,14 @@ def _compile_without_gpu(jit_fn, values, num_warps, target):
     host_values = [v if i in jit_fn.constexpr_positions or host_array(v) is None
                    else host_array(v) for i, v in enumerate(values)]
     target = target or config.get("SC_TARGET") or "sm_90a"
-    return compile_spec(jit_fn, make_specialization(jit_fn, host_values, num_warps, target))
+    return compile_spec(jit_fn, make_specialization(jit_fn, host_values, num_warps, target,
+                                                    num_stages))
 
 
 # ---- interpreter ---------------------------------------------------------------------------
 
-def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
+def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
+                     num_stages=DEFAULT_NUM_STAGES):
     from shared_codegen.frontend.sanitize import check_arguments, needs_concurrent_programs
     from shared_codegen.interpreter.memory import Memory, host_array
     from shared_codegen.interpreter.run import run_kernel
@@ -271,8 +276,9 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None):
                                 "the GPU; the CPU interpreter needs host arrays (numpy or CPU "
                                 "torch tensors)")
         host_values.append(arr if arr is not None else v)
-    spec = make_specialization(jit_fn, host_values, num_warps, "interpreter")
-    cache_key = ("interp", spec.key, num_warps)
+    spec = make_specialization(jit_fn, host_values, num_warps, "interpreter", num_stages)
+    # SC_TARGET picks the instructions (tl.dot) of the IR the interpreter runs.
+    cache_key = ("interp", spec.key, num_warps, config.get("SC_TARGET"), num_stages)
     # Traced modules of this specialization, newest first; one is reused only while the
     # globals it folded in still hold (frontend/guards.py).
     module = _pick_variant(jit_fn, cache_key,
@@ -352,7 +358,7 @@ def _add_variant(jit_fn, key, variant):
 
 
 def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None,
-             cluster_dims=None):
+             cluster_dims=None, num_stages=DEFAULT_NUM_STAGES):
     from shared_codegen.runtime.launcher import PackError, current_stream
 
     # `specialization_key`, inlined: calls the fast path hands over (a callable grid, launch
@@ -361,15 +367,16 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
         spec_key = jit_fn.specializer.key(values)
     except SpecializationError as exc:
         raise _argument_error(jit_fn, values, exc) from None
-    key = (spec_key, num_warps, target)
+    key = (spec_key, num_warps, target, num_stages)
     variant = _pick_variant(jit_fn, key, lambda v: v.check is None or v.check())
     if variant is None:
-        variant = _compile_variant(jit_fn, spec_key, num_warps, target)
+        variant = _compile_variant(jit_fn, spec_key, num_warps, target, num_stages)
         _add_variant(jit_fn, key, variant)
     # Kernels that need global scratch (tensor maps they write) allocate it per launch, which
     # the fast path does not do.
     scratch = getattr(variant, "scratch", 0)
-    if fast_key is not None and target is None and not scratch:
+    if fast_key is not None and target is None and not scratch \
+            and num_stages == DEFAULT_NUM_STAGES:
         # Later launches with the same fast key skip this whole function (fastpath.py). A
         # kernel that folded globals in is only served by a launcher that checks them.
         jit_fn._fast_guarded_variants[fast_key] = variant
@@ -447,13 +454,13 @@ def pack_error(jit_fn, variant, error) -> ArgumentError:
                          f"{error.reason}")
 
 
-def _compile_variant(jit_fn, spec_key, num_warps, target):
+def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM_STAGES):
     from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
     from shared_codegen.runtime.driver import target_from_device
     from shared_codegen.runtime.launcher import get_binder
 
     target = target or config.get("SC_TARGET") or target_from_device()
-    spec = Specialization.from_key(spec_key, num_warps, target)
+    spec = Specialization.from_key(spec_key, num_warps, target, num_stages)
     try:
         kernel = compile_spec(jit_fn, spec)
     except OutOfResources:
@@ -478,13 +485,15 @@ def _compile_variant(jit_fn, spec_key, num_warps, target):
 
 
 def compile_for_target(jit_fn, signature: Dict[str, str], constexprs: Dict[str, Any] = None,
-                       target: str = "sm_90a", num_warps: int = DEFAULT_NUM_WARPS):
+                       target: str = "sm_90a", num_warps: int = DEFAULT_NUM_WARPS,
+                       num_stages: int = DEFAULT_NUM_STAGES):
     """Compile without a GPU. `signature` maps runtime parameters to Triton-style type strings
     ("*fp32", "i32", "fp16", ...), optionally with a ":16" suffix for 16-byte divisibility;
     `constexprs` gives the constexpr parameters' values."""
     from shared_codegen.frontend.compile import compile_spec
 
-    spec = specialization_for_signature(jit_fn, signature, constexprs or {}, num_warps, target)
+    spec = specialization_for_signature(jit_fn, signature, constexprs or {}, num_warps, target,
+                                        check_num_stages(jit_fn, num_stages))
     return compile_spec(jit_fn, spec)
 
 
@@ -501,7 +510,8 @@ def fill_num_warps_param(jit_fn, args, kwargs, num_warps):
 
 
 def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: Dict[str, Any],
-                                 num_warps: int, target: str) -> Specialization:
+                                 num_warps: int, target: str,
+                                 num_stages: int = DEFAULT_NUM_STAGES) -> Specialization:
     if "num_warps" in jit_fn.constexpr_names and "num_warps" in constexprs:
         num_warps = constexprs["num_warps"]
     constexprs = fill_num_warps_param(jit_fn, (), constexprs, num_warps)
@@ -536,4 +546,4 @@ def specialization_for_signature(jit_fn, signature: Dict[str, str], constexprs: 
         if text.lstrip("*") not in BY_NAME:
             raise ArgumentError(f"{jit_fn.__name__}: parameter `{name}`: unknown type {text!r}")
         key.append((text, hint))
-    return Specialization.from_key(tuple(key), num_warps, target)
+    return Specialization.from_key(tuple(key), num_warps, target, num_stages)

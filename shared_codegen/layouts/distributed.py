@@ -175,6 +175,14 @@ def distribute_threads(shape, size_per_thread, order, num_warps, threads_per_war
     return lanes, warps
 
 
+def _unwrap_parent(layout) -> None:
+    """A parent given as `gl.constexpr(layout)` (a module-level Gluon constant) is the layout
+    itself, as Triton's layouts unwrap it."""
+    parent = layout.parent
+    if type(parent).__name__ == "constexpr" and hasattr(parent, "value"):
+        object.__setattr__(layout, "parent", parent.value)
+
+
 @dataclass(frozen=True, repr=False)
 class SliceLayout(DistributedLayout):
     """``parent`` with dim ``dim`` removed: the layout of a reduction's result along ``dim``."""
@@ -186,6 +194,7 @@ class SliceLayout(DistributedLayout):
 
     def __post_init__(self):
         owner = "SliceLayout"
+        _unwrap_parent(self)
         if not isinstance(self.parent, DistributedLayout):
             raise ValueError(f"{owner}: parent must be a distributed layout, got "
                              f"{self.parent!r}")
@@ -429,6 +438,7 @@ class DotOperandLayout(DistributedLayout):
 
     def __post_init__(self):
         owner = "DotOperandLayout"
+        _unwrap_parent(self)
         if self.operand_index not in (0, 1) or isinstance(self.operand_index, bool):
             raise ValueError(f"{owner}: operand_index must be 0 (A) or 1 (B), got "
                              f"{self.operand_index!r}")

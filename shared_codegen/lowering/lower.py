@@ -39,7 +39,7 @@ class LoweredKernel:
     global_scratch_bytes: int = 0
     global_scratch_align: int = 1
     # The PTX ISA version some op needs beyond the target's minimum (module attribute
-    # `min_ptx_version`), e.g. tensormap.replace.
+    # `min_ptx_version`, e.g. tensormap.replace, or `ctx.ptx_floor` set by a lowering rule).
     ptx_version: Optional[Tuple[int, int]] = None
 
 
@@ -166,6 +166,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         warp_spec.enter(ctx)
     ctx.lower_block(fn.body.block, list(ctx.get(a) for a in fn.args))
     if not ctx.builder.block.is_terminated:
+        if warp_spec is not None:
+            warp_spec.exit(ctx)  # several warp_specialize calls: the workers may return now
         if tensor_memory is not None:
             tensor_memory.exit(ctx)
         ctx.builder.ret_void()
@@ -173,6 +175,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     module.stage_results["barriers"] = ctx.barriers
     kinds = tuple(param_kind(a.type) for a in fn.args) + (("ptr",) if scratch_bytes else ())
     ptx_version = module.attrs.get("min_ptx_version")
+    if getattr(ctx, "ptx_floor", None):  # a lowering rule's need (mbarrier on sm_80)
+        ptx_version = max(tuple(ptx_version or (0, 0)), ctx.ptx_floor)
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
                          param_kinds=kinds, num_warps=launch_warps, target=target,
                          global_scratch_bytes=scratch_bytes, global_scratch_align=scratch_align,

@@ -1,5 +1,6 @@
-"""tile/stages.py: the stages list, the interpreter running the IR after the tile passes, and
-launch options that nothing applies yet (num_stages, maxnreg) reported instead of dropped."""
+"""tile/stages.py: the stages list, the interpreter running the IR after the tile passes,
+num_stages reaching the pipeliner, and launch options that nothing applies yet (maxnreg)
+reported instead of dropped."""
 
 import warnings
 
@@ -39,7 +40,8 @@ SHARED_TAIL = ["explicit_layout_ir", "axis_analysis", "warp_specialization_plann
 
 def test_the_stages_are_the_tile_passes_then_the_shared_backend_stages():
     names = [name for name, _ in TILE_STAGES]
-    assert names == ["layout_assignment", "remove_redundant_conversions", "cse"] + SHARED_TAIL
+    assert names == ["layout_assignment", "remove_redundant_conversions", "cse",
+                     "software_pipelining"] + SHARED_TAIL
     assert TILE_STAGES[len(TILE_PIPELINE):] == BACKEND_STAGES
 
 
@@ -83,13 +85,13 @@ def _launch(**options):
     np.testing.assert_array_equal(out, x)
 
 
-def test_num_stages_is_reported_until_pipelining_exists():
-    with pytest.warns(UserWarning, match=r"copy_kernel: num_stages=4 is ignored: software "
-                                         r"pipelining is not implemented yet"):
-        _launch(num_stages=4)
+def test_num_stages_must_be_a_non_negative_int():
+    with pytest.raises(ArgumentError, match=r"copy_kernel: num_stages must be an int >= 0, got "
+                                            r"-1"):
+        _launch(num_stages=-1)
 
 
-@pytest.mark.parametrize("num_stages", [None, 1, 3])
+@pytest.mark.parametrize("num_stages", [None, 0, 1, 3, 4])
 def test_no_pipelining_asked_or_the_default_launches_quietly(num_stages):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -104,17 +106,20 @@ def test_maxnreg_is_reported_as_not_applied():
 def test_an_autotune_config_passes_its_options_on_to_the_launch():
     x = np.arange(64, dtype=np.float32)
     out = np.zeros_like(x)
-    staged = tile.autotune([tile.Config({}, num_stages=5)], key=[])(copy_kernel)
-    with pytest.warns(UserWarning, match=r"num_stages=5 is ignored"):
+    staged = tile.autotune([tile.Config({}, num_stages=-1)], key=[])(copy_kernel)
+    with pytest.raises(Exception, match=r"num_stages must be an int >= 0, got -1"):
         staged[(1,)](x, out, N=64)
     clustered = tile.autotune([tile.Config({}, num_ctas=2)], key=[])(copy_kernel)
     with pytest.raises(ArgumentError, match=r"num_ctas=2 is not supported"):
         clustered[(1,)](x, out, N=64)
 
 
-def test_a_range_asking_for_stages_says_it_is_not_pipelined():
-    with pytest.warns(UserWarning, match=r"tl.range\(num_stages=2\) is ignored"):
-        tl.range(0, 8, num_stages=2)
+def test_a_range_asking_for_stages_or_flattening():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tl.range(0, 8, num_stages=2).num_stages == 2  # the pipeliner reads it
+    with pytest.warns(UserWarning, match=r"tl.range\(flatten=True\) is ignored"):
+        tl.range(0, 8, flatten=True)
 
 
 def test_a_range_asking_for_unrolling_or_warp_specialization_says_it_is_ignored():

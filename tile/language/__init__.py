@@ -25,8 +25,10 @@ from tile.language.core import (CompileTimeAssertionFailure, PropagateNan, arang
                                 multiple_of, num_programs, permute, program_id, range, reduce,
                                 reshape, static_assert, static_print, static_range, store, trans,
                                 view, where)
+from tile.language._dot import dot
 from tile.language.math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,
                                 rsqrt, sin, sqrt, sqrt_rn, umulhi)
+from tile.language.inline_asm import inline_asm_elementwise
 from tile.language.movement import (cat, gather, histogram, interleave, join, map_elementwise,
                                     split, swizzle2d)
 from tile.language.sorting import bitonic_merge, flip, sort, topk
@@ -47,7 +49,7 @@ __all__ = [
     "broadcast_to", "reshape", "view", "ravel", "trans", "permute", "expand_dims",
     # data movement between elements, sorting
     "join", "split", "cat", "interleave", "gather", "histogram", "swizzle2d", "sort", "topk",
-    "bitonic_merge", "flip", "map_elementwise",
+    "bitonic_merge", "flip", "map_elementwise", "inline_asm_elementwise",
     # memory and atomics
     "load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or",
     "atomic_xor", "atomic_xchg", "atomic_cas", "make_block_ptr", "advance",
@@ -56,6 +58,8 @@ __all__ = [
     "where", "maximum", "minimum", "clamp", "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn",
     "rsqrt", "abs", "sin", "cos", "erf", "floor", "ceil", "fma", "umulhi", "fdiv", "div_rn",
     "sigmoid", "softmax", "cdiv",
+    # linear algebra
+    "dot",
     # reductions and scans
     "reduce", "sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce_or",
     "associative_scan", "cumsum", "cumprod",

@@ -364,16 +364,19 @@ class range:
         self.step = 1 if step is None else step
         if isinstance(self.step, int) and self.step == 0:
             raise ValueError("tl.range's `step` must not be zero")
-        self.num_stages = num_stages
+        stages = num_stages.value if hasattr(num_stages, "value") else num_stages
+        if stages is not None and (type(stages) is not int or stages < 0):
+            raise ValueError(f"tl.range num_stages must be an int >= 0, got {stages!r}")
+        self.num_stages = stages
         self.loop_unroll_factor = loop_unroll_factor
         self.disallow_acc_multi_buffer = disallow_acc_multi_buffer
         self.flatten = flatten
         self.warp_specialize = warp_specialize
         self.disable_licm = disable_licm
+        # num_stages: the loop's software-pipelining depth (tile/passes/pipelining.py).
         # Hints for passes that do not exist yet: a request that cannot run says so.
-        if isinstance(self.num_stages, int) and self.num_stages > 1:
-            warnings.warn(f"tl.range(num_stages={self.num_stages}) is ignored: software "
-                          f"pipelining is not implemented yet, so the loop runs unpipelined",
+        if self.flatten:
+            warnings.warn("tl.range(flatten=True) is ignored: nested loops are not flattened",
                           UserWarning, stacklevel=2)
         if isinstance(self.loop_unroll_factor, int) and self.loop_unroll_factor > 1:
             warnings.warn(f"tl.range(loop_unroll_factor={self.loop_unroll_factor}) is ignored: "

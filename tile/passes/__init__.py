@@ -2,19 +2,22 @@
 
 `TILE_PIPELINE` is the flat list of these passes, run with
 `shared_codegen.ir.passes.run_pipeline(module, TILE_PIPELINE)`; set `SC_DUMP_IR_DIR` to get
-the IR after each one. It is the head of `tile/stages.py`, which continues to the cubin; a new
-pass (dot acceleration, pipelining) goes in both.
+the IR after each one. It is the head of `tile/stages.py`, which continues to the cubin.
+Dot acceleration runs inside layout_assignment (`dot_acceleration.py`); software pipelining
+is its own pass (`pipelining.py`).
 """
 
 from tile.passes.cleanup import cse, remove_redundant_conversions
 from tile.passes.coalesce import blocked_layout_for
 from tile.passes.layout_assignment import LayoutAssignmentError, assign_layouts
+from tile.passes.pipelining import pipeline_module
 
 TILE_PIPELINE = [
     ("layout_assignment", assign_layouts),
     ("remove_redundant_conversions", remove_redundant_conversions),
     ("cse", cse),
+    ("software_pipelining", pipeline_module),
 ]
 
 __all__ = ["TILE_PIPELINE", "assign_layouts", "remove_redundant_conversions", "cse",
-           "blocked_layout_for", "LayoutAssignmentError"]
+           "blocked_layout_for", "LayoutAssignmentError", "pipeline_module"]

@@ -35,7 +35,10 @@ from shared_codegen.ir.passes import insert_after, insert_before
 from shared_codegen.layouts import BlockedLayout, default_blocked_layout
 from shared_codegen.layouts.relations import (STRUCTURAL, PointerAccess, Prefer, Slice, Split,
                                               equivalent, reshaped_layout, transposed_layout)
+from shared_codegen.ops.memory.definition import StoreOp
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp
+from shared_codegen.lowering.context import MAX_SHARED_BYTES
+from tile.passes.dot_acceleration import operand_buffer_bytes, plan_dots, rewrite_dots
 from tile.passes.coalesce import AccessPlan, memory_pointer, plan_all_accesses
 from tile.passes.layout_constraints import Constraints, collect_constraints, is_tensor
 from tile.passes.rematerialize import rematerialize_cheap_values
@@ -75,7 +78,9 @@ class _Solver:
         for rel in self.by_root.get(root, ()):
             (self.soft if isinstance(rel, Prefer) else self.strong).append(rel)
 
-    def solve(self) -> Dict[Value, object]:
+    def solve(self, fixed: Dict[Value, object] = None) -> Dict[Value, object]:
+        """`fixed`: class roots whose layout is decided already (dot accumulators); they win
+        over memory accesses, as Triton's MMA layouts do."""
         anchors: Dict[Value, AccessPlan] = {}
         for plan in self.plans:
             root = self.c.find(memory_pointer(plan.op))
@@ -83,6 +88,8 @@ class _Solver:
                 anchors[root] = plan
         for root, plan in sorted(anchors.items(), key=lambda kv: kv[1].priority, reverse=True):
             self.assign(root, plan.layout)
+        for root, layout in (fixed or {}).items():
+            self.assign(root, layout)
         self.propagate()
         while True:
             left = [r for r in self.shape if r not in self.layout]
@@ -205,6 +212,13 @@ def fix_op(fn, op, plans) -> None:
 
 # ---- the pass ------------------------------------------------------------------------------
 
+def _stored_value(op: Operation) -> Optional[Value]:
+    """The tensor a `tt.store` writes (None for other memory ops)."""
+    if isinstance(op.opdef, StoreOp) and len(op.operands) > 1 and is_tensor(op.operands[1]):
+        return op.operands[1]
+    return None
+
+
 def _layout_state(fn: Function) -> str:
     """'free' (no tensor has a layout), 'explicit' (all do) or 'mixed'."""
     seen = set()
@@ -221,7 +235,8 @@ def _layout_state(fn: Function) -> str:
     return "free" if seen <= {True} else "mixed"
 
 
-def assign_function_layouts(fn: Function, num_warps: int, threads_per_warp: int = 32) -> None:
+def assign_function_layouts(fn: Function, num_warps: int, threads_per_warp: int = 32,
+                            target: str = "sm_90a", num_stages: int = 3) -> None:
     state = _layout_state(fn)
     if state == "explicit":
         return  # Gluon IR: layouts were written by hand
@@ -230,27 +245,55 @@ def assign_function_layouts(fn: Function, num_warps: int, threads_per_warp: int 
             f"function {fn.name!r} has tensors with and without layouts; layout assignment "
             "takes layout-free (tile) IR only")
     rematerialize_cheap_values(fn)
+    dots = plan_dots(list(fn.walk()), target, num_warps)
     info = AxisInfo.analyze(fn)
     ops = list(fn.walk())
     plans = plan_all_accesses(ops, info, num_warps, threads_per_warp)
     constraints = collect_constraints(ops)
     for arg in fn.args:
         constraints.add(arg)
-    layouts = _Solver(constraints, plans, num_warps, threads_per_warp).solve()
+    fixed = {constraints.find(op.result): plan.acc_layout for op, plan in dots.items()}
+    # A store of an accumulator (or values computed from it) converts to its coalesced
+    # layout through shared memory (16-byte stores; measured faster on the H100) when the
+    # conversion's scratch fits beside the pipelined operand buffers; otherwise it stores
+    # from the MMA layout, its pointers following.
+    budget = MAX_SHARED_BYTES - operand_buffer_bytes(dots, num_stages)
+
+    def keeps_anchor(plan) -> bool:
+        value = _stored_value(plan.op)
+        if value is None or constraints.find(value) not in fixed:
+            return True
+        return value.type.numel * max(1, value.type.element.bits // 8) <= budget
+
+    anchored = [p for p in plans if keeps_anchor(p)]
+    layouts = _Solver(constraints, anchored, num_warps, threads_per_warp).solve(fixed)
     for v in constraints.values:
         v.type = v.type.with_layout(layouts[constraints.find(v)])
     plan_of = {p.op: p for p in plans}
     for op in ops:
         fix_op(fn, op, plan_of)
+    rewrite_dots(dots, convert_operand)
 
 
 def assign_layouts(module: Module) -> None:
-    """The `layout_assignment` pass: reads module attrs `num_warps` (4) and
-    `threads_per_warp` (32)."""
+    """The `layout_assignment` pass: reads module attrs `num_warps` (4), `threads_per_warp`
+    (32), `target` and `num_stages` (3, the pipeliner's depth: the shared memory its operand
+    buffers will take decides how accumulators are stored)."""
     num_warps = int(module.attrs.get("num_warps", 4))
     threads_per_warp = int(module.attrs.get("threads_per_warp", 32))
     for fn in module.functions.values():
-        assign_function_layouts(fn, num_warps, threads_per_warp)
+        assign_function_layouts(fn, num_warps, threads_per_warp, dot_target(module),
+                                int(module.attrs.get("num_stages", 3)))
+
+
+def dot_target(module: Module) -> str:
+    """The target whose instructions `tl.dot` uses: the compile target, or for the CPU
+    interpreter SC_TARGET (default sm_90a), so it runs the IR that GPU would."""
+    target = module.stage_results.get("target") or module.attrs.get("target")
+    if not target or target == "interpreter":
+        from shared_codegen import config
+        target = config.get("SC_TARGET") or "sm_90a"
+    return target
 
 
 __all__ = ["assign_layouts", "assign_function_layouts", "transposed_layout",

@@ -11,6 +11,13 @@
 - `ttg.async_wait {num}` blocks until at most `num` committed groups are still in flight
   (`cp.async.wait_group num`); then the data of all older groups is visible to the thread
   that waited. Other threads see it only after a barrier, as with any shared-memory write.
+- `ttng.async_copy_mbarrier_arrive %bar {no_increment}` (`cp.async.mbarrier.arrive`, PTX ISA
+  9.7.9.25.3.4): every thread makes the mbarrier track all the cp.async copies it issued
+  before, committed or not, and arrives on it once they complete. Without `.noinc` the
+  pending count is first raised by one, so the arrival changes nothing in the phase's count:
+  it only holds the phase open until the copies land (the kernel arrives itself). With
+  `.noinc` (Gluon's `increment_count=False`) each thread's arrival counts, so the barrier
+  must expect one arrival per thread of the CTA (or of the warp-specialized partition).
 
 PTX ISA 9.7.9.25 (cp.async, cp.async.commit_group, cp.async.wait_group) is the reference.
 
@@ -19,6 +26,11 @@ yet. A copy reads global memory when it is issued (an ordering the hardware may 
 writes shared memory only when a wait retires its group. Until then its destination bytes
 are *pending*: a `local_load` / `local_store` touching them is reported as a race with both
 lines, and so is a second copy into them.
+
+An mbarrier arrive (`_CopyArrival`) tracks the program's unretired copies; it is listed on
+the barrier as in flight, lands at a random barrier op or at the latest when a wait needs the
+phase (as TMA loads do, `ops/tma/definition.py`), and the wait that observes its phase
+retires the copies: their data is then in shared memory.
 
 Lowering is in `shared_codegen/ops/async_copy/lowering.py`.
 """
@@ -29,6 +41,7 @@ from typing import Dict, List
 
 import numpy as np
 
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import PointerType, SharedMemoryType, TensorType, int1
 from shared_codegen.layouts.relations import OWN_LAYOUTS
@@ -38,6 +51,7 @@ WRITE_SHARED = MemoryEffect.WRITE_SHARED
 
 COPY, COMMIT, WAIT = ("ttg.async_copy_global_to_local", "ttg.async_commit_group",
                       "ttg.async_wait")
+MBARRIER_ARRIVE = "ttng.async_copy_mbarrier_arrive"
 CACHE_MODIFIERS = ("", ".ca", ".cg")
 EVICTION_POLICIES = ("", "evict_first", "evict_last", "evict_normal")
 
@@ -121,12 +135,18 @@ class _PendingBytes:
 
 
 class _Copy:
-    __slots__ = ("view", "idx", "raw", "id", "where")
+    __slots__ = ("view", "idx", "raw", "id", "where", "retired")
 
     def __init__(self, view, idx, raw, copy_id, where):
         self.view, self.idx, self.raw, self.id, self.where = view, idx, raw, copy_id, where
+        self.retired = False
 
     def retire(self) -> None:
+        # Once only: a wait_group and an mbarrier wait may both retire the same copy, and
+        # the second must not overwrite what the kernel stored since.
+        if self.retired:
+            return
+        self.retired = True
         buf = self.view.buffer
         buf.data[self.idx] = self.raw
         buf.written[self.idx] = True
@@ -151,6 +171,49 @@ class AsyncState:
         if state is None:
             state = frame.values[cls._KEY] = cls()
         return state
+
+    def unretired(self) -> List[_Copy]:
+        """Every copy issued and not yet retired, committed or not (what an mbarrier arrive
+        tracks)."""
+        copies = list(self.open)
+        for group in self.groups:
+            copies.extend(group)
+        return [c for c in copies if not c.retired]
+
+
+class _CopyArrival:
+    """A `cp.async.mbarrier.arrive` of all the program's threads: `arrivals` arrivals on
+    `barrier` once `copies` complete; the wait that observes the phase retires the copies."""
+
+    def __init__(self, barrier, copies: List[_Copy], arrivals: int, frame, op):
+        self.barrier, self.copies, self.arrivals = barrier, copies, arrivals
+        self.frame, self.op, self.where = frame, op, _where(op)
+        self.phase_landed = None
+
+    def land(self) -> None:
+        if self.phase_landed is not None:  # already landed (a stale progress list)
+            return
+        from shared_codegen.ops.mbarrier.definition import ENGINE_KEY
+        engine = self.frame.values.get(ENGINE_KEY)
+        if engine is not None and self in engine.loads:
+            engine.loads.remove(self)
+        barrier = self.barrier
+        barrier.in_flight.remove(self)
+        barrier.landed.append(self)
+        self.phase_landed = barrier.phase
+        # The happens-before release was recorded at the arrive op (as for tcgen05_commit),
+        # so the arrival itself only counts here.
+        if self.arrivals > barrier.pending:
+            self.frame.error(self.op, f"mbarrier arrive of count {self.arrivals} on "
+                                      f"{barrier.describe()}, whose phase {barrier.phase} has "
+                                      f"only {barrier.pending} of {barrier.count} arrivals "
+                                      f"pending (PTX leaves this undefined)")
+        barrier.pending -= self.arrivals
+        barrier._maybe_complete()
+
+    def retire(self) -> None:
+        for copy in self.copies:
+            copy.retire()
 
 
 def _where(op) -> str:
@@ -269,5 +332,51 @@ class AsyncWaitOp(OpDef):
         return []
 
 
+class AsyncCopyMbarrierArriveOp(OpDef):
+    """`ttng.async_copy_mbarrier_arrive %bar {no_increment}`: arrive on the barrier once this
+    thread's earlier cp.async copies complete (see the module docstring)."""
+
+    name = MBARRIER_ARRIVE
+    layout_rule = OWN_LAYOUTS
+    user_name = "async_copy.mbarrier_arrive"
+    memory_effects = frozenset({WRITE_SHARED})
+
+    @staticmethod
+    def build(b, bar, increment_count: bool = True):
+        return b.create(MBARRIER_ARRIVE, [bar], [], {"no_increment": not increment_count})
+
+    def verify(self, op):
+        from shared_codegen.ops.mbarrier.definition import check_barrier
+        if len(op.operands) != 1:
+            raise VerificationError("expected operands [bar]", op)
+        try:
+            check_barrier(op.operands[0].type)
+        except ValueError as exc:
+            raise VerificationError(str(exc), op) from None
+
+    def interpret(self, op, frame):
+        from shared_codegen.ops.mbarrier.definition import barrier_state, progress
+        from shared_codegen.ops.tma.definition import _Engine
+        progress(frame)
+        barrier = barrier_state(frame, op, frame[op.operands[0]])
+        barrier._require_valid(frame, op)
+        if op.attrs.get("no_increment"):
+            # Every thread of the CTA (or of the partition running it) arrives once.
+            warps = frame.partition.warps if frame.partition is not None else frame.num_warps
+            arrivals = 32 * int(warps)
+        else:
+            # The pending count goes up by one now and down by one when the copies land.
+            barrier.pending += 1
+            arrivals = 1
+        hb = current_hb(frame)
+        if hb is not None:  # the arriving partition's earlier work is ordered before waiters
+            hb.release(frame, op, barrier, carry=True)
+        arrival = _CopyArrival(barrier, AsyncState.of(frame).unretired(), arrivals, frame, op)
+        barrier.in_flight.append(arrival)
+        _Engine.of(frame).loads.append(arrival)  # lands at a random progress point
+        return []
+
+
 __all__ = ["AsyncCopyGlobalToLocalOp", "AsyncCommitGroupOp", "AsyncWaitOp", "AsyncState",
+           "AsyncCopyMbarrierArriveOp",
            "check_async_copy", "normalize_cache_modifier"]

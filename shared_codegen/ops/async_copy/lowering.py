@@ -25,7 +25,8 @@ from shared_codegen.lowering.context import VOID, LoweringError, llvm_type
 from shared_codegen.lowering.cross_thread import storage_type, thread_coord_values
 from shared_codegen.lowering.vectorize import layout_vector, vector_width
 from shared_codegen.ops.async_copy.definition import (COPY, AsyncCommitGroupOp,
-                                                      AsyncCopyGlobalToLocalOp, AsyncWaitOp)
+                                                      AsyncCopyGlobalToLocalOp,
+                                                      AsyncCopyMbarrierArriveOp, AsyncWaitOp)
 from shared_codegen.ops.shared_memory.lowering import _Access, sync_shared
 
 
@@ -134,4 +135,18 @@ def lower_async_wait(op, ctx):
     return None
 
 
-__all__ = ["lower_async_copy", "lower_commit_group", "lower_async_wait"]
+@lowering_rule(AsyncCopyMbarrierArriveOp)
+def lower_async_copy_mbarrier_arrive(op, ctx):
+    from shared_codegen.ops.mbarrier.lowering import bar_address, sync_barrier
+    bar = op.operands[0]
+    sync_barrier(ctx, op, bar, "read")
+    # Every thread tracks its own copies, so every thread executes it (no thread-0
+    # predicate, unlike mbarrier.arrive); `.noinc` makes each thread's arrival count.
+    noinc = ".noinc" if op.attrs.get("no_increment") else ""
+    ctx.inline_asm(f"cp.async.mbarrier.arrive{noinc}.shared.b64 [$0];", "l,~{memory}", VOID,
+                   [bar_address(ctx, op, bar)], side_effects=True)
+    return None
+
+
+__all__ = ["lower_async_copy", "lower_commit_group", "lower_async_wait",
+           "lower_async_copy_mbarrier_arrive"]

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared_codegen.ir.core import OpDef, VerificationError
+from shared_codegen.ir.core import OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import TensorType, bfloat16, float16, float32, float64, int32
-from shared_codegen.layouts.relations import OWN_LAYOUTS
+from shared_codegen.layouts.relations import OWN_LAYOUTS, LayoutRule, Same
 
 # (a/b element, accumulator element) -> (instruction K, the PTX type names).
 MMA_V2_TYPES = {
@@ -63,6 +63,14 @@ def check_matrix_types(a, b, acc, what: str) -> None:
         raise ValueError(f"shapes do not multiply: a {list(a.shape)} @ b "
                          f"{list(b.shape)} -> acc {list(acc.shape)} (need (M, K) x (K, N) -> "
                          f"(M, N))")
+
+
+def check_batched_matrix_types(a, b, acc) -> None:
+    """ValueError unless a (B, M, K), b (B, K, N), acc (B, M, N) multiply (dot_fma only)."""
+    (nb, m, k), (nb2, k2, n), (nb3, m2, n2) = a.shape, b.shape, acc.shape
+    if k != k2 or m != m2 or n != n2 or not nb == nb2 == nb3:
+        raise ValueError(f"shapes do not multiply: a {list(a.shape)} @ b {list(b.shape)} -> "
+                         f"acc {list(acc.shape)} (need (B, M, K) x (B, K, N) -> (B, M, N))")
 
 
 def _check_operand_layouts(a, b, acc, k_width, what) -> None:
@@ -108,7 +116,10 @@ _FMA_FLOATS = (float16, bfloat16, float32, float64)
 def check_dot_fma(a, b, acc) -> None:
     """ValueError, in the user's terms, unless `acc + a @ b` is a valid dot_fma."""
     what = "dot_fma"
-    check_matrix_types(a, b, acc, what)
+    if all(isinstance(t, TensorType) and len(t.shape) == 3 for t in (a, b, acc)):
+        check_batched_matrix_types(a, b, acc)
+    else:
+        check_matrix_types(a, b, acc, what)
     BlockedLayout, _, _ = _layouts()
     if not isinstance(acc.layout, BlockedLayout):
         raise ValueError(f"acc must have a BlockedLayout, got {acc.layout!r}")
@@ -175,7 +186,8 @@ def round_to_tf32(x: np.ndarray) -> np.ndarray:
 
 
 class DotFmaOp(OpDef):
-    """`ttg.dot_fma a, b, acc`: acc + a @ b as per-thread fused multiply-adds."""
+    """`ttg.dot_fma a, b, acc`: acc + a @ b as per-thread fused multiply-adds (rank 2, or
+    rank 3 for a batch of products)."""
 
     name = "ttg.dot_fma"
     layout_rule = OWN_LAYOUTS
@@ -200,5 +212,88 @@ class DotFmaOp(OpDef):
         return [res.astype(out)]
 
 
-__all__ = ["MmaV2Op", "DotFmaOp", "check_mma_v2", "check_dot_fma", "round_to_tf32",
-           "mma_v2_k_width", "mma_v2_instr_k", "MMA_V2_TYPES"]
+# ---- tt.dot: the layout-free matrix product of the tile DSL -----------------------------------
+
+DOT_INPUT_PRECISIONS = ("tf32", "tf32x3", "ieee")
+
+
+def _acc_is_result(op):
+    # The accumulator and the result share a layout (the MMA's), so a loop-carried acc needs
+    # no conversion.
+    return [Same(op, (op.operands[2], op.result))]
+
+
+class DotOp(OpDef):
+    """`tt.dot a, b, acc {input_precision, max_num_imprecise_acc}`: acc + a @ b for rank-2
+    (M, K) x (K, N) or batched rank-3 (B, M, K) x (B, K, N) tensors, with no layouts: the tile
+    layout pass (`tile/passes/dot_acceleration.py`) rewrites it into `ttng.warp_group_dot`,
+    `ttg.mma_v2` or `ttg.dot_fma` with the layouts it picks for the target and shape.
+
+    `input_precision` (fp32 inputs only): 'tf32' rounds the inputs to tf32 (10 mantissa bits)
+    where a tensor-core instruction computes the product; 'ieee' computes in fp32 (FMA). The
+    frontend splits 'tf32x3' into three tf32 products before building this op."""
+
+    name = "tt.dot"
+    user_name = "dot"
+    layout_rule = LayoutRule("dot", _acc_is_result)
+
+    @staticmethod
+    def build(b, a, bm, acc, input_precision="tf32", max_num_imprecise_acc=None):
+        attrs = {}
+        if a.type.element == float32:
+            attrs["input_precision"] = input_precision
+        if max_num_imprecise_acc is not None:
+            attrs["max_num_imprecise_acc"] = int(max_num_imprecise_acc)
+        return b.create(DotOp.name, [a, bm, acc], [acc.type], attrs).result
+
+    def print_attrs(self, op):
+        return format_attrs(op.attrs)
+
+    def verify(self, op):
+        a, b, acc = (v.type for v in op.operands)
+        for name, ty in (("a", a), ("b", b), ("acc", acc)):
+            if not isinstance(ty, TensorType) or len(ty.shape) not in (2, 3):
+                raise VerificationError(f"{name} must be a rank-2 or rank-3 tensor, got {ty}", op)
+        if not len(a.shape) == len(b.shape) == len(acc.shape):
+            raise VerificationError("a, b and acc must have the same rank", op)
+        batch = tuple(a.shape[:-2])
+        if (batch != tuple(b.shape[:-2]) or batch != tuple(acc.shape[:-2])
+                or a.shape[-1] != b.shape[-2] or acc.shape[-2:] != (a.shape[-2], b.shape[-1])):
+            raise VerificationError(f"shapes do not multiply: {list(a.shape)} @ "
+                                    f"{list(b.shape)} -> {list(acc.shape)}", op)
+        precision = op.attrs.get("input_precision")
+        if a.element == float32 and precision not in DOT_INPUT_PRECISIONS:
+            raise VerificationError(f"input_precision must be one of {DOT_INPUT_PRECISIONS}, "
+                                    f"got {precision!r}", op)
+        if op.result.type != acc:
+            raise VerificationError(f"result type {op.result.type} must be acc's type {acc}", op)
+
+    def interpret(self, op, frame):
+        a, b, acc = (np.asarray(frame[v]) for v in op.operands)
+        return [dot_reference(a, b, acc, op.result.type.element,
+                              op.attrs.get("input_precision", "ieee"))]
+
+
+def dot_reference(a, b, acc, out_elem, input_precision="ieee") -> np.ndarray:
+    """acc + a @ b as the tensor cores compute it: integer products wrap in int32, tf32
+    inputs are rounded to 10 mantissa bits (tf32x3 keeps the two largest cross terms of the
+    big/small split), floats multiply and add in fp32 (fp64 in fp64) and round once."""
+    if out_elem.is_int():
+        prod = np.matmul(a.astype(np.int64), b.astype(np.int64)) + acc.astype(np.int64)
+        return prod.astype(np.uint64).astype(np.uint32).view(np.int32).astype(out_elem.np)
+    if out_elem == float64:
+        return np.matmul(a.astype(np.float64), b.astype(np.float64)) + acc
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    if input_precision == "tf32":
+        prod = np.matmul(round_to_tf32(a), round_to_tf32(b))
+    elif input_precision == "tf32x3":
+        a_big, b_big = round_to_tf32(a), round_to_tf32(b)
+        a_small, b_small = round_to_tf32(a - a_big), round_to_tf32(b - b_big)
+        prod = (np.matmul(a_small, b_big) + np.matmul(a_big, b_small)) + np.matmul(a_big, b_big)
+    else:
+        prod = np.matmul(a, b)
+    return (prod + acc.astype(np.float32)).astype(out_elem.np)
+
+
+__all__ = ["DotOp", "dot_reference", "DOT_INPUT_PRECISIONS", "MmaV2Op", "DotFmaOp",
+           "check_mma_v2", "check_dot_fma", "round_to_tf32", "mma_v2_k_width", "mma_v2_instr_k", "MMA_V2_TYPES"]

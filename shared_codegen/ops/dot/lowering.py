@@ -40,7 +40,7 @@ from llvmlite import ir
 
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.lowering.context import F32, I32, LoweringError, _register_coords, llvm_type
-from shared_codegen.ops.dot.definition import DotFmaOp, MmaV2Op
+from shared_codegen.ops.dot.definition import DotFmaOp, DotOp, MmaV2Op
 
 Coords = Tuple[int, int]
 
@@ -247,27 +247,46 @@ class FmaChain:
     ks: Tuple[Tuple[int, int], ...]
 
 
+def _full_register_index(ll) -> Tuple[Dict[tuple, int], List[int]]:
+    """As `_register_index`, keyed by every coordinate (batch dims included)."""
+    first: Dict[tuple, int] = {}
+    rep: List[int] = []
+    for r, c in enumerate(_register_coords(ll)):
+        rep.append(first.setdefault(tuple(c), r))
+    return first, rep
+
+
 def plan_dot_fma(a_ll, b_ll, c_ll, k_size: int) -> Tuple[List[FmaChain], List[int]]:
-    """Per unique acc register, the a and b registers of each k (ValueError on a mismatch)."""
-    _check_warps(a_ll, c_ll, keep=0, acc_dim=0, k_dim=1, what="a")
-    _check_warps(b_ll, c_ll, keep=1, acc_dim=1, k_dim=0, what="b")
-    for what, ll, keep, k_dim in (("a", a_ll, 0, 1), ("b", b_ll, 1, 0)):
-        for lane, (o, c) in enumerate(zip(ll.bases.get("lane", []), c_ll.bases.get("lane", []))):
-            if o[keep] != c[keep] or o[k_dim]:
-                raise ValueError(f"lane bit {lane} places {what} at {list(o)} but acc at "
-                                 f"{list(c)}: FMA operands must broadcast along K")
-    a_at, _ = _register_index(a_ll)
-    b_at, _ = _register_index(b_ll)
-    _, c_rep = _register_index(c_ll)
+    """Per unique acc register, the a and b registers of each k (ValueError on a mismatch).
+    Rank 3 is a batch of products: a thread's a, b and acc registers share batch indices."""
+    rank = len(c_ll.out_dims)
+    m_dim, n_dim = rank - 2, rank - 1
+    batch = tuple(range(rank - 2))
+    for what, ll, keep, k_dim in (("a", a_ll, m_dim, n_dim), ("b", b_ll, n_dim, m_dim)):
+        for in_dim in ("warp", "lane"):
+            o_bases, c_bases = ll.bases.get(in_dim, []), c_ll.bases.get(in_dim, [])
+            if len(o_bases) != len(c_bases):
+                raise ValueError(f"{what} and acc are spread over different numbers of "
+                                 f"{in_dim}s")
+            for bit, (o, c) in enumerate(zip(o_bases, c_bases)):
+                if o[keep] != c[keep] or o[k_dim] or any(o[d] != c[d] for d in batch):
+                    why = ("a warp must hold its accumulator's rows/columns for all of K"
+                           if in_dim == "warp" else "FMA operands must broadcast along K")
+                    raise ValueError(f"{in_dim} bit {bit} places {what} at {list(o)} but acc "
+                                     f"at {list(c)}: {why}")
+    a_at, _ = _full_register_index(a_ll)
+    b_at, _ = _full_register_index(b_ll)
+    _, c_rep = _full_register_index(c_ll)
     chains = []
-    for r, (m, n) in enumerate(_register_coords(c_ll)):
+    for r, coords in enumerate(_register_coords(c_ll)):
         if c_rep[r] != r:
             continue
+        bat, (m, n) = tuple(coords[:-2]), coords[-2:]
         try:
-            ks = tuple((a_at[(m, k)], b_at[(k, n)]) for k in range(k_size))
+            ks = tuple((a_at[(*bat, m, k)], b_at[(*bat, k, n)]) for k in range(k_size))
         except KeyError as exc:
             raise ValueError(f"no operand register holds element {exc.args[0]} needed for acc "
-                             f"element ({m}, {n}) of this thread") from None
+                             f"element {tuple(coords)} of this thread") from None
         chains.append(FmaChain(r, ks))
     return chains, c_rep
 
@@ -375,7 +394,7 @@ def lower_dot_fma(op, ctx):
     elem, c_elem = a.type.element, acc.type.element
     try:
         chains, c_rep = plan_dot_fma(ctx.linear_layout(a.type), ctx.linear_layout(bm.type),
-                                     ctx.linear_layout(acc.type), a.type.shape[1])
+                                     ctx.linear_layout(acc.type), a.type.shape[-1])
     except ValueError as exc:
         raise LoweringError(str(exc), op) from None
     a_regs, b_regs, acc_regs = ctx.get(a), ctx.get(bm), ctx.get(acc)
@@ -402,6 +421,13 @@ def lower_dot_fma(op, ctx):
                 total = b.add(b.mul(x, y), total)
         out[chain.c] = total
     return [[out[c_rep[r]] for r in range(len(acc_regs))]]
+
+
+@lowering_rule(DotOp)
+def lower_tile_dot(op, ctx):
+    # tt.dot has no layouts of its own; the tile layout pass always replaces it.
+    raise LoweringError("tt.dot reached the lowering: the tile layout pass (dot acceleration) "
+                        "must rewrite it into warp_group_dot, mma_v2 or dot_fma first", op)
 
 
 __all__ = ["MMA_SHAPES", "MmaShape", "MmaStep", "FmaChain", "plan_mma_v2", "plan_dot_fma",

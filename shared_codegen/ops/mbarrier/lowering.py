@@ -2,7 +2,12 @@
 partition, under warp specialization) initializes, expects, arrives and invalidates; every
 thread waits in a `try_wait.parity` loop. Barrier words are shared memory: `init` and
 `inval` count as writes and the others as reads for the barrier placement of
-`ops/shared_memory/lowering.sync_shared`."""
+`ops/shared_memory/lowering.sync_shared`.
+
+Before sm_90 (Ampere's `gl.nvidia.ampere.mbarrier`, with cp.async) the same ops use the
+sm_80 forms: `.shared` instead of `.shared::cta`, no async-proxy fence (there is no TMA), one
+`mbarrier.arrive` per counted arrival (the count operand is sm_90's), and a
+`test_wait.parity` loop; `mbarrier.expect` (transaction bytes) needs sm_90."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from shared_codegen.lowering.context import VOID, LoweringError
 from shared_codegen.ops.mbarrier.definition import (ArriveBarrierOp, BarrierExpectOp,
                                                     InitBarrierOp, InvalBarrierOp,
                                                     WaitBarrierOp, pred_of)
+from shared_codegen.lowering.smem_matrix import arch_of
 from shared_codegen.ops.shared_memory.lowering import sync_shared
 
 
@@ -41,6 +47,10 @@ def _asm(ctx, text: str, constraints: str, args) -> None:
     ctx.inline_asm(text, constraints + ",~{memory}", VOID, args, side_effects=True)
 
 
+def _before_sm90(ctx) -> bool:
+    return arch_of(ctx) < 90
+
+
 @lowering_rule(InitBarrierOp)
 def lower_init_barrier(op, ctx):
     bar = op.operands[0]
@@ -48,6 +58,10 @@ def lower_init_barrier(op, ctx):
     # The fence makes the initialized word visible to the async proxy, so a TMA load this
     # thread issues next can complete_tx on it (PTX ISA 9.7.13.4.18 membar/fence: proxy
     # fences).
+    if _before_sm90(ctx):
+        _asm(ctx, f"@$0 mbarrier.init.shared.b64 [$1], {op.attrs['count']};", "b,l",
+             [thread_zero(ctx), bar_address(ctx, op, bar)])
+        return None
     _asm(ctx, f"@$0 mbarrier.init.shared::cta.b64 [$1], {op.attrs['count']};\n"
               "@$0 fence.proxy.async.shared::cta;",
          "b,l", [thread_zero(ctx), bar_address(ctx, op, bar)])
@@ -57,6 +71,9 @@ def lower_init_barrier(op, ctx):
 @lowering_rule(BarrierExpectOp)
 def lower_barrier_expect(op, ctx):
     bar = op.operands[0]
+    if _before_sm90(ctx):
+        raise LoweringError(f"mbarrier.expect (transaction bytes, for TMA) needs sm_90 or "
+                            f"later; the target is {ctx.target}", op)
     sync_barrier(ctx, op, bar, "read")
     _asm(ctx, f"@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], "
               f"{op.attrs['size']};", "b,l",
@@ -74,6 +91,11 @@ def lower_arrive_barrier(op, ctx):
     # warp-specialized partition only that partition's warps (its named barrier); a
     # CTA-wide bar.sync there would wait for warps that never come.
     ctx.barrier()
+    if _before_sm90(ctx):
+        one = "@$0 mbarrier.arrive.shared.b64 state, [$1];\n"
+        _asm(ctx, "{\n.reg .b64 state;\n" + one * op.attrs["count"] + "}", "b,l",
+             [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
+        return None
     _asm(ctx, f"@$0 mbarrier.arrive.shared::cta.b64 _, [$1], {op.attrs['count']};",
          "b,l", [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
     return None
@@ -90,8 +112,13 @@ def lower_wait_barrier(op, ctx):
         skip_open, skip_close = "@!$2 bra skip;\n", "skip:\n"
     # Labels inside `{ }` are local to the block, so the loop can be emitted many times
     # in one kernel.
+    probe = "mbarrier.try_wait.parity.shared::cta.b64"
+    if _before_sm90(ctx):
+        probe = "mbarrier.test_wait.parity.shared.b64"
+        # `.parity` needs PTX ISA 7.1, one above sm_80's minimum.
+        ctx.ptx_floor = max(getattr(ctx, "ptx_floor", None) or (7, 1), (7, 1))
     _asm(ctx, "{\n.reg .pred done;\n" + skip_open + "wait:\n"
-              "mbarrier.try_wait.parity.shared::cta.b64 done, [$0], $1;\n"
+              f"{probe} done, [$0], $1;\n"
               "@!done bra wait;\n" + skip_close + "}",
          "l,r" + (",b" if pred is not None else ""), args)
     return None
@@ -101,7 +128,8 @@ def lower_wait_barrier(op, ctx):
 def lower_inval_barrier(op, ctx):
     bar = op.operands[0]
     sync_barrier(ctx, op, bar, "write")
-    _asm(ctx, "@$0 mbarrier.inval.shared::cta.b64 [$1];", "b,l",
+    space = "shared" if _before_sm90(ctx) else "shared::cta"
+    _asm(ctx, f"@$0 mbarrier.inval.{space}.b64 [$1];", "b,l",
          [thread_zero(ctx), bar_address(ctx, op, bar)])
     return None
 

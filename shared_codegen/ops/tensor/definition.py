@@ -112,7 +112,10 @@ class ExpandDimsOp(OpDef):
         if len(dst.shape) != len(src.shape) + 1 or dst.shape[axis] != 1:
             raise VerificationError(f"bad expand_dims {src.shape} -> {dst.shape} at {axis}", op)
         parent = getattr(src.layout, "parent", None)
-        if src.layout is not None and dst.layout is not None:
+        # Gluon's AutoLayout placeholders (`placeholder = True`) relate by slices only once
+        # resolved; before that both sides hold the placeholder.
+        unresolved = any(getattr(t.layout, "placeholder", False) for t in (src, dst))
+        if src.layout is not None and dst.layout is not None and not unresolved:
             if getattr(src.layout, "dim", None) != axis or parent != dst.layout:
                 raise VerificationError(
                     f"expand_dims at axis {axis} needs a SliceLayout(dim={axis}) operand whose "

@@ -90,7 +90,11 @@ class WarpPlan:
     warpgroup_regs: Tuple[Tuple[int, int], ...]
 
     @staticmethod
-    def make(num_warps: int, worker_num_warps, worker_num_regs, names=None) -> "WarpPlan":
+    def make(num_warps: int, worker_num_warps, worker_num_regs, names=None,
+             min_total_warps: int = 0) -> "WarpPlan":
+        """`min_total_warps`: launch at least this many warps (a kernel with several
+        `warp_specialize` calls launches the largest's count; the others' extra warpgroups
+        idle as padding)."""
         check_partition_counts(worker_num_warps, worker_num_regs, names)
         nw, nr = tuple(worker_num_warps), tuple(worker_num_regs)
         if num_warps % 4:
@@ -103,7 +107,7 @@ class WarpPlan:
         for i in order:
             starts[i] = at
             at += nw[i]
-        total = -(-at // 4) * 4
+        total = max(-(-at // 4) * 4, min_total_warps)
         if total * 32 > MAX_THREADS:
             raise ValueError(f"gl.warp_specialize needs {total} warps ({num_warps} default + "
                              f"{sum(nw)} workers, padded to warpgroups), more than the "

@@ -20,6 +20,21 @@ padding warps fill the last warpgroup. The control flow:
                   bar.sync 0                              (join)
                   ret
 
+Several `gl.warp_specialize` calls: the worker warps wait in a dispatch loop instead, and
+each call is one case of it (all plans share the launch size and `entry_regs`):
+
+    worker path:  dispatch: bar.sync 0                    (hand-off of some call)
+                  k = the selector thread 0 wrote         (-1: the kernel is done: ret)
+                  call k: load its captures; per warpgroup setmaxnreg to its count; its
+                  partitions; bar.sync 0 (join); per warpgroup setmaxnreg back to
+                  entry_regs; back to dispatch
+    default path: at call k: thread 0 writes the captures and k; bar.sync 0; setmaxnreg
+                  default_regs; default region; bar.sync 0; setmaxnreg back to entry_regs;
+                  at the kernel's end: thread 0 writes -1; bar.sync 0
+
+The registers go back to the launch share after each join (increments after the barrier,
+so an `.inc` never waits for registers the other side releases only after that barrier).
+
 Why this shape:
 - Worker warps never run the kernel's code outside their partition (its layouts cover the
   default warps only), so the values they need come through shared memory, published before
@@ -59,14 +74,26 @@ SCRATCH_ALIGN = 128
 
 
 class WarpSpecLowering:
-    """Per-kernel state: the plan, the op, where the worker path starts, capture slots."""
+    """Per-kernel state: the plans, the ops, where the worker path starts, capture slots."""
 
-    def __init__(self, op, plan: WarpPlan, fn: Function):
-        self.op, self.plan = op, plan
+    def __init__(self, ops, plans: List[WarpPlan], fn: Function):
+        self.ops, self.plans = list(ops), list(plans)
         self.kernel_args = {id(a): i for i, a in enumerate(fn.args)}
         self.worker_entry: Optional[ir.Block] = None
         self.slots = {}  # id(operand) -> byte offset of its capture slot
         self.capture_base = 0
+        self.selector = None  # several calls: the slot of the call the workers run next
+        self.dispatch: Optional[ir.Block] = None
+        self.switch = None
+
+    @property
+    def plan(self) -> WarpPlan:
+        """The launch-wide fields (`total_warps`, `entry_regs`) are every plan's."""
+        return self.plans[0]
+
+    @property
+    def several(self) -> bool:
+        return len(self.ops) > 1
 
     @property
     def total_warps(self) -> int:
@@ -77,10 +104,14 @@ class WarpSpecLowering:
         to their named barrier and send the worker warps to the (still empty) worker path."""
         base = -(-ctx.static_shared_bytes // 16) * 16
         at = base
-        for v in self.op.operands:
-            if id(v) in self.kernel_args or id(v) in self.slots:
-                continue
-            self.slots[id(v)] = at
+        for op in self.ops:
+            for v in op.operands:
+                if id(v) in self.kernel_args or id(v) in self.slots:
+                    continue
+                self.slots[id(v)] = at
+                at += 16
+        if self.several:
+            self.selector = at
             at += 16
         self.capture_base = base
         ctx.static_shared_bytes = at
@@ -92,7 +123,34 @@ class WarpSpecLowering:
         default = ctx.function.append_basic_block("ws.default")
         is_worker = b.icmp_unsigned(">=", ctx.warp_id(), ctx.i32(self.plan.num_warps))
         b.cbranch(is_worker, self.worker_entry, default)
+        if self.several:
+            self._build_dispatch(ctx)
         b.position_at_end(default)
+
+    def _build_dispatch(self, ctx) -> None:
+        """The workers' loop: wait for a hand-off, run the call it names, or return."""
+        saved = ctx.builder
+        fn = ctx.function
+        self.dispatch = fn.append_basic_block("ws.dispatch")
+        done = fn.append_basic_block("ws.done")
+        ctx.builder = ir.IRBuilder(self.worker_entry)
+        try:
+            ctx.builder.branch(self.dispatch)
+            ctx.builder.position_at_end(self.dispatch)
+            _cta_barrier(ctx)
+            which = ctx.builder.load(_slot(ctx, self.selector), typ=I32, align=4)
+            self.switch = ctx.builder.switch(which, done)
+            ctx.builder.position_at_end(done)
+            ctx.builder.ret_void()
+        finally:
+            ctx.builder = saved
+
+    def exit(self, ctx) -> None:
+        """The default path's end (several calls): release the workers from their loop."""
+        if not self.several:
+            return
+        _write_selector(ctx, self, -1)
+        _cta_barrier(ctx)
 
 
 # ---- PTX helpers -----------------------------------------------------------------------------
@@ -170,8 +228,22 @@ def _load_capture(ctx, v, offset: int):
     return b.load(_slot(ctx, offset), typ=typ, align=8)
 
 
-def _publish_captures(ctx, ws: WarpSpecLowering) -> None:
-    """Thread 0 of the default warps writes the captures the workers cannot compute."""
+def _write_selector(ctx, ws: WarpSpecLowering, which: int) -> None:
+    b = ctx.builder
+    store = ctx.function.append_basic_block("ws.select")
+    after = ctx.function.append_basic_block("ws.selected")
+    b.cbranch(b.icmp_unsigned("==", ctx.thread_id(), ctx.i32(0)), store, after)
+    b.position_at_end(store)
+    b.store(ctx.i32(which), _slot(ctx, ws.selector), align=4)
+    b.branch(after)
+    b.position_at_end(after)
+
+
+def _publish_captures(ctx, ws: WarpSpecLowering, op, index: int) -> None:
+    """Thread 0 of the default warps writes the captures the workers cannot compute (and,
+    with several calls, which call this is)."""
+    if ws.several:
+        _write_selector(ctx, ws, index)
     if not ws.slots:
         return
     b = ctx.builder
@@ -180,7 +252,7 @@ def _publish_captures(ctx, ws: WarpSpecLowering) -> None:
     b.cbranch(b.icmp_unsigned("==", ctx.thread_id(), ctx.i32(0)), store, after)
     b.position_at_end(store)
     done = set()
-    for v in ws.op.operands:
+    for v in op.operands:
         if id(v) in ws.slots and id(v) not in done:
             done.add(id(v))
             lowered = ctx.get(v)
@@ -190,10 +262,10 @@ def _publish_captures(ctx, ws: WarpSpecLowering) -> None:
     b.position_at_end(after)
 
 
-def _receive_captures(ctx, ws: WarpSpecLowering) -> List[List]:
+def _receive_captures(ctx, ws: WarpSpecLowering, op) -> List[List]:
     loaded = {}
     per_worker = []
-    for caps in worker_operands(ws.op):
+    for caps in worker_operands(op):
         values = []
         for v in caps:
             if id(v) in ws.kernel_args:
@@ -215,13 +287,14 @@ def _settles_barrier_words(block) -> bool:
 @lowering_rule(WarpSpecializeOp)
 def lower_warp_specialize(op, ctx):
     ws: WarpSpecLowering = ctx.warp_spec
-    if ws is None or ws.op is not op:
+    index = next((k for k, o in enumerate(ws.ops) if o is op), None) if ws else None
+    if index is None:
         raise LoweringError("internal: gl.warp_specialize reached lowering without a plan "
                             "(the warp_specialization_planning stage makes it)", op)
-    plan = ws.plan
+    plan = ws.plans[index]
 
     # Step 1: the default warps hand the captures over and take their registers.
-    _publish_captures(ctx, ws)
+    _publish_captures(ctx, ws, op, index)
     _cta_barrier(ctx)
     _setmaxnreg(ctx, plan.default_regs, plan.entry_regs)
 
@@ -230,6 +303,8 @@ def lower_warp_specialize(op, ctx):
     results = ctx.lower_block(op.regions[0].block, [])
     ctx.mbarrier_words_settled = False
     _cta_barrier(ctx)
+    if ws.several:  # the launch share again, for the code up to the next call
+        _setmaxnreg(ctx, plan.entry_regs, plan.default_regs)
     ctx.shared_accesses_ordered(ctx.builder.block)
 
     # Step 3: the worker path, built at the block the entry branch sends worker warps to.
@@ -237,9 +312,14 @@ def lower_warp_specialize(op, ctx):
     scratch = -(-max(ctx.shared_bytes, ctx.static_shared_bytes) // SCRATCH_ALIGN) * \
         SCRATCH_ALIGN
     saved_named = ctx.named_barrier
-    ctx.builder = ir.IRBuilder(ws.worker_entry)
+    if ws.several:
+        start = ctx.function.append_basic_block(f"ws.call{index}")
+        ws.switch.add_case(ctx.i32(index), start)
+        ctx.builder = ir.IRBuilder(start)
+    else:
+        ctx.builder = ir.IRBuilder(ws.worker_entry)
     try:
-        _worker_path(ctx, ws, scratch)
+        _worker_path(ctx, ws, op, plan, scratch)
     finally:
         ctx.builder = saved_builder
         ctx.named_barrier = saved_named
@@ -248,11 +328,11 @@ def lower_warp_specialize(op, ctx):
     return results
 
 
-def _worker_path(ctx, ws: WarpSpecLowering, scratch: int) -> None:
-    plan = ws.plan
+def _worker_path(ctx, ws: WarpSpecLowering, op, plan: WarpPlan, scratch: int) -> None:
     fn = ctx.function
-    _cta_barrier(ctx)
-    args = _receive_captures(ctx, ws)
+    if not ws.several:  # with several calls the dispatch loop's barrier was the hand-off
+        _cta_barrier(ctx)
+    args = _receive_captures(ctx, ws, op)
     b = ctx.builder
 
     # One setmaxnreg per warpgroup, each a single instruction all its warps execute. The
@@ -275,7 +355,7 @@ def _worker_path(ctx, ws: WarpSpecLowering, scratch: int) -> None:
         b.position_at_end(block)
         _setmaxnreg(ctx, regs, plan.entry_regs)
         for i in members:
-            region = ws.op.regions[1 + i]
+            region = op.regions[1 + i]
             first, warps = plan.starts[i], plan.worker_num_warps[i]
             mine = fn.append_basic_block(f"ws.partition{i}")
             nxt = fn.append_basic_block(f"ws.not_partition{i}")
@@ -297,7 +377,18 @@ def _worker_path(ctx, ws: WarpSpecLowering, scratch: int) -> None:
         b.branch(join)  # padding warps
     b.position_at_end(join)
     _cta_barrier(ctx)
-    b.ret_void()
+    if not ws.several:
+        b.ret_void()
+        return
+    # Back to the launch share, one setmaxnreg per warpgroup, then wait for the next call.
+    switch = b.switch(warpgroup, ws.dispatch)
+    for (members, regs), wgs in groups.items():
+        block = fn.append_basic_block(f"ws.release{wgs[0]}")
+        for g in wgs:
+            switch.add_case(ctx.i32(g), block)
+        b.position_at_end(block)
+        _setmaxnreg(ctx, plan.entry_regs, regs)
+        b.branch(ws.dispatch)
 
 
 __all__ = ["lower_warp_specialize", "WarpSpecLowering"]

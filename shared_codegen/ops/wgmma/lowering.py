@@ -532,7 +532,13 @@ def lower_warp_group_dot(op, ctx):
     a_regs = ctx.get(a) if a_in_regs else None
     current: Dict[int, ir.Value] = {}
     packed: Dict[tuple, ir.Value] = {}
-    use = b.zext(ctx.get(use_acc), I32)
+    use_val = ctx.get(use_acc)
+    # use_acc=False known at compile time: the first K step ignores D's input (scale-d = 0),
+    # so it gets undef registers rather than the zero accumulator's. Tying the zeros would
+    # keep one zero register as a wgmma output, which later zero-initialisations copy from,
+    # and ptxas then waits for the wgmma early (C7517).
+    no_acc = isinstance(use_val, ir.Constant) and not use_val.constant
+    use = b.zext(use_val, I32)
     if a_in_regs:
         # Pack every A register before the fence, and route them through it: a register an
         # in-flight wgmma reads must not be written after `wgmma.fence` (ptxas would inject a
@@ -560,6 +566,8 @@ def lower_warp_group_dot(op, ctx):
         d_in = [current.get(r, acc_regs[r]) for r in tile.regs]
         if f16_acc:
             d_in = [_pack_f16_pairs(ctx, d_in[2 * i], d_in[2 * i + 1]) for i in range(n_out)]
+        if no_acc and step.k0 == 0 and not any(r in current for r in tile.regs):
+            d_in = [ir.Constant(v.type, ir.Undefined) for v in d_in]
         scale = use if step.k0 == 0 else ctx.i32(1)
         res = _asm(ctx, asm, cons, ret, a_args + [b_desc.at(step.b_start), scale] + d_in)
         outs = [b.extract_value(res, i) for i in range(n_out)]

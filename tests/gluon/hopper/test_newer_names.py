@@ -9,8 +9,8 @@ import pytest
 import gluon
 from gluon import language as gl
 from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,
-                                          warpgroup_mma, warpgroup_mma_init,
-                                          warpgroup_mma_wait)
+                                          warpgroup_mma, warpgroup_mma_accumulator_type,
+                                          warpgroup_mma_init, warpgroup_mma_wait)
 from gluon.nvidia.hopper import TensorDescriptor
 
 
@@ -108,9 +108,19 @@ def wgmma_init_kernel(a_ptr, b_ptr, out_ptr, M: gl.constexpr, N: gl.constexpr,
     fence_async_shared()
     acc = warpgroup_mma_init(gl.zeros([M, N], gl.float32, mma))
     acc = warpgroup_mma(a_s, b_s, acc, is_async=True)
+    gl.static_assert(acc.accumulator_type == warpgroup_mma_accumulator_type(
+        gl.distributed_type(gl.float32, [M, N], mma)))
     acc = warpgroup_mma_wait(num_outstanding=0, deps=[acc])
     out = gl.convert_layout(acc, blocked)
     gl.store(out_ptr + rm[:, None] * N + rn[None, :], out)
+
+
+def test_warpgroup_mma_accumulator_type_wraps_the_tensor_type():
+    mma = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, 64, 16])
+    t = warpgroup_mma_accumulator_type(gl.distributed_type(gl.float32, [64, 64], mma))
+    assert t == warpgroup_mma_accumulator_type(gl.distributed_type(gl.float32, [64, 64], mma))
+    assert t != warpgroup_mma_accumulator_type(gl.distributed_type(gl.float16, [64, 64], mma))
+    assert tuple(t.tensor_type.shape) == (64, 64) and t.tensor_type.element == gl.float32
 
 
 def test_warpgroup_mma_init_starts_an_async_accumulator():

@@ -137,3 +137,43 @@ def test_set_auto_layout_needs_an_auto_input():
 
 def test_the_pipeline_is_resolve_then_verify():
     assert [name for name, _ in GLUON_PIPELINE] == ["resolve_auto_layouts", "verify_layouts"]
+
+
+# ---- CoalescedLayout ---------------------------------------------------------------------
+
+
+@gluon.jit
+def coalesced_kernel(x_ptr, out_ptr, M: gl.constexpr, N: gl.constexpr):
+    # Upstream's pattern (test_coalesced_layout): coalesced aranges, expanded.
+    rows = gl.arange(0, M, gl.CoalescedLayout())
+    cols = gl.arange(0, N, gl.CoalescedLayout())
+    offs = rows[:, None] * N + cols[None, :]
+    x = gl.load(x_ptr + offs)
+    gl.store(out_ptr + offs, x * 2.0)
+
+
+def test_coalesced_layout_takes_the_coalesce_pass_choice():
+    x = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    out = np.zeros_like(x)
+    coalesced_kernel[(1,)](x, out, 64, 64)
+    np.testing.assert_array_equal(out, x * 2)
+    module = traced(coalesced_kernel, x, out, M=64, N=64)
+    # 16-byte vectors along the contiguous dim, 16 lanes across it (Triton's Coalesce).
+    want = gl.BlockedLayout([1, 4], [2, 16], [4, 1], [1, 0])
+    assert want in layouts_of(module)
+    assert not any(isinstance(l, gl.AutoLayout) for l in layouts_of(module))
+    ptx = gluon.compile(coalesced_kernel, {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16"},
+                        {"M": 64, "N": 64}, target="sm_90a").asm["ptx"]
+    assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx
+
+
+def test_coalesced_layout_with_no_memory_access_is_an_error():
+    @gluon.jit
+    def lonely(out_ptr):
+        x = gl.arange(0, 128, layout=gl.CoalescedLayout())
+        gl.static_assert(x.type.shape[0] == 128)
+
+    import pytest
+    from shared_codegen.frontend.errors import CompilationError
+    with pytest.raises(CompilationError, match="cannot infer the layout of this gl.arange"):
+        lonely[(1,)](np.zeros(128, np.int32))

@@ -167,6 +167,47 @@ def test_must_use_result_marks_functions_with_and_without_a_message():
     assert a._must_use_result is True and b._must_use_result == "the token must be waited on"
 
 
+@gluon.must_use_result("the doubled value is the point")
+@gluon.jit
+def doubled(x):
+    return x * 2
+
+
+@gluon.jit
+@gluon.must_use_result
+def tripled(x):  # the mark under @jit counts too
+    return x * 3
+
+
+@gluon.jit
+def must_use_kernel(out_ptr, DROP: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    offs = gl.arange(0, 128, layout=layout)
+    if DROP == 1:
+        doubled(offs)
+    if DROP == 2:
+        tripled(offs)
+    gl.store(out_ptr + offs, doubled(offs) + tripled(offs))
+
+
+def test_a_used_must_use_result_runs():
+    out = np.zeros(128, np.int32)
+    must_use_kernel[(1,)](out, DROP=0)
+    np.testing.assert_array_equal(out, np.arange(128) * 5)
+
+
+@pytest.mark.parametrize("drop, name, why", [
+    (1, "doubled", ": the doubled value is the point"), (2, "tripled", "")])
+def test_dropping_a_must_use_result_is_a_compile_error(drop, name, why):
+    from shared_codegen.frontend.errors import CompilationError
+    with pytest.raises(CompilationError) as info:
+        must_use_kernel[(1,)](np.zeros(128, np.int32), DROP=drop)
+    text = str(info.value)
+    assert (f"the result of {name}(...) is not used, but {name} is marked "
+            f"must_use_result{why}") in text
+    assert f"\n    {name}(offs)\n" in text and "test_gluon_parity.py:" in text
+
+
 # ---- return inside a runtime if ------------------------------------------------------------
 
 

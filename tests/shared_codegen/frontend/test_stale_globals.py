@@ -259,8 +259,9 @@ def fake_gpu(monkeypatch):
 
     launches = []
 
-    def compile_variant(jit_fn, spec_key, num_warps, target):
-        kernel = compile_spec(jit_fn, Specialization.from_key(spec_key, num_warps, "sm_90a"))
+    def compile_variant(jit_fn, spec_key, num_warps, target, num_stages=3):
+        kernel = compile_spec(jit_fn, Specialization.from_key(spec_key, num_warps, "sm_90a",
+                                                              num_stages))
         variant = launch_mod._Variant()
         variant.kernel, variant.function = kernel, None
         variant.binder = _FakeBinder(launches, kernel)

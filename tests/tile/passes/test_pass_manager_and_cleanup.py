@@ -21,7 +21,8 @@ def test_pipeline_dumps_the_ir_after_every_named_pass(tmp_path):
     run_pipeline(k.module, TILE_PIPELINE, dump_dir=str(tmp_path))
     names = sorted(os.listdir(tmp_path))
     assert names == ["00-input.mlir", "01-layout_assignment.mlir",
-                     "02-remove_redundant_conversions.mlir", "03-cse.mlir"]
+                     "02-remove_redundant_conversions.mlir", "03-cse.mlir",
+                     "04-software_pipelining.mlir"]
     assert "#blocked0" not in (tmp_path / "00-input.mlir").read_text()
     assert "#blocked0" in (tmp_path / "03-cse.mlir").read_text()
 

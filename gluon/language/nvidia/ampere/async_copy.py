@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ops.async_copy.definition import (EVICTION_POLICIES, AsyncCommitGroupOp,
-                                                      AsyncCopyGlobalToLocalOp, AsyncWaitOp,
+                                                      AsyncCopyGlobalToLocalOp,
+                                                      AsyncCopyMbarrierArriveOp, AsyncWaitOp,
                                                       check_async_copy, normalize_cache_modifier)
+from shared_codegen.ops.mbarrier.definition import check_barrier
 
-__all__ = ["async_copy_global_to_shared", "commit_group", "wait_group"]
+__all__ = ["async_copy_global_to_shared", "mbarrier_arrive", "commit_group", "wait_group"]
 
 
 def _descriptor(smem):
@@ -56,6 +58,27 @@ def async_copy_global_to_shared(smem, pointer, mask=None, cache_modifier="", evi
     AsyncCopyGlobalToLocalOp.build(_semantic.builder, pointer.handle, smem.handle,
                                    None if mask is None else mask.handle, cache_modifier,
                                    eviction_policy, bool(volatile))
+
+
+@builtin
+def mbarrier_arrive(mbarrier, increment_count=True, _semantic=None):
+    """Arrive on `mbarrier` once every cp.async copy this thread issued before has completed
+    (`cp.async.mbarrier.arrive`), committed or not; a wait on the barrier then sees their
+    data. With `increment_count=True` the arrival is net zero (it only holds the phase open
+    until the copies land, and the kernel arrives itself); with `False` (`.noinc`) every
+    thread's arrival counts, so `mbarrier.init` needs one arrival per thread."""
+    if not hasattr(mbarrier, "handle") or not hasattr(mbarrier, "type"):
+        raise TypeError(f"mbarrier_arrive: mbarrier must be a shared memory descriptor, got "
+                        f"{mbarrier!r}")
+    try:
+        check_barrier(mbarrier.type)
+    except ValueError as exc:
+        raise TypeError(f"mbarrier_arrive: {exc}") from None
+    increment_count = getattr(increment_count, "value", increment_count)
+    if not isinstance(increment_count, bool):
+        raise TypeError(f"mbarrier_arrive: increment_count must be a compile-time bool, got "
+                        f"{increment_count!r}")
+    AsyncCopyMbarrierArriveOp.build(_semantic.builder, mbarrier.handle, increment_count)
 
 
 @builtin

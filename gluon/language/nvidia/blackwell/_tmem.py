@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from gluon.language._smem import _checked, memory_descriptor
 from shared_codegen.frontend.codegen import constexpr_function
-from shared_codegen.frontend.values import builtin, tensor, unwrap
+from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
 from shared_codegen.ir.types import ScalarType, TensorMemoryType, TensorType, int32
 from shared_codegen.layouts import TensorMemoryLayout
 from shared_codegen.layouts.tmem import get_tmem_reg_layout as _get_tmem_reg_layout
@@ -117,3 +117,8 @@ def allocate_tensor_memory(element_ty, shape, layout, value=None, _semantic=None
         init = value.handle
     handle = TmemAllocOp.build(_semantic.builder, ty, init)
     return tensor_memory_descriptor(_checked(handle.owner).result)
+
+
+# Tensor-memory values rebuilt by the code generator (loop-carried, branch results, aggregate
+# fields inside loops) come back as descriptors, with their methods.
+VALUE_CLASSES[TensorMemoryType] = tensor_memory_descriptor

@@ -19,11 +19,12 @@ try:  # wgmma is built in a sibling module; this package works without it.
     from gluon.language.nvidia.hopper._wgmma import (  # noqa: F401
         warpgroup_mma,
         warpgroup_mma_accumulator,
+        warpgroup_mma_accumulator_type,
         warpgroup_mma_init,
         warpgroup_mma_wait,
     )
     __all__ += ["warpgroup_mma", "warpgroup_mma_wait", "warpgroup_mma_init",
-                "warpgroup_mma_accumulator"]
+                "warpgroup_mma_accumulator", "warpgroup_mma_accumulator_type"]
 except ImportError:
     pass
 

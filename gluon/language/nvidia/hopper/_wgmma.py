@@ -23,14 +23,37 @@ from shared_codegen.ops.wgmma.definition import (WarpGroupDotOp, WarpGroupDotWai
                                                  check_warpgroup_mma)
 
 __all__ = ["warpgroup_mma", "warpgroup_mma_wait", "warpgroup_mma_init",
-           "warpgroup_mma_accumulator"]
+           "warpgroup_mma_accumulator", "warpgroup_mma_accumulator_type"]
 
 _PRECISIONS = ("tf32", "tf32x3", "ieee")
+
+
+class warpgroup_mma_accumulator_type:
+    """Triton 3.6's type of an accumulator token: the accumulator's tensor type, wrapped.
+    Ours is descriptive only: a token's `.type` stays its tensor type (the token is a tensor
+    subclass), and `accumulator_type` gives this wrapper."""
+
+    def __init__(self, tensor_type):
+        self.tensor_type = tensor_type
+
+    def __eq__(self, other):
+        return isinstance(other, warpgroup_mma_accumulator_type) and \
+            self.tensor_type == other.tensor_type
+
+    def __hash__(self):
+        return hash(("warpgroup_mma_accumulator_type", self.tensor_type))
+
+    def __repr__(self):
+        return f"warpgroup_mma_accumulator_type({self.tensor_type})"
 
 
 class warpgroup_mma_accumulator(tensor):
     """The result of an async `warpgroup_mma`: registers the tensor cores are still writing.
     Pass it to another `warpgroup_mma` as `acc` or to `warpgroup_mma_wait` in `deps`."""
+
+    @property
+    def accumulator_type(self) -> warpgroup_mma_accumulator_type:
+        return warpgroup_mma_accumulator_type(self.type)
 
     def __repr__(self):
         return f"warpgroup_mma_accumulator({self.type})"

@@ -1,0 +1,142 @@
+"""examples/flash_attention/hopper_bwd.py: the warp-specialized Hopper attention backward in
+the interpreter (fp16/bf16, D 64 and 128, causal and not, GQA, ragged and unequal N, several
+async completion orders) against a float64 reference, its input checks, and its PTX / cubin
+for sm_90a. On the GPU: tests/gpu/test_flash_attention_bwd_gpu.py."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "flash_attention"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+
+import hopper  # noqa: E402
+import hopper_bwd  # noqa: E402
+
+import gluon  # noqa: E402
+
+# Max |g - ref| / max |ref|: P and dS are rounded to the input type before their products.
+TOLERANCE = {"float16": 3e-3, "bfloat16": 2e-2}
+
+
+def _inputs(dtype, D, causal, B, H, H_kv, N_q, N_kv):
+    q, k, v = hopper.random_inputs(B, H, H_kv, N_q, N_kv, D, dtype, seed=N_q + D)
+    o, lse = hopper.attention_forward(q, k, v, causal=causal, return_lse=True)
+    do = np.random.default_rng(N_kv).standard_normal(o.shape).astype(q.dtype)
+    return q, k, v, o, lse, do
+
+
+@pytest.mark.parametrize("dtype, D, causal, B, H, H_kv, N_q, N_kv", [
+    ("float16", 64, False, 2, 2, 1, 130, 130),     # GQA, ragged last blocks
+    ("float16", 64, True, 1, 4, 2, 200, 200),      # causal GQA: blocks skipped and masked
+    ("bfloat16", 128, True, 1, 2, 2, 100, 260),    # N_q < N_kv: last query sees last key
+    ("float16", 128, True, 1, 1, 1, 300, 130),     # N_q > N_kv: first rows see no key
+    ("bfloat16", 128, False, 1, 2, 1, 129, 67),    # half of the second key block is past N_kv
+])
+def test_the_interpreter_matches_float64(dtype, D, causal, B, H, H_kv, N_q, N_kv, monkeypatch):
+    q, k, v, o, lse, do = _inputs(dtype, D, causal, B, H, H_kv, N_q, N_kv)
+    refs = hopper_bwd.reference(q, k, v, do, causal)
+    for seed in (0, 1, 2):
+        monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+        grads = hopper_bwd.attention_backward(q, k, v, o, lse, do, causal=causal)
+        for name, g, ref, shape in zip(("dq", "dk", "dv"), grads, refs,
+                                       (q.shape, k.shape, v.shape)):
+            assert g.dtype.name == dtype and g.shape == shape, name
+            err = float(np.abs(g.astype(np.float64) - ref).max() / np.abs(ref).max())
+            assert err <= TOLERANCE[dtype], (seed, name, err)
+
+
+def test_sm_scale_and_rows_that_see_no_key_get_zero_dq():
+    q, k, v, o, lse, do = _inputs("float16", 64, True, 1, 1, 1, 150, 70)
+    dq, dk, dv = hopper_bwd.attention_backward(q, k, v, o, lse, do, causal=True)
+    assert not dq[0, 0, :80].any()   # queries 0..79 see no key (N_q - N_kv = 80)
+    o2, lse2 = hopper.attention_forward(q, k, v, return_lse=True, sm_scale=0.3)
+    grads = hopper_bwd.attention_backward(q, k, v, o2, lse2, do, sm_scale=0.3)
+    for g, ref in zip(grads, hopper_bwd.reference(q, k, v, do, sm_scale=0.3)):
+        assert float(np.abs(g.astype(np.float64) - ref).max() / np.abs(ref).max()) < 3e-3
+
+
+def test_bad_inputs_are_named():
+    f = hopper_bwd.attention_backward
+    x = np.zeros((1, 2, 64, 64), np.float16)
+    lse = np.zeros((1, 2, 64), np.float32)
+    with pytest.raises(ValueError, match=r"head dim D = 256 is not supported; allowed: 64, "
+                                         r"128"):
+        y = np.zeros((1, 2, 64, 256), np.float16)
+        f(y, y, y, y, lse, y)
+    with pytest.raises(ValueError, match=r"q has dtype float32; allowed: float16, bfloat16"):
+        y = x.astype(np.float32)
+        f(y, y, y, y, lse, y)
+    with pytest.raises(ValueError, match=r"lse must have shape \(B, H, N_q\) = \(1, 2, 64\), "
+                                         r"got \(1, 2, 32\)"):
+        f(x, x, x, x, lse[:, :, :32], x)
+    with pytest.raises(ValueError, match=r"lse has dtype float16; it must be float32"):
+        f(x, x, x, x, lse.astype(np.float16), x)
+    with pytest.raises(ValueError, match=r"do must have q's shape \(1, 2, 64, 64\), got "
+                                         r"\(1, 2, 32, 64\)"):
+        f(x, x, x, x, lse, x[:, :, :32])
+    with pytest.raises(ValueError, match=r"q has H = 2 heads, not a multiple of k/v's "
+                                         r"H_kv = 3"):
+        y = np.zeros((1, 3, 64, 64), np.float16)
+        f(x, y, y, x, lse, x)
+
+
+def _compile(D, causal):
+    from gluon.nvidia.hopper import TensorDescriptor
+
+    x = np.zeros((1, 16, 4096, D), np.float16)
+    block = TensorDescriptor.from_tensor(x, [1, 1, 64, D], hopper_bwd._nvmma(D))
+    return gluon.compile(
+        hopper_bwd.attention_bwd_kernel,
+        {"q_desc": block, "do_desc": block, "k_desc": block, "v_desc": block,
+         "lse_ptr": "*fp32:16", "delta_ptr": "*fp32:16", "dq_ptr": "*fp32:16",
+         "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "H": "i32",
+         "H_KV": "i32", "GROUP": "i32", "qk_scale": "fp32", "sm_scale": "fp32"},
+        {"STAGES": 2, "CAUSAL": causal}, target="sm_90a", num_warps=4)
+
+
+@pytest.fixture(scope="module")
+def compiled_fp16():
+    return _compile(128, True)
+
+
+def test_head_dim_64_compiles_with_dq_in_one_block():
+    # D = 64: a 32-column half of K would cut its 128-byte swizzle; dQ is one m64n64 wgmma.
+    ptx = _compile(64, False).asm["ptx"]
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx
+    assert "m64n32k16" not in ptx
+
+
+def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):
+    import re
+    ptx = compiled_fp16.asm["ptx"]
+    # S^T and dP^T from shared memory (m64n64: 64 keys x 64 queries); dV, dK with P^T / dS^T
+    # in registers as the A operand (m64n128: D = 128); dQ in two m64n64 halves.
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.f16\.f16 \{[^}]+\}, "
+                     r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+", ptx)
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k16\.f32\.f16\.f16 \{[^}]+\}, "
+                     r"%rd\d+, %rd\d+", ptx)
+    assert "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
+    assert re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32\s+(\d+)", ptx) == \
+        [("dec", "24"), ("inc", "240"), ("inc", "240")]
+    assert "atom.relaxed.gpu.global.add.f32" in ptx  # dQ into the fp32 buffer
+    assert "ex2.approx" in ptx
+    assert len(compiled_fp16.asm["cubin"]) > 0
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas (CUDA toolkit)")
+def test_whole_program_ptxas_accepts_it(compiled_fp16, tmp_path):
+    src = tmp_path / "bwd.ptx"
+    src.write_text(compiled_fp16.asm["ptx"])
+    out = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o",
+                          str(tmp_path / "bwd.cubin")], capture_output=True, text=True)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log
+    # No wgmma wait injected by ptxas (C7517): the S^T / dP^T wgmmas (use_acc=False) take
+    # undef accumulator inputs instead of a zero register that a dQ wgmma also wrote.
+    assert "C7517" not in log, log

@@ -1,0 +1,581 @@
+"""Software pipelining of loops that feed tensor-core dots (Triton's loop pipeliner, for the
+tile DSL's explicit-layout IR).
+
+A loop whose body loads the operands of a `ttng.warp_group_dot` or `ttg.mma_v2` from global
+memory runs those loads `num_stages - 1` iterations ahead, through `cp.async` into a ring of
+`num_stages` shared-memory buffers per operand:
+
+    ring_j = local_alloc [S, *tile]                     one per pipelined load
+    prologue, p = 0 .. S-2:  the address ops of iteration p, the loads as
+                             async_copy(ring_j[p], ptr, mask & (iv_p < ub)); commit
+    for iv (carried: ..., read_slot = 0, write_slot = S-1):
+        async_wait(S-2)                                 iteration iv's copies have landed
+        mma_v2:  copies for iv + (S-1)*step into ring_j[write_slot]; commit
+                 local_load(ring_j[read_slot]) -> mma_v2
+        wgmma:   warp_group_dot(ring_a[read_slot], ring_b[read_slot], acc, is_async)
+                 warp_group_dot_wait(acc, ..., pendings=1)   the previous wgmma retired, so
+                 copies for iv + (S-1)*step into ring_j[write_slot]; commit   its slot is free
+        read_slot, write_slot advance modulo S
+    async_wait(0); warp_group_dot_wait(acc, pendings=0)
+
+Loads past the end are masked off (cp.async reads nothing and zero-fills), so short loops
+need no special case. `bar.sync`s between the copies and the reads of other warps come from
+the shared-memory barrier analysis, as for hand-written Gluon.
+
+Which loops: `scf.for` with a constant positive step whose body holds the dot; every load that
+feeds a dot operand (through its `local_alloc` or `convert_layout`) has `other` absent or
+zero, a 2-D tile and copies of at least 4 bytes (cp.async's minimum), and the ops computing its
+address use only the induction variable, values from outside, and carried values they
+compute themselves (pointer increments). A loop that does not qualify is left as it is.
+`num_stages` comes from `tl.range(num_stages=)`, else from the launch (module attr, default
+3); 1 turns pipelining off.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set
+
+from shared_codegen.ir.builder import Builder
+from shared_codegen.ir.core import Block, Module, Operation, Value, replace_all_uses
+from shared_codegen.ir.passes import erase_op, insert_after, insert_before
+from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32
+from shared_codegen.layouts import SwizzledSharedLayout, to_linear_layout
+from shared_codegen.ops.arith.definition import (INT_COMPARE, BinaryOp, CastOp, CompareOp,
+                                                 ConstantOp, SelectOp, operator_op_name)
+from shared_codegen.ops.async_copy.definition import (AsyncCommitGroupOp,
+                                                      AsyncCopyGlobalToLocalOp, AsyncWaitOp)
+from shared_codegen.ops.control.definition import ForOp, YieldOp
+from shared_codegen.ops.dot.definition import MmaV2Op
+from shared_codegen.ops.memory.definition import LoadOp
+from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalLoadOp,
+                                                         MemDescIndexOp, MemDescTransOp)
+from shared_codegen.ops.tensor.definition import ConvertLayoutOp, SplatOp, TransOp
+from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
+
+
+_INT_ADD = operator_op_name("add", floating=False, signed=True)
+_INT_AND = operator_op_name("and", floating=False, signed=True)
+
+
+def _is(op, cls) -> bool:
+    return op is not None and isinstance(op.opdef, cls)
+
+
+class _Operand:
+    """One dot operand fed by a pipelined load: the load, the op that turns its result into
+    the operand (local_alloc for wgmma, convert_layout for mma_v2) and the ring's layout."""
+
+    def __init__(self, load: Operation, consumer: Operation, smem_layout, trans=None):
+        self.load = load
+        self.consumer = consumer
+        self.smem_layout = smem_layout
+        self.trans = trans  # a tt.trans between the load and the consumer: a view permute
+        self.ring: Optional[Value] = None
+
+
+# ---- analysis --------------------------------------------------------------------------------
+
+def _uses(block: Block) -> Dict[Value, List[Operation]]:
+    uses: Dict[Value, List[Operation]] = {}
+    for top in block.ops:
+        for op in top.walk():
+            for v in op.operands:
+                uses.setdefault(v, []).append(op)
+    return uses
+
+
+def nvmma_shared_layout(shape, elem):
+    from tile.passes.dot_acceleration import nvmma_shared_layout as layout_for
+    return layout_for(shape, elem)
+
+
+def mma_v2_smem_layout(ty: TensorType) -> SwizzledSharedLayout:
+    """Triton's swizzle for an mma operand staged in shared memory: 16-byte vectors XOR-ed
+    across the rows one ldmatrix reads, per_phase rows sharing a phase (128-byte lines)."""
+    order = tuple(ty.layout.order) if hasattr(ty.layout, "order") else (1, 0)
+    contig = ty.shape[order[0]]
+    nbytes = max(1, ty.element.bits // 8)
+    vec = max(1, 16 // nbytes)
+    per_phase = max(1, 128 // (contig * nbytes))
+    max_phase = max(1, 8 // per_phase)
+    return SwizzledSharedLayout(vec, per_phase, max_phase, list(order))
+
+
+def _smem_contiguous_dim(layout, rank: int) -> int:
+    if isinstance(layout, SwizzledSharedLayout):
+        return layout.order[0]
+    return 0 if getattr(layout, "transposed", False) else rank - 1  # NVMMASharedLayout
+
+
+class _CopyWidth:
+    """Enough of a lowering context for `vectorize.vector_width`: axis facts and layouts."""
+
+    def __init__(self, axis_info):
+        self.axis_info = axis_info
+
+    def linear_layout(self, ty):
+        return to_linear_layout(ty.layout, tuple(ty.shape))
+
+
+def _copy_bytes(load: Operation, width_ctx) -> int:
+    from shared_codegen.lowering.vectorize import vector_width
+    ptr, mask, _ = LoadOp.parts(load)
+    return vector_width(ptr, width_ctx, mask) * max(1, load.result.type.element.bits // 8)
+
+
+def _zero_other(load: Operation) -> bool:
+    _, _, other = LoadOp.parts(load)
+    if other is None:
+        return True
+    src = other.owner
+    # A zero through splats, layout conversions and float casts (0.0 stays 0 in any type).
+    while src is not None and src.operands and (
+            _is(src, SplatOp) or _is(src, ConvertLayoutOp) or _is(src, CastOp)):
+        src = src.operands[0].owner
+    return _is(src, ConstantOp) and src.attrs.get("value") in (0, 0.0, False)
+
+
+def _pipelined_operand(dot: Operation, index: int, block: Block, uses,
+                       width_ctx) -> Optional[_Operand]:
+    """The pipelined load feeding operand `index` of `dot`, or None when it has none (a
+    register A, a value from outside the loop, a load that does not qualify: those stay as
+    they are). A `tl.trans` of the loaded tile (`tl.dot(a, tl.trans(b))`) becomes a permuted
+    view of the ring, as Triton does, so the copy stays untransposed."""
+    consumer = dot.operands[index].owner
+    if consumer is None or consumer.parent is not block:
+        return None
+    if _is(dot, WarpGroupDotOp):
+        if not _is(consumer, LocalAllocOp) or not consumer.operands:
+            return None
+    elif not _is(consumer, ConvertLayoutOp):
+        return None
+    if len(uses.get(consumer.result, [])) != 1:
+        return None
+    load, trans = consumer.operands[0].owner, None
+    if _is(load, TransOp) and load.parent is block and tuple(load.attrs["order"]) == (1, 0) \
+            and len(uses.get(load.result, [])) == 1:
+        load, trans = load.operands[0].owner, load
+    if not _is(load, LoadOp) or load.parent is not block:
+        return None
+    if len(uses.get(load.result, [])) != 1:
+        return None
+    ty = load.result.type
+    if len(ty.shape) != 2 or not _zero_other(load) or load.attrs.get("volatile"):
+        return None
+    if _copy_bytes(load, width_ctx) < 4:
+        return None
+    if _is(consumer, LocalAllocOp) and trans is None:
+        layout = consumer.result.type.layout
+    elif _is(consumer, LocalAllocOp):
+        # The loaded [N, K] tile in its own (untransposed) NVMMA layout; the permuted view is
+        # then K-major, which wgmma reads for every type.
+        layout = nvmma_shared_layout(ty.shape, ty.element)
+    else:
+        layout = mma_v2_smem_layout(ty)
+    if _smem_contiguous_dim(layout, len(ty.shape)) != ty.layout.order[0]:
+        # cp.async moves runs contiguous in both memories: no transposing copies (fp8 B read
+        # N-major from global memory but stored K-major for wgmma).
+        return None
+    return _Operand(load, consumer, layout, trans)
+
+
+def _may_stay_in_flight(dot: Operation, block: Block, pipelined) -> bool:
+    """A wgmma may run past the end of its iteration only when every operand it reads is a
+    ring slot or shared memory from outside the loop: a buffer staged in the body would be
+    overwritten next iteration, and registers (A) rewritten."""
+    for index in (0, 1):
+        v = dot.operands[index]
+        owner = v.owner
+        if not isinstance(v.type, SharedMemoryType):
+            return False
+        if owner is not None and owner.parent is block and owner not in pipelined:
+            return False
+    return True
+
+
+def _deps(block: Block, roots, stage0: Set[Operation], allowed) -> bool:
+    """Add `roots` and the body ops they depend on to `stage0`; False when one has side
+    effects or regions (only `allowed`, the loads, may)."""
+    work = list(roots)
+    while work:
+        op = work.pop()
+        if op in stage0:
+            continue
+        # Casts count as pure here (CSE keeps them apart only for their rounding modes).
+        if op.regions or (op not in allowed and not op.opdef.is_pure(op)
+                          and not _is(op, CastOp)):
+            return False
+        stage0.add(op)
+        for v in op.operands:
+            if v.owner is not None and v.owner.parent is block:
+                work.append(v.owner)
+    return True
+
+
+def _address_ops(block: Block, loads: List[Operation]) -> Optional[Set[Operation]]:
+    """Stage 0: the loads, the body ops they depend on, and the ops computing the next value
+    of every carried value those read (pointer increments); None when one has side effects."""
+    stage0: Set[Operation] = set()
+    if not _deps(block, loads, stage0, set(loads)):
+        return None
+    yield_op = block.ops[-1]
+    while True:
+        read = {v for op in stage0 for v in op.operands if v in block.args[1:]}
+        nexts = [yield_op.operands[block.args.index(a) - 1].owner for a in read]
+        nexts = [op for op in nexts if op is not None and op.parent is block
+                 and op not in stage0]
+        if not nexts:
+            return stage0
+        if not _deps(block, nexts, stage0, set(loads)):
+            return None
+
+
+def _carried_dependent(block: Block, stage0: Set[Operation]) -> Set[Operation]:
+    """The stage-0 ops whose values depend on carried values (pointers advanced each
+    iteration): those run ahead and cannot serve the current iteration. The others depend on
+    the induction variable and loop invariants only, so the original ops, which see the
+    current iv, can stay for readers outside stage 0 (a mask shared with a load that is not
+    pipelined)."""
+    carried = set(block.args[1:])
+    dependent: Set[Operation] = set()
+    for op in block.ops:  # program order: operands come first
+        if op in stage0 and any(v in carried or (v.owner in dependent) for v in op.operands):
+            dependent.add(op)
+    return dependent
+
+
+def _constant_step(loop: Operation) -> Optional[int]:
+    step = loop.operands[2].owner
+    if _is(step, ConstantOp) and isinstance(step.attrs.get("value"), int) \
+            and step.attrs["value"] > 0:
+        return step.attrs["value"]
+    return None
+
+
+class _Plan:
+    def __init__(self, loop, operands, stage0, carried0, num_stages, async_dot):
+        self.loop = loop
+        self.operands = operands          # [_Operand]
+        self.stage0 = stage0              # ops issued ahead (addresses and loads)
+        self.carried0 = carried0          # indices of iter_args stage 0 owns
+        self.num_stages = num_stages
+        self.async_dot = async_dot        # the single wgmma that may stay in flight, or None
+
+
+def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
+    if num_stages < 2 or _constant_step(loop) is None:
+        return None
+    block = loop.regions[0].block
+    dots = [op for op in block.ops if _is(op, WarpGroupDotOp) or _is(op, MmaV2Op)]
+    if not dots:
+        return None
+    uses = _uses(block)
+    operands: List[_Operand] = []
+    for dot in dots:
+        for index in (0, 1):
+            found = _pipelined_operand(dot, index, block, uses, width_ctx)
+            if found is not None:
+                operands.append(found)
+    if not operands:
+        return None
+    loads = [o.load for o in operands]
+    stage0 = _address_ops(block, loads)
+    if stage0 is None:
+        return None
+    consumers = {o.consumer for o in operands} | {o.trans for o in operands if o.trans}
+    dependent = _carried_dependent(block, stage0)
+    # Nothing but the consumers may read stage-0 values computed from carried values: they
+    # run S-1 iterations ahead. The others stay in place for their other readers.
+    shared: Set[Operation] = set()
+    for op in stage0:
+        for res in op.results:
+            for user in uses.get(res, []):
+                if user not in stage0 and user not in consumers and not _is(user, YieldOp):
+                    if op in dependent:
+                        return None
+                    shared.add(op)
+    _deps(block, list(shared), keep := set(), set())
+    yield_op = block.ops[-1]
+    args = block.args[1:]
+    carried0 = []
+    for i, arg in enumerate(args):
+        users = uses.get(arg, [])
+        in0 = [u for u in users if u in stage0]
+        if not in0:
+            src = yield_op.operands[i].owner
+            if src in stage0:  # a stage-0 value carried out but never read ahead: give up
+                return None
+            continue
+        if len(in0) != len(users):
+            return None  # read by both stages
+        src = yield_op.operands[i].owner
+        if src is not None and src.parent is block and src not in stage0:
+            return None
+        if uses_after(loop, i):
+            return None  # its final value would be S-1 iterations ahead
+        carried0.append(i)
+    # One wgmma may stay in flight across iterations: its result only carried back into its
+    # own accumulator (nothing else reads the registers the tensor cores are still writing).
+    wgmmas = [d for d in dots if _is(d, WarpGroupDotOp)]
+    async_dot = None
+    if len(wgmmas) == 1:
+        dot = wgmmas[0]
+        users = uses.get(dot.result, [])
+        slots = [i for i, v in enumerate(yield_op.operands) if v is dot.result]
+        if users and all(_is(u, YieldOp) for u in users) and len(slots) == 1 \
+                and uses.get(args[slots[0]], []) == [dot] and dot.operands[2] is args[slots[0]] \
+                and _may_stay_in_flight(dot, block, {o.consumer for o in operands}):
+            async_dot = dot
+    plan = _Plan(loop, operands, stage0, carried0, num_stages, async_dot)
+    plan.keep = keep
+    return plan
+
+
+def uses_after(loop: Operation, index: int) -> bool:
+    res = loop.results[index]
+    block = loop.parent
+    for top in block.ops[block.ops.index(loop) + 1:]:
+        for op in top.walk():
+            if res in op.operands:
+                return True
+    return False
+
+
+# ---- rewriting -------------------------------------------------------------------------------
+
+class _At:
+    """Build ops into a scratch block, then place them before or after an anchor."""
+
+    def __init__(self, loc):
+        self.block = Block()
+        self.b = Builder(self.block, loc)
+
+    def const(self, value, ty=int32) -> Value:
+        return ConstantOp.build(self.b, value, ty)
+
+    def place_before(self, anchor: Operation) -> None:
+        for op in list(self.block.ops):
+            insert_before(anchor, op)
+        self.block.ops.clear()
+
+    def place_after(self, anchor: Operation) -> Operation:
+        last = anchor
+        for op in list(self.block.ops):
+            insert_after(last, op)
+            last = op
+        self.block.ops.clear()
+        return last
+
+
+def _clone(op: Operation, mapping: Dict[Value, Value], b: Builder) -> Operation:
+    new = b.create(op.name, [mapping.get(v, v) for v in op.operands],
+                   [r.type for r in op.results], dict(op.attrs))
+    for old, res in zip(op.results, new.results):
+        res.name_hint = old.name_hint
+        mapping[old] = res
+    return new
+
+
+def _predicated_mask(at: _At, load: Operation, mapping, pred: Value) -> Value:
+    """The load's mask (mapped) and-ed with the scalar `pred` (this iteration exists)."""
+    ptr, mask, _ = LoadOp.parts(load)
+    ty = ptr.type
+    mask_ty = TensorType(tuple(ty.shape), int1, ty.layout)
+    splat = SplatOp.build(at.b, pred, ty.shape, ty.layout)
+    if mask is None:
+        return splat
+    mask = mapping.get(mask, mask)
+    if mask.type != mask_ty:  # layout assignment gives a load's mask its pointers' layout
+        raise ValueError(f"load mask {mask.type} does not match its pointers {ty}")
+    return BinaryOp.build(at.b, _INT_AND, mask, splat)
+
+
+def _issue(at: _At, plan: _Plan, ops: List[Operation], mapping, slot: Value,
+           pred: Value) -> None:
+    """Stage 0 under `mapping`: address ops cloned, loads as async copies into `slot`."""
+    by_load = {o.load: o for o in plan.operands}
+    for op in ops:
+        operand = by_load.get(op)
+        if operand is None:
+            _clone(op, mapping, at.b)
+            continue
+        ptr = LoadOp.parts(op)[0]
+        view = MemDescIndexOp.build(at.b, operand.ring, slot)
+        mask = _predicated_mask(at, op, mapping, pred)
+        AsyncCopyGlobalToLocalOp.build(at.b, mapping.get(ptr, ptr), view, mask,
+                                       op.attrs.get("cache", ""), op.attrs.get("evict", ""))
+    AsyncCommitGroupOp.build(at.b)
+
+
+def _iv_at(at: _At, base: Value, step_value: int, count: int) -> Value:
+    if count == 0:
+        return base
+    return BinaryOp.build(at.b, _INT_ADD, base, at.const(step_value * count, base.type))
+
+
+def _less(at: _At, x: Value, ub: Value) -> Value:
+    return CompareOp.build(at.b, INT_COMPARE, "slt", x, ub)
+
+
+def _next_slot(at: _At, slot: Value, num_stages: int) -> Value:
+    nxt = BinaryOp.build(at.b, _INT_ADD, slot, at.const(1))
+    wraps = CompareOp.build(at.b, INT_COMPARE, "eq", nxt, at.const(num_stages))
+    return SelectOp.build(at.b, wraps, at.const(0), nxt)
+
+
+def _add_carried(loop: Operation, init: Value, name: str) -> Value:
+    """Append an iter_arg: init operand, block argument, result. Returns the block argument."""
+    block = loop.regions[0].block
+    loop.operands.append(init)
+    arg = Value(init.type, block, len(block.args))
+    arg.name_hint = name
+    block.args.append(arg)
+    loop.results.append(Value(init.type, loop, len(loop.results)))
+    return arg
+
+
+def pipeline_loop(plan: _Plan) -> None:
+    loop, S = plan.loop, plan.num_stages
+    block = loop.regions[0].block
+    yield_op = block.ops[-1]
+    lb, ub = loop.operands[0], loop.operands[1]
+    step = _constant_step(loop)
+    iv = block.args[0]
+    order = [op for op in block.ops if op in plan.stage0]
+
+    # Rings, before the loop.
+    at = _At(loop.loc)
+    for o in plan.operands:
+        ty = o.load.result.type
+        shape = (S, *ty.shape)
+        o.ring = LocalAllocOp.build(at.b, SharedMemoryType(shape, ty.element, o.smem_layout,
+                                                           shape))
+    # Prologue: iterations 0 .. S-2, carried stage-0 values threaded through.
+    carried = {block.args[1 + i]: loop.operands[3 + i] for i in plan.carried0}
+    for p in range(S - 1):
+        mapping = dict(carried)
+        iv_p = _iv_at(at, lb, step, p)
+        mapping[iv] = iv_p
+        _issue(at, plan, order, mapping, at.const(p), _less(at, iv_p, ub))
+        carried = {block.args[1 + i]: mapping.get(yield_op.operands[i], yield_op.operands[i])
+                   for i in plan.carried0}
+    at.place_before(loop)
+    for i in plan.carried0:
+        loop.operands[3 + i] = carried[block.args[1 + i]]
+    zero, last = ConstantOp.build(at.b, 0, int32), ConstantOp.build(at.b, S - 1, int32)
+    at.place_before(loop)
+    read_slot = _add_carried(loop, zero, "read_slot")
+    write_slot = _add_carried(loop, last, "write_slot")
+
+    # The body: wait, read this iteration's slot, then (or first, for mma_v2) issue ahead.
+    at = _At(loop.loc)
+    AsyncWaitOp.build(at.b, S - 2)
+    views = {}
+    for o in plan.operands:
+        views[o] = MemDescIndexOp.build(at.b, o.ring, read_slot)
+    header_end = block.ops[0]
+    at.place_before(header_end)
+    header_end = block.ops[block.ops.index(header_end) - 1]
+    for o in plan.operands:
+        consumer = o.consumer
+        at = _At(consumer.loc)
+        view = views[o]
+        if o.trans is not None:
+            view = MemDescTransOp.build(at.b, view, o.trans.attrs["order"])
+        if _is(consumer, LocalAllocOp):  # wgmma reads the ring's slot itself
+            value = view
+        else:
+            value = LocalLoadOp.build(at.b, view, consumer.result.type.layout)
+        at.place_before(consumer)
+        replace_all_uses(block.ops, consumer.result, value)
+        erase_op(consumer)
+        if o.trans is not None:
+            erase_op(o.trans)
+    for op in reversed(order):
+        if op not in plan.keep:  # loop-invariant ops other readers share stay
+            erase_op(op)
+
+    # Stage 0 for iteration iv + (S-1) * step, into the write slot.
+    at = _At(loop.loc)
+    mapping = {}
+    ahead = _iv_at(at, iv, step, S - 1)
+    mapping[iv] = ahead
+    _issue(at, plan, order, mapping, write_slot, _less(at, ahead, ub))
+    next_read = _next_slot(at, read_slot, S)
+    next_write = _next_slot(at, write_slot, S)
+    if plan.async_dot is not None:
+        dot = plan.async_dot
+        dot.attrs["is_async"] = True
+        wait_at = _At(dot.loc)
+        deps = [dot.result] + [v for v in dot.operands[:2]]
+        wait = WarpGroupDotWaitOp.build(wait_at.b, deps, 1)
+        wait_at.place_after(dot)
+        replace_all_uses([yield_op], dot.result, wait.results[0])
+        at.place_after(wait)  # copies overwrite the slot of the wgmma `wait` retired
+    else:
+        # Issue first, as a Gluon author would: one barrier after the wait both publishes
+        # the landed copies and retires last iteration's reads of the slot refilled here.
+        at.place_after(header_end)
+    for i in plan.carried0:
+        yield_op.operands[i] = mapping.get(yield_op.operands[i], yield_op.operands[i])
+    yield_op.operands += [next_read, next_write]
+
+    # After the loop: no copy or wgmma may still be in flight.
+    at = _At(loop.loc)
+    AsyncWaitOp.build(at.b, 0)
+    if plan.async_dot is not None:
+        index = list(yield_op.operands).index(wait.results[0])
+        result = loop.results[index]
+        done = WarpGroupDotWaitOp.build(at.b, [result], 0)
+        after = at.place_after(loop)
+        replace_all_uses(loop.parent.ops[loop.parent.ops.index(after) + 1:], result,
+                         done.results[0])
+    else:
+        at.place_after(loop)
+
+
+def _drop_dead_values(blocks) -> None:
+    """Erase pure ops nothing reads, as the cloned address ops leave (the loads' `other`,
+    which async copies do not need)."""
+    changed = True
+    while changed:
+        changed = False
+        used = set()
+        for block in blocks:
+            for top in block.ops:
+                for op in top.walk():
+                    used.update(op.operands)
+        for block in blocks:
+            for op in list(block.ops):
+                if op.regions or not op.results or any(r in used for r in op.results):
+                    continue
+                if op.opdef.is_pure(op) or _is(op, CastOp):
+                    erase_op(op)
+                    changed = True
+
+
+def pipeline_module(module: Module) -> None:
+    """The `software_pipelining` pass."""
+    from shared_codegen.analysis.axis_info import AxisInfo
+    from tile.passes.layout_assignment import dot_target
+    from shared_codegen.lowering.backend import parse_target
+
+    if parse_target(dot_target(module))[0] < 80:
+        return  # cp.async needs sm_80
+    default = int(module.attrs.get("num_stages", 3))
+    for fn in module.functions.values():
+        loops = [op for op in fn.walk() if _is(op, ForOp)]
+        if not loops:
+            continue
+        width_ctx = _CopyWidth(AxisInfo.analyze(fn))
+        plans = []
+        for loop in loops:
+            plan = plan_loop(loop, int(loop.attrs.get("num_stages", default)), width_ctx)
+            if plan is not None:
+                plans.append(plan)
+        for plan in plans:
+            pipeline_loop(plan)
+            _drop_dead_values([plan.loop.parent, plan.loop.regions[0].block])
+
+
+__all__ = ["pipeline_module", "plan_loop", "pipeline_loop", "mma_v2_smem_layout"]
