@@ -308,7 +308,7 @@ FAMILIES = {"binary": binary, "unary": unary, "cast": cast, "where": where, "fma
 if _language_has("dot"):  # tl.dot lands on its own branch
     FAMILIES["dot"] = dot
 # How often each family is drawn (a weight per name; families absent here weigh 1).
-WEIGHTS = {"binary": 5, "unary": 3, "cast": 3, "reduce": 2, "scan": 1, "where": 2}
+WEIGHTS = {"binary": 5, "unary": 3, "cast": 3, "reduce": 2, "scan": 1, "where": 2, "dot": 6}
 
 
 def _load(draw, rank: int) -> Node:

@@ -37,7 +37,7 @@ def kernel_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("fuzz_kernels"))
 
 
-@fuzz_settings(60)
+@fuzz_settings(100)
 @given(program=programs(max_ops=8), data=st.data())
 def test_fuzzed_programs_match_numpy_in_the_interpreter(kernel_dir, program, data):
     kernel = harness.load_kernel(program.source(), kernel_dir)
