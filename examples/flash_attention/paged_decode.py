@@ -185,16 +185,23 @@ def default_config(head_dim: int) -> dict:
     return dict(BLOCK_N=64, num_warps=4, num_stages=2 if head_dim == 256 else 3)
 
 
-def choose_num_splits(batch: int, kv_heads: int, max_tiles: int, sm_count: int) -> int:
-    """Key ranges per (sequence, KV head): enough programs for about two per SM, but at
-    least two tiles per range (the merge and the partial writes are not free), and 1 when
-    batch x H_kv already fills the GPU. It depends on shapes only (max_tiles comes from the
-    block table's width), so a CUDA graph captured once stays valid for any seq_lens."""
+def choose_num_splits(batch: int, kv_heads: int, max_tiles: int, sm_count: int,
+                      programs_per_sm: int = 4) -> int:
+    """Key ranges per (sequence, KV head), 1 when batch x H_kv already fills the GPU.
+    Otherwise the larger of: about `programs_per_sm` programs per SM (as many as fit at
+    D <= 128) with ranges of at least four tiles, and two per SM with ranges of at least two
+    tiles (short sequences, where latency rules). Rounded down: a few idle slots cost less
+    than a partial extra wave. Measured on the H100 (README): batch 4 at 32k keys went from
+    72% to 94% of copy bandwidth against the old "two per SM, rounded up" (9 ranges), and
+    fewer than four tiles per range lost at 8k. It depends on shapes only (max_tiles comes
+    from the block table's width), so a CUDA graph captured once stays valid for any
+    seq_lens."""
     programs = batch * kv_heads
     if programs >= sm_count:
         return 1
-    want = -(-2 * sm_count // programs)
-    return max(1, min(want, max_tiles // 2, 64))
+    occupied = min(programs_per_sm * sm_count // programs, max_tiles // 4)
+    short = min(2 * sm_count // programs, max_tiles // 2)
+    return max(1, min(max(occupied, short), 64))
 
 
 _SM_COUNTS: dict = {}  # device -> multiprocessor count, asked once per device
@@ -293,7 +300,9 @@ class _Plan:
         block_n = cfg["BLOCK_N"]
         if num_splits is None:
             max_tiles = -(-block_table.shape[1] * block_size // block_n)
-            num_splits = choose_num_splits(batch, H_kv, max_tiles, _sm_count(q))
+            # D = 256 tiles are twice as large: two programs per SM is what fits.
+            num_splits = choose_num_splits(batch, H_kv, max_tiles, _sm_count(q),
+                                           programs_per_sm=2 if D == 256 else 4)
         elif type(num_splits) is not int or not 1 <= num_splits <= MAX_SPLITS:
             raise ValueError(f"paged_decode: num_splits must be an int from 1 to {MAX_SPLITS}, "
                              f"got {num_splits!r}")

@@ -70,10 +70,25 @@ def test_sm_scale():
 def test_split_heuristic():
     sms = 132
     assert pd.choose_num_splits(128, 8, 2048, sms) == 1     # 1024 programs fill the GPU
-    assert pd.choose_num_splits(1, 8, 2048, sms) == 33      # about two programs per SM
-    assert pd.choose_num_splits(1, 1, 2048, sms) == 64      # capped
+    assert pd.choose_num_splits(1, 8, 2048, sms) == 64      # four per SM (66), capped
+    assert pd.choose_num_splits(4, 8, 2048, sms) == 16      # 512 programs, rounded down
+    assert pd.choose_num_splits(16, 8, 2048, sms) == 4
+    assert pd.choose_num_splits(1, 8, 128, sms) == 33       # two per SM beats 4-tile ranges
     assert pd.choose_num_splits(1, 8, 16, sms) == 8         # at least two tiles per range
+    assert pd.choose_num_splits(1, 8, 2048, sms, programs_per_sm=2) == 33
     assert pd.choose_num_splits(4, 8, 1, sms) == 1
+
+
+def test_split_count_follows_head_dim(monkeypatch):
+    # D = 256 asks for two programs per SM, D = 128 for four; the plan passes it on.
+    seen = []
+    choose = pd.choose_num_splits
+    monkeypatch.setattr(pd, "choose_num_splits",
+                        lambda *a, **kw: seen.append(kw["programs_per_sm"]) or choose(*a, **kw))
+    for D in (256, 128):
+        q, k, v, table, lens = pd.random_inputs(1, 1, 1, D, 64, [64], seed=5)
+        pd.paged_decode(q, k, v, table, lens)
+    assert seen == [2, 4]
 
 
 def test_grid_does_not_depend_on_seq_lens(monkeypatch):
