@@ -20,4 +20,6 @@ if [[ $what == bench || $what == all ]]; then
   python3 benchmarks/gluon_copy_transpose.py 2>&1 | tee "$OUT/gluon_copy_transpose.log"
   python3 benchmarks/gluon_matmul.py 2>&1 | tee "$OUT/gluon_matmul.log"
   python3 benchmarks/gemm_vs_cublas.py --json "$OUT/gemm.json" 2>&1 | tee "$OUT/gemm.log"
+  python3 benchmarks/debug_overhead.py --json "$OUT/debug_overhead.json" 2>&1 | tee "$OUT/debug_overhead.log"
+  python3 benchmarks/timelines.py --out "$OUT/timelines" 2>&1 | tee "$OUT/timelines.log"
 fi

@@ -10,11 +10,14 @@ from shared_codegen.frontend.aggregates import aggregate
 from shared_codegen.frontend.codegen import constexpr_function
 # The exceptions kernel authors catch, the same classes as `tile.*`'s (shared_codegen/errors.py).
 from shared_codegen.errors import (ArgumentError, CompilationError, DeadlockError,
-                                   InterpreterError, KernelError, OutOfResources, RaceError)
+                                   DeviceCheckError, DeviceDeadlockError,
+                                   DeviceOutOfBoundsError, InterpreterError, KernelError,
+                                   OutOfResources, RaceError)
 
 __all__ = ["jit", "compile", "constexpr_function", "must_use_result", "aggregate", "language",
            "KernelError", "CompilationError", "ArgumentError", "OutOfResources",
-           "InterpreterError", "DeadlockError", "RaceError"]
+           "InterpreterError", "DeadlockError", "RaceError", "DeviceCheckError",
+           "DeviceOutOfBoundsError", "DeviceDeadlockError"]
 
 
 def must_use_result(fn, message=True):

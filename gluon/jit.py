@@ -55,7 +55,8 @@ def jit(fn=None, *, do_not_specialize=(), debug=False, noinline=False, repr=None
     return decorate(fn) if fn is not None else decorate
 
 
-def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", num_warps=4):
+def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", num_warps=4,
+            debug=False, timeline=False):
     """Compile a Gluon kernel for `target` without a GPU (like `tile.compile`): `signature`
     maps runtime parameters to type strings ("*fp32", "i32", "*fp16:16", ...). Returns a
     CompiledKernel whose `.asm` holds 'ir', 'ttgir', 'llir', 'ptx' and 'cubin'."""
@@ -64,7 +65,8 @@ def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", nu
     from shared_codegen.tracebacks import user_facing
 
     try:
-        return compile_for_target(kernel, signature, constexprs, target, num_warps)
+        return compile_for_target(kernel, signature, constexprs, target, num_warps,
+                                  debug=debug, timeline=timeline)
     except KernelError as error:
         # The traceback ends at the kernel line, without the compiler's frames.
         raise user_facing(error, kernel)

@@ -113,6 +113,20 @@ _DECLARED = (
     EnvVar("SC_DEBUG", "bool", False,
            "Extra checking and logging: verify IR after every pass, keep nvJitLink info logs, "
            "emit line info."),
+    EnvVar("SC_DEVICE_DEBUG", "bool", False,
+           "Launch every GPU kernel in debug mode (as `debug=True` at launch): global loads and "
+           "stores bounds-checked against their argument, mbarrier waits with a time budget; a "
+           "failure raises DeviceCheckError after the launch (docs/debug_mode.md)."),
+    EnvVar("SC_DEVICE_DEBUG_WAIT_MS", "int", 1000,
+           "Debug mode: how long an mbarrier wait may spin (milliseconds of %globaltimer) "
+           "before its threads give up and report a deadlock."),
+    EnvVar("SC_TIMELINE", "bool", False,
+           "Record the timeline regions (`enter_scope` / `exit_scope` of "
+           "tile.profiler.language) of every launch, as `timeline=True` at launch does; the "
+           "result is `kernel.last_timeline` (docs/timeline.md)."),
+    EnvVar("SC_TIMELINE_EVENTS", "int", 256,
+           "Timeline: events each warp can record per launch; later ones are counted and "
+           "dropped (the buffer is programs x warps x (this + 1) x 16 bytes)."),
     EnvVar("SC_PTXAS_OPTS", "str", "",
            "Extra ptxas options, space separated (e.g. '-warn-spills --maxrregcount=128'); each is "
            "passed to nvJitLink as -Xptxas=<option>."),

@@ -7,9 +7,12 @@
     ├── ArgumentError (TypeError)  bad launch arguments or options (names kernel and argument)
     │     SpecializationError subclasses it
     ├── OutOfResources             shared memory, tensor memory or registers over the limit
-    └── InterpreterError           the CPU interpreter found the kernel doing something invalid
-          ├── DeadlockError        every waiter blocked forever (mbarrier, warp_specialize)
-          └── RaceError            an access unordered with an asynchronous one
+    ├── InterpreterError           the CPU interpreter found the kernel doing something invalid
+    │     ├── DeadlockError        every waiter blocked forever (mbarrier, warp_specialize)
+    │     └── RaceError            an access unordered with an asynchronous one
+    └── DeviceCheckError           a debug-mode GPU launch caught the kernel (debug=True)
+          ├── DeviceOutOfBoundsError  a global load or store outside its argument
+          └── DeviceDeadlockError  an mbarrier wait that did not complete in its budget
 
 Names follow Triton 3.6 where it has them (`triton.compiler.errors.CompilationError`,
 `triton.runtime.errors.OutOfResources`). This module imports nothing from the package, so
@@ -109,6 +112,31 @@ class RaceError(InterpreterError):
     wait in between."""
 
 
+class DeviceCheckError(KernelError):
+    """A check of a debug-mode GPU launch failed (shared_codegen/runtime/debug_mode.py).
+    `record` holds the decoded fields of the device's record (kind, file, line, program,
+    thread, partition, and the offset and argument or the barrier and phase)."""
+
+    def __init__(self, message: str, record: Optional[dict] = None):
+        self.record = dict(record or {})
+        self.file = self.record.get("file")
+        self.line = self.record.get("line", 0)
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.__dict__, self.args))
+
+
+class DeviceOutOfBoundsError(DeviceCheckError):
+    """A global load or store of a debug-mode launch fell outside the argument it came from
+    (the access was not performed)."""
+
+
+class DeviceDeadlockError(DeviceCheckError):
+    """An mbarrier wait of a debug-mode launch did not complete within its time budget; the
+    waiting threads gave up and the kernel ended."""
+
+
 # Interpreter reports are worded "race: ..." and "deadlock: ..." (ops/*/interpreter rules):
 # the word picks the class, so every rule's report is catchable by kind without each rule
 # naming a class.
@@ -131,4 +159,5 @@ def _rebuild(cls, state, args):
 
 
 __all__ = ["KernelError", "CompilationError", "ArgumentError", "OutOfResources",
-           "InterpreterError", "DeadlockError", "RaceError", "interpreter_error_class"]
+           "InterpreterError", "DeadlockError", "RaceError", "DeviceCheckError",
+           "DeviceOutOfBoundsError", "DeviceDeadlockError", "interpreter_error_class"]

@@ -8,19 +8,22 @@ import importlib
 
 from shared_codegen.frontend.codegen import constexpr_function
 from shared_codegen.errors import (ArgumentError, CompilationError, DeadlockError,
-                                   InterpreterError, KernelError, OutOfResources, RaceError)
+                                   DeviceCheckError, DeviceDeadlockError,
+                                   DeviceOutOfBoundsError, InterpreterError, KernelError,
+                                   OutOfResources, RaceError)
 from shared_codegen.runtime.allocation import set_allocator
 from tile.autotune import Config, autotune, heuristics
 from tile.jit import compile, jit
 
 __all__ = ["jit", "compile", "autotune", "Config", "heuristics", "constexpr_function",
            "KernelError", "CompilationError", "ArgumentError", "OutOfResources",
-           "InterpreterError", "DeadlockError", "RaceError", "cdiv", "next_power_of_2",
-           "set_allocator", "language", "testing", "runtime", "tools"]
+           "InterpreterError", "DeadlockError", "RaceError", "DeviceCheckError",
+           "DeviceOutOfBoundsError", "DeviceDeadlockError", "cdiv", "next_power_of_2",
+           "set_allocator", "language", "testing", "runtime", "tools", "profiler"]
 
 # Submodules reachable as attributes (`triton.testing.do_bench` after `import tile as
 # triton`), imported on first use so `import tile` stays light.
-_SUBMODULES = ("language", "testing", "runtime", "tools")
+_SUBMODULES = ("language", "testing", "runtime", "tools", "profiler")
 
 
 def __getattr__(name):

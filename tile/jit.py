@@ -39,16 +39,18 @@ def jit(fn=None, *, do_not_specialize=(), debug=False, noinline=False, repr=None
 
 
 def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", num_warps=4,
-            num_stages=3):
+            num_stages=3, debug=False, timeline=False):
     """Compile `kernel` for `target` without a GPU; returns a CompiledKernel whose `.asm`
     holds the stages 'ir', 'ttgir', 'llir', 'ptx' and 'cubin'. `num_stages`: the software
-    pipelining depth of loops that feed tl.dot (Triton's default 3; 1 turns it off)."""
+    pipelining depth of loops that feed tl.dot (Triton's default 3; 1 turns it off). `debug` /
+    `timeline`: the instrumented variant (docs/debug_mode.md, docs/timeline.md)."""
     from shared_codegen.errors import KernelError
     from shared_codegen.frontend.launch import compile_for_target
     from shared_codegen.tracebacks import user_facing
 
     try:
-        return compile_for_target(kernel, signature, constexprs, target, num_warps, num_stages)
+        return compile_for_target(kernel, signature, constexprs, target, num_warps, num_stages,
+                                  debug=debug, timeline=timeline)
     except KernelError as error:
         # The traceback ends at the kernel line, without the compiler's frames.
         raise user_facing(error, kernel)

@@ -63,6 +63,7 @@ from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # 
                                           warpgroup_mma, warpgroup_mma_wait)
 from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pingpong, pipeline  # noqa: E402
+import tile.profiler.language as pl  # noqa: E402  (timeline regions: nothing unless recorded)
 
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
 BM = gl.constexpr(128)    # query rows per CTA tile (two consumer warpgroups)
@@ -122,6 +123,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
                                             q_ready.index(wg), q_smem.index(wg))
         n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL)
         rot = (m0 // BM) % gl.maximum(n_blocks, 1)
+        pl.enter_scope("load K, V")
         for i in range(n_blocks):
             j = _kv_block(i, rot, n_blocks)
             s, ready = pipeline.producer_acquire(kpipe, item)
@@ -136,6 +138,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
                 tma.async_copy_global_to_shared(v_desc, [b, hk, j * BN, 0], ready,
                                                 v_ring.index(s))
             item += 1
+        pl.exit_scope("load K, V")
         t += 1
 
 
@@ -225,14 +228,18 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             p_run = p_op  # the P an in-flight PV wgmma reads
             alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
             for j in range(1, n_blocks):
+                pl.enter_scope("wait K")
                 sk = pipeline.consumer_wait(kpipe, item + 1)
+                pl.exit_scope("wait K")
                 # O += P_{j-2} V_{j-2} ran under the last softmax and is done by now. The
                 # wait sits after the loop's back edge, where ptxas cannot hoist it above the
                 # softmax (it moves a wgmma wait to its block's top); P_{j-2} is a dep so its
                 # registers stay untouched until here.
                 acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o,
                                              OVERLAP, V_T, D, BN)
+                pl.enter_scope("wait turn")
                 pingpong.wait_turn(turns, WG, turn)
+                pl.exit_scope("wait turn")
                 s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
                                   use_acc=False, is_async=True)
                 acc = warpgroup_mma(p_op, v, acc, is_async=True)
@@ -247,6 +254,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 else:  # no overlap: P's registers are free before anything else is written
                     s, acc = warpgroup_mma_wait(0, deps=[s, acc])
                 pipeline.consumer_release(kpipe, item + 1)
+                pl.enter_scope("softmax")
                 s = _masked(s, _kv_block(j, rot, n_blocks), n_full, row0, N_KV, off, BN,
                             CAUSAL, s_layout)
                 m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
@@ -255,6 +263,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 l_i = l_i * alpha + gl.sum(p, axis=1)
                 m_i = m_new
                 p_op = gl.convert_layout(p.to(dtype), p_layout)
+                pl.exit_scope("softmax")
                 item += 1
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
                 mbarrier.arrive(q_empty.index(WG))
@@ -271,6 +280,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
         elif not O_IN_Q:
             mbarrier.arrive(q_empty.index(WG))
         # Epilogue: O / l through shared memory and a TMA store (clipped at N_q).
+        pl.enter_scope("epilogue")
         l_safe = gl.where(l_i > 0.0, l_i, 1.0)
         o = acc * gl.expand_dims(gl.convert_layout(o_scale / l_safe, row_o), 1)
         tma.store_wait(0)  # the previous tile's store is done reading o_smem
@@ -285,6 +295,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_safe)) / LOG2E, -float("inf"))
             rows = row0 + gl.arange(0, BM_WG, layout=row_s)
             gl.store(lse_ptr + (b * H + h) * N_Q + rows, lse, mask=rows < N_Q)
+        pl.exit_scope("epilogue")
         t += 1
     tma.store_wait(0)
 
@@ -389,9 +400,11 @@ def num_sms() -> int:
 
 def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
                        out_dtype=None, q_descale=1.0, k_descale=1.0, v_descale=1.0,
-                       block_n=None, stages=None, o_in_q=None, num_programs=None):
+                       block_n=None, stages=None, o_in_q=None, num_programs=None,
+                       launch_options=None):
     """A function of no arguments running the forward pass (descriptors built once);
-    it returns o, or (o, lse) with `return_lse`. See `attention_forward`."""
+    it returns o, or (o, lse) with `return_lse`. See `attention_forward`. `launch_options`
+    go to the kernel launch (`debug=True`, `timeline=True`: docs/debug_mode.md)."""
     qs, ks, vs = _shape(q, "q"), _shape(k, "k"), _shape(v, "v")
     B, H, N_q, D = qs
     if ks != vs:
@@ -481,7 +494,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     def run():
         launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
                qk_scale, o_scale, bn, st, bool(causal), fp8, bool(return_lse), o_in_q,
-               overlap, num_warps=4)
+               overlap, num_warps=4, **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run
 

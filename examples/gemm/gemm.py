@@ -45,6 +45,7 @@ from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # 
                                           warpgroup_mma, warpgroup_mma_wait)
 from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
+import tile.profiler.language as pl  # noqa: E402  (timeline regions: nothing unless recorded)
 from _common import to_device, to_host, use_gpu  # noqa: E402
 
 CONSUMER_WARPS = 8  # two warpgroups, 64 rows of the 128-row tile each
@@ -73,6 +74,7 @@ def _load_partition(a_desc, b_desc, a_ring, b_ring, pipe, M, N, K,
     item = 0
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = tile_position(tile, num_pid_m, num_pid_n, GROUP_M)
+        pl.enter_scope("load")
         for k in range(k_steps):
             s, ready = pipeline.producer_acquire(pipe, item)
             mbarrier.expect(ready, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
@@ -84,6 +86,7 @@ def _load_partition(a_desc, b_desc, a_ring, b_ring, pipe, M, N, K,
                 tma.async_copy_global_to_shared(b_desc, [k * BK, pid_n * BN], ready,
                                                 b_ring.index(s))
             item += 1
+        pl.exit_scope("load")
 
 
 @gluon.jit
@@ -102,6 +105,7 @@ def _mma_partition(a_ring, b_ring, c_smem, c_desc, pipe, M, N, K,
     for tile in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = tile_position(tile, num_pid_m, num_pid_n, GROUP_M)
         # K step 0 starts the accumulator (use_acc=False ignores the previous tile's values).
+        pl.enter_scope("mainloop")
         s = pipeline.consumer_wait(pipe, item)
         b = b_ring.index(s).permute([1, 0]) if B_KMAJOR else b_ring.index(s)
         acc = warpgroup_mma(a_ring.index(s), b, acc, use_acc=False, is_async=True)
@@ -116,12 +120,15 @@ def _mma_partition(a_ring, b_ring, c_smem, c_desc, pipe, M, N, K,
             item += 1
         acc = warpgroup_mma_wait(0, deps=[acc])
         pipeline.consumer_release(pipe, item - 1)
+        pl.exit_scope("mainloop")
 
         # Epilogue: the previous tile's TMA store must be done reading c_smem.
+        pl.enter_scope("epilogue")
         tma.store_wait(0)
         c_smem.store(acc.to(c_desc.dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(c_desc, [pid_m * BM, pid_n * BN], c_smem)
+        pl.exit_scope("epilogue")
     tma.store_wait(0)
 
 
@@ -166,13 +173,15 @@ def num_sms() -> int:
 
 
 def gemm_launcher(a, b, c, *, b_kmajor=False, block=None, stages=3, group_m=8,
-                  num_programs=None, cluster=None):
+                  num_programs=None, cluster=None, launch_options=None):
     """A function of no arguments that computes c = a @ b with `gemm_kernel` (descriptors
     encoded once, so repeated launches cost only the launch). `a` is M x K; `b` is K x N, or
     N x K when `b_kmajor` (fp8 wgmma reads B K-major only); `c` is M x N. numpy arrays run in
     the interpreter, CUDA tensors on the GPU. `block` (BM, BN, BK) defaults to 128 x 256 with
     128-byte K rows (BK = 64 for 16-bit inputs, 128 for fp8). `cluster` launches the
-    programs in thread-block clusters of that many CTAs (co-scheduled on one GPC)."""
+    programs in thread-block clusters of that many CTAs (co-scheduled on one GPC).
+    `launch_options` go to the kernel launch (`debug=True`, `timeline=True`:
+    docs/debug_mode.md)."""
     bm, bn, bk = block or (128, 256, 128 // _itemsize(a))
     m, k = a.shape
     n = b.shape[0] if b_kmajor else b.shape[1]
@@ -192,7 +201,7 @@ def gemm_launcher(a, b, c, *, b_kmajor=False, block=None, stages=3, group_m=8,
     if num_programs is None:
         num_programs = num_sms() if not isinstance(a, np.ndarray) else 2
     grid = min(num_programs, tiles)
-    options = {"num_warps": CONSUMER_WARPS}
+    options = {"num_warps": CONSUMER_WARPS, **(launch_options or {})}
     if cluster is not None:
         grid -= grid % cluster
         options["cluster_dims"] = (cluster, 1, 1)

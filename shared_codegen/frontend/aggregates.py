@@ -73,6 +73,15 @@ class BoundJitMethod:
         self.__name__ = getattr(fn, "__name__", "method")
 
 
+def operator_method(lhs, py_operator):
+    """The `@jit` dunder (`__add__` for `operator.add`, ...) an aggregate `lhs` defines for a
+    binary operator, or None: `x + y` on aggregates calls it, as in Triton."""
+    if not is_aggregate(lhs):
+        return None
+    method = getattr(type(lhs), f"__{py_operator.__name__}__", None)
+    return method if getattr(method, "is_jit_function", False) else None
+
+
 # ---- carrying aggregates through runtime loops ------------------------------------------------
 # A loop-carried aggregate travels as its runtime fields (tensors and numbers not annotated
 # constexpr), each a loop-carried value of its own; its other fields (constexprs, shared

@@ -8,8 +8,7 @@ language's semantic object builds. Control flow on compile-time values is resolv
 assigns. Calls to other jitted functions are inlined, so passes never see calls.
 
 Every error raised while generating a statement is re-raised as a `CompilationError` naming
-the kernel file, line and source line.
-"""
+the kernel file, line and source line."""
 
 from __future__ import annotations
 
@@ -65,8 +64,7 @@ def constexpr_function(fn):
 
 
 class RangeSpec:
-    """`range(...)` inside a kernel: a runtime loop unless every bound is compile-time and the
-    loop is static (`static=True` for tl.static_range)."""
+    """`range(...)` in a kernel: runtime unless static (tl.static_range, compile-time bounds)."""
 
     def __init__(self, start, end=None, step=1, static=False, **loop_attrs):
         if end is None:
@@ -151,11 +149,10 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
         bound.apply_defaults()
         scope = {}
         for name, value in bound.arguments.items():
-            value = unwrap(value)
-            if name in jit_fn.constexpr_names and is_tensor(value):
-                raise self.error(None, f"argument `{name}` of `{jit_fn.__name__}` is "
-                                       "tl.constexpr but got a runtime tensor")
-            scope[name] = value
+            # A tl.constexpr annotation on a called function's parameter does not make a
+            # runtime tensor constant: Triton passes it through as a tensor (tutorial 06's
+            # `offs_m: tl.constexpr`), and so do we.
+            scope[name] = unwrap(value)
         sub = CodeGenerator(jit_fn, scope, self.semantic, self.depth + 1)
         saved_codegen = getattr(self.semantic, "codegen", None)
         self.semantic.codegen = sub
@@ -575,6 +572,8 @@ class CodeGenerator(guards.ExternalReads, ast.NodeVisitor):
     def binary(self, op_type, lhs, rhs, node):
         lhs, rhs = unwrap(lhs), unwrap(rhs)
         name, py = PY_BINOPS[op_type]
+        if (method := aggregates.operator_method(lhs, py)) is not None:  # a @jit `__add__`..
+            return self.call_function(method, [lhs, rhs], {})
         if is_tensor(lhs) or is_tensor(rhs):
             if name == "pow":
                 raise self.error(node, "`**` is not supported on runtime values; use "

@@ -103,6 +103,11 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages,
                "language": jit_fn.language.name,
                "constants": repr(spec.constants)}
+    if spec.instrument:  # only instrumented variants: ordinary keys stay as they were
+        options["instrument"] = repr(spec.instrument)
+        # Their metadata names kernel files and lines (debug sites): the same source moved
+        # to another file or line must not be served the old ones.
+        options["locations"] = source_locations(jit_fn)
     key = make_key(source_hash or jit_fn.cache_hash(), spec.key, spec.target, options)
     cache = disk_cache()
     entry = cache.get(key)
@@ -111,6 +116,7 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
         if restored is not None:
             return _from_entry(entry, restored, start)
     module = trace(jit_fn, spec)
+    module.stage_results["instrument"] = dict(spec.instrument)
     found = list(getattr(module, "external_reads", ()))
     if found:
         # The key of this kernel given the values it read.
@@ -130,6 +136,12 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
         first = make_key(source_hash or jit_fn.cache_hash(), spec.key, spec.target, options)
         cache.put(first, kernel.asm, kernel.metadata)
     return kernel
+
+
+def source_locations(jit_fn) -> str:
+    """Where the kernel and every jitted function it calls are defined (file:first line)."""
+    functions = [jit_fn] + [f for f in jit_fn._dependencies({id(jit_fn)}) if hasattr(f, "fn")]
+    return ";".join(f"{f.source_info.file}:{f.source_info.first_line}" for f in functions)
 
 
 def _from_entry(entry, guards, start) -> CompiledKernel:
@@ -164,6 +176,10 @@ def compile_module(module, language, target: str) -> CompiledKernel:
                 # nvJitLink's ptxas ignored setmaxnreg (C7504): load the PTX through the
                 # driver JIT instead, which keeps it (runtime/driver.load_ptx_module).
                 "driver_jit": "(C7504)" in (log or "")}
+    if lowered.debug_info is not None:
+        metadata["debug"] = lowered.debug_info
+    if lowered.timeline_info is not None:
+        metadata["timeline"] = lowered.timeline_info
     return CompiledKernel(lowered.name, asm, metadata)
 
 

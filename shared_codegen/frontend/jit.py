@@ -102,6 +102,8 @@ class JITFunction:
         self.do_not_specialize = frozenset(
             self.arg_names.index(d) if isinstance(d, str) else int(d) for d in names)
         self.debug = debug
+        # The Timeline of the last launch with `timeline=True` (runtime/timeline.py).
+        self.last_timeline = None
         self._source_info: Optional[SourceInfo] = None
         self._variants: Dict[tuple, Any] = {}
         # Variants compiled for earlier values of the globals a kernel folded in (launch.py).
@@ -299,6 +301,10 @@ class Specialization:
     # Software-pipelining depth for loops that feed tl.dot (Triton's num_stages; the tile
     # pipeliner reads it from the module attrs, Gluon ignores it as Triton's Gluon does).
     num_stages: int = 3
+    # Instrumentation of a debug or profiling variant, as sorted (name, setting) pairs:
+    # ("debug", wait budget in ms), ("timeline", events per warp). Empty for an ordinary
+    # kernel.
+    instrument: tuple = ()
 
     @classmethod
     def from_key(cls, key: tuple, num_warps: int, target: str,

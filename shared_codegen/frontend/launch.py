@@ -132,7 +132,7 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
     """The full path for the fast launcher: `values` are already in parameter order."""
     options = dict(options)
     known = {"num_stages", "num_ctas", "interpret", "target", "warmup", "maxnreg",
-             "cluster_dims", "extern_libs"} | IGNORED_LAUNCH_OPTIONS
+             "cluster_dims", "extern_libs", "timeline"} | IGNORED_LAUNCH_OPTIONS
     unknown = [k for k in options if k not in known]
     if unknown:
         raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
@@ -143,24 +143,51 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
     values = [v.value if isinstance(v, constexpr) else v for v in values]
     return _dispatch(jit_fn, values, grid, num_warps, options.get("interpret"),
                      options.get("target"), stream, options.get("warmup", False), fast_key,
-                     options.get("cluster_dims"), options.get("num_stages"))
+                     options.get("cluster_dims"), options.get("num_stages"),
+                     instrumentation(jit_fn, options.get("debug"), options.get("timeline")))
 
 
 # Launch keywords upstream tests pass that change nothing here: we never insert overflow
-# checks, and `debug` is a per-kernel flag (`@jit(debug=...)`).
+# checks. `debug` is read by `instrumentation` before the rest are dropped.
 IGNORED_LAUNCH_OPTIONS = frozenset({"sanitize_overflow", "debug"})
+
+
+def instrumentation(jit_fn, debug=None, timeline=None) -> tuple:
+    """The instrumentation a launch asks for (Specialization.instrument): GPU debug mode from
+    `debug=` at launch, else `@jit(debug=True)` or SC_DEVICE_DEBUG; the timeline from
+    `timeline=` at launch, else SC_TIMELINE. Empty (an ordinary kernel) when neither."""
+    if debug is None:
+        debug = bool(jit_fn.debug) or bool(config.get("SC_DEVICE_DEBUG"))
+    if timeline is None:
+        timeline = bool(config.get("SC_TIMELINE"))
+    for name, value in (("debug", debug), ("timeline", timeline)):
+        if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
+            raise ArgumentError(f"{jit_fn.__name__}: {name} must be True or False, got "
+                                f"{value!r}")
+    wait_ms = int(config.get("SC_DEVICE_DEBUG_WAIT_MS"))
+    if debug and wait_ms <= 0:
+        raise ArgumentError(f"SC_DEVICE_DEBUG_WAIT_MS must be a positive number of "
+                            f"milliseconds, got {wait_ms}")
+    capacity = int(config.get("SC_TIMELINE_EVENTS"))
+    if timeline and capacity <= 0:
+        raise ArgumentError(f"SC_TIMELINE_EVENTS must be a positive number of events, got "
+                            f"{capacity}")
+    return ((("debug", wait_ms),) if debug else ()) + ((("timeline", capacity),) if timeline
+                                                       else ())
 
 
 def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, stream, warmup,
         num_ctas=1, cluster_dims=None, maxnreg=None):
     _check_num_ctas(jit_fn, num_ctas)
     warn_unapplied_options(jit_fn, maxnreg)
+    kwargs = dict(kwargs)
+    instrument = instrumentation(jit_fn, kwargs.get("debug"), kwargs.pop("timeline", None))
     kwargs = fill_num_warps_param(jit_fn, args, kwargs, num_warps)
     if num_warps is None and "num_warps" in jit_fn.constexpr_names:
         num_warps = jit_fn.bind_args(args, kwargs)[jit_fn.arg_names.index("num_warps")]
     values = jit_fn.bind_args(args, kwargs)
     return _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
-                     cluster_dims=cluster_dims, num_stages=num_stages)
+                     cluster_dims=cluster_dims, num_stages=num_stages, instrument=instrument)
 
 
 
@@ -218,7 +245,7 @@ def check_cluster_dims(jit_fn, cluster_dims, grid3):
 
 
 def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
-              fast_key=None, cluster_dims=None, num_stages=None):
+              fast_key=None, cluster_dims=None, num_stages=None, instrument=()):
     num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
     num_stages = check_num_stages(jit_fn, num_stages)
     if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
@@ -233,9 +260,12 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
     if interpret and warmup:
         return _compile_without_gpu(jit_fn, values, num_warps, target, num_stages)
     if interpret:
-        return _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims, num_stages)
+        # The interpreter checks bounds and deadlocks always; a timeline it records with a
+        # logical clock (runtime/timeline.TimelineRecorder).
+        return _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims, num_stages,
+                                timeline="timeline" in dict(instrument))
     return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key,
-                    cluster_dims, num_stages)
+                    cluster_dims, num_stages, instrument)
 
 
 def _compile_without_gpu(jit_fn, values, num_warps, target, num_stages=DEFAULT_NUM_STAGES):
@@ -255,7 +285,7 @@ def _compile_without_gpu(jit_fn, values, num_warps, target, num_stages=DEFAULT_N
 # ---- interpreter ---------------------------------------------------------------------------
 
 def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
-                     num_stages=DEFAULT_NUM_STAGES):
+                     num_stages=DEFAULT_NUM_STAGES, timeline=False):
     from shared_codegen.frontend.sanitize import check_arguments, needs_concurrent_programs
     from shared_codegen.interpreter.memory import Memory, host_array
     from shared_codegen.interpreter.run import run_kernel
@@ -301,6 +331,10 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
                      if isinstance(spec.arg_types[i], TensorDescriptorType) else None
                      for i in params], [jit_fn.arg_names[i] for i in params])
     memory = Memory()
+    if timeline:
+        from shared_codegen.runtime.timeline import TimelineRecorder
+
+        memory.timeline = TimelineRecorder()  # read by proton.record's interpreter rule
     kernel_args = []
     for i, v in enumerate(host_values):
         ty = spec.arg_types[i]
@@ -319,6 +353,8 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
     if concurrent is None:
         concurrent = module.needs_concurrent_programs = needs_concurrent_programs(module.kernel)
     run_kernel(module, kernel_args, grid3, memory, concurrent)
+    if timeline:
+        jit_fn.last_timeline = memory.timeline.timeline(jit_fn.__name__)
     return None
 
 
@@ -326,7 +362,7 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
 
 class _Variant:
     __slots__ = ("kernel", "function", "binder", "runtime_positions", "shared", "num_warps",
-                 "check", "scratch", "scratch_align")
+                 "check", "scratch", "scratch_align", "pointer_positions")
 
 
 # Variants of one specialization kept for other values of the globals a kernel reads.
@@ -358,7 +394,7 @@ def _add_variant(jit_fn, key, variant):
 
 
 def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None,
-             cluster_dims=None, num_stages=DEFAULT_NUM_STAGES):
+             cluster_dims=None, num_stages=DEFAULT_NUM_STAGES, instrument=()):
     from shared_codegen.runtime.launcher import PackError, current_stream
 
     # `specialization_key`, inlined: calls the fast path hands over (a callable grid, launch
@@ -367,16 +403,20 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
         spec_key = jit_fn.specializer.key(values)
     except SpecializationError as exc:
         raise _argument_error(jit_fn, values, exc) from None
-    key = (spec_key, num_warps, target, num_stages)
+    key = (spec_key, num_warps, target, num_stages) + ((instrument,) if instrument else ())
     variant = _pick_variant(jit_fn, key, lambda v: v.check is None or v.check())
     if variant is None:
-        variant = _compile_variant(jit_fn, spec_key, num_warps, target, num_stages)
+        # (Called as before for ordinary kernels: tests replace _compile_variant.)
+        variant = _compile_variant(jit_fn, spec_key, num_warps, target, num_stages,
+                                   instrument=instrument) if instrument else \
+            _compile_variant(jit_fn, spec_key, num_warps, target, num_stages)
         _add_variant(jit_fn, key, variant)
     # Kernels that need global scratch (tensor maps they write) allocate it per launch, which
-    # the fast path does not do. The fast key holds the launch's num_stages as passed (None,
-    # 0..n), which fixes the depth compiled here, so any depth may use the fast path.
+    # the fast path does not do; instrumented launches pass hidden arguments too. The fast
+    # key holds the launch's num_stages as passed (None, 0..n), which fixes the depth
+    # compiled here, so any depth may use the fast path.
     scratch = getattr(variant, "scratch", 0)
-    if fast_key is not None and target is None and not scratch:
+    if fast_key is not None and target is None and not scratch and not instrument:
         # Later launches with the same fast key skip this whole function (fastpath.py). A
         # kernel that folded globals in is only served by a launcher that checks them.
         jit_fn._fast_guarded_variants[fast_key] = variant
@@ -398,6 +438,8 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     stream = current_stream() if stream is None else stream
     if scratch:
         runtime_args.append(_global_scratch(jit_fn, variant, grid, stream))
+    if instrument:
+        return _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims)
     if cluster_dims is not None:
         cluster = check_cluster_dims(jit_fn, cluster_dims, tuple(grid) + (1,) * (3 - len(grid)))
         from shared_codegen.lowering.backend import parse_target
@@ -416,6 +458,39 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
                               runtime_args)
     except PackError as error:
         raise pack_error(jit_fn, variant, error) from None
+    return variant.kernel
+
+
+def _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims):
+    """A launch of a debug or timeline variant: hidden arguments after the kernel's own, then
+    a synchronize and the read-back (runtime/debug_mode.py, runtime/timeline.py)."""
+    from shared_codegen.runtime import debug_mode, timeline
+
+    metadata = variant.kernel.metadata
+    grid3 = tuple(grid) + (1,) * (3 - len(grid))
+    hidden = []
+    if "debug" in metadata:
+        hidden += debug_mode.debug_hidden_args(variant.kernel, runtime_args,
+                                               variant.pointer_positions)
+    events = None
+    if "timeline" in metadata:
+        events = timeline.EventBuffer(metadata["timeline"], grid3, stream)
+        hidden.append(events.address)
+    args = runtime_args + hidden
+    try:
+        if cluster_dims is not None:
+            cluster = check_cluster_dims(jit_fn, cluster_dims, grid3)
+            variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
+                                          variant.shared, stream, args)
+        else:
+            variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared,
+                                  stream, args)
+    except PackError as error:
+        raise pack_error(jit_fn, variant, error) from None
+    if "debug" in metadata:
+        debug_mode.check_record(jit_fn.__name__, metadata["debug"])
+    if events is not None:
+        jit_fn.last_timeline = events.read(jit_fn.__name__)
     return variant.kernel
 
 
@@ -454,13 +529,15 @@ def pack_error(jit_fn, variant, error) -> ArgumentError:
                          f"{error.reason}")
 
 
-def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM_STAGES):
+def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM_STAGES,
+                     instrument=()):
     from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
     from shared_codegen.runtime.driver import target_from_device
     from shared_codegen.runtime.launcher import get_binder
 
     target = target or config.get("SC_TARGET") or target_from_device()
     spec = Specialization.from_key(spec_key, num_warps, target, num_stages)
+    spec.instrument = tuple(instrument)
     try:
         kernel = compile_spec(jit_fn, spec)
     except OutOfResources:
@@ -476,6 +553,8 @@ def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM
     variant.function = kernel.function()
     variant.binder = get_binder(kernel.param_kinds)
     variant.runtime_positions = [i for i, t in enumerate(spec.arg_types) if t is not None]
+    variant.pointer_positions = [k for k, i in enumerate(variant.runtime_positions)
+                                 if isinstance(spec.arg_types[i], PointerType)]
     variant.shared = kernel.shared
     variant.num_warps = kernel.num_warps
     variant.check = make_check(kernel.guards)
@@ -486,14 +565,18 @@ def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM
 
 def compile_for_target(jit_fn, signature: Dict[str, str], constexprs: Dict[str, Any] = None,
                        target: str = "sm_90a", num_warps: int = DEFAULT_NUM_WARPS,
-                       num_stages: int = DEFAULT_NUM_STAGES):
+                       num_stages: int = DEFAULT_NUM_STAGES, debug: bool = False,
+                       timeline: bool = False):
     """Compile without a GPU. `signature` maps runtime parameters to Triton-style type strings
     ("*fp32", "i32", "fp16", ...), optionally with a ":16" suffix for 16-byte divisibility;
-    `constexprs` gives the constexpr parameters' values."""
+    `constexprs` gives the constexpr parameters' values. `debug` / `timeline` compile the
+    instrumented variant a launch with that option runs (SC_DEVICE_DEBUG / SC_TIMELINE are
+    launch settings and do not apply here)."""
     from shared_codegen.frontend.compile import compile_spec
 
     spec = specialization_for_signature(jit_fn, signature, constexprs or {}, num_warps, target,
                                         check_num_stages(jit_fn, num_stages))
+    spec.instrument = instrumentation(jit_fn, bool(debug), bool(timeline))
     return compile_spec(jit_fn, spec)
 
 

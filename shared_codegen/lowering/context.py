@@ -144,6 +144,13 @@ class LoweringContext:
         # First warp of the partition being lowered (warp_id() counts from it); tensor memory
         # needs the absolute warp: warp w reaches TMEM lanes 32*(w%4) ...
         self.partition_first_warp = 0
+        # The partition being lowered, by the name debug-mode records give it.
+        self.partition_name = "default"
+        # Debug-mode instrumentation (lowering/debug_checks.py), or None: debug off emits
+        # nothing.
+        self.debug = None
+        # Timeline events (lowering/timeline.py), or None: profiling off emits nothing.
+        self.timeline = None
         # The kernel's tensor-memory base address (ops/tensor_memory/lowering.py), or None.
         self.tmem_base = None
         # What `sync_shared` (ops/shared_memory/lowering.py) knows of earlier shared-memory
@@ -425,6 +432,7 @@ class LoweringContext:
         self.static_shared_bytes = scratch_base
         self.named_barrier = (barrier_id, 32 * warps)
         self.partition_first_warp = first_warp
+        self.partition_name = name
         self.builder = ir.IRBuilder(body)
         try:
             yield
@@ -541,7 +549,7 @@ class LoweringContext:
 
 # What `partition` replaces and restores: ids, the prologue and what rules cache in it, the
 # warp count, scratch, barriers and shared-memory hazard state.
-_PARTITION_SCOPED = ("entry_builder", "builder", "_tid", "_warp", "num_warps", "_thread_coords",
+_PARTITION_SCOPED = ("partition_name", "entry_builder", "builder", "_tid", "_warp", "num_warps", "_thread_coords",
                      "_tid_is_zero", "_scratch", "static_shared_bytes", "named_barrier",
                      "partition_first_warp",
                      "shared_access_state", "mbarrier_words_settled")

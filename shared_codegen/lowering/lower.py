@@ -41,6 +41,9 @@ class LoweredKernel:
     # The PTX ISA version some op needs beyond the target's minimum (module attribute
     # `min_ptx_version`, e.g. tensormap.replace, or `ctx.ptx_floor` set by a lowering rule).
     ptx_version: Optional[Tuple[int, int]] = None
+    # Decoding facts of instrumented variants (lowering/debug_checks.py, timeline.py).
+    debug_info: Optional[dict] = None
+    timeline_info: Optional[dict] = None
 
 
 MAX_MAXNREG = 255  # the largest per-thread register cap ptxas accepts
@@ -113,6 +116,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     warp_spec = module.stage_results["warp_specialization"]
     launch_warps = warp_spec.total_warps if warp_spec else num_warps
 
+    instrument = module.stage_results.get("instrument") or {}
+    hidden_kinds = _hidden_param_kinds(fn, instrument)
     llmod = ir.Module(name=fn.name)
     scratch_align = int(module.attrs.get("global_scratch_align", 1))
     scratch_bytes = -(-int(module.attrs.get("global_scratch_bytes", 0)) // scratch_align) * \
@@ -120,7 +125,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     param_types = [_param_llvm_type(a.type) for a in fn.args]
     if scratch_bytes:
         param_types.append(ir.PointerType(addrspace=1))
-    ftype = ir.FunctionType(VOID, param_types)
+    # Instrumented variants: their hidden parameters come last.
+    ftype = ir.FunctionType(VOID, param_types + [ir.IntType(64)] * len(hidden_kinds))
     lfn = ir.Function(llmod, ftype, fn.name)
     lfn.calling_convention = "ptx_kernel"
     divisibility = fn.attrs.get("arg_divisibility", {}) or {}
@@ -154,9 +160,24 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
             value = ctx.entry_builder.icmp_unsigned("!=", larg, ir.Constant(I8, 0))
         ctx.set(arg, value)
     if scratch_bytes:
-        lfn.args[-1].name = "global_scratch"
-        ctx.global_scratch, ctx.global_scratch_bytes = lfn.args[-1], scratch_bytes
+        scratch_arg = lfn.args[len(fn.args)]
+        scratch_arg.name = "global_scratch"
+        ctx.global_scratch, ctx.global_scratch_bytes = scratch_arg, scratch_bytes
     _apply_shared_memory_plan(ctx, module)
+    hidden = list(lfn.args[len(fn.args) + (1 if scratch_bytes else 0):])
+    for i, larg in enumerate(hidden):
+        larg.name = f"sc_hidden{i}"
+    if "debug" in instrument:
+        from shared_codegen.lowering import debug_checks
+
+        debug_checks.setup(ctx, fn, hidden[:debug_checks.hidden_param_count(fn)],
+                           instrument["debug"])
+        hidden = hidden[debug_checks.hidden_param_count(fn):]
+    if "timeline" in instrument:
+        from shared_codegen.lowering import timeline
+
+        timeline.setup(ctx, hidden[0], launch_warps, instrument["timeline"],
+                       timeline.partitions_of(module, num_warps))
     # Tensor memory (tensor_memory_allocation stage): allocated by every warp's entry, before
     # warp specialization splits them, and freed at the end of the default path.
     tensor_memory = module.stage_results.get("tensor_memory")
@@ -178,9 +199,24 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     if getattr(ctx, "ptx_floor", None):  # a lowering rule's need (mbarrier on sm_80)
         ptx_version = max(tuple(ptx_version or (0, 0)), ctx.ptx_floor)
     return LoweredKernel(name=fn.name, llvm_ir=str(llmod), shared_bytes=ctx.shared_bytes,
-                         param_kinds=kinds, num_warps=launch_warps, target=target,
-                         global_scratch_bytes=scratch_bytes, global_scratch_align=scratch_align,
-                         ptx_version=tuple(ptx_version) if ptx_version else None)
+                         param_kinds=kinds + hidden_kinds, num_warps=launch_warps,
+                         target=target, global_scratch_bytes=scratch_bytes,
+                         global_scratch_align=scratch_align,
+                         ptx_version=tuple(ptx_version) if ptx_version else None,
+                         debug_info=ctx.debug.info() if ctx.debug is not None else None,
+                         timeline_info=ctx.timeline.info() if ctx.timeline is not None
+                         else None)
+
+
+def _hidden_param_kinds(fn: Function, instrument: dict) -> Tuple[str, ...]:
+    """Launcher kinds of the parameters an instrumented variant takes after the kernel's own:
+    debug mode's record address and pointer extents, the timeline's buffer address."""
+    kinds: Tuple[str, ...] = ()
+    if "debug" in instrument:
+        kinds += ("ptr",) + ("u64",) * sum(isinstance(a.type, PointerType) for a in fn.args)
+    if "timeline" in instrument:
+        kinds += ("ptr",)
+    return kinds
 
 
 

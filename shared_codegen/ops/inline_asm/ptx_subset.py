@@ -9,7 +9,7 @@ elements (a uint64 array). Supported:
   (and `.and`/`.or`/`.xor` with a third predicate), `not`, `and`, `or`, `xor`, `shl`, `shr`,
   `cnot`, `popc`, `clz`, `brev`, `prmt.b32` (default mode), `lop3.b32`, `bfe`;
 - `add`, `sub`, `mul` (`.lo`, `.hi`, `.wide`), `mad` / `fma`, `div`, `rem`, `min`, `max`,
-  `neg`, `abs` on integer and f16/bf16/f32/f64 types (and f16x2/bf16x2 lane by lane);
+  `neg`, `abs` on integer and f16/bf16/f32/f64 types (and f16x2/bf16x2/f32x2 lane by lane);
 - `cvt` between the integer and float types (with `.rn`, `.rz`, `.rm`, `.rp`, `.rni`, `.rzi`,
   `.rmi`, `.rpi`, `.sat`), and two-lane `cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32`;
 - `ex2`, `lg2`, `rcp`, `sqrt`, `rsqrt`, `sin`, `cos`, `tanh` (`.approx` ones are computed
@@ -42,9 +42,14 @@ _QUALIFIERS = {"approx", "ftz", "full", "sat", "lo", "hi", "wide", "sync", "alig
                "relu", "nan", "xorsign"} | _ROUNDING
 
 
+PAIRS = ("f16x2", "bf16x2", "f32x2")  # two-lane float types, computed lane by lane
+
+
 def type_width(t: str) -> int:
     if t in ("f16x2", "bf16x2"):
         return 32
+    if t == "f32x2":
+        return 64
     return int(re.sub(r"^[a-z]+", "", t))
 
 
@@ -82,15 +87,19 @@ def _round(x, mode):
 
 
 def _lanes(bits, t):
-    """A two-lane type's lanes as float32 arrays (low lane first)."""
+    """A two-lane type's lanes as float32 arrays (low lane first); f32x2 lanes as float64,
+    so that one operation rounds once, to float32, when the lanes are joined (Blackwell's
+    packed `add/sub/mul/fma.f32x2`)."""
+    if t == "f32x2":
+        return [to_typed(bits >> np.uint64(32 * k), "f32").astype(np.float64) for k in (0, 1)]
     half = "f16" if t == "f16x2" else "bf16"
     return [to_typed(bits >> np.uint64(16 * k), half).astype(np.float32) for k in (0, 1)]
 
 
 def _join_lanes(lanes, t):
-    half = "f16" if t == "f16x2" else "bf16"
-    lo, hi = (from_typed(v, half) for v in lanes)
-    return lo | (hi << np.uint64(16))
+    lane, width = ("f32", 32) if t == "f32x2" else ("f16" if t == "f16x2" else "bf16", 16)
+    lo, hi = (from_typed(v, lane) for v in lanes)
+    return lo | (hi << np.uint64(width))
 
 
 class PtxSubset:
@@ -130,7 +139,7 @@ class PtxSubset:
                              f"or an immediate")
 
     def value(self, tok, t):
-        if t in ("f16x2", "bf16x2"):
+        if t in PAIRS:
             return _lanes(self.read(tok, t), t)
         return to_typed(self.read(tok, t), t)
 
@@ -188,7 +197,7 @@ class PtxSubset:
 
     @staticmethod
     def _types(mods):
-        return [m for m in mods if m in _FLOAT or m in _INT or m in ("f16x2", "bf16x2")]
+        return [m for m in mods if m in _FLOAT or m in _INT or m in PAIRS]
 
     # ---- data movement -------------------------------------------------------------------
     def _op_mov(self, opcode, mods, ops, guard):
@@ -344,9 +353,11 @@ class PtxSubset:
     # ---- arithmetic ----------------------------------------------------------------------
     def _arith(self, fn, mods, ops, guard, nargs):
         t = self._types(mods)[-1]
-        if t in ("f16x2", "bf16x2"):
+        if t in PAIRS:
             lanes = [self.value(o, t) for o in ops[1:1 + nargs]]
-            res = [np.asarray(fn(*(lane[k] for lane in lanes)), np.float32) for k in (0, 1)]
+            exact = np.float64 if t == "f32x2" else np.float32
+            with np.errstate(all="ignore"):
+                res = [np.asarray(fn(*(lane[k] for lane in lanes)), exact) for k in (0, 1)]
             self.write(ops[0], _join_lanes(res, t), guard)
             return
         if t in _FLOAT:
@@ -379,7 +390,7 @@ class PtxSubset:
 
     def _op_mad(self, opcode, mods, ops, guard):
         t = self._types(mods)[-1]
-        if t in _FLOAT or t in ("f16x2", "bf16x2"):
+        if t in _FLOAT or t in PAIRS:
             self._op_fma(opcode, mods, ops, guard)
             return
         if "hi" in mods or "wide" in mods:

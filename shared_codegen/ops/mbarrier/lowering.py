@@ -105,6 +105,15 @@ def lower_arrive_barrier(op, ctx):
 def lower_wait_barrier(op, ctx):
     bar, phase, pred, _ = op.opdef.parts(op)
     sync_barrier(ctx, op, bar, "read")
+    probe = "mbarrier.try_wait.parity.shared::cta.b64"
+    if _before_sm90(ctx):
+        probe = "mbarrier.test_wait.parity.shared.b64"
+        # `.parity` needs PTX ISA 7.1, one above sm_80's minimum.
+        ctx.ptx_floor = max(getattr(ctx, "ptx_floor", None) or (7, 1), (7, 1))
+    if ctx.debug is not None:  # debug mode: a bounded spin that reports and gives up
+        ctx.debug.bounded_wait(ctx, op, probe, bar_address(ctx, op, bar), ctx.get(phase),
+                               ctx.get(pred) if pred is not None else None)
+        return None
     args = [bar_address(ctx, op, bar), ctx.get(phase)]
     skip_open, skip_close = "", ""
     if pred is not None:
@@ -112,11 +121,6 @@ def lower_wait_barrier(op, ctx):
         skip_open, skip_close = "@!$2 bra skip;\n", "skip:\n"
     # Labels inside `{ }` are local to the block, so the loop can be emitted many times
     # in one kernel.
-    probe = "mbarrier.try_wait.parity.shared::cta.b64"
-    if _before_sm90(ctx):
-        probe = "mbarrier.test_wait.parity.shared.b64"
-        # `.parity` needs PTX ISA 7.1, one above sm_80's minimum.
-        ctx.ptx_floor = max(getattr(ctx, "ptx_floor", None) or (7, 1), (7, 1))
     _asm(ctx, "{\n.reg .pred done;\n" + skip_open + "wait:\n"
               f"{probe} done, [$0], $1;\n"
               "@!done bra wait;\n" + skip_close + "}",

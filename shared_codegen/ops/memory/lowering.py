@@ -144,6 +144,8 @@ def lower_load(op, ctx):
     out: List[ir.Value] = []
     for r in range(0, n, vec):
         pred = masks[r] if masks is not None else None
+        if ctx.debug is not None:  # debug mode: an access outside its argument is skipped
+            pred = ctx.debug.checked(ctx, op, "load", ptr, ptrs[r], elem, vec, pred)
         if pred is not None:
             fill = others[r:r + vec] if others is not None else [
                 ctx.constant(elem, 0)] * vec
@@ -205,6 +207,8 @@ def lower_store(op, ctx):
         if r & free_regs:
             continue  # this register repeats one the thread already stores
         pred = _and(ctx, masks[r] if masks is not None else None, rep)
+        if ctx.debug is not None:  # debug mode: an access outside its argument is skipped
+            pred = ctx.debug.checked(ctx, op, "store", ptr, ptrs[r], elem, vec, pred)
         words = acc.pack(ctx, vals[r:r + vec])
         nw = acc.nwords
         args = [ptrs[r]] + words
@@ -364,6 +368,8 @@ def lower_atomic_rmw(op, ctx):
             owned.append(owned[r & ~free_regs])
             continue
         pred = _and(ctx, masks[r] if masks is not None else None, rep)
+        if ctx.debug is not None:  # debug mode: an access outside its argument is skipped
+            pred = ctx.debug.checked(ctx, op, "atomic", ptr, ptrs[r], elem, 1, pred)
         if float_minmax:
             owned.append(_float_minmax(ctx, op, kind, elem, ptrs[r], vals[r], pred))
         else:
@@ -389,8 +395,11 @@ def lower_atomic_cas(op, ctx):
         if r & free_regs:
             owned.append(owned[r & ~free_regs])
             continue
+        pred = rep
+        if ctx.debug is not None:  # debug mode: an access outside its argument is skipped
+            pred = ctx.debug.checked(ctx, op, "atomic", ptr, ptrs[r], elem, 1, pred)
         owned.append(_atomic(ctx, op, f"cas.b{_mem_bits(elem)}", elem, ptrs[r],
-                             [cmps[r], vals[r]], rep))
+                             [cmps[r], vals[r]], pred))
     res = _broadcast_results(ctx, op, ptr.type if tensor else None, owned) if rep is not None \
         else owned
     return [res if tensor else res[0]]

@@ -1,5 +1,6 @@
-"""Blackwell tensor-core MMA (tcgen05.mma, SS and TS forms) and tcgen05.commit.
+"""Blackwell tensor-core operations: tcgen05.mma (SS and TS forms), tcgen05.commit, and
+tcgen05.cp (shared -> tensor memory copies, `copy.py`).
 
-Importing this package registers the ops (`definition`) and their lowering rules."""
+Importing this package registers the ops (`definition`, `copy`) and their lowering rules."""
 
-from shared_codegen.ops.tcgen05 import definition, lowering  # noqa: F401
+from shared_codegen.ops.tcgen05 import copy, copy_lowering, definition, lowering  # noqa: F401

@@ -101,6 +101,8 @@ def check_tcgen05_mma(a, b, d) -> None:
 class _Mma:
     """One issued MMA: operands as they were at issue, the accumulator view, its owner id."""
 
+    what = "tcgen05_mma"  # the op's name in race reports
+
     def __init__(self, machine, ident, where, a, b, d_view, d_ty, use_acc):
         self.machine, self.id, self.where = machine, ident, where
         # `a` is an array, or (view, type) of tensor memory read when the MMA runs (an
@@ -195,19 +197,21 @@ class Tcgen05Machine:
                 self.engine.loads.remove(first)
             first._compute()
 
-    def issue(self, op, frame, a, b, d_view, d_ty, use_acc, smem_reads) -> None:
+    def issue(self, op, frame, a, b, d_view, d_ty, use_acc, smem_reads, kind=None) -> None:
+        """Queue an MMA (or, with `kind`, another tensor-core operation built like one: a
+        tcgen05_copy) behind the earlier ones."""
         from shared_codegen.ops.tma.definition import _pending
-        mma = _Mma(self, self.next_id, _where(op), a, b, d_view, d_ty, use_acc)
+        mma = (kind or _Mma)(self, self.next_id, _where(op), a, b, d_view, d_ty, use_acc)
         self.next_id += 1
         # Its shared operands are the MMA's until a wait observes its completion: writing
         # them is a race, reading them is not (the ids are the async engine's, negative).
         for buf, idx in smem_reads:
             pending, ident = _pending(buf), self.engine.new_id()
-            pending.describe(ident, mma.where, "tcgen05_mma", "reading", ADVICE,
+            pending.describe(ident, mma.where, mma.what, "reading", ADVICE,
                              reads_only=True)
             pending.owner[idx] = ident
             mma.smem.append((pending, idx, ident))
-        self.tmem.owners[mma.id] = mma.where
+        self.tmem.owners[mma.id] = f"{mma.what} at {mma.where}"
         marks = [(self.tmem.owner, d_view.cells(d_ty.element.itemsize))]
         if isinstance(a, tuple):
             marks.append((self.tmem.readers, a[0].cells(a[1].element.itemsize)))
@@ -239,19 +243,19 @@ def _release(frame, op, state) -> None:
 def _read_smem(view, ty, frame, op):
     """The operand's elements and their byte indices; pending async writes to them (cp.async,
     TMA) are races, as are elements never written."""
-    buf = view.buffer
+    buf, name = view.buffer, op.opdef.user_name
     if buf.freed_at is not None:
-        frame.error(op, f"tcgen05_mma reads shared memory allocated at {buf.where} after "
+        frame.error(op, f"{name} reads shared memory allocated at {buf.where} after "
                         f"ttg.local_dealloc at {buf.freed_at}")
     dtype = np.dtype(ty.element.np)
     idx = view.offsets[..., None] + np.arange(dtype.itemsize, dtype=np.int64)
     pending = getattr(buf, "async_pending", None)
     if pending is not None:
-        pending.check(idx, frame, op, "tcgen05_mma reads", reading=True)
+        pending.check(idx, frame, op, f"{name} reads", reading=True)
     ok = buf.written[idx].all(axis=-1)
     if not ok.all():
         first = [int(c) for c in np.argwhere(~ok)[0]]
-        frame.error(op, f"tcgen05_mma reads uninitialized shared memory: element {first} of "
+        frame.error(op, f"{name} reads uninitialized shared memory: element {first} of "
                         f"the {list(ty.shape)} operand was never written (allocation at "
                         f"{buf.where})")
     data = np.ascontiguousarray(buf.data[idx]).view(dtype).reshape(tuple(ty.shape))
@@ -267,8 +271,8 @@ def _read_operand(frame, op, v, smem_reads: list):
     smem_reads.append((view.buffer, idx))
     hb = current_hb(frame)
     if hb is not None:  # the issuing partition reads the operand (until its commit lands)
-        hb.access(frame, op, view.buffer, idx, write=False, what="tcgen05_mma reads",
-                  noun="tcgen05 read", engine="tcgen05_mma")
+        hb.access(frame, op, view.buffer, idx, write=False, what=f"{op.opdef.user_name} reads",
+                  noun="tcgen05 read", engine=op.opdef.user_name)
     return data
 
 

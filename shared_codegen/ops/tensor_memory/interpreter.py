@@ -37,7 +37,7 @@ class TmemState:
         self.written = np.zeros((TMEM_LANES, TMEM_COLUMNS * 4), dtype=bool)
         self.owner = np.zeros((TMEM_LANES, TMEM_COLUMNS * 4), dtype=np.int64)
         self.readers = np.zeros((TMEM_LANES, TMEM_COLUMNS * 4), dtype=np.int64)  # TS-form A
-        self.owners: Dict[int, str] = {}  # owner id -> the MMA's "file:line"
+        self.owners: Dict[int, str] = {}  # owner id -> "tcgen05_mma at file:line"
         self.columns = None  # {tmem_alloc op: first column}
 
     @classmethod
@@ -106,7 +106,7 @@ class TmemView:
             if owner.any():
                 where = self.state.owners[int(owner[owner != 0][0])]
                 frame.error(op, f"race: {op.opdef.user_name or op.name} {verb} tensor memory "
-                                f"that the tcgen05_mma at {where} may still be {what}; wait "
+                                f"that the {where} may still be {what}; wait "
                                 f"on the mbarrier its completion is committed to "
                                 f"(tcgen05_commit or mbarriers=[...]) first")  # = ADVICE
             if verb == "reads":

@@ -12,7 +12,8 @@ else allocates, and a co-resident CTA may then); after a barrier every thread re
 address. At exit every thread passes a barrier, then warp 0 deallocates.
 
 Loads and stores (PTX ISA "tcgen05.ld", "tcgen05.st",
-"tcgen05.wait") use the `32x32b` shape: thread t of warp w moves TMEM lane 32*(w%4) + t, one
+"tcgen05.wait") use the shape the register layout is (`plan_any`): the 16-lane shapes
+`16x64b`, `16x128b`, `16x256b` are planned in `messages.py`; the `32x32b` shape here: thread t of warp w moves TMEM lane 32*(w%4) + t, one
 32-bit column per register (16- and 8-bit elements packed into it), `.x{n}` consecutive
 columns per instruction. `plan_access` finds,
 from the register layout composed with the TMEM layout, each register's column (and the
@@ -39,6 +40,8 @@ from shared_codegen.ops.tensor_memory.definition import (COL_OFFSET, TmemAllocOp
                                                          TmemStoreOp, TmemSubsliceOp,
                                                          buffer_columns, cell_map,
                                                          subslice_columns)
+from shared_codegen.ops.tensor_memory.messages import (SHAPES, Message, MessagePlan,
+                                                       plan_messages)
 
 MAX_X = 32  # registers per tcgen05.ld/st: .x1 .. .x128 exist; 32 keeps the asm small
 
@@ -208,8 +211,33 @@ def _chunks(plan: AccessPlan) -> List[Tuple[int, List[Dict[int, int]]]]:
     return out
 
 
-def _thread_addr(ctx, op, addr, plan: AccessPlan):
-    """The view address plus this warp's lanes (32*(w%4) << 16) and extra warps' columns."""
+def _from_access(plan: AccessPlan) -> MessagePlan:
+    """The 32x32b / 16x32bx2 plan as messages."""
+    messages = tuple(Message(plan.shape, 0, col, len(columns),
+                             tuple(tuple(sorted(word.items())) for word in columns),
+                             plan.split)
+                     for col, columns in _chunks(plan))
+    cells = tuple((0, c, p) for c, p in zip(plan.reg_cols, plan.reg_parts))
+    return MessagePlan(messages, tuple((0, c) for c in plan.warp_cols), cells, plan.bits)
+
+
+def plan_any(reg_layout, mem_ty) -> MessagePlan:
+    """The messages of whichever tcgen05.ld/st shape `reg_layout` is (32x32b first)."""
+    try:
+        return _from_access(plan_access(reg_layout, mem_ty))
+    except ValueError as exc:
+        first = exc
+    for shape in SHAPES:
+        try:
+            return plan_messages(reg_layout, mem_ty, shape)
+        except ValueError:
+            continue
+    raise first
+
+
+def _thread_addr(ctx, op, addr, plan: MessagePlan):
+    """The view address plus this warp's lanes (32*(w%4) << 16) and extra warps' rows and
+    columns."""
     b = ctx.builder
     warp = ctx.warp_id()
     first = ctx.partition_first_warp
@@ -224,18 +252,28 @@ def _thread_addr(ctx, op, addr, plan: AccessPlan):
         warp = b.add(warp, ctx.i32(first))
     lane_part = b.shl(b.and_(warp, ctx.i32(3)), ctx.i32(21))  # 32 * (w % 4) << 16
     addr = b.add(addr, lane_part)
-    for j, col in enumerate(plan.warp_cols):
-        if col:
+    for j, (row, col) in enumerate(plan.warp_offsets):
+        step = (row << 16) + col
+        if step:
             bit = b.and_(b.lshr(warp, ctx.i32(2 + j)), ctx.i32(1))
-            addr = b.add(addr, b.mul(bit, ctx.i32(col)))
+            addr = b.add(addr, b.mul(bit, ctx.i32(step)))
     return addr
 
 
-def _plan(ctx, op, reg_ty, mem_ty) -> AccessPlan:
+def _plan(ctx, op, reg_ty, mem_ty) -> MessagePlan:
     try:
-        return plan_access(reg_ty.layout, mem_ty)
+        return plan_any(reg_ty.layout, mem_ty)
     except ValueError as exc:
         raise LoweringError(str(exc), op) from None
+
+
+def _message_addr(ctx, addr, msg: Message):
+    return ctx.builder.add(addr, ctx.i32((msg.row0 << 16) + msg.col0))
+
+
+def _split(msg: Message) -> str:
+    """The immediate half-split offset 16x32bx2 takes after the address."""
+    return f", {msg.split}" if msg.split else ""
 
 
 @lowering_rule(TmemLoadOp)
@@ -249,14 +287,14 @@ def lower_tmem_load(op, ctx):
     _asm(ctx, "tcgen05.fence::after_thread_sync;", "~{memory}")
     addr = _thread_addr(ctx, op, ctx.get(mem), plan)
     words, owners = [], []
-    for col, columns in _chunks(plan):
-        n = len(columns)
+    for msg in plan.messages:
+        n = len(msg.words)
         outs = ",".join(f"${i}" for i in range(n))
         ret = ir.LiteralStructType([I32] * n)
-        res = _asm(ctx, f"tcgen05.ld.sync.aligned.{plan.shape}.x{n}.b32 {{{outs}}}, "
-                        f"[${n}]{plan.operand()};",
-                   ",".join(["=r"] * n + ["r"]), ret, [b.add(addr, ctx.i32(col))])
-        for i, parts in enumerate(columns):
+        res = _asm(ctx, f"tcgen05.ld.sync.aligned.{msg.shape}.x{msg.reps}.b32 {{{outs}}}, "
+                        f"[${n}]{_split(msg)};",
+                   ",".join(["=r"] * n + ["r"]), ret, [_message_addr(ctx, addr, msg)])
+        for i, parts in enumerate(msg.words):
             words.append(b.extract_value(res, i))
             owners.append(parts)
     words = _tie(ctx, words, "tcgen05.wait::ld.sync.aligned;")
@@ -264,12 +302,12 @@ def lower_tmem_load(op, ctx):
     narrow = ir.IntType(plan.bits)
     found = {}
     for word, parts in zip(words, owners):
-        for part, reg in parts.items():
+        for part, reg in parts:
             x = word
             if plan.bits != 32:
                 x = b.trunc(b.lshr(word, ctx.i32(part * plan.bits)), narrow)
-            found[(plan.reg_cols[reg], part)] = x if x.type == elem else b.bitcast(x, elem)
-    return [[found[(c, p)] for c, p in zip(plan.reg_cols, plan.reg_parts)]]
+            found[plan.reg_cells[reg]] = x if x.type == elem else b.bitcast(x, elem)
+    return [[found[cell] for cell in plan.reg_cells]]
 
 
 def _store(ctx, op, addr, mem_ty, value, pred=None):
@@ -278,23 +316,23 @@ def _store(ctx, op, addr, mem_ty, value, pred=None):
     regs = ctx.get(value)
     addr = _thread_addr(ctx, op, addr, plan)
     narrow = ir.IntType(plan.bits)
-    for col, columns in _chunks(plan):
-        n = len(columns)
+    for msg in plan.messages:
+        n = len(msg.words)
         vals = []
-        for parts in columns:  # pack the column's elements; parts no element holds stay 0
+        for parts in msg.words:  # pack the word's elements; parts no element holds stay 0
             word = ctx.i32(0)
-            for part, reg in parts.items():
+            for part, reg in parts:
                 x = regs[reg]
                 x = x if x.type == narrow else b.bitcast(x, narrow)
                 x = x if plan.bits == 32 else b.shl(b.zext(x, I32), ctx.i32(part * plan.bits))
                 word = x if plan.bits == 32 else b.or_(word, x)
             vals.append(word)
         ins = ",".join(f"${i + 2}" for i in range(n))
-        _asm(ctx, f"@$0 tcgen05.st.sync.aligned.{plan.shape}.x{n}.b32 [$1]{plan.operand()}, "
-                  f"{{{ins}}};",
+        _asm(ctx, f"@$0 tcgen05.st.sync.aligned.{msg.shape}.x{msg.reps}.b32 "
+                  f"[$1]{_split(msg)}, {{{ins}}};",
              ",".join(["b", "r"] + ["r"] * n) + ",~{memory}",
              args=[pred if pred is not None else ir.Constant(ir.IntType(1), 1),
-                   b.add(addr, ctx.i32(col))] + vals)
+                   _message_addr(ctx, addr, msg)] + vals)
     _asm(ctx, "tcgen05.wait::st.sync.aligned;", "~{memory}")
 
 
@@ -306,4 +344,4 @@ def lower_tmem_store(op, ctx):
     return []
 
 
-__all__ = ["TensorMemoryLowering", "plan_access", "AccessPlan", "require_tcgen05"]
+__all__ = ["TensorMemoryLowering", "plan_access", "plan_any", "AccessPlan", "require_tcgen05"]

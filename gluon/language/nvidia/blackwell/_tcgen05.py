@@ -6,7 +6,9 @@ parameters of `triton.experimental.gluon.language.nvidia.blackwell` 3.6.
 
 Types and layouts are checked at the call in the user's terms
 (`shared_codegen.ops.tcgen05.definition.check_tcgen05_mma`); the op verifier repeats them.
-Not here yet: `tcgen05_mma_scaled`, `tcgen05_copy`, `multicast=True` (two-CTA MMA).
+    tcgen05_copy(src_smem, dst_tmem)   # shared -> tensor memory, in order with the MMAs
+
+Not here yet: `tcgen05_mma_scaled`, `multicast=True` (two-CTA MMA).
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 from gluon.language.nvidia.hopper._common import smem_arg
 from shared_codegen.frontend.values import builtin, tensor, unwrap
 from shared_codegen.ir.types import TensorType, int1
+from shared_codegen.ops.tcgen05.copy import TCGen5CopyOp, check_tcgen05_copy
 from shared_codegen.ops.tcgen05.definition import (TCGen5CommitOp, TCGen5MMAOp,
                                                    check_tcgen05_mma)
 
-__all__ = ["tcgen05_mma", "tcgen05_commit"]
+__all__ = ["tcgen05_mma", "tcgen05_commit", "tcgen05_copy"]
 
 
 def _bool(value, semantic, what: str):
@@ -62,3 +65,16 @@ def tcgen05_commit(barrier, pred=True, _semantic=None):
     smem_arg(barrier, "tcgen05_commit", "barrier")
     TCGen5CommitOp.build(_semantic.builder, barrier.handle,
                          pred_arg(pred, _semantic, "tcgen05_commit"))
+
+
+@builtin
+def tcgen05_copy(src, dst, _semantic=None):
+    """Start an asynchronous copy of the shared memory `src` into the tensor memory `dst`
+    (`tcgen05.cp`). It runs in order with the tcgen05 MMAs issued after it; track its
+    completion with `tcgen05_commit` (fence generic stores to `src` with
+    `fence_async_shared()` first)."""
+    for what, x in (("src", src), ("dst", dst)):
+        if not isinstance(x, tensor):
+            raise TypeError(f"tcgen05_copy: {what} must be a memory descriptor, got {x!r}")
+    check_tcgen05_copy(src.type, dst.type)
+    TCGen5CopyOp.build(_semantic.builder, src.handle, dst.handle)

@@ -54,9 +54,13 @@ class tensor_memory_descriptor(memory_descriptor):
                                     unwrap(instr_variant))
 
     @builtin
-    def load(self, layout, _semantic=None) -> tensor:
-        """The view's elements as a register tensor in `layout` (tcgen05.ld)."""
+    def load(self, layout=None, _semantic=None) -> tensor:
+        """The view's elements as a register tensor in `layout` (tcgen05.ld); by default the
+        32x32b layout of `get_reg_layout()`."""
         layout = unwrap(layout)
+        if layout is None:
+            layout = _get_tmem_reg_layout(self.dtype, self.shape, self.layout,
+                                          _semantic.num_warps, "32x32b")
         op = TmemLoadOp.build(_semantic.builder, self.handle, layout).owner
         return tensor(_checked(op).result, op.result.type)
 
