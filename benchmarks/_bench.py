@@ -47,6 +47,35 @@ def interleaved_medians(fns: dict, rounds: int, torch, inner: int = 5) -> dict:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def graph_medians(fns: dict, rounds: int, torch, inner: int = 5) -> dict:
+    """{name: median ms per call} of device time: each function's `inner` calls captured in
+    one CUDA graph, replays timed with CUDA events, interleaved round by round. Launch and
+    Python overheads stay out; every function must already be compiled and loaded (call it
+    once first) and must be graph-capturable (no host syncs)."""
+    graphs = {}
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # torch's recipe: warm up on a side stream, then capture
+        for fn in fns.values():
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    for name, fn in fns.items():
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(inner):
+                fn()
+        graphs[name] = graph
+    for graph in graphs.values():
+        graph.replay()
+    torch.cuda.synchronize()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, graph in graphs.items():
+            times[name].append(cuda_time_ms(graph.replay, torch, 1) / inner)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def bandwidth_table(cases: dict, medians: dict, copy_name: str, width: int = 26) -> dict:
     """Print ms, GB/s and % of the copy row for `cases` ({name: (fn, bytes moved)})."""
     copy_gbs = cases[copy_name][1] / medians[copy_name] / 1e6

@@ -10,7 +10,11 @@ device-to-device copy timed in the same run. Medians of interleaved rounds.
 Shapes: H = 32 query heads over H_kv = 8 KV heads (GQA 4), D = 128, 16-key cache blocks (as
 vLLM's default), every sequence at the full context, blocks scattered at random. Each row:
 microseconds for ours and Triton, ours / Triton (above 1: ours is faster), and the KV bytes
-read per second as a percentage of the copy's (bytes read + written) per second. Cases
+read per second as a percentage of the copy's (bytes read + written) per second. Each is
+timed two ways: per call (`paged_decode(...)` from Python, as an eager server would call it:
+host overhead included) and as device time (the same call captured in a CUDA graph and
+replayed: kernels only). The percentages of the copy use device time. --splits adds rows
+with num_splits forced to each value (both frontends), to check the split heuristic. Cases
 whose cache would exceed --max-gb are skipped.
 """
 
@@ -26,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from _bench import gpu_torch, interleaved_medians  # noqa: E402
+from _bench import gpu_torch, graph_medians, interleaved_medians  # noqa: E402
 
 KERNEL_FILE = os.path.join(HERE, "..", "examples", "flash_attention", "paged_decode.py")
 
@@ -54,8 +58,10 @@ def make_case(torch, batch, context, dtype, H, H_kv, D, block_size, seed=0):
     return q, k, v, table, seq_lens
 
 
-def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsize):
-    """One row: ours, Triton and the copy timed interleaved (the buffers die on return)."""
+def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsize,
+             splits=None):
+    """One row: ours, Triton and the copy timed interleaved, per call and by CUDA-graph
+    replay (the buffers die on return). `splits` forces num_splits (None: the heuristic)."""
     H, H_kv = args.heads
     D = args.head_dim
     q, k, v, table, seq_lens = make_case(torch, batch, context, dtype, H, H_kv, D,
@@ -65,35 +71,39 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
     copy_elems = min(kv_bytes, 2 * 10 ** 9) // 2 // itemsize
     src = torch.empty(copy_elems, device="cuda", dtype=q.dtype)
     dst = torch.empty_like(src)
-    fns = {"ours": lambda: ours.paged_decode(q, k, v, table, seq_lens),
+    fns = {"ours": lambda: ours.paged_decode(q, k, v, table, seq_lens, num_splits=splits),
            "copy": lambda: dst.copy_(src)}
     if theirs is not None:
-        fns["triton"] = lambda: theirs.paged_decode(q, k, v, table, seq_lens)
-    row = {"dtype": dtype, "batch": batch, "context": context, "H": H,
-           "H_kv": H_kv, "D": D, "block_size": args.block_size,
-           "num_splits": ours.choose_num_splits(
-               batch, H_kv, -(-context // ours.default_config(D)["BLOCK_N"]),
-               torch.cuda.get_device_properties(0).multi_processor_count)}
+        fns["triton"] = lambda: theirs.paged_decode(q, k, v, table, seq_lens,
+                                                    num_splits=splits)
+    num_splits = splits or ours.choose_num_splits(
+        batch, H_kv, -(-context // ours.default_config(D)["BLOCK_N"]),
+        torch.cuda.get_device_properties(0).multi_processor_count)
+    row = {"dtype": dtype, "batch": batch, "context": context, "H": H, "H_kv": H_kv, "D": D,
+           "block_size": args.block_size, "num_splits": num_splits,
+           "splits_forced": splits is not None}
     if theirs is not None:
         a, b = fns["ours"]().float(), fns["triton"]().float()
         row["max_abs_diff_vs_triton"] = float((a - b).abs().max())
-    med = interleaved_medians(fns, args.rounds, torch)
-    copy_gbs = 2 * copy_elems * itemsize / med["copy"] / 1e6
+    per_call = interleaved_medians(fns, args.rounds, torch)
+    device = graph_medians(fns, args.rounds, torch)
+    copy_gbs = 2 * copy_elems * itemsize / device["copy"] / 1e6
     row["copy_GB/s"] = copy_gbs
     for name in ("ours", "triton"):
-        if name in med:
-            gbs = kv_bytes / med[name] / 1e6
-            row[name] = {"us": med[name] * 1e3, "GB/s": gbs,
-                         "pct_copy": 100 * gbs / copy_gbs}
+        if name in device:
+            gbs = kv_bytes / device[name] / 1e6
+            row[name] = {"us": per_call[name] * 1e3, "graph_us": device[name] * 1e3,
+                         "GB/s": gbs, "pct_copy": 100 * gbs / copy_gbs}
     tri = row.get("triton")
     if tri:
-        row["ours/triton"] = med["triton"] / med["ours"]
-    print(f"{dtype:9s} {batch:5d} {context:7d} {row['num_splits']:6d} "
-          f"{row['ours']['us']:8.1f} "
-          f"{tri['us'] if tri else float('nan'):9.1f} "
-          f"{row.get('ours/triton', float('nan')):8.3f} "
-          f"{row['ours']['GB/s']:9.0f} {row['ours']['pct_copy']:5.1f}% "
-          f"{tri['pct_copy'] if tri else float('nan'):9.1f}%")
+        row["ours/triton"] = device["triton"] / device["ours"]
+    nan = float("nan")
+    print(f"{dtype:9s} {batch:5d} {context:7d} {num_splits:5d}{'*' if splits else ' '} "
+          f"{row['ours']['us']:8.1f} {tri['us'] if tri else nan:8.1f} "
+          f"{row['ours']['graph_us']:8.1f} {tri['graph_us'] if tri else nan:8.1f} "
+          f"{row.get('ours/triton', nan):8.3f} "
+          f"{row['ours']['GB/s']:9.0f} {row['ours']['pct_copy']:6.1f}% "
+          f"{tri['pct_copy'] if tri else nan:6.1f}%", flush=True)
     return row
 
 
@@ -109,6 +119,8 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--max-gb", type=float, default=24.0, help="skip larger KV caches")
     p.add_argument("--no-triton", action="store_true", help="skip Triton (not installed)")
+    p.add_argument("--splits", type=int, nargs="*", default=[],
+                   help="also time each case with num_splits forced to these values")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     torch = gpu_torch("paged_decode.py")
@@ -120,9 +132,10 @@ def main(argv=None) -> int:
     D = args.head_dim
     print(f"device: {torch.cuda.get_device_name()}; H={H}, H_kv={H_kv}, D={D}, "
           f"block_size={args.block_size}")
-    print(f"{'dtype':9s} {'batch':>5s} {'context':>7s} {'splits':>6s} {'ours us':>8s} "
-          f"{'triton us':>9s} {'ours/tri':>8s} {'ours GB/s':>9s} {'% copy':>6s} "
-          f"{'tri % copy':>10s}")
+    print(f"{'':29s} {'per call (us)':>17s} {'device (us)':>17s}")
+    print(f"{'dtype':9s} {'batch':>5s} {'context':>7s} {'splits':>6s} {'ours':>8s} "
+          f"{'triton':>8s} {'ours':>8s} {'triton':>8s} {'ours/tri':>8s} {'ours GB/s':>9s} "
+          f"{'% copy':>7s} {'tri %':>7s}")
     results = []
     for dtype in args.dtypes:
         for batch in args.batches:
@@ -133,10 +146,11 @@ def main(argv=None) -> int:
                     print(f"{dtype:9s} {batch:5d} {context:7d}  skipped: KV cache "
                           f"{kv_bytes / 1e9:.1f} GB > --max-gb {args.max_gb}")
                     continue
-                row = run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes,
-                               itemsize)
-                torch.cuda.empty_cache()
-                results.append(row)
+                for splits in [None] + args.splits:
+                    row = run_case(torch, ours, theirs, args, dtype, batch, context,
+                                   kv_bytes, itemsize, splits)
+                    torch.cuda.empty_cache()
+                    results.append(row)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

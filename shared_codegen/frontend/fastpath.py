@@ -54,7 +54,8 @@ def arg_code(a):
 
 
 def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
-    """Generate `launch(<kernel params>, *, grid, num_warps=None, stream=None, **options)`."""
+    """Generate `launch(<kernel params>, *, grid, num_warps=None, stream=None,
+    num_stages=None, **options)`; the key covers num_warps and num_stages."""
     if NUM_WARPS_PARAM in jit_fn.constexpr_names:
         return _num_warps_param_launcher(jit_fn, slow)
     params = jit_fn.params
@@ -88,21 +89,30 @@ def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
     clash = [n for n in names if n in reserved]
     if clash:
         raise TypeError(f"kernel parameter name `{clash[0]}` is reserved for launch options")
+    # `num_stages` is a launch option the fast path keys on (kernels pass non-default depths,
+    # e.g. tl.range pipelines); a kernel with its own `num_stages` parameter leaves it to the
+    # options, which take the full path.
+    stages = "num_stages" not in names
     runtime_tuple = "(" + "".join(f"{n}, " for n in runtime) + ")"
     args_tuple = "(" + "".join(f"{n}, " for n in names) + ")"
     required = [names[i] for i, p in enumerate(params) if p.default is p.empty]
     missing_test = "".join(f" or {n} is _sc_MISSING" for n in required)
-    key_expr = "(" + ", ".join(key_parts + ["_sc_num_warps"]) + ",)"
+    key_expr = "(" + ", ".join(key_parts + ["_sc_num_warps"] +
+                               (["num_stages"] if stages else [])) + ",)"
+    stages_param = "num_stages=None, " if stages else ""
+    # The full path reads num_stages from the options, as when it came in `**options`.
+    stages_option = ("\n        if num_stages is not None:\n"
+                     "            _sc_options['num_stages'] = num_stages") if stages else ""
     # Kernels that folded globals in (frontend/guards.py) check them on every launch; the
     # others get the launcher without the test.
     guarded = jit_fn._fast_guarded
     guard_test = " or (_sc_v.check is not None and not _sc_v.check())" if guarded else ""
     src = f"""
 def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None, stream=None,
-           **_sc_options):
+           {stages_param}**_sc_options):
     _sc_num_warps = num_warps
     if (_sc_options or _sc_extra or _sc_type(grid) is not _sc_tuple or _sc_len(grid) > 3
-            {missing_test}):
+            {missing_test}):{stages_option}
         try:
             return _sc_slow_call({args_tuple} + _sc_extra, _sc_options, grid, num_warps, stream)
         except _sc_KernelError as _sc_error:
@@ -112,7 +122,7 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
         _sc_v = _sc_variants.get(_sc_key)
     except TypeError:  # an unhashable constexpr: the full path names the argument
         _sc_v = _sc_key = None
-    if _sc_v is None{guard_test}:
+    if _sc_v is None{guard_test}:{stages_option}
         try:
             return _sc_slow({args_tuple}, _sc_options, grid, num_warps, stream,
                             fast_key=_sc_key)

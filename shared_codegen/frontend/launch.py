@@ -412,10 +412,11 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
             _compile_variant(jit_fn, spec_key, num_warps, target, num_stages)
         _add_variant(jit_fn, key, variant)
     # Kernels that need global scratch (tensor maps they write) allocate it per launch, which
-    # the fast path does not do; instrumented launches pass hidden arguments too.
+    # the fast path does not do; instrumented launches pass hidden arguments too. The fast
+    # key holds the launch's num_stages as passed (None, 0..n), which fixes the depth
+    # compiled here, so any depth may use the fast path.
     scratch = getattr(variant, "scratch", 0)
-    if fast_key is not None and target is None and not scratch and not instrument \
-            and num_stages == DEFAULT_NUM_STAGES:
+    if fast_key is not None and target is None and not scratch and not instrument:
         # Later launches with the same fast key skip this whole function (fastpath.py). A
         # kernel that folded globals in is only served by a launcher that checks them.
         jit_fn._fast_guarded_variants[fast_key] = variant

@@ -3,8 +3,8 @@
 The cooperative scheduler (ops/warp_specialize/interpreter.py) runs one partition at a time,
 so every run is *one* legal interleaving; a missing synchronization shows up only if that
 interleaving happens to expose it. This module finds such bugs in every run: each partition
-is an agent with a vector clock, and every shared-memory access is checked against the last
-conflicting access of the other partitions. Two accesses conflict when they touch the same
+is an agent with a vector clock, and every shared- or tensor-memory access is checked against
+the last conflicting access of the other partitions. Two accesses conflict when they touch the same
 byte and at least one writes; they race unless one happens before the other.
 
 Edges (what orders partitions, PTX's release/acquire through mbarriers):
@@ -19,11 +19,18 @@ Edges (what orders partitions, PTX's release/acquire through mbarriers):
 - the fork gives every partition the parent's clock and the join gives the parent all of
   theirs, so accesses before and after `gl.warp_specialize` never race with its partitions.
 
+Tensor memory is one buffer per program (`ops/tensor_memory/interpreter.py`, `hb_space`
+names it in reports), indexed lane * bytes-per-lane + byte. A tcgen05 MMA or tcgen05_copy
+accesses it as its issuing partition at the issue, as the shared operands are read: the
+accumulator is written, a TS-form A operand read; the commit that tracks the MMA releases
+that access (the epilogue waiting on the commit's barrier is ordered after it, and an MMA
+overwriting an accumulator the epilogue has not released is a write after read).
+
 Accesses by the asynchronous engines themselves (a TMA load still in flight, an MMA still
 reading its operands) are checked by the ownership records of their families
 (`ops/async_copy`, `ops/tma`, `ops/wgmma`, `ops/tcgen05`) before this check runs.
 
-Shadow state per shared buffer: for every byte, the last writer (partition, clock, op) and,
+Shadow state per shared buffer (and per program's tensor memory): for every byte, the last writer (partition, clock, op) and,
 per partition, its last read (clock, op): the FastTrack representation, O(bytes) numpy work
 per access and nothing at all outside `gl.warp_specialize`.
 
@@ -59,6 +66,7 @@ class _Shadow:
         self.write_op = np.zeros(nbytes, dtype=np.int32)
         self.read_clock = np.zeros((agents, nbytes), dtype=np.int64)
         self.read_op = np.zeros((agents, nbytes), dtype=np.int32)
+        self.space = "shared memory"  # the buffer's `hb_space`, as reports name it
 
 
 class HappensBefore:
@@ -67,7 +75,9 @@ class HappensBefore:
     def __init__(self, partitions: List):
         n = len(partitions)
         self.partitions = partitions
-        self.clocks = np.eye(n, dtype=np.int64)     # row a: partition a's vector clock
+        # Agents 0..n-1 are the partitions, n+a the tensor core working for partition a.
+        self.agents = 2 * n
+        self.clocks = np.eye(self.agents, dtype=np.int64)   # row a: agent a's vector clock
         self.ops: List = [None]                     # op table: shadows store indices
         self._op_index: Dict[int, int] = {}
         # op index -> (noun, engine): ("write", None), ("TMA write", "TMA load"), ...
@@ -89,10 +99,17 @@ class HappensBefore:
         have = self.phase_clocks.get(key)
         self.phase_clocks[key] = clock.copy() if have is None else np.maximum(have, clock)
 
-    def release(self, frame, op, state, carry: bool = False) -> None:
+    def release(self, frame, op, state, carry: bool = False,
+                tensor_core: bool = False) -> None:
         """`frame`'s partition arrives on `state` (its current phase): later waiters that
-        observe the phase complete see everything the partition did so far."""
+        observe the phase complete see everything the partition did so far. With
+        `tensor_core` (a tcgen05 commit) its tensor core's work issued so far is released
+        too."""
         a = self.agent(frame)
+        if tensor_core:
+            a += len(self.partitions)
+            np.maximum(self.clocks[a], self.clocks[a - len(self.partitions)],
+                       out=self.clocks[a])
         clock = self.clocks[a]
         self._join_phase(state, state.phase, clock)
         if carry:
@@ -100,10 +117,14 @@ class HappensBefore:
             self.carried[id(state)] = clock.copy() if have is None else np.maximum(have, clock)
         self.releases.append((a, int(clock[a]), state, state.phase, op, False))
         clock[a] += 1
+        if tensor_core:  # the issuer's own accesses so far are released too
+            p = a - len(self.partitions)
+            self.releases.append((p, int(self.clocks[p, p]), state, state.phase, op, False))
+            self.clocks[p, p] += 1
 
     def release_write(self, agent: int, clock: int, state, phase: int, op) -> None:
         """An async write (a TMA load `op`) issued by `agent` at `clock` landed in `phase`."""
-        vc = np.zeros(len(self.partitions), dtype=np.int64)
+        vc = np.zeros(self.agents, dtype=np.int64)
         vc[agent] = clock
         self._join_phase(state, phase, vc)
         self.releases.append((agent, clock, state, phase, op, True))
@@ -135,12 +156,13 @@ class HappensBefore:
     def _shadow(self, buf) -> _Shadow:
         shadow = getattr(buf, "hb_shadow", None)
         if shadow is None or shadow.owner is not self:
-            shadow = buf.hb_shadow = _Shadow(self, buf.data.size, len(self.partitions))
+            shadow = buf.hb_shadow = _Shadow(self, buf.data.size, self.agents)
+            shadow.space = getattr(buf, "hb_space", "shared memory")
         return shadow
 
     def access(self, frame, op, buf, idx: np.ndarray, write: bool,
                what: Optional[str] = None, noun: Optional[str] = None,
-               engine: Optional[str] = None) -> None:
+               engine: Optional[str] = None, tensor_core: bool = False) -> None:
         """Check `frame`'s partition reading or writing bytes `idx` of `buf`, then record.
         `what` says the access in a report ("local_load reads"); `noun` names it as the
         other side of one ("write", "TMA write") and `engine` the async engine that
@@ -149,6 +171,10 @@ class HappensBefore:
         idx = np.asarray(idx).reshape(-1)
         shadow = self._shadow(buf)
         a = self.agent(frame)
+        if tensor_core:  # issued now: the engine knows what its issuer knows
+            a += len(self.partitions)
+            np.maximum(self.clocks[a], self.clocks[a - len(self.partitions)],
+                       out=self.clocks[a])
         vc = self.clocks[a]
         wa = shadow.write_agent[idx]
         other = (wa >= 0) & (wa != a)
@@ -158,16 +184,17 @@ class HappensBefore:
             if late.any():
                 k = int(np.flatnonzero(late)[0])
                 self._report(frame, op, what, noun, int(wa[k]),
-                             int(shadow.write_clock[idx[k]]), int(shadow.write_op[idx[k]]))
+                             int(shadow.write_clock[idx[k]]), int(shadow.write_op[idx[k]]),
+                             shadow.space)
         if write:
-            for b in range(len(self.partitions)):
+            for b in range(self.agents):
                 if b == a:
                     continue
                 late = shadow.read_clock[b, idx] > vc[b]
                 if late.any():
                     k = int(np.flatnonzero(late)[0])
                     self._report(frame, op, what, noun, b, int(shadow.read_clock[b, idx[k]]),
-                                 int(shadow.read_op[b, idx[k]]))
+                                 int(shadow.read_op[b, idx[k]]), shadow.space)
             shadow.write_agent[idx] = a
             shadow.write_clock[idx] = vc[a]
             shadow.write_op[idx] = self._index_of(op, noun, engine)
@@ -185,14 +212,14 @@ class HappensBefore:
         return None
 
     def _report(self, frame, op, what: Optional[str], noun: str, agent: int, clock: int,
-                first: int) -> None:
+                first: int, space: str) -> None:
         me = self.partitions[self.agent(frame)].describe()
-        them = self.partitions[agent].describe()
+        them = self.partitions[agent % len(self.partitions)].describe()
         first_op, (first_noun, engine) = self.ops[first], self.nouns[first]
         what = what or f"{_op_name(op)} {'writes' if noun == 'write' else 'reads'}"
         past = "wrote" if first_noun.endswith("write") else "read"
         by = f"the {engine} of the {them}" if engine else f"the {them}"
-        text = (f"race: {what} shared memory that {by} {past} at {_where(first_op)} "
+        text = (f"race: {what} {space} that {by} {past} at {_where(first_op)} "
                 f"({_op_name(first_op)}), and nothing orders the two: ")
         edge = self._missing_edge(agent, clock)
         if edge is not None:

@@ -70,10 +70,25 @@ def test_sm_scale():
 def test_split_heuristic():
     sms = 132
     assert pd.choose_num_splits(128, 8, 2048, sms) == 1     # 1024 programs fill the GPU
-    assert pd.choose_num_splits(1, 8, 2048, sms) == 33      # about two programs per SM
-    assert pd.choose_num_splits(1, 1, 2048, sms) == 64      # capped
+    assert pd.choose_num_splits(1, 8, 2048, sms) == 64      # four per SM (66), capped
+    assert pd.choose_num_splits(4, 8, 2048, sms) == 16      # 512 programs, rounded down
+    assert pd.choose_num_splits(16, 8, 2048, sms) == 4
+    assert pd.choose_num_splits(1, 8, 128, sms) == 33       # two per SM beats 4-tile ranges
     assert pd.choose_num_splits(1, 8, 16, sms) == 8         # at least two tiles per range
+    assert pd.choose_num_splits(1, 8, 2048, sms, programs_per_sm=2) == 33
     assert pd.choose_num_splits(4, 8, 1, sms) == 1
+
+
+def test_split_count_follows_head_dim(monkeypatch):
+    # D = 256 asks for two programs per SM, D = 128 for four; the plan passes it on.
+    seen = []
+    choose = pd.choose_num_splits
+    monkeypatch.setattr(pd, "choose_num_splits",
+                        lambda *a, **kw: seen.append(kw["programs_per_sm"]) or choose(*a, **kw))
+    for D in (256, 128):
+        q, k, v, table, lens = pd.random_inputs(1, 1, 1, D, 64, [64], seed=5)
+        pd.paged_decode(q, k, v, table, lens)
+    assert seen == [2, 4]
 
 
 def test_grid_does_not_depend_on_seq_lens(monkeypatch):
@@ -155,3 +170,37 @@ def test_ptx_for_sm_90a_pipelines_the_gathered_tiles():
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
     assert "ex2.approx" in ptx
     assert "spill" not in kernel.metadata["jit_log"].replace("0 bytes spill", "")
+
+
+class _FakeCudaTensor:
+    """Shape, dtype, strides and device of a CUDA tensor: what the launch plan reads."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.ndim, self.dtype, self.device = tuple(shape), len(shape), dtype, "cuda:0"
+        self._strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+
+    def stride(self):
+        return self._strides
+
+
+def test_plan_is_cached_per_shape_for_cuda_tensors(monkeypatch):
+    monkeypatch.setattr(pd, "_PLANS", {})
+    monkeypatch.setitem(pd._SM_COUNTS, "cuda:0", 132)
+    built = []
+    monkeypatch.setattr(pd, "_check", lambda *a: built.append(a) or (4, 1, 32, 128, 16, 8))
+
+    def plan(width, num_splits=None):
+        q = _FakeCudaTensor((4, 32, 128), "torch.float16")
+        kv = _FakeCudaTensor((4 * width, 16, 8, 128), "torch.float16")
+        table = _FakeCudaTensor((4, width), "torch.int32")
+        lens = _FakeCudaTensor((4,), "torch.int32")
+        return pd._plan(q, kv, kv, table, lens, num_splits, None)
+
+    first = plan(2048)  # 32k keys: 512 tiles of 64
+    assert plan(2048) is first and len(built) == 1  # checks and heuristic run once per shape
+    assert first.num_splits == 16 and first.split_grid == (32, 16)
+    assert first.merge_grid == (128,) and first.part_shapes == ((2048, 128), (2048,))
+    # A 3-d q is read as T = 1 with token stride 0; the output has q's shape.
+    assert first.out_shape == (4, 32, 128) and first.split_args[1:4] == (4096, 0, 128)
+    assert plan(64).num_splits == 8 and len(built) == 2  # a narrower table: new plan
+    assert plan(2048, num_splits=3).num_splits == 3 and len(built) == 3

@@ -16,6 +16,7 @@ from shared_codegen.ir.types import float16 as _F16_TYPE
 from shared_codegen.ir.types import float32 as _F32_TYPE
 from shared_codegen.lowering.context import (BF16, F16, F32, F64, I8, I16, I32, I64, LoweringError,
                                              llvm_type)
+from shared_codegen.ops.arith.fp8_software import e5m2_to_f16, f32_to_e5m2, needs_software_fp8
 from shared_codegen.ops.arith.definition import (AddPtrOp, BinaryOp, CastOp, CompareOp, ConstantOp,
                                                  SelectOp)
 
@@ -120,7 +121,8 @@ def lower_select(op, ctx):
     return elementwise(ctx, op, ctx.builder.select)
 
 
-# ---- fp8 conversions (PTX ISA 9.7.9.21 cvt; the e4m3/e5m2 forms need sm_89+) ---------------
+# ---- fp8 conversions (PTX ISA 9.7.9.21 cvt; the e4m3/e5m2 forms need sm_89+, before that
+# fp8_software converts e5m2 and refuses e4m3) -----------------------------------------------
 
 def _fp8_name(elem) -> str:
     return "e4m3" if elem.name == "fp8e4nv" else "e5m2"
@@ -134,6 +136,8 @@ def fp8_to_f16(ctx, x: ir.Value, elem) -> ir.Value:
 
 def fp8_pairs_to_f16(ctx, xs: List[ir.Value], elem) -> List[ir.Value]:
     b = ctx.builder
+    if needs_software_fp8(ctx, elem):
+        return [e5m2_to_f16(ctx, x) for x in xs]
     out = []
     for i in range(0, len(xs), 2):
         lo = b.zext(xs[i], I16)
@@ -155,6 +159,8 @@ def f32_pairs_to_fp8(ctx, xs: List[ir.Value], elem) -> List[ir.Value]:
     """fp32 -> fp8 with round-to-nearest-even and saturation to the largest finite value
     (`cvt.rn.satfinite.e4m3x2.f32 d, a, b` puts a in the high byte, b in the low byte)."""
     b = ctx.builder
+    if needs_software_fp8(ctx, elem):
+        return [f32_to_e5m2(ctx, x) for x in xs]
     out = []
     asm = f"cvt.rn.satfinite.{_fp8_name(elem)}x2.f32 $0, $1, $2;"
     for i in range(0, len(xs), 2):

@@ -528,8 +528,9 @@ for _mode in _ROUNDING:
     _add(_float_to_int(np.uint32, _mode), f"double2uint_{_mode}", f"float2uint_{_mode}")
     _add(_float_to_int(np.int64, _mode), f"double2ll_{_mode}", f"float2ll_{_mode}")
     _add(_float_to_int(np.uint64, _mode), f"double2ull_{_mode}", f"float2ull_{_mode}")
-# fma with one rounding: the exact product-sum rounded to nearest.
-_add(_exact(lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, "rn", False), "fmaf", "fma")
+# fma with one rounding: the exact product-sum rounded to nearest (also `tl.fma` of fp64).
+fma_nearest = _exact(lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, "rn", False)
+_add(fma_nearest, "fmaf", "fma")
 _add(_convert_float(np.float64, "rn"), "int2double_rn", "uint2double_rn")
 _add(_hilo, "hiloint2double")
 _add(lambda x: np.asarray(x, dtype=np.float64).view(np.uint64).astype(np.uint32).view(np.int32),

@@ -99,8 +99,31 @@ class FmaOp(OpDef):
 
     def interpret(self, op, frame):
         x, y, z = (np.asarray(frame[v]) for v in op.operands)
-        dtype = x.dtype
-        # float64 products of fp32 values are exact, so this rounds once like the hardware.
-        out = x.astype(np.float64) * y.astype(np.float64) + z.astype(np.float64)
-        return [out.astype(dtype)[()]]
+        return [fma_rounded_once(x, y, z)[()]]
+
+
+def fma_rounded_once(x, y, z):
+    """x * y + z rounded once to the operands' dtype, as `fma.rn` does.
+
+    float64 holds the product of two fp32 (or smaller) values exactly, but the add rounds: an
+    error-free sum (TwoSum) finds the part that rounding dropped, and rounding to odd keeps it
+    as a sticky bit so the final rounding to fp32 is the single correct one (53 >= 24 + 2).
+    float64 operands need the exact rational product-sum (libdevice's `fma` rule)."""
+    x, y, z = np.broadcast_arrays(x, y, z)
+    dtype = x.dtype
+    if dtype == np.float64:
+        from shared_codegen.ops.extern.numpy_rules import fma_nearest
+
+        return np.asarray(fma_nearest(x, y, z), dtype=dtype)
+    with np.errstate(all="ignore"):
+        product = x.astype(np.float64) * y.astype(np.float64)
+        addend = z.astype(np.float64)
+        total = product + addend
+        back = total - product
+        dropped = (product - (total - back)) + (addend - back)
+        inexact = np.isfinite(total) & (dropped != 0)
+        past_exact = ((total > 0) & (dropped < 0)) | ((total < 0) & (dropped > 0))
+        toward_zero = np.where(past_exact, np.nextafter(total, 0.0), total)
+        odd = (toward_zero.view(np.uint64) | np.uint64(1)).view(np.float64)
+        return np.where(inexact, odd, total).astype(dtype)
 

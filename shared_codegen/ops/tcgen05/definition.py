@@ -211,6 +211,14 @@ class Tcgen05Machine:
                              reads_only=True)
             pending.owner[idx] = ident
             mma.smem.append((pending, idx, ident))
+        # Between partitions the MMA accesses tensor memory as its issuer's tensor core: only
+        # a commit tracking it releases that access, not a plain arrive (happens_before.py).
+        name = op.opdef.user_name
+        d_view.order(d_ty.element.itemsize, frame, op, write=True, what=f"{name} writes",
+                     noun="tcgen05 write", engine=name, tensor_core=True)
+        if isinstance(a, tuple):
+            a[0].order(a[1].element.itemsize, frame, op, write=False, what=f"{name} reads",
+                       noun="tcgen05 read", engine=name, tensor_core=True)
         self.tmem.owners[mma.id] = f"{mma.what} at {mma.where}"
         marks = [(self.tmem.owner, d_view.cells(d_ty.element.itemsize))]
         if isinstance(a, tuple):
@@ -237,7 +245,7 @@ def _release(frame, op, state) -> None:
     (interpreter/happens_before.py); it lands later, so it is carried to later phases."""
     hb = current_hb(frame)
     if hb is not None:
-        hb.release(frame, op, state, carry=True)
+        hb.release(frame, op, state, carry=True, tensor_core=True)
 
 
 def _read_smem(view, ty, frame, op):

@@ -12,6 +12,10 @@ the TS form): reading the first or writing either through a load or store before
 observed the MMA's completion is reported as a race naming the MMA's line
 (`ops/tcgen05/definition.py` sets and clears them). Later MMAs are not checked: the tensor
 core runs one thread's MMAs in order.
+
+Inside `gl.warp_specialize`, every load, store and MMA access is also checked between
+partitions by the happens-before detector (`interpreter/happens_before.py`), which sees the
+state as one buffer of `data.size` bytes (`TmemView.flat`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Dict
 
 import numpy as np
 
+from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ops.tensor_memory.definition import (COL_OFFSET, TMEM_COLUMNS, TMEM_LANES,
                                                          element_cells)
 
@@ -30,6 +35,7 @@ class TmemState:
     """One program's tensor memory and the MMAs that own parts of it."""
 
     _KEY = object()
+    hb_space = "tensor memory"  # how happens-before reports name this buffer
 
     def __init__(self):
         self.data = np.full((TMEM_LANES, TMEM_COLUMNS * 4), POISON, dtype=np.uint8)
@@ -97,6 +103,18 @@ class TmemView:
         byte = self.offs[..., None] + np.arange(itemsize)
         return np.broadcast_to(self.lanes[..., None], byte.shape), byte
 
+    def flat(self, itemsize: int) -> np.ndarray:
+        """The bytes of the view as indices into the flattened `state.data`."""
+        lanes, byte = self.cells(itemsize)
+        return (lanes * self.state.data.shape[1] + byte).reshape(-1)
+
+    def order(self, itemsize: int, frame, op, write: bool, **how) -> None:
+        """Check this access against the other partitions' (happens-before) and record it;
+        `how` as for `HappensBefore.access` (an MMA names its engine)."""
+        hb = current_hb(frame)
+        if hb is not None:
+            hb.access(frame, op, self.state, self.flat(itemsize), write, **how)
+
     def check(self, itemsize: int, frame, op, verb: str) -> None:
         """Race report when an in-flight MMA writes these bytes (or, for a write, reads
         them)."""
@@ -126,6 +144,7 @@ class TmemView:
 
     def read(self, ty, frame, op) -> np.ndarray:
         self.check(ty.element.itemsize, frame, op, "reads")
+        self.order(ty.element.itemsize, frame, op, write=False)
         from shared_codegen import config
         if config.get("SC_INTERPRET_STRICT"):
             ok = self.state.written[self.cells(ty.element.itemsize)].all(axis=-1)
@@ -139,6 +158,7 @@ class TmemView:
 
     def write(self, value, ty, frame, op) -> None:
         self.check(ty.element.itemsize, frame, op, "writes")
+        self.order(ty.element.itemsize, frame, op, write=True)
         self.write_raw(value, ty)
 
 
