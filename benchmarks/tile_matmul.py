@@ -1,5 +1,5 @@
-"""Triton tutorial 03's matmul, the identical kernel source (benchmarks/tutorial03_matmul.py)
-compiled by this project's tile DSL and by Triton 3.6, against torch.matmul (cuBLAS) for fp16
+"""A matmul with the structure of Triton's tutorial 03, one kernel source
+(benchmarks/tutorial03_matmul.py, ours) compiled by this project's tile DSL and by Triton 3.6, against torch.matmul (cuBLAS) for fp16
 and torch._scaled_mm (cuBLASLt) for fp8 e4m3, timed interleaved in one process.
 
     python3 benchmarks/tile_matmul.py                  # 4096^3 and 8192^3, fp16 and fp8

@@ -1,10 +1,8 @@
-"""Triton tutorial 03's matmul kernel (triton/python/tutorials/03-matrix-multiplication.py,
-Triton 3.6), imported either from Triton or from this project: `benchmarks/tile_matmul.py`
-loads this file twice, once with MATMUL_FRONTEND=triton, to run the identical source on both.
-
-The kernel is the tutorial's, line for line. (The numbers of 2026-11-25 in
-benchmarks/tile_matmul.py were taken with `tl.minimum` for `min` and without the `tl.assume`
-lines, before the tile DSL had them; both versions compile to the same PTX.)
+"""A grouped-ordering matmul with the structure of Triton's tutorial 03 (program ids grouped
+along M for L2 reuse, K-masked loads, an fp32 accumulator fed by `tl.dot`, an fp16 masked
+store), written for this project. `benchmarks/tile_matmul.py` imports this file twice, once
+with MATMUL_FRONTEND=triton, so the identical source runs under Triton 3.6 and under our tile
+DSL. Upstream's own tutorial is checked by import swap outside the repository.
 """
 
 import os
@@ -18,40 +16,26 @@ else:
 
 
 @triton.jit
-def matmul_kernel(
-        # Pointers to matrices
-        a_ptr, b_ptr, c_ptr,
-        # Matrix dimensions
-        M, N, K,
-        # The stride variables represent how much to increase the ptr by when moving by 1
-        # element in a particular dimension.
-        stride_am, stride_ak,  #
-        stride_bk, stride_bn,  #
-        stride_cm, stride_cn,
-        # Meta-parameters
-        BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,  #
-        GROUP_SIZE_M: tl.constexpr,  #
-        ACTIVATION: tl.constexpr  #
-):
-    """Kernel for computing the matmul C = A x B.
-    A has shape (M, K), B has shape (K, N) and C has shape (M, N)
-    """
-    pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                  BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                  ACTIVATION: tl.constexpr):
+    """c (M, N) = a (M, K) @ b (K, N); one BLOCK_SIZE_M x BLOCK_SIZE_N tile per program."""
+    # Programs walk the output in column-major groups of GROUP_SIZE_M tile rows, so the
+    # programs resident together share their B tiles in L2.
+    tile_id = tl.program_id(axis=0)
+    row_tiles = tl.cdiv(M, BLOCK_SIZE_M)
+    col_tiles = tl.cdiv(N, BLOCK_SIZE_N)
+    tiles_per_group = GROUP_SIZE_M * col_tiles
+    first_row = (tile_id // tiles_per_group) * GROUP_SIZE_M
+    rows_here = min(row_tiles - first_row, GROUP_SIZE_M)
+    row = first_row + ((tile_id % tiles_per_group) % rows_here)
+    col = (tile_id % tiles_per_group) // rows_here
 
-    # -----------------------------------------------------------
-    # Add some integer bound assumptions.
-    # This helps to guide integer analysis in the backend to optimize
-    # load/store offset address calculation
-    tl.assume(pid_m >= 0)
-    tl.assume(pid_n >= 0)
+    # Facts the address arithmetic may rely on.
+    tl.assume(row >= 0)
+    tl.assume(col >= 0)
     tl.assume(stride_am > 0)
     tl.assume(stride_ak > 0)
     tl.assume(stride_bn > 0)
@@ -59,28 +43,30 @@ def matmul_kernel(
     tl.assume(stride_cm > 0)
     tl.assume(stride_cn > 0)
 
-    offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
-    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
-    offs_k = tl.arange(0, BLOCK_SIZE_K)
-    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+    # Rows and columns past the edge wrap around (their results are never stored), so the
+    # loads need no M/N mask; only K is masked.
+    rows = (row * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
+    cols = (col * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
+    ks = tl.arange(0, BLOCK_SIZE_K)
+    a_tile = a_ptr + (rows[:, None] * stride_am + ks[None, :] * stride_ak)
+    b_tile = b_ptr + (ks[:, None] * stride_bk + cols[None, :] * stride_bn)
 
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-        accumulator = tl.dot(a, b, accumulator)
-        a_ptrs += BLOCK_SIZE_K * stride_ak
-        b_ptrs += BLOCK_SIZE_K * stride_bk
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for step in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        k_left = K - step * BLOCK_SIZE_K
+        a = tl.load(a_tile, mask=ks[None, :] < k_left, other=0.0)
+        b = tl.load(b_tile, mask=ks[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_tile += BLOCK_SIZE_K * stride_ak
+        b_tile += BLOCK_SIZE_K * stride_bk
     if ACTIVATION == "leaky_relu":
-        accumulator = leaky_relu(accumulator)
-    c = accumulator.to(tl.float16)
+        acc = leaky_relu(acc)
 
-    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
-    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(c_ptrs, c, mask=c_mask)
+    out_rows = row * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    out_cols = col * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    c_tile = c_ptr + stride_cm * out_rows[:, None] + stride_cn * out_cols[None, :]
+    in_bounds = (out_rows[:, None] < M) & (out_cols[None, :] < N)
+    tl.store(c_tile, acc.to(tl.float16), mask=in_bounds)
 
 
 @triton.jit

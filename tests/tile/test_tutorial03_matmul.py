@@ -1,4 +1,4 @@
-"""Triton tutorial 03's matmul (benchmarks/tutorial03_matmul.py, the kernel line for line) in
+"""The tutorial-03-style matmul (benchmarks/tutorial03_matmul.py, our kernel) in
 the interpreter against numpy, on the IR each target gets: pipelined wgmma (sm_90a) and
 pipelined mma_v2 (sm_80), with partial tiles and grouped ordering."""
 
