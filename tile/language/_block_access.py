@@ -44,6 +44,24 @@ def check_block_shape(block_shape, fn: str) -> List[int]:
     return out
 
 
+def check_block_args(fn: str, base, block_shape, sequences, max_rank=None) -> List[int]:
+    """The checks block pointers and tensor descriptors share: `base` is a scalar pointer,
+    `block_shape` is valid (and has 1 to `max_rank` dims when given), and each (name, seq) of
+    `sequences` has one entry per dim. Returns the block shape as ints."""
+    if not isinstance(base, tensor) or base.is_block() or not base.is_ptr():
+        raise TypeError(f"{fn}: `base` must be a scalar pointer, got {T.describe(base)}")
+    block = check_block_shape(block_shape, fn)
+    rank = len(block)
+    if max_rank is not None and not 1 <= rank <= max_rank:
+        raise ValueError(f"{fn}: rank must be 1 to {max_rank}, got block_shape {block}")
+    for what, seq in sequences:
+        if not isinstance(seq, (list, tuple)) or len(seq) != rank:
+            got = len(seq) if isinstance(seq, (list, tuple)) else T.describe(seq)
+            raise ValueError(f"{fn}: `{what}` must have one entry per dim of `block_shape` "
+                             f"{block} ({rank}), got {got}")
+    return block
+
+
 def scalars(sem, values, dtype, fn: str, what: str) -> List[tensor]:
     """Each of `values` (ints or integer scalars) as a `dtype` scalar tensor."""
     if not isinstance(values, (list, tuple)):

@@ -86,16 +86,9 @@ def make_block_ptr(base, shape, strides, offsets, block_shape, order, _semantic=
     global `shape` and `strides` (elements); `order` lists the dims from fastest-varying."""
     fn = "tl.make_block_ptr"
     sem = _semantic
-    if not isinstance(base, tensor) or base.is_block() or not base.is_ptr():
-        raise TypeError(f"{fn}: `base` must be a scalar pointer, got {T.describe(base)}")
-    block = B.check_block_shape(block_shape, fn)
+    block = B.check_block_args(fn, base, block_shape, (("shape", shape), ("strides", strides),
+                                                       ("offsets", offsets), ("order", order)))
     rank = len(block)
-    for what, seq in (("shape", shape), ("strides", strides), ("offsets", offsets),
-                      ("order", order)):
-        if not isinstance(seq, (list, tuple)) or len(seq) != rank:
-            got = len(seq) if isinstance(seq, (list, tuple)) else T.describe(seq)
-            raise ValueError(f"{fn}: `{what}` must have one entry per dim of `block_shape` "
-                             f"{block} ({rank}), got {got}")
     if sorted(order) != list(range(rank)) or not all(isinstance(o, int) for o in order):
         raise ValueError(f"{fn}: `order` must be a permutation of {list(range(rank))}, got "
                          f"{list(order)}")

@@ -170,17 +170,8 @@ def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="ze
     last stride must be 1) whose accesses move `block_shape` blocks."""
     fn = "tl.make_tensor_descriptor"
     sem = _semantic
-    if not isinstance(base, tensor) or base.is_block() or not base.is_ptr():
-        raise TypeError(f"{fn}: `base` must be a scalar pointer, got {T.describe(base)}")
-    block = B.check_block_shape(block_shape, fn)
-    rank = len(block)
-    if not 1 <= rank <= B.MAX_RANK:
-        raise ValueError(f"{fn}: rank must be 1 to {B.MAX_RANK}, got block_shape {block}")
-    for what, seq in (("shape", shape), ("strides", strides)):
-        if not isinstance(seq, (list, tuple)) or len(seq) != rank:
-            got = len(seq) if isinstance(seq, (list, tuple)) else T.describe(seq)
-            raise ValueError(f"{fn}: `{what}` must have one entry per dim of `block_shape` "
-                             f"{block} ({rank}), got {got}")
+    block = B.check_block_args(fn, base, block_shape, (("shape", shape), ("strides", strides)),
+                               max_rank=B.MAX_RANK)
     if not (T.is_number(strides[-1]) and int(strides[-1]) == 1):
         raise ValueError(f"{fn}: the last stride must be the compile-time constant 1 (the "
                          f"innermost dim is contiguous), got {T.describe(strides[-1])}")
