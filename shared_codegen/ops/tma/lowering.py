@@ -77,8 +77,9 @@ def lower_tma_load(op, ctx):
     return None
 
 
-@lowering_rule(AsyncTMACopyLocalToGlobalOp)
-def lower_tma_store(op, ctx):
+def _bulk_from_shared(op, ctx, instruction: str):
+    """`instruction` (a cp.async.bulk / cp.reduce.async.bulk tensor form, rank included) from
+    the shared buffer to each box of the descriptor, by thread 0, then one bulk group."""
     desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
     # Every thread's writes of the buffer (each followed by its fence_async_shared) must
     # be done before thread 0 hands it to the TMA unit.
@@ -87,29 +88,27 @@ def lower_tma_store(op, ctx):
     lead = [thread_zero(ctx), ctx.get(desc)]
     for src, box_coords in _boxes(ctx, op, desc, smem, coords):
         crd = ", ".join(f"${3 + i}" for i in range(rank))
-        _emit(ctx, f"@$0 cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group "
-                   f"[$1, {{{crd}}}], [$2];", "b,l,l" + ",r" * rank,
+        _emit(ctx, f"@$0 {instruction} [$1, {{{crd}}}], [$2];", "b,l,l" + ",r" * rank,
               lead + [src] + box_coords)
     _emit(ctx, "@$0 cp.async.bulk.commit_group;", "b", [lead[0]])
     return None
+
+
+@lowering_rule(AsyncTMACopyLocalToGlobalOp)
+def lower_tma_store(op, ctx):
+    rank = op.operands[0].type.rank
+    return _bulk_from_shared(
+        op, ctx, f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group")
 
 
 @lowering_rule(AsyncTMAReduceOp)
 def lower_tma_reduce(op, ctx):
     """`cp.reduce.async.bulk.tensor` (PTX ISA 9.7.9.27.2): like a store, one bulk group per
     op; the element type comes from the tensor map."""
-    desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
-    sync_shared(ctx, op, smem, "read")
-    rank = desc.type.rank
-    lead = [thread_zero(ctx), ctx.get(desc)]
-    kind = op.attrs["kind"]
-    for src, box_coords in _boxes(ctx, op, desc, smem, coords):
-        crd = ", ".join(f"${3 + i}" for i in range(rank))
-        _emit(ctx, f"@$0 cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{kind}.tile."
-                   f"bulk_group [$1, {{{crd}}}], [$2];", "b,l,l" + ",r" * rank,
-              lead + [src] + box_coords)
-    _emit(ctx, "@$0 cp.async.bulk.commit_group;", "b", [lead[0]])
-    return None
+    rank = op.operands[0].type.rank
+    return _bulk_from_shared(
+        op, ctx, f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta."
+                 f"{op.attrs['kind']}.tile.bulk_group")
 
 
 @lowering_rule(AsyncTMAStoreWaitOp)
