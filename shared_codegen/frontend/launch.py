@@ -465,6 +465,7 @@ def _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims)
     """A launch of a debug or timeline variant: hidden arguments after the kernel's own, then
     a synchronize and the read-back (runtime/debug_mode.py, runtime/timeline.py)."""
     from shared_codegen.runtime import debug_mode, timeline
+    from shared_codegen.runtime.launcher import PackError
 
     metadata = variant.kernel.metadata
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
