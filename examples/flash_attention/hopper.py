@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -398,13 +399,22 @@ def num_sms() -> int:
     return get_device().sm_count
 
 
-def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
-                       out_dtype=None, q_descale=1.0, k_descale=1.0, v_descale=1.0,
-                       block_n=None, stages=None, o_in_q=None, num_programs=None,
-                       launch_options=None):
-    """A function of no arguments running the forward pass (descriptors built once);
-    it returns o, or (o, lse) with `return_lse`. See `attention_forward`. `launch_options`
-    go to the kernel launch (`debug=True`, `timeline=True`: docs/debug_mode.md)."""
+class Problem(NamedTuple):
+    """The checked shapes and dtypes of one attention call."""
+    B: int
+    H: int
+    N_q: int
+    D: int
+    H_kv: int
+    N_kv: int
+    dtype: str      # the inputs' dtype name
+    out_dtype: str  # o's dtype name
+    fp8: bool
+
+
+def check_inputs(q, k, v, out_dtype=None, head_dims=HEAD_DIMS) -> Problem:
+    """The problem `attention_forward(q, k, v)` describes, or a ValueError naming the bad
+    argument (shared by the Hopper and Blackwell forwards)."""
     qs, ks, vs = _shape(q, "q"), _shape(k, "k"), _shape(v, "v")
     B, H, N_q, D = qs
     if ks != vs:
@@ -417,9 +427,9 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     if Dk != D:
         raise ValueError(f"attention_forward: k has head dim {Dk} but q has {D}; they must "
                          f"match")
-    if D not in HEAD_DIMS:
+    if D not in head_dims:
         raise ValueError(f"attention_forward: head dim D = {D} is not supported; allowed: "
-                         f"{', '.join(map(str, HEAD_DIMS))}")
+                         f"{', '.join(map(str, head_dims))}")
     if H % H_kv:
         raise ValueError(f"attention_forward: q has H = {H} heads, not a multiple of k/v's "
                          f"H_kv = {H_kv} (grouped-query attention shares each k/v head "
@@ -443,11 +453,12 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     if out_name not in (OUT_DTYPES if fp8 else (dt,)):
         raise ValueError(f"attention_forward: out_dtype {out_name} is not allowed for {dt} "
                          f"inputs; allowed: {', '.join(OUT_DTYPES if fp8 else (dt,))}")
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(D)
-    bn, st = default_config(D, dt)
-    bn, st = block_n or bn, stages or st
-    q, k = _aligned(q), _aligned(k)
+    return Problem(B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8)
+
+
+def allocate_outputs(q, B, H, N_q, D, out_name, return_lse):
+    """o (B, H, N_q, D) of dtype `out_name` and lse (B, H, N_q) fp32 (a 1-element placeholder
+    without `return_lse`), numpy or on q's device like q."""
     if _is_numpy(q):
         import ml_dtypes
         np_out = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[out_name]
@@ -458,6 +469,23 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
         o = torch.empty((B, H, N_q, D), device=q.device, dtype=getattr(torch, out_name))
         lse = torch.empty((B, H, N_q) if return_lse else (1,), device=q.device,
                           dtype=torch.float32)
+    return o, lse
+
+
+def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
+                       out_dtype=None, q_descale=1.0, k_descale=1.0, v_descale=1.0,
+                       block_n=None, stages=None, o_in_q=None, num_programs=None,
+                       launch_options=None):
+    """A function of no arguments running the forward pass (descriptors built once);
+    it returns o, or (o, lse) with `return_lse`. See `attention_forward`. `launch_options`
+    go to the kernel launch (`debug=True`, `timeline=True`: docs/debug_mode.md)."""
+    B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    bn, st = default_config(D, dt)
+    bn, st = block_n or bn, stages or st
+    q, k = _aligned(q), _aligned(k)
+    o, lse = allocate_outputs(q, B, H, N_q, D, out_name, return_lse)
     bits = 8 if fp8 else 16
     if fp8:
         # fp8 wgmma reads B K-major: V^T (B, H_kv, D, N_kv), N_kv padded to 16 bytes.
