@@ -39,8 +39,11 @@ the output accumulator O_h (D fp32 columns): 2 * 128 + 2 * D <= 512.
   With N_q != N_kv the last query row sees the last key (FlashAttention's alignment). Rows
   past N_q are computed and clipped by the TMA store; rows that see no key give o = 0 and
   lse = -inf.
-- fp8 (e4m3): P is stored as e4m3 and the per-tensor descales fold into the score scale and
-  the output; O (fp16/bf16) then needs its own shared buffer (16-bit O goes through Q's).
+- fp8 (e4m3): P is stored as e4m3, P V reads V^T (fp8 MMAs read B K-major; V is transposed
+  once on the host) and the per-tensor descales fold into the score scale and the output;
+  O (fp16/bf16) then needs its own shared buffer (16-bit O goes out through Q's).
+- Registers (setmaxnreg): softmax 176 (184 for D = 64), the one-warp partitions 40, the
+  correction the rest; ptxas spills nothing at these counts.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ from gluon.language.nvidia.blackwell import (TensorMemoryLayout,  # noqa: E402
 from gluon.nvidia.blackwell import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
 from hopper import (_aligned, _is_numpy, _nvmma, allocate_outputs,  # noqa: E402,F401
-                    check_inputs, random_inputs, reference)
+                    check_inputs, random_inputs, reference, transposed_v_descriptor)
 
 HALF_M = gl.constexpr(128)  # query rows per softmax warpgroup: one TMEM lane per row
 BM = gl.constexpr(256)      # query rows per CTA tile
@@ -124,7 +127,8 @@ def _chunk_layout():
 
 @gluon.jit
 def _load_partition(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
-                    q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, CAUSAL: gl.constexpr):
+                    q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, CAUSAL: gl.constexpr,
+                    V_T: gl.constexpr):
     item = 0
     t = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
@@ -144,8 +148,12 @@ def _load_partition(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe
                                             k_ring.index(s))
             s, ready = pipeline.producer_acquire(vpipe, item)
             mbarrier.expect(ready, v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(v_desc, [b, h // GROUP, j * BN, 0], ready,
-                                            v_ring.index(s))
+            if V_T:
+                tma.async_copy_global_to_shared(v_desc, [b, h // GROUP, 0, j * BN], ready,
+                                                v_ring.index(s))
+            else:
+                tma.async_copy_global_to_shared(v_desc, [b, h // GROUP, j * BN, 0], ready,
+                                                v_ring.index(s))
             item += 1
         t += 1
 
@@ -179,9 +187,17 @@ def _qk(q_smem, k, s_tmem, s_ready, k_empty, HALF: gl.constexpr):
 
 
 @gluon.jit
+def _v_operand(v_ring, stage, D: gl.constexpr, V_T: gl.constexpr):
+    """The B operand of P V: V [BN, D], or (fp8) V^T stored K-major seen as V."""
+    if V_T:
+        return v_ring.index(stage).reshape([D, BN]).permute((1, 0))
+    return v_ring.index(stage).reshape([BN, D])
+
+
+@gluon.jit
 def _mma_partition(q_smem, k_ring, v_ring, s_tmem, o_tmem, kpipe, vpipe, q_ready,
                    s_ready, p_ready, o_ready, N_Q, N_KV, BH, H, num_m, num_tiles,
-                   CAUSAL: gl.constexpr):
+                   CAUSAL: gl.constexpr, V_T: gl.constexpr):
     D: gl.constexpr = q_smem.shape[4]
     item = 0  # KV blocks issued so far (the rings' item index)
     blk = 0   # per-half blocks so far: the phase of s_ready / p_ready / o_ready
@@ -200,7 +216,7 @@ def _mma_partition(q_smem, k_ring, v_ring, s_tmem, o_tmem, kpipe, vpipe, q_ready
                 _qk(q_smem, k, s_tmem, s_ready, k_empty, 1)
             else:
                 vs = pipeline.consumer_wait(vpipe, item + j - 1)
-                v = v_ring.index(vs).reshape([BN, D])
+                v = _v_operand(v_ring, vs, D, V_T)
                 v_empty = vpipe[1].index(vs)
                 _pv(s_tmem, v, o_tmem, j > 1, p_ready, o_ready, v_empty, blk + j - 1, 0)
                 _qk(q_smem, k, s_tmem, s_ready, k_empty, 0)
@@ -208,7 +224,7 @@ def _mma_partition(q_smem, k_ring, v_ring, s_tmem, o_tmem, kpipe, vpipe, q_ready
                 _qk(q_smem, k, s_tmem, s_ready, k_empty, 1)
         if n_blocks > 0:
             vs = pipeline.consumer_wait(vpipe, item + n_blocks - 1)
-            v = v_ring.index(vs).reshape([BN, D])
+            v = _v_operand(v_ring, vs, D, V_T)
             v_empty = vpipe[1].index(vs)
             _pv(s_tmem, v, o_tmem, n_blocks > 1, p_ready, o_ready, v_empty,
                 blk + n_blocks - 1, 0)
@@ -421,7 +437,7 @@ def _epilogue_partition(o_desc, o_smem, o_staged, q_empty, N_Q, BH, H, num_m, nu
 def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROUP, BH,
                      num_tiles, qk_scale, o_scale, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                      RETURN_LSE: gl.constexpr, POLY_COLS: gl.constexpr,
-                     POLY_DEGREE: gl.constexpr):
+                     POLY_DEGREE: gl.constexpr, V_T: gl.constexpr):
     D: gl.constexpr = q_desc.block_shape[3]
     dtype: gl.constexpr = q_desc.dtype
     num_m = gl.cdiv(N_Q, BM)
@@ -458,6 +474,11 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     o_tmem = allocate_tensor_memory(gl.float32, [2, HALF_M, D],
                                     TensorMemoryLayout(block=(HALF_M, D), col_stride=1))
     tiles = (N_Q, N_KV, BH, H, num_m, num_tiles)
+    # 64K registers over 16 warps (the 3 one-warp partitions pad a warpgroup): softmax 2 x 4
+    # warps, the one-warp group 40 each, the correction what is left (120 or 104). These are
+    # the smallest counts at which ptxas spills nothing (whole-program ptxas -v, every dtype,
+    # causal or not); D = 64 leaves the correction more slack, its softmax wants 8 more.
+    SOFTMAX_REGS: gl.constexpr = 184 if D == 64 else 176
     gl.warp_specialize(
         [(_correction_partition, (o_tmem, q_smem, o_smem, alpha_smem, stats_smem, lse_ptr,
                                   q_ready, p_ready, o_ready, alpha_ready, stats_ready,
@@ -469,13 +490,13 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                                alpha_ready, stats_ready) + tiles
           + (qk_scale, CAUSAL, POLY_COLS, POLY_DEGREE, dtype)),
          (_mma_partition, (q_smem, k_ring, v_ring, s_tmem, o_tmem, kpipe, vpipe,
-                           q_ready, s_ready, p_ready, o_ready) + tiles + (CAUSAL,)),
+                           q_ready, s_ready, p_ready, o_ready) + tiles + (CAUSAL, V_T)),
          (_load_partition, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe,
                             q_ready, q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles,
-                            CAUSAL)),
+                            CAUSAL, V_T)),
          (_epilogue_partition, (o_desc, o_smem, o_staged, q_empty, N_Q, BH, H, num_m,
                                 num_tiles, CAUSAL))],
-        [4, 4, 1, 1, 1], [192, 192, 24, 24, 24])
+        [4, 4, 1, 1, 1], [SOFTMAX_REGS, SOFTMAX_REGS, 40, 40, 40])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
     for kind in gl.static_range(8):
@@ -527,8 +548,9 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     bits = 8 if fp8 else 16
     in_block = lambda x, rows: TensorDescriptor.from_tensor(  # noqa: E731
         x, [1, 1, rows, D], _nvmma(bits, D))
-    q_desc, k_desc, v_desc = in_block(q, HALF_M.value), in_block(k, BN.value), \
-        in_block(v, BN.value)
+    q_desc, k_desc = in_block(q, HALF_M.value), in_block(k, BN.value)
+    # fp8 tcgen05 MMAs read B K-major: P V takes V^T (a transposed copy).
+    v_desc = transposed_v_descriptor(v, BN.value) if fp8 else in_block(v, BN.value)
     o_desc = TensorDescriptor.from_tensor(o, [1, 1, HALF_M.value, D], _nvmma(16, D))
     num_tiles = B * H * (-(-N_q // BM.value))
     if num_programs is None:
@@ -542,7 +564,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     def run():
         launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
                qk_scale, float(v_descale), st, bool(causal), bool(return_lse), poly_cols,
-               poly_degree, num_warps=4, **(launch_options or {}))
+               poly_degree, fp8, num_warps=4, **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run
 

@@ -472,6 +472,22 @@ def allocate_outputs(q, B, H, N_q, D, out_name, return_lse):
     return o, lse
 
 
+def transposed_v_descriptor(v, block_n):
+    """A TMA descriptor of V^T (B, H_kv, D, N_kv) with [1, 1, D, block_n] blocks: fp8 MMAs
+    read their B operand K-major only. N_kv is padded to 16 bytes in the copy."""
+    B, H_kv, N_kv, D = _shape(v, "v")
+    n_pad = -(-N_kv // 16) * 16
+    if _is_numpy(v):
+        vt = np.zeros((B, H_kv, D, n_pad), v.dtype)
+        vt[..., :N_kv] = np.swapaxes(v, -1, -2)
+    else:
+        import torch
+        vt = torch.zeros((B, H_kv, D, n_pad), device=v.device, dtype=v.dtype)
+        vt[..., :N_kv] = v.transpose(-1, -2)
+    return TensorDescriptor(vt, [B, H_kv, D, N_kv], _strides(vt), [1, 1, D, block_n],
+                            _nvmma(8, block_n))
+
+
 def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
                        out_dtype=None, q_descale=1.0, k_descale=1.0, v_descale=1.0,
                        block_n=None, stages=None, o_in_q=None, num_programs=None,
@@ -488,17 +504,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     o, lse = allocate_outputs(q, B, H, N_q, D, out_name, return_lse)
     bits = 8 if fp8 else 16
     if fp8:
-        # fp8 wgmma reads B K-major: V^T (B, H_kv, D, N_kv), N_kv padded to 16 bytes.
-        n_pad = -(-N_kv // 16) * 16
-        if _is_numpy(v):
-            vt = np.zeros((B, H_kv, D, n_pad), v.dtype)
-            vt[..., :N_kv] = np.swapaxes(v, -1, -2)
-        else:
-            import torch
-            vt = torch.zeros((B, H_kv, D, n_pad), device=v.device, dtype=v.dtype)
-            vt[..., :N_kv] = v.transpose(-1, -2)
-        v_desc = TensorDescriptor(vt, [B, H_kv, D, N_kv], _strides(vt), [1, 1, D, bn],
-                                  _nvmma(bits, bn))
+        # fp8 wgmma reads B K-major: V^T (B, H_kv, D, N_kv).
+        v_desc = transposed_v_descriptor(v, bn)
     else:
         v = _aligned(v)
         v_desc = TensorDescriptor.from_tensor(v, [1, 1, bn, D], _nvmma(bits, D))
