@@ -9,24 +9,27 @@ longest first when causal. Tensor memory (512 columns x 128 lanes of 32 bits) ho
 half h, S_h (BN = 128 fp32 columns) with P_h written over it (fp16/bf16/fp8, packed) and
 the output accumulator O_h (D fp32 columns): 2 * 128 + 2 * D <= 512.
 
-  load (1 warp)     mma (1 warp)             softmax h (4 warps x2)    correction (4 warps)   epilogue
-  Q0, Q1 -> smem    S0 = Q0 K0^T             wait S_h(j)               wait alpha_h(j)        (1 warp)
-  per KV block j:   S1 = Q1 K0^T             m_new = max(m, rowmax)    j > 0: wait PV_h(j-1)
-    K_j -> ring     for j = 1 .. n-1:        rescale only rows whose     any alpha < 1:
-    V_j -> ring       wait P0(j-1) ready       max grew by > 8 (log2)      O_h *= alpha
-                      O0 += P0 V_{j-1}       alpha -> smem; arrive ----> (TMEM ld/st)
-                      S0 = Q0 K_j^T          P = exp2(S*scale - m):     arrive P_h ready
-                      wait P1(j-1) ready       1/4 of the columns on    last block: O_h / l
-                      O1 += P1 V_{j-1}         the FMA pipe (poly),      -> smem (Q's buffer) -> TMA store
-                      S1 = Q1 K_j^T            3/4 on MUFU ex2          lse -> global   ---> of O_h
-                    O0 += P0 V_n-1, O1 += ..   P -> TMEM over S_h;
-                                               arrive P_h ready
+  load (1 warp)    mma (1 warp)            softmax h (2 x 4 warps)   correction (4 warps)
+  Q0, Q1 -> smem   S0 = Q0 K0^T            wait S_h(j)               wait alpha_h(j)
+  per KV block j:  S1 = Q1 K0^T            m_new = max(m, rowmax)    j > 0 and some
+    K_j -> ring    for j = 1 .. n-1:       keep the stale max unless   alpha < 1:
+    V_j -> ring      wait P0(j-1) ready      it grew by > 8 (log2)     O_h *= alpha
+                     O0 += P0 V_{j-1}      alpha -> smem, arrive ---->   (TMEM ld/st)
+                     S0 = Q0 K_j^T         P = exp2(S * scale - m):  arrive P_h ready
+                     wait P1(j-1) ready      1/4 of the columns on   after the last block:
+                     O1 += P1 V_{j-1}        the FMA pipe (poly),      O_h / l -> smem
+                     S1 = Q1 K_j^T           3/4 on MUFU ex2           (Q_h's buffer),
+                   O0 += P0 V_{n-1}        P -> TMEM over S_h          lse -> global,
+                   O1 += P1 V_{n-1}        arrive P_h ready            arrive O_h staged --.
+                                                                                           |
+  epilogue (1 warp): wait O_h staged, TMA store O_h, then free Q_h's buffer <--------------'
 
 - The tensor core runs one thread's MMAs in order: O_h += P_h V is issued before the next
   S_h = Q_h K^T that overwrites P_h's columns, and while softmax 0 works on S_0 the tensor
   core computes S_1 and P_1 V (the two halves ping-pong through the MMA warp's order).
 - "P_h ready" has two arrivals: the softmax's (P written) and the correction's (O_h
-  rescaled for the new row max). The correction waits for the previous P V product first.
+  rescaled for the new row max). The correction may touch O_h once S_h(j) is done: the
+  tensor core finished O_h += P_h V_{j-1} before it.
 - Conditional rescaling (FA4): a row keeps its stale max unless the new one is larger by
   more than log2(256) = 8, so P <= 256 and O is rescaled only when some row's max grew that
   much; the correction skips the O round trip through registers otherwise. l and O stay
@@ -169,12 +172,16 @@ def _p_view(s_tmem, HALF: gl.constexpr, dtype: gl.constexpr):
 
 
 @gluon.jit
-def _pv(s_tmem, v, o_tmem, use_acc, p_ready, o_ready, v_empty, blk, HALF: gl.constexpr):
+def _pv(s_tmem, v, o_tmem, use_acc, p_ready, o_ready, v_empty, blk, HALF: gl.constexpr,
+        LAST: gl.constexpr):
     """O_h += P_h V once P_h is written and O_h rescaled; its completion frees V's stage
-    after the second half read it."""
+    after the second half read it, and after a tile's last block hands O_h to the
+    correction's epilogue. (Earlier P V products need no barrier of their own: the next
+    S_h = Q_h K^T completes after them, and the correction hears of that through the
+    softmax's alpha.)"""
     mbarrier.wait(p_ready.index(HALF), blk & 1)
     tcgen05_mma(_p_view(s_tmem, HALF, v.dtype), v, o_tmem.index(HALF), use_acc=use_acc,
-                mbarriers=[o_ready.index(HALF), v_empty], mbarrier_preds=[True, HALF == 1])
+                mbarriers=[o_ready.index(HALF), v_empty], mbarrier_preds=[LAST, HALF == 1])
 
 
 @gluon.jit
@@ -218,18 +225,20 @@ def _mma_partition(q_smem, k_ring, v_ring, s_tmem, o_tmem, kpipe, vpipe, q_ready
                 vs = pipeline.consumer_wait(vpipe, item + j - 1)
                 v = _v_operand(v_ring, vs, D, V_T)
                 v_empty = vpipe[1].index(vs)
-                _pv(s_tmem, v, o_tmem, j > 1, p_ready, o_ready, v_empty, blk + j - 1, 0)
+                _pv(s_tmem, v, o_tmem, j > 1, p_ready, o_ready, v_empty, blk + j - 1, 0,
+                    False)
                 _qk(q_smem, k, s_tmem, s_ready, k_empty, 0)
-                _pv(s_tmem, v, o_tmem, j > 1, p_ready, o_ready, v_empty, blk + j - 1, 1)
+                _pv(s_tmem, v, o_tmem, j > 1, p_ready, o_ready, v_empty, blk + j - 1, 1,
+                    False)
                 _qk(q_smem, k, s_tmem, s_ready, k_empty, 1)
         if n_blocks > 0:
             vs = pipeline.consumer_wait(vpipe, item + n_blocks - 1)
             v = _v_operand(v_ring, vs, D, V_T)
             v_empty = vpipe[1].index(vs)
             _pv(s_tmem, v, o_tmem, n_blocks > 1, p_ready, o_ready, v_empty,
-                blk + n_blocks - 1, 0)
+                blk + n_blocks - 1, 0, True)
             _pv(s_tmem, v, o_tmem, n_blocks > 1, p_ready, o_ready, v_empty,
-                blk + n_blocks - 1, 1)
+                blk + n_blocks - 1, 1, True)
         item += n_blocks
         blk += n_blocks
         t += 1
@@ -380,8 +389,8 @@ def _correction_partition(o_tmem, q_smem, o_smem, alpha_smem, stats_smem, lse_pt
             for half in gl.static_range(2):
                 mbarrier.wait(alpha_ready.index(half), blk & 1)
                 alpha = alpha_smem.index(half).load(row)
+                # O_h += P_h V of block j-1 is done: S_h of block j completed after it.
                 if j > 0:
-                    mbarrier.wait(o_ready.index(half), (blk - 1) & 1)  # O += P V (j-1) done
                     if gl.min(alpha, axis=0) < 1.0:  # some row's max grew by more than 8
                         _rescale(o_tmem.index(half), alpha, D, o_chunk)
                 mbarrier.arrive(p_ready.index(half))
@@ -392,7 +401,7 @@ def _correction_partition(o_tmem, q_smem, o_smem, alpha_smem, stats_smem, lse_pt
             mbarrier.wait(q_ready.index(half), t & 1)
             o_out = o_smem.index(half).reshape([HALF_M, D])
             if n_blocks > 0:
-                mbarrier.wait(o_ready.index(half), (blk - 1) & 1)  # the last P V is done
+                mbarrier.wait(o_ready.index(half), t_seen & 1)  # the tile's last P V is done
                 mbarrier.wait(stats_ready.index(half), t_seen & 1)
                 l_i = stats_smem.index(2 * half).load(row)
                 m_i = stats_smem.index(2 * half + 1).load(row)
