@@ -588,6 +588,32 @@ def attention_forward(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
                               return_lse=return_lse, **options)()
 
 
+def compile_for_sm100a(dtype_name="float16", D=128, causal=True, poly_cols=32,
+                       poly_degree=3):
+    """The kernel compiled for sm_100a as `attention_forward` would launch it on 16 heads of
+    4096 rows (the descriptors' shapes do not change the code), for static checks."""
+    import ml_dtypes
+    np_dtype = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+                "float8_e4m3fn": ml_dtypes.float8_e4m3fn}[dtype_name]
+    fp8 = dtype_name == "float8_e4m3fn"
+    x = np.zeros((1, 16, 4096, D), np_dtype)
+    out = np.zeros((1, 16, 4096, D), np.float16 if fp8 else np_dtype)
+    bits = 8 if fp8 else 16
+    block = lambda a, rows, b: TensorDescriptor.from_tensor(  # noqa: E731
+        a, [1, 1, rows, D], _nvmma(b, D))
+    v_desc = transposed_v_descriptor(x, BN.value) if fp8 else block(x, BN.value, bits)
+    signature = {"q_desc": block(x, HALF_M.value, bits), "k_desc": block(x, BN.value, bits),
+                 "v_desc": v_desc, "o_desc": block(out, HALF_M.value, 16),
+                 "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32",
+                 "GROUP": "i32", "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32",
+                 "o_scale": "fp32"}
+    return gluon.compile(attention_kernel, signature,
+                         {"STAGES": default_config(D, fp8), "CAUSAL": causal,
+                          "RETURN_LSE": True, "POLY_COLS": poly_cols,
+                          "POLY_DEGREE": poly_degree, "V_T": fp8},
+                         target="sm_100a", num_warps=4)
+
+
 def main(gpu=None) -> bool:
     from _common import to_device, to_host, use_gpu
     gpu = use_gpu() if gpu is None else gpu

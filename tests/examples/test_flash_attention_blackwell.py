@@ -140,30 +140,10 @@ def test_bad_inputs_are_named():
 
 # ---- sm_100a ---------------------------------------------------------------------------------
 
-def compile_for_sm100a(dtype_name, D, causal):
-    import ml_dtypes
-    from gluon.nvidia.blackwell import TensorDescriptor
-    np_dtype = {"float16": np.float16, "float8_e4m3fn": ml_dtypes.float8_e4m3fn}[dtype_name]
-    fp8 = dtype_name == "float8_e4m3fn"
-    x = np.zeros((1, 16, 4096, D), np_dtype)
-    block = lambda a, rows, bits: TensorDescriptor.from_tensor(  # noqa: E731
-        a, [1, 1, rows, D], blackwell._nvmma(bits, D))
-    bits = 8 if fp8 else 16
-    v_desc = (blackwell.transposed_v_descriptor(x, 128) if fp8 else block(x, 128, bits))
-    return gluon.compile(
-        blackwell.attention_kernel,
-        {"q_desc": block(x, 128, bits), "k_desc": block(x, 128, bits), "v_desc": v_desc,
-         "o_desc": block(np.zeros((1, 16, 4096, D), np.float16), 128, 16),
-         "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
-         "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32"},
-        {"STAGES": blackwell.default_config(D, fp8), "CAUSAL": causal, "RETURN_LSE": True,
-         "POLY_COLS": 32, "POLY_DEGREE": 3, "V_T": fp8}, target="sm_100a", num_warps=4)
-
-
 @pytest.fixture(scope="module")
 def compiled():
-    return {"fp16_d128_causal": compile_for_sm100a("float16", 128, True),
-            "fp8_d64": compile_for_sm100a("float8_e4m3fn", 64, False)}
+    return {"fp16_d128_causal": blackwell.compile_for_sm100a("float16", 128, True),
+            "fp8_d64": blackwell.compile_for_sm100a("float8_e4m3fn", 64, False)}
 
 
 def test_the_ptx_has_the_fa4_ingredients(compiled):

@@ -1,0 +1,89 @@
+"""tools/static_report.py: SASS and PTX counting on fixed text, partition registers from the
+warp_specialize attributes, and (with ptxas and nvdisasm installed) the whole report of the
+Blackwell attention example."""
+
+import os
+import shutil
+import sys
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, os.path.join(HERE, "..", ".."))
+
+from tools import static_report as sr  # noqa: E402
+
+SASS = """
+        /*0100*/                   MUFU.EX2 R5, R4 ;
+        /*0110*/              @!P0 MUFU.EX2 R6, R7 ;
+        /*0120*/                   MUFU.RCP R8, R9 ;
+        /*0130*/                   IMAD R146, R101, 0x800000, R146 ;
+        /*0140*/                   LEA R145, R102, R145, 0x17 ;
+        /*0150*/                   IMAD.MOV.U32 R1, RZ, RZ, 0x800000 ;
+        /*0160*/                   FADD R101, R100, 12582912 ;
+        /*0170*/                   UTCHMMA gdesc[UR4], gdesc[UR6], tmem[UR8], idesc[UR11], UPT ;
+        /*0180*/                   UTCQMMA gdesc[UR4], gdesc[UR6], tmem[UR8], idesc[UR11], UPT ;
+        /*0190*/                   UTCBAR [UR9], URZ ;
+        /*01a0*/                   LDTM.x32 R100, tmem[UR6+0x80] ;
+        /*01b0*/                   STTM.x16 tmem[UR6], R4 ;
+        /*01c0*/               @P1 UTCATOMSWS.FIND_AND_SET.ALIGN UP0, UR4, UR4 ;
+"""
+
+
+def test_sass_counts_by_class():
+    tcgen05, mufu, fma, total = sr.count_sass(SASS)
+    assert tcgen05 == {"tcgen05.mma": 2, "tcgen05.commit": 1, "tcgen05.ld": 1,
+                       "tcgen05.st": 1, "tcgen05.alloc/dealloc": 1}
+    # MUFU.RCP is not an exp2; the IMAD.MOV of the constant 2^23 inserts no exponent.
+    assert (mufu, fma, total) == (2, 2, 13)
+
+
+def test_ptx_tcgen05_counts():
+    ptx = ("tcgen05.mma.cta_group::1.kind::f16 [%r1], %rd1, %rd2, %r3, p;\n"
+           "tcgen05.mma.cta_group::1.kind::f16 [%r1], [%r2], %rd2, %r3, p;\n"
+           "tcgen05.ld.sync.aligned.32x32b.x32.b32 {...}, [%r4];\ntcgen05.wait::ld.sync;\n")
+    assert sr.count_ptx_tcgen05(ptx) == {"tcgen05.mma": 2, "tcgen05.ld": 1, "tcgen05.wait": 1}
+
+
+def test_partitions_take_the_registers_the_compiler_plans():
+    ttgir = "ttg.warp_specialize %a {worker_num_regs = [176, 176, 40, 40, 40], " \
+            "worker_num_warps = [4, 4, 1, 1, 1]} {"
+    parts = sr.partitions_of(ttgir, 4, ["corr", "s0", "s1", "mma", "load", "epi"])
+    assert [(p.name, p.warps, p.registers) for p in parts] == [
+        ("corr", 4, 120), ("s0", 4, 176), ("s1", 4, 176), ("mma", 1, 40), ("load", 1, 40),
+        ("epi", 1, 40)]
+    with pytest.raises(ValueError, match=r"partition_names: 2 names for 6 partitions"):
+        sr.partitions_of(ttgir, 4, ["a", "b"])
+
+
+def _have_tools():
+    try:
+        sr.find_nvdisasm()
+    except sr.ToolMissing:
+        return False
+    return shutil.which("ptxas") is not None
+
+
+def test_missing_nvdisasm_names_the_wheel(monkeypatch):
+    monkeypatch.setenv("SC_NVDISASM", "/nonexistent/nvdisasm")
+    with pytest.raises(sr.ToolMissing, match=r"SC_NVDISASM=/nonexistent/nvdisasm is not an "
+                                             r"executable file"):
+        sr.find_nvdisasm()
+
+
+@pytest.mark.skipif(not _have_tools(), reason="needs ptxas and nvdisasm "
+                                              "(the nvidia-cuda-nvdisasm wheel)")
+def test_report_of_the_blackwell_attention_example():
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "flash_attention"))
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+    import blackwell
+    report = sr.static_report(blackwell.compile_for_sm100a("float16", 128, True))
+    assert [p.registers for p in report.partitions] == [120, 176, 176, 40, 40, 40]
+    assert (report.spill_stores, report.spill_loads) == (0, 0)
+    assert report.tmem_columns == 512
+    # Two softmax partitions x 128 columns: 32 on the FMA pipe, 96 on MUFU, + 1 alpha each.
+    assert (report.exp2_mufu, report.exp2_fma) == (2 * 97, 2 * 32)
+    assert report.sass_tcgen05["tcgen05.mma"] == report.ptx_tcgen05["tcgen05.mma"] == 64
+    assert report.sass_tcgen05["tcgen05.ld"] == 24  # 2 x 4 S chunks, correction: 4 + 4 + ...
+    assert "| exp2 in SASS: MUFU.EX2 / FMA-pipe polynomial | 194 / 64 (25% on FMA) |" in \
+        report.markdown()
