@@ -3,6 +3,7 @@ class, the parameter and the broken constraint, in the user's terms."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 
@@ -11,10 +12,17 @@ def int_tuple(owner: str, name: str, value) -> tuple[int, ...]:
         items = tuple(value)
     except TypeError:
         raise ValueError(f"{owner}: {name} must be a list of ints, got {value!r}") from None
+    ints = []
     for item in items:
-        if isinstance(item, bool) or not isinstance(item, int):
+        # Anything with __index__ is an int here (a constexpr-wrapped int inside a list, a
+        # numpy integer), as Triton's bindings take it; bools and floats are not.
+        try:
+            ints.append(None if isinstance(item, bool) else operator.index(item))
+        except TypeError:
+            ints.append(None)
+        if ints[-1] is None or isinstance(getattr(item, "value", None), bool):
             raise ValueError(f"{owner}: {name} must be a list of ints, got {list(items)}")
-    return items
+    return tuple(ints)
 
 
 def bases_tuple(owner: str, name: str, value, rank: int | None) -> tuple[tuple[int, ...], ...]:

@@ -160,3 +160,18 @@ def test_layout_equivalent_compares_linear_forms():
     assert layout_equivalent(BLOCKED, linear, [32, 16])
     assert not layout_equivalent(BLOCKED, BlockedLayout([4, 1], [4, 8], [1, 4], [0, 1]),
                                  [32, 16])
+
+
+def test_int_lists_take_constexpr_wrapped_ints_as_triton_does():
+    # Triton 3.6's attention example builds TensorMemoryLayout blocks from lists that hold
+    # constexprs; anything with __index__ is an int there, bools and floats are not.
+    import numpy as np
+    from shared_codegen.frontend.values import constexpr
+    layout = TensorMemoryLayout((128, constexpr(64)), col_stride=1)
+    assert layout == TensorMemoryLayout((128, 64), col_stride=1)
+    assert BlockedLayout([1, np.int64(4)], [8, 4], [4, 1], [1, 0]) == \
+        BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
+    for bad in (True, 2.0, constexpr(True)):
+        with pytest.raises(ValueError, match=r"TensorMemoryLayout: block must be a list of "
+                                             r"ints, got \[128, "):
+            TensorMemoryLayout((128, bad), col_stride=1)
