@@ -14,6 +14,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from shared_codegen.ir.core import lowering_rule
+from shared_codegen.layouts import SwizzledSharedLayout
 from shared_codegen.lowering.context import VOID, LoweringError
 from shared_codegen.ops.mbarrier.definition import (ArriveBarrierOp, BarrierExpectOp,
                                                     InitBarrierOp, InvalBarrierOp,
@@ -23,11 +24,16 @@ from shared_codegen.ops.shared_memory.lowering import sync_shared
 
 
 def bar_address(ctx, op, bar):
-    """The barrier word's shared-memory address; a view must start at its own word."""
+    """The barrier word's shared-memory address; a view must start at its own word. A view of
+    an unswizzled allocation (MBarrierLayout) has no xor part even when a loop or a branch
+    carried it and its xor became a phi (of zeros)."""
     base, xor = ctx.get(bar)
-    if not (isinstance(xor, ir.Constant) and int(xor.constant) == 0):
-        raise LoweringError("an mbarrier view must start at its own 8-byte word", op)
-    return base
+    if isinstance(xor, ir.Constant) and int(xor.constant) == 0:
+        return base
+    layout = getattr(bar.type, "layout", None)
+    if isinstance(layout, SwizzledSharedLayout) and layout.max_phase == 1:
+        return base
+    raise LoweringError("an mbarrier view must start at its own 8-byte word", op)
 
 
 def thread_zero(ctx, pred=None):
