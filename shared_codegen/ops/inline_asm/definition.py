@@ -97,6 +97,8 @@ class ElementwiseInlineAsmOp(OpDef):
         pack = op.attrs["packed_element"]
         shape = tuple(op.results[0].type.shape) if isinstance(op.results[0].type,
                                                               TensorType) else ()
+        if not shape and op.operands:  # scalars of a combine function run as whole arrays
+            shape = np.broadcast_shapes(*(np.shape(frame[v]) for v in op.operands))
         n = int(np.prod(shape)) if shape else 1
         groups = -(-n // pack)
         # Element k of group g is flat element min(g * pack + k, n - 1): a short last pack

@@ -33,9 +33,11 @@ def _unpack(b, reg, elem_ty, count):
 @lowering_rule(ElementwiseInlineAsmOp)
 def lower_inline_asm(op, ctx):
     pack = op.attrs["packed_element"]
-    inputs = [ctx.get(v) for v in op.operands]
-    n = len(inputs[0]) if inputs else len(ctx.register_coords(op.results[0].type)) \
-        if hasattr(op.results[0].type, "shape") else 1
+    # On scalars (inside a reduce or scan combine function) every value is one register.
+    scalar = not hasattr(op.results[0].type, "shape")
+    inputs = [[ctx.get(v)] if scalar else ctx.get(v) for v in op.operands]
+    n = 1 if scalar else len(inputs[0]) if inputs else \
+        len(ctx.register_coords(op.results[0].type))
     if n % pack:
         raise LoweringError(f"inline_asm_elementwise: each thread holds {n} element(s) of the "
                             f"result, which pack={pack} does not divide; use a layout with a "
@@ -66,7 +68,7 @@ def lower_inline_asm(op, ctx):
             for _ in range(pack // k):
                 out.extend(_unpack(b, regs[cursor], elem, k))
                 cursor += 1
-    return outs
+    return [out[0] for out in outs] if scalar else outs
 
 
 __all__ = ["lower_inline_asm"]

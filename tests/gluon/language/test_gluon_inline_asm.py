@@ -146,3 +146,31 @@ def test_pack_must_divide_into_registers():
     with pytest.raises(CompilationError, match="inline_asm_elementwise: pack=3 must be a "
                                                "multiple of the 2 elements of"):
         bad[(1,)](np.zeros(512, np.int16))
+
+
+@gluon.jit
+def _pair_add(a, b):
+    return gl.inline_asm_elementwise("add.rn.f32x2 $0, $1, $2;", "=l,l,l", [a, b],
+                                     dtype=gl.int64, is_pure=True, pack=1)
+
+
+@gluon.jit
+def pair_sum_kernel(x_ptr, out_ptr, N: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [32, 1], [gl.num_warps(), 1], [1, 0])
+    rows = gl.arange(0, 32, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, N, layout=gl.SliceLayout(0, layout))
+    pairs = gl.load(x_ptr + rows[:, None] * N + cols[None, :])  # fp32 pairs as int64
+    sums = gl.reduce(pairs, 1, _pair_add)  # the combine runs on scalars
+    gl.store(out_ptr + rows, sums)
+
+
+def test_inline_asm_in_a_reduce_combine_function():
+    # FlashAttention-4's row sums add fp32 pairs with one add.f32x2 per step.
+    x = np.random.default_rng(0).standard_normal((32, 16, 2)).astype(np.float32)
+    out = np.zeros((32, 2), np.float32)
+    pair_sum_kernel[(1,)](x.view(np.int64).reshape(32, 16), out.view(np.int64).reshape(32),
+                          N=16)
+    np.testing.assert_allclose(out, x.sum(axis=1), rtol=1e-5, atol=1e-5)
+    ptx = gluon.compile(pair_sum_kernel, {"x_ptr": "*i64:16", "out_ptr": "*i64:16"},
+                        {"N": 16}, target="sm_100a", num_warps=4).asm["ptx"]
+    assert ptx.count("add.rn.f32x2") >= 3  # the in-thread steps of the reduction
