@@ -11,8 +11,9 @@ from typing import Any, List, Tuple
 from llvmlite import ir
 
 from shared_codegen.ir.core import lowering_rule
-from shared_codegen.ir.types import scalar_of
+from shared_codegen.ir.types import SharedMemoryType, scalar_of
 from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp
+from shared_codegen.ops.shared_memory.definition import is_whole
 
 
 def _flatten(values: List[Any]) -> Tuple[List[ir.Value], List[int]]:
@@ -36,6 +37,19 @@ def _unflatten(flat: List[ir.Value], shape: List[int]) -> List[Any]:
         else:
             out.append(list(flat[i:i + n]))
             i += n
+    return out
+
+
+def _whole_views_have_no_xor(ctx, values: List[Any], types) -> List[Any]:
+    """A shared-memory view of whole trailing dims of its allocation (a buffer of a ring, a
+    barrier) has no XOR part (`ops/shared_memory/lowering.py`): keep the constant zero
+    rather than a phi of zeros, so ops that need the XOR known (mbarriers, MMA descriptors)
+    take a view that a loop or branch carried."""
+    out = []
+    for v, ty in zip(values, types):
+        if isinstance(ty, SharedMemoryType) and is_whole(ty) and isinstance(v, list):
+            v = [v[0], ctx.i32(0)]
+        out.append(v)
     return out
 
 
@@ -78,7 +92,9 @@ def lower_for(op, ctx):
         cond = b.select(pos, cmp("<", iv, ub), cmp(">", iv, ub))
     b.cbranch(cond, body, exit_)
     b.position_at_end(body)
-    yielded = ctx.lower_block(op.regions[0].block, [iv] + _unflatten(phis, shape))
+    carried = _whole_views_have_no_xor(ctx, _unflatten(phis, shape),
+                                       [v.type for v in op.operands[3:]])
+    yielded = ctx.lower_block(op.regions[0].block, [iv] + carried)
     flat_next, _ = _flatten(yielded)
     latch = b.block
     iv.add_incoming(b.add(iv, step), latch)
@@ -86,7 +102,7 @@ def lower_for(op, ctx):
         p.add_incoming(v, latch)
     b.branch(header)
     b.position_at_end(exit_)
-    return _unflatten(phis, shape)
+    return carried
 
 
 def _const_int(c: ir.Constant) -> int:
@@ -119,7 +135,7 @@ def lower_if(op, ctx):
         p.add_incoming(tv, then_end)
         p.add_incoming(ev, else_end)
         phis.append(p)
-    return _unflatten(phis, shape)
+    return _whole_views_have_no_xor(ctx, _unflatten(phis, shape), [r.type for r in op.results])
 
 
 # ---- scf.while ------------------------------------------------------------------------------
@@ -144,7 +160,9 @@ def lower_while(op, ctx):
         p = b.phi(v.type)
         p.add_incoming(v, pre)
         phis.append(p)
-    vals = ctx.lower_block(op.regions[0].block, _unflatten(phis, shape))
+    carried = _whole_views_have_no_xor(ctx, _unflatten(phis, shape),
+                                       [v.type for v in op.operands])
+    vals = ctx.lower_block(op.regions[0].block, carried)
     cond, forwarded = vals[0], vals[1:]
     b.cbranch(cond, after, exit_)
     b.position_at_end(after)
