@@ -27,6 +27,7 @@ SASS = """
         /*01a0*/                   LDTM.x32 R100, tmem[UR6+0x80] ;
         /*01b0*/                   STTM.x16 tmem[UR6], R4 ;
         /*01c0*/               @P1 UTCATOMSWS.FIND_AND_SET.ALIGN UP0, UR4, UR4 ;
+        /*01d0*/                   NOP;
 """
 
 
@@ -34,7 +35,8 @@ def test_sass_counts_by_class():
     tcgen05, mufu, fma, total = sr.count_sass(SASS)
     assert tcgen05 == {"tcgen05.mma": 2, "tcgen05.commit": 1, "tcgen05.ld": 1,
                        "tcgen05.st": 1, "tcgen05.alloc/dealloc": 1}
-    # MUFU.RCP is not an exp2; the IMAD.MOV of the constant 2^23 inserts no exponent.
+    # MUFU.RCP is not an exp2; the IMAD.MOV of the constant 2^23 inserts no exponent; NOPs
+    # (padding) are not counted.
     assert (mufu, fma, total) == (2, 2, 13)
 
 
