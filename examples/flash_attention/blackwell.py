@@ -68,8 +68,9 @@ from gluon.language.nvidia.blackwell import (TensorMemoryLayout,  # noqa: E402
                                              get_tmem_reg_layout, mbarrier, tcgen05_mma, tma)
 from gluon.nvidia.blackwell import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
-from hopper import (_aligned, _is_numpy, _nvmma, allocate_outputs,  # noqa: E402,F401
-                    check_inputs, random_inputs, reference, transposed_v_descriptor)
+from hopper import (_aligned, _is_numpy, _kv_blocks, _nvmma,  # noqa: E402,F401
+                    _tile_coords, allocate_outputs, check_inputs, random_inputs, reference,
+                    transposed_v_descriptor)
 
 HALF_M = gl.constexpr(128)  # query rows per softmax warpgroup: one TMEM lane per row
 BM = gl.constexpr(256)      # query rows per CTA tile
@@ -89,35 +90,6 @@ POLY5 = gl.constexpr((1.0000001192092896, 0.6931469440460205, 0.2402212023735046
 ROUND_MAGIC = gl.constexpr(12582912.0)  # 1.5 * 2^23: x + this rounds x to an integer
 
 
-# ---- tile bookkeeping (every partition walks the same tiles) --------------------------------
-
-@gluon.jit
-def _tile_coords(tile, BH, H, num_m, CAUSAL: gl.constexpr):
-    """(batch, head, first query row) of tile `tile`: causal walks the longest Q blocks
-    first, across all heads; otherwise head-major so neighbouring CTAs share K/V in L2."""
-    if CAUSAL:
-        mb = num_m - 1 - tile // BH
-        bh = tile % BH
-    else:
-        mb = tile % num_m
-        bh = tile // num_m
-    return bh // H, bh % H, mb * BM
-
-
-@gluon.jit
-def _kv_blocks(m0, N_Q, N_KV, CAUSAL: gl.constexpr):
-    """(blocks to visit, blocks that need no mask) for the tile's rows [m0, m0 + BM)."""
-    if CAUSAL:
-        off = N_KV - N_Q
-        hi = gl.minimum(N_KV, m0 + BM + off)
-        n_blocks = gl.cdiv(gl.maximum(hi, 0), BN)
-        n_full = gl.minimum(gl.maximum(m0 + off + 1, 0) // BN, N_KV // BN)
-    else:
-        n_blocks = gl.cdiv(N_KV, BN)
-        n_full = N_KV // BN
-    return n_blocks, n_full
-
-
 @gluon.constexpr_function
 def _chunk_layout():
     """The registers of a [128, CHUNK] fp32 slice of S or O loaded by 4 warps with
@@ -135,7 +107,7 @@ def _load_partition(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe
     item = 0
     t = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
+        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
         for half in gl.static_range(2):
             # The epilogue stored the previous tile's O_h out of this buffer (or, for fp8,
             # the tile's last S_h = Q_h K^T is done).
@@ -143,7 +115,7 @@ def _load_partition(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe
             mbarrier.expect(q_ready.index(half), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [b, h, m0 + half * HALF_M, 0],
                                             q_ready.index(half), q_smem.index(half))
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, CAUSAL)
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
         for j in range(n_blocks):
             s, ready = pipeline.producer_acquire(kpipe, item)
             mbarrier.expect(ready, k_desc.block_type.nbytes)
@@ -210,21 +182,21 @@ def _mma_partition(q_smem, k_ring, v_ring, s_tmem, o_tmem, kpipe, vpipe, q_ready
     blk = 0   # per-half blocks so far: the phase of s_ready / p_ready / o_ready
     t = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, CAUSAL)
+        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
         mbarrier.wait(q_ready.index(0), t & 1)
         mbarrier.wait(q_ready.index(1), t & 1)
         for j in range(n_blocks):
             ks = pipeline.consumer_wait(kpipe, item + j)
             k = k_ring.index(ks).reshape([BN, D]).permute((1, 0))
-            k_empty = kpipe[1].index(ks)
+            k_empty = pipeline.release_barrier(kpipe, item + j)  # freed by S_1's MMA
             if j == 0:
                 _qk(q_smem, k, s_tmem, s_ready, k_empty, 0)
                 _qk(q_smem, k, s_tmem, s_ready, k_empty, 1)
             else:
                 vs = pipeline.consumer_wait(vpipe, item + j - 1)
                 v = _v_operand(v_ring, vs, D, V_T)
-                v_empty = vpipe[1].index(vs)
+                v_empty = pipeline.release_barrier(vpipe, item + j - 1)
                 _pv(s_tmem, v, o_tmem, j > 1, p_ready, o_ready, v_empty, blk + j - 1, 0,
                     False)
                 _qk(q_smem, k, s_tmem, s_ready, k_empty, 0)
@@ -234,7 +206,7 @@ def _mma_partition(q_smem, k_ring, v_ring, s_tmem, o_tmem, kpipe, vpipe, q_ready
         if n_blocks > 0:
             vs = pipeline.consumer_wait(vpipe, item + n_blocks - 1)
             v = _v_operand(v_ring, vs, D, V_T)
-            v_empty = vpipe[1].index(vs)
+            v_empty = pipeline.release_barrier(vpipe, item + n_blocks - 1)
             _pv(s_tmem, v, o_tmem, n_blocks > 1, p_ready, o_ready, v_empty,
                 blk + n_blocks - 1, 0, True)
             _pv(s_tmem, v, o_tmem, n_blocks > 1, p_ready, o_ready, v_empty,
@@ -303,8 +275,8 @@ def _softmax_partition(HALF: gl.constexpr, s_tmem, alpha_smem, stats_smem, s_rea
     p_view = _p_view(s_tmem, HALF, P_DTYPE)
     blk = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, CAUSAL)
+        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
         row0 = m0 + HALF * HALF_M
         off = N_KV - N_Q
         m_i = gl.full([HALF_M], NO_MAX, gl.float32, row)
@@ -383,8 +355,8 @@ def _correction_partition(o_tmem, q_smem, o_smem, alpha_smem, stats_smem, lse_pt
     t = 0
     t_seen = 0  # tiles that saw a key: the phase of stats_ready
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, CAUSAL)
+        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
         for j in range(n_blocks):
             for half in gl.static_range(2):
                 mbarrier.wait(alpha_ready.index(half), blk & 1)
@@ -430,7 +402,7 @@ def _epilogue_partition(o_desc, o_smem, o_staged, q_empty, N_Q, BH, H, num_m, nu
                         CAUSAL: gl.constexpr):
     t = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
+        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
         for half in gl.static_range(2):
             mbarrier.wait(o_staged.index(half), t & 1)
             tma.async_copy_shared_to_global(o_desc, [b, h, m0 + half * HALF_M, 0],

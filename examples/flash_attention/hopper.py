@@ -72,24 +72,25 @@ LOG2E = gl.constexpr(1.4426950408889634)
 
 
 @gluon.jit
-def _tile_coords(tile, BH, H, num_m, CAUSAL: gl.constexpr):
-    """(batch, head, first query row) of tile `tile`. Causal: the last (longest) Q blocks
-    first, across all heads; otherwise head-major so neighbouring CTAs share K/V in L2."""
+def _tile_coords(tile, BH, H, num_m, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
+    """(batch, head, first query row) of tile `tile` (BLOCK_M query rows). Causal: the last
+    (longest) Q blocks first, across all heads; otherwise head-major so neighbouring CTAs
+    share K/V in L2. (The Blackwell forward walks its tiles the same way.)"""
     if CAUSAL:
         mb = num_m - 1 - tile // BH
         bh = tile % BH
     else:
         mb = tile % num_m
         bh = tile // num_m
-    return bh // H, bh % H, mb * BM
+    return bh // H, bh % H, mb * BLOCK_M
 
 
 @gluon.jit
-def _kv_blocks(m0, N_Q, N_KV, BN: gl.constexpr, CAUSAL: gl.constexpr):
-    """(blocks to visit, blocks that need no mask) for the CTA's rows [m0, m0 + BM)."""
+def _kv_blocks(m0, N_Q, N_KV, BN: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
+    """(blocks to visit, blocks that need no mask) for the CTA's rows [m0, m0 + BLOCK_M)."""
     if CAUSAL:
         off = N_KV - N_Q
-        hi = gl.minimum(N_KV, m0 + BM + off)
+        hi = gl.minimum(N_KV, m0 + BLOCK_M + off)
         n_blocks = gl.cdiv(gl.maximum(hi, 0), BN)
         n_full = gl.minimum(gl.maximum(m0 + off + 1, 0) // BN, N_KV // BN)
     else:
@@ -114,7 +115,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
     item = 0
     t = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
+        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
         hk = h // GROUP
         for wg in gl.static_range(2):
             # The warpgroup is done with the previous tile's Q (its last QK^T retired).
@@ -122,7 +123,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
             mbarrier.expect(q_ready.index(wg), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [b, h, m0 + wg * BM_WG, 0],
                                             q_ready.index(wg), q_smem.index(wg))
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL)
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
         rot = (m0 // BM) % gl.maximum(n_blocks, 1)
         pl.enter_scope("load K, V")
         for i in range(n_blocks):
@@ -200,8 +201,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
     t = 0
     turn = pingpong.start(turns, WG)
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL)
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL)
+        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
         rot = (m0 // BM) % gl.maximum(n_blocks, 1)
         row0 = m0 + WG * BM_WG
         off = N_KV - N_Q

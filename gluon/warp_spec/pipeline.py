@@ -11,6 +11,8 @@
         s = pipeline.consumer_wait(pipe, i)             # waits until stage s is full
         x = ring.index(s).load(layout)
         pipeline.consumer_release(pipe, i)              # hands stage s back
+    # or an asynchronous consumer: the MMA's completion hands stage s back
+        tcgen05_mma(a, ring.index(s), acc, mbarriers=[pipeline.release_barrier(pipe, i)])
 
 `pipe` is a tuple `(ready, empty)` of `[STAGES, 1]` mbarrier allocations, so it passes to
 partitions like any other arguments. Both sides count the same item index `i`; the helpers
@@ -88,6 +90,16 @@ def consumer_release(pipe, i):
 
 
 @gluon.jit
+def release_barrier(pipe, i):
+    """The barrier whose arrival hands the stage of item `i` back, for a consumer that
+    releases it asynchronously: `tcgen05_mma(..., mbarriers=[release_barrier(pipe, i)])`
+    frees the stage once the MMA has read it."""
+    empty = pipe[1]
+    NUM_STAGES: gl.constexpr = empty.shape[0]
+    return empty.index(i % NUM_STAGES)
+
+
+@gluon.jit
 def invalidate(pipe):
     """End the barriers' lives (after gl.warp_specialize returns)."""
     ready = pipe[0]
@@ -97,5 +109,5 @@ def invalidate(pipe):
         mbarrier.invalidate(empty.index(s))
 
 
-__all__ = ["create", "producer_acquire", "producer_commit", "consumer_wait",
+__all__ = ["create", "producer_acquire", "producer_commit", "consumer_wait", "release_barrier",
            "consumer_release", "invalidate"]
