@@ -11,7 +11,7 @@
         s = pipeline.consumer_wait(pipe, i)             # waits until stage s is full
         x = ring.index(s).load(layout)
         pipeline.consumer_release(pipe, i)              # hands stage s back
-    # or an asynchronous consumer: the MMA's completion hands stage s back
+        # or, consuming asynchronously, the MMA's completion hands stage s back:
         tcgen05_mma(a, ring.index(s), acc, mbarriers=[pipeline.release_barrier(pipe, i)])
 
 `pipe` is a tuple `(ready, empty)` of `[STAGES, 1]` mbarrier allocations, so it passes to
