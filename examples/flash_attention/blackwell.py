@@ -109,8 +109,8 @@ def _load_partition(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
         for half in gl.static_range(2):
-            # The epilogue stored the previous tile's O_h out of this buffer (or, for fp8,
-            # the tile's last S_h = Q_h K^T is done).
+            # The epilogue's TMA store of the previous tile's O_h is done: 16-bit O goes out
+            # through this buffer, and the store comes after every MMA that read Q_h.
             mbarrier.wait(q_empty.index(half), (t & 1) ^ 1)
             mbarrier.expect(q_ready.index(half), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [b, h, m0 + half * HALF_M, 0],
