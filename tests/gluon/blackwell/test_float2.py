@@ -79,3 +79,28 @@ def test_sm100a_ptx_has_the_packed_instructions():
     ptx = comp.asm["ptx"]
     assert "fma.rn.f32x2" in ptx and "mov.b64" in ptx
     assert comp.asm["cubin"]
+
+
+@gluon.jit
+def pair_sum_kernel(x_ptr, y_ptr, out_ptr, M: gl.constexpr, N: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [8, 4], [gl.num_warps(), 1], [1, 0])
+    rows = gl.arange(0, M, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, N, layout=gl.SliceLayout(0, layout))
+    offs = rows[:, None] * N + cols[None, :]
+    sums = float2.pack2(gl.load(x_ptr + offs), gl.load(y_ptr + offs)).sum(axis=1)
+    sx, sy = float2.unpack2(sums)
+    gl.store(out_ptr + rows, sx)
+    gl.store(out_ptr + M + rows, sy)
+
+
+def test_sum_adds_both_halves_of_each_pair():
+    rng = np.random.default_rng(4)
+    x, y = (rng.standard_normal((32, 64)).astype(np.float32) for _ in range(2))
+    out = np.zeros(64, np.float32)
+    pair_sum_kernel[(1,)](x, y, out, M=32, N=64)
+    np.testing.assert_allclose(out, np.concatenate([x.sum(1), y.sum(1)]), rtol=1e-5,
+                               atol=1e-5)
+    ptx = gluon.compile(pair_sum_kernel, {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16",
+                                          "out_ptr": "*fp32:16"}, {"M": 32, "N": 64},
+                        target="sm_100a", num_warps=4).asm["ptx"]
+    assert "add.rn.f32x2" in ptx and "shfl.sync.bfly" in ptx  # in-thread, then across lanes

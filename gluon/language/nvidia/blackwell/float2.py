@@ -6,7 +6,7 @@
     y = float2.unpack(y2, axis=1)         # back to [M, N] fp32
 
 A `Float2Tensor` holds two fp32 values per element in one 64-bit register pair (an int64
-tensor); `+`, `-`, `*` and `fma` are one `add/sub/mul/fma.rn.f32x2` (PTX ISA 8.6, sm_100a)
+tensor); `+`, `-`, `*`, `fma` and `sum` are `add/sub/mul/fma.rn.f32x2` (PTX ISA 8.6, sm_100a)
 per pair, which halves the FMA-pipe instructions of FlashAttention-4's softmax. The snippets
 go through `inline_asm_elementwise`, which the interpreter runs with its PTX subset
 (`ops/inline_asm/ptx_subset.py`, f32x2 lane by lane, one rounding per operation).
@@ -47,6 +47,11 @@ def _pair_op(a, b, OP: gl.constexpr):
 
 
 @jit
+def _add_pairs(a, b):
+    return _pair_op(a, b, "add.rn")
+
+
+@jit
 def _fma_pair(a, b, c):
     return gl.inline_asm_elementwise("fma.rn.f32x2 $0, $1, $2, $3;", "=l,l,l,l", [a, b, c],
                                      dtype=gl.int64, is_pure=True, pack=1)
@@ -74,6 +79,12 @@ class Float2Tensor:
     def __mul__(self, rhs):
         gl.static_assert(isinstance(rhs, Float2Tensor), "rhs must be a Float2Tensor")
         return Float2Tensor(_pair_op(self._value, rhs._value, "mul.rn"))
+
+    @jit
+    def sum(self, axis: gl.constexpr):
+        """The pairs summed along `axis`, pair by pair (one add.f32x2 per step): two row
+        sums for the price of one, as FlashAttention-4 keeps its softmax denominators."""
+        return Float2Tensor(gl.reduce(self._value, axis, _add_pairs))
 
 
 @jit
