@@ -45,8 +45,8 @@ the output accumulator O_h (D fp32 columns): 2 * 128 + 2 * D <= 512.
 - fp8 (e4m3): P is stored as e4m3, P V reads V^T (fp8 MMAs read B K-major; V is transposed
   once on the host) and the per-tensor descales fold into the score scale and the output;
   O (fp16/bf16) then needs its own shared buffer (16-bit O goes out through Q's).
-- Registers (setmaxnreg): softmax 176 (184 for D = 64), the one-warp partitions 40, the
-  correction the rest; ptxas spills nothing at these counts.
+- Registers (setmaxnreg): softmax 184, the one-warp partitions 40, the correction the rest
+  (104); ptxas spills nothing at these counts.
 """
 
 from __future__ import annotations
@@ -456,10 +456,10 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                                     TensorMemoryLayout(block=(HALF_M, D), col_stride=1))
     tiles = (N_Q, N_KV, BH, H, num_m, num_tiles)
     # 64K registers over 16 warps (the 3 one-warp partitions pad a warpgroup): softmax 2 x 4
-    # warps, the one-warp group 40 each, the correction what is left (120 or 104). These are
-    # the smallest counts at which ptxas spills nothing (whole-program ptxas -v, every dtype,
-    # causal or not); D = 64 leaves the correction more slack, its softmax wants 8 more.
-    SOFTMAX_REGS: gl.constexpr = 184 if D == 64 else 176
+    # warps at 184, the one-warp group 40 each, the correction what is left (104). At these
+    # counts whole-program ptxas spills nothing for any dtype, D or mask; 8 fewer for the
+    # softmax or the one-warp partitions and it does.
+    SOFTMAX_REGS: gl.constexpr = 184
     gl.warp_specialize(
         [(_correction_partition, (o_tmem, q_smem, o_smem, alpha_smem, stats_smem, lse_ptr,
                                   q_ready, p_ready, o_ready, alpha_ready, stats_ready,

@@ -310,23 +310,38 @@ def lower_tmem_load(op, ctx):
     return [[found[cell] for cell in plan.reg_cells]]
 
 
+def _pack_word(ctx, regs, parts, bits: int):
+    """One 32-bit TMEM word from the registers `parts` [(part, register)] of `bits` each.
+    Packed lanes are built as a vector and bitcast (`mov.b32 {lo, hi}` in PTX), which lets
+    ptxas fuse two fp32 -> fp16 conversions into one F2FP.PACK_AB; parts no element holds
+    stay 0."""
+    b = ctx.builder
+    narrow = ir.IntType(bits)
+    if not parts:
+        return ctx.i32(0)
+    if bits == 32:
+        (_, reg), = parts
+        x = regs[reg]
+        return x if x.type == narrow else b.bitcast(x, narrow)
+    lanes = 32 // bits
+    vec = ir.Constant(ir.VectorType(narrow, lanes), [ir.Constant(narrow, 0)] * lanes)
+    for part, reg in parts:
+        x = regs[reg]
+        x = x if x.type == narrow else b.bitcast(x, narrow)
+        vec = b.insert_element(vec, x, ctx.i32(part))
+    return b.bitcast(vec, I32)
+
+
 def _store(ctx, op, addr, mem_ty, value, pred=None):
     plan = _plan(ctx, op, value.type, mem_ty)
     b = ctx.builder
     regs = ctx.get(value)
     addr = _thread_addr(ctx, op, addr, plan)
-    narrow = ir.IntType(plan.bits)
     for msg in plan.messages:
         n = len(msg.words)
         vals = []
         for parts in msg.words:  # pack the word's elements; parts no element holds stay 0
-            word = ctx.i32(0)
-            for part, reg in parts:
-                x = regs[reg]
-                x = x if x.type == narrow else b.bitcast(x, narrow)
-                x = x if plan.bits == 32 else b.shl(b.zext(x, I32), ctx.i32(part * plan.bits))
-                word = x if plan.bits == 32 else b.or_(word, x)
-            vals.append(word)
+            vals.append(_pack_word(ctx, regs, parts, plan.bits))
         ins = ",".join(f"${i + 2}" for i in range(n))
         _asm(ctx, f"@$0 tcgen05.st.sync.aligned.{msg.shape}.x{msg.reps}.b32 "
                   f"[$1]{_split(msg)}, {{{ins}}};",
