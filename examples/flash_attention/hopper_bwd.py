@@ -276,7 +276,12 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, de
 
 DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
-STAGES = 2  # Q/dO ring depth: 2 x 32 KB at D = 128 next to K and V (64 KB)
+# Q/dO ring depth (32.5 KB a stage at D = 128, next to 64 KB of K and V, 16 KB of dS^T and
+# 32 KB of dQ). Causal runs take 3: their CTAs start at different query blocks (the
+# diagonal), so they share fewer loads in L2 and wait on TMA with 2 stages (H100, N = 4k:
+# 146 against 337 TFLOP/s); without a mask 2 and 3 measured the same at N = 4k.
+STAGES = 2
+CAUSAL_STAGES = 3
 
 
 def _dtype_name(x) -> str:
@@ -399,7 +404,8 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None):
     grid = (-(-N_kv // BN.value), B * H_kv)
     attention_bwd_kernel[grid](q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, delta_desc,
                                dk, dv, N_q, N_kv, n_pad, H_kv, H // H_kv,
-                               float(sm_scale) * LOG2E.value, float(sm_scale), STAGES,
+                               float(sm_scale) * LOG2E.value, float(sm_scale),
+                               CAUSAL_STAGES if causal else STAGES,
                                bool(causal), num_warps=8)
     block = 1024
     _dq_convert_kernel[(-(-n_rows * D // block),)](dq_acc, dq, n_rows * D, float(sm_scale),

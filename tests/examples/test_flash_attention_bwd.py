@@ -101,7 +101,8 @@ def _compile(D, causal):
          "dq_desc": dq, "lse2_desc": rows, "delta_desc": rows,
          "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "N_PAD": "i32",
          "H_KV": "i32", "GROUP": "i32", "qk_scale": "fp32", "sm_scale": "fp32"},
-        {"STAGES": 2, "CAUSAL": causal}, target="sm_90a", num_warps=8)
+        {"STAGES": hopper_bwd.CAUSAL_STAGES if causal else hopper_bwd.STAGES, "CAUSAL": causal},
+        target="sm_90a", num_warps=8)
 
 
 @pytest.fixture(scope="module")
