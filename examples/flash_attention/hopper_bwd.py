@@ -277,9 +277,11 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, de
 DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
 # Q/dO ring depth (32.5 KB a stage at D = 128, next to 64 KB of K and V, 16 KB of dS^T and
-# 32 KB of dQ). Causal runs take 3: their CTAs start at different query blocks (the
-# diagonal), so they share fewer loads in L2 and wait on TMA with 2 stages (H100, N = 4k:
-# 146 against 337 TFLOP/s); without a mask 2 and 3 measured the same at N = 4k.
+# 32 KB of dQ). Without a mask, 2 stages measured as fast as 3 at N = 4k and faster at 16k
+# (469 against 400 TFLOP/s on the H100). Causal runs take 3, the depth measured there (337
+# TFLOP/s at 4k, 394 at 16k): their CTAs start at different query blocks, so a deeper
+# prefetch may hide more load latency. The 2-stage causal kernel has no valid measurement
+# yet (those runs loaded it without setmaxnreg, a loader bug fixed since).
 STAGES = 2
 CAUSAL_STAGES = 3
 
