@@ -83,8 +83,13 @@ class TensorDescriptor(_SharedTensorDescriptor):
                 state = {"type": TensorDescriptorType(key, element, self.layout),
                          "tensor_map": None}
                 state["key"] = (state["type"], "")
+                self._prepared = {key: state}  # the encoding reads self.type
                 if identity is not None:
-                    state["tensor_map"] = self._encode_for_device()
+                    try:
+                        state["tensor_map"] = self._encode_for_device()
+                    except BaseException:
+                        self._prepared = {}
+                        raise
                     if len(_ENCODED) >= _MAX_ENCODED:
                         _ENCODED.pop(next(iter(_ENCODED)))  # the oldest
                     _ENCODED[identity] = state

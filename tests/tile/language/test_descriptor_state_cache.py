@@ -2,9 +2,13 @@
 padding share one checked and encoded state (Triton's tutorials build fresh descriptors on
 every call); anything that changes the map encodes anew."""
 
+import types
+
 import numpy as np
 import pytest
 
+from shared_codegen.ops.tma.definition import box_shape
+from shared_codegen.runtime import driver
 from shared_codegen.runtime import tensor_descriptor as shared_descriptor
 from tile.tools import tensor_descriptor as tile_descriptor
 from tile.tools.tensor_descriptor import TensorDescriptor
@@ -22,13 +26,20 @@ class _GpuTensor:
 
 @pytest.fixture
 def encodes(monkeypatch):
+    """Counts encodings; the stand-in for cuTensorMapEncodeTiled reads what the real
+    `_encode` reads (the descriptor's type, layout and element), on an sm_90 device."""
     calls = []
 
     def fake_encode(desc):
+        box = box_shape(desc.type)
+        assert desc.layout is not None and desc.element is not None
         calls.append((desc.base.address, tuple(desc.block_shape)))
-        return bytes([len(calls)]) * 128
+        return bytes([len(calls)]) * 128 if box else b""
 
-    monkeypatch.setattr(shared_descriptor.TensorDescriptor, "_encode_for_device", fake_encode)
+    monkeypatch.setattr(driver, "current_device_index", lambda: 0)
+    monkeypatch.setattr(driver, "get_device",
+                        lambda index: types.SimpleNamespace(compute_capability=(9, 0)))
+    monkeypatch.setattr(shared_descriptor.TensorDescriptor, "_encode", fake_encode)
     monkeypatch.setattr(tile_descriptor, "_ENCODED", {})
     return calls
 
