@@ -104,6 +104,15 @@ class TensorDescriptor(_SharedTensorDescriptor):
     def element(self):
         return from_host_dtype(getattr(self.base, "dtype", None))
 
+    def param_bytes(self) -> bytes:
+        """The kernel parameter's bytes, kept with the shared state: they hold nothing the
+        state's identity does not fix (map, address, shape, strides, fill)."""
+        state = self._state()
+        packed = state.get("param")
+        if packed is None:
+            packed = state["param"] = super().param_bytes()
+        return packed
+
     type = property(lambda self: self._state()["type"])
     _key = property(lambda self: self._state()["key"])
     tensor_map = property(lambda self: self._state()["tensor_map"])
