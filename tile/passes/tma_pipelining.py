@@ -24,8 +24,9 @@ it. So P V is issued async and left in flight across the back edge; Q K^T is iss
 and waited at once with `pendings=0`, which retires the previous P V too (the wait names the
 carried accumulator, so nothing reads it earlier). The tensor cores then run P V_j and
 Q K^T_{j+1} back to back while the warps update l_i, refill the ring and loop. The copies
-for iv + (S-1)*step go at the end of the body: the slot they overwrite was read by P V_{j-1},
-which Q K^T_j's wait retired.
+for iv + (S-1)*step overwrite the slot P V_{j-1} read, which Q K^T_j's wait retired: they go
+at the end of the body (right after that wait when S = 2, so they still have an iteration to
+land).
 
 Copies past the end are predicated off, so no copy is in flight after the loop. Which loops:
 those `pipelining.plan_loop` leaves alone, with a constant positive step, whose TMA loads (one
@@ -275,7 +276,15 @@ def pipeline_tma_loop(plan: _TMAPlan) -> None:
         others = [op for op in block.ops if op is not first_wait]
         replace_all_uses(others, first.result, first_wait.results[0])
         replace_all_uses(others, carried, first_wait.results[-1])
-        at.place_before(yield_op)  # the slot of P V_{j-1}, which that wait retired
+        # The copies refill the slot P V_{j-1} read, which that wait retired. With two slots
+        # they go right after it (at the end of the body they would land only as the next
+        # iteration waits for them); deeper rings refill at the end, as Triton does, so that
+        # a CTA barrier before the copies never holds a warpgroup between its Q K^T and its
+        # softmax (the other warpgroup's Q K^T keeps the tensor cores busy meanwhile).
+        if S == 2:
+            at.place_after(first_wait)
+        else:
+            at.place_before(yield_op)
     else:
         at.place_after(wait_end)
     for i in plan.carried0:
