@@ -14,7 +14,8 @@ parameters of `triton.experimental.gluon.language.nvidia.hopper.tma` 3.6.
 Descriptors come from the host (`gluon.nvidia.hopper.TensorDescriptor`); in the kernel they
 are `tensor_descriptor` values whose type fixes the block shape, dtype and layout (the global
 shape and strides are in the descriptor's bytes only). Semantics and PTX:
-`shared_codegen/ops/tma/definition.py`. Not here yet: device-side `make_tensor_descriptor`.
+`shared_codegen/ops/tma/definition.py`. A kernel can also write a descriptor itself:
+`tma.make_tensor_descriptor(base, shape, strides, block_shape, layout)` (_tma_descriptor.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from gluon.language._newer_names import async_load, async_store  # noqa: F401 (3.7 names)
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
+from gluon.language.nvidia.hopper._tma_descriptor import make_tensor_descriptor
 from gluon.language.nvidia.hopper.mbarrier import _barrier
 from shared_codegen.frontend.descriptors import tensor_descriptor
 from shared_codegen.frontend.values import builtin, tensor
@@ -31,7 +33,7 @@ from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
                                                check_smem)
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
-           "tensor_descriptor", "async_load", "async_store"]
+           "tensor_descriptor", "make_tensor_descriptor", "async_load", "async_store"]
 
 
 def _desc(value, name):
