@@ -83,8 +83,8 @@ class TmaForms:
             self.descriptor_dim(op, out, indent)
         else:  # AsyncTMAReduceOp
             raise self.fail(f"{op.loc}: desc.atomic_{op.attrs['kind']} is a TMA reduction, "
-                                  f"and Gluon 3.6 has no builtin for one (tma has copies and "
-                                  f"store_wait only)")
+                            f"and Gluon 3.6 has no builtin for one (tma has copies and "
+                            f"store_wait only)")
         return True
 
     def coords(self, coords) -> str:
@@ -94,7 +94,7 @@ class TmaForms:
         which = {"shape": "shape", "stride": "strides"}.get(op.attrs["kind"])
         if which is None:
             raise self.fail(f"{op.loc}: a descriptor's {op.attrs['kind']} field has no "
-                                  f"Gluon spelling")
+                            f"Gluon spelling")
         self.bind(op.results[0], f"{self.value(op.operands[0])}.{which}[{op.attrs['index']}]",
                   out, indent)
 
@@ -115,7 +115,7 @@ class TmaForms:
                        if isinstance(u.opdef, TensormapCreateOp)), None)
         if create is None:
             raise self.fail(f"{op.loc}: a tensor descriptor read from global scratch no "
-                                  f"tensormap_create writes")
+                            f"tensormap_create writes")
         _ptr, _staging, base, dims, byte_strides = TensormapCreateOp.parts(create)
         self.tensor_map_itemsize = base.type.element.itemsize
         ty: TensorDescriptorType = op.results[0].type
@@ -146,4 +146,4 @@ class TmaForms:
             itemsize = self.tensor_map_itemsize
             return str(int(owner.attrs["value"]) // itemsize)
         raise self.fail(f"{owner.loc if owner is not None else '?'}: a tensor map's byte "
-                              f"stride that is not `stride * itemsize`")
+                        f"stride that is not `stride * itemsize`")
