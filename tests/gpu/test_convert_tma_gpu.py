@@ -81,11 +81,11 @@ def test_gluon_make_tensor_descriptor_copies_and_pads():
     torch = _torch()
     from tests.gluon.hopper.test_tma_make_descriptor import copy_doubled
 
-    x = torch.arange(50 * 20, device="cuda", dtype=torch.float16).reshape(50, 20)
-    y = torch.full((50, 40), -1.0, device="cuda", dtype=torch.float16)
-    copy_doubled[(2,)](x, y, 50, 20, PADDING="nan")
+    x = torch.arange(50 * 24, device="cuda", dtype=torch.float16).reshape(50, 24)
+    y = torch.full((50, 48), -1.0, device="cuda", dtype=torch.float16)
+    copy_doubled[(2,)](x, y, 50, 24, PADDING="nan")
     torch.cuda.synchronize()
     got = y.cpu().numpy()
-    np.testing.assert_array_equal(got[:, :20], x.cpu().numpy())
-    np.testing.assert_array_equal(got[:, 32:], x.cpu().numpy()[:, :8])
-    assert np.isnan(got[:, 20:32]).all()
+    np.testing.assert_array_equal(got[:, :24], x.cpu().numpy())
+    np.testing.assert_array_equal(got[:, 32:], x.cpu().numpy()[:, :16])
+    assert np.isnan(got[:, 24:32]).all()

@@ -168,11 +168,22 @@ class TensormapCreateOp(OpDef):
         desc_ptr, _staging, base, dims, strides = self.parts(op)
         itemsize = base.type.element.itemsize
         slot = _slot(op, frame, frame[desc_ptr])
+        # What the GPU would take silently and get wrong (PTX ISA, tensor-map fields): the
+        # global address and every stride but the innermost are multiples of 16 bytes.
+        outer_first = [int(frame[s]) for s in reversed(strides)]
+        for d, nbytes in enumerate(outer_first):
+            if nbytes <= 0 or nbytes % 16:
+                frame.error(op, f"tensor descriptor: strides[{d}] = {nbytes // itemsize} "
+                                f"elements = {nbytes} bytes is not a positive multiple of 16 "
+                                f"bytes (TMA's stride granularity)")
+        if int(frame[base]) % 16:
+            frame.error(op, f"tensor descriptor: the base address is {int(frame[base]) % 16} "
+                            f"bytes past a 16-byte boundary (TMA needs 16-byte alignment)")
         # Dims and strides come innermost first (PTX order); the innermost stride is the
         # element size.
         slot.tensor_map = TensorMapValue(
             int(frame[base]), [int(frame[d]) for d in reversed(dims)],
-            [int(frame[s]) for s in reversed(strides)] + [itemsize],
+            outer_first + [itemsize],
             f"the descriptor made at {_where(op)}",
             fill=float("nan") if op.attrs["fill_mode"] == FILL_MODES["nan"] else 0)
         return []

@@ -7,7 +7,7 @@ import pytest
 import gluon
 from gluon import language as gl
 from gluon.language.nvidia.hopper import mbarrier, tma
-from shared_codegen.errors import CompilationError
+from shared_codegen.errors import CompilationError, InterpreterError
 
 LAYOUT = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16, rank=2))
 SIGNATURE = {"in_ptr": "*fp16:16", "out_ptr": "*fp16:16", "M": "i32", "N": "i32"}
@@ -33,12 +33,21 @@ def copy_doubled(in_ptr, out_ptr, M, N, PADDING: gl.constexpr):
 
 @pytest.mark.parametrize("padding,fill", [("zero", 0.0), ("nan", np.nan)])
 def test_kernel_written_descriptors_copy_and_pad_in_the_interpreter(padding, fill):
-    x = np.arange(50 * 20, dtype=np.float16).reshape(50, 20)
-    y = np.full((50, 40), -1.0, np.float16)
-    copy_doubled[(2,)](x, y, 50, 20, PADDING=padding)
-    np.testing.assert_array_equal(y[:, :20], x)
-    np.testing.assert_array_equal(y[:, 32:], x[:, :8])  # clipped to the tensor's 40 columns
-    np.testing.assert_array_equal(y[:, 20:32], np.full((50, 12), fill, np.float16))
+    x = np.arange(50 * 24, dtype=np.float16).reshape(50, 24)  # rows of 48 bytes
+    y = np.full((50, 48), -1.0, np.float16)
+    copy_doubled[(2,)](x, y, 50, 24, PADDING=padding)
+    np.testing.assert_array_equal(y[:, :24], x)
+    np.testing.assert_array_equal(y[:, 32:], x[:, :16])  # clipped to the tensor's 48 columns
+    np.testing.assert_array_equal(y[:, 24:32], np.full((50, 8), fill, np.float16))
+
+
+def test_strides_tma_cannot_take_are_reported_in_the_interpreter():
+    # 20 fp16 = 40 bytes per row: the GPU would round the stride down and copy wrong rows.
+    x = np.zeros((50, 20), np.float16)
+    with pytest.raises(InterpreterError, match=r"tensor descriptor: strides\[0\] = 20 "
+                                               r"elements = 40 bytes is not a positive "
+                                               r"multiple of 16 bytes"):
+        copy_doubled[(1,)](x, np.zeros((50, 48), np.float16), 50, 20, PADDING="zero")
 
 
 def test_kernel_written_descriptors_compile_to_tensormap_replace_for_sm_90a():
