@@ -8,6 +8,9 @@ or tutorial 03's matmul (benchmarks/tutorial03_matmul.py, fp16, 128x256x64, 3 st
 8 warps: a pipelined wgmma loop).
 
     PYTHONPATH=. python benchmarks/compile_time.py [--samples 5] [--kernel tutorial03]
+
+Tutorial 03's matmul on the H100 machine's host (2026-11-25, 3 samples): cold compile median
+0.511 s (0.417 to 0.513 s); as a process's first compile 0.824 s.
 """
 
 from __future__ import annotations
