@@ -1,6 +1,7 @@
 """The converter's forms for TMA: what tensor descriptors leave in the IR, printed as the
 Gluon a person would write (`mbarrier.*`, `tma.async_copy_global_to_shared` /
-`async_copy_shared_to_global` / `store_wait`, `tma.make_tensor_descriptor`).
+`async_copy_shared_to_global` / `store_wait`, `tma.async_atomic_<op>` for `desc.atomic_<op>`,
+`tma.make_tensor_descriptor`).
 
 Host descriptors (`tile.tools.tensor_descriptor.TensorDescriptor` arguments) stay kernel
 parameters: the converted kernel takes the same host descriptors. A descriptor the kernel
@@ -81,10 +82,10 @@ class TmaForms:
             out.append(pad + f"tma.store_wait({op.attrs['pendings']}{read_only})")
         elif isinstance(kind, TensorDescriptorDimOp):
             self.descriptor_dim(op, out, indent)
-        else:  # AsyncTMAReduceOp
-            raise self.fail(f"{op.loc}: desc.atomic_{op.attrs['kind']} is a TMA reduction, "
-                            f"and Gluon 3.6 has no builtin for one (tma has copies and "
-                            f"store_wait only)")
+        else:  # AsyncTMAReduceOp: newer Gluon's name (3.6 has the op behind desc.atomic_*)
+            desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
+            out.append(pad + f"tma.async_atomic_{op.attrs['kind']}({value(desc)}, "
+                             f"{self.coords(coords)}, {value(smem)})")
         return True
 
     def coords(self, coords) -> str:

@@ -10,7 +10,7 @@ import pytest
 import gluon
 import tile
 import tile.language as tl
-from tile.convert import ConversionError, to_gluon
+from tile.convert import to_gluon
 from tile.tools.tensor_descriptor import TensorDescriptor
 
 M, N, K, BLOCK = 192, 160, 144, 64  # partial tiles in N and K: TMA pads and clips
@@ -138,14 +138,17 @@ def test_kernel_built_descriptors_convert_to_make_tensor_descriptor(load_source,
 @tile.jit
 def accumulate(desc, x_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    desc.atomic_add([0], tl.load(x_ptr + offs))
+    desc.atomic_add([tl.program_id(0) % 2 * BLOCK], tl.load(x_ptr + offs))
 
 
-def test_tma_reductions_are_not_converted():
-    x = np.zeros(64, np.float32)
-    with pytest.raises(ConversionError, match=r"desc.atomic_add is a TMA reduction, and Gluon "
-                                              r"3.6 has no builtin for one"):
-        to_gluon(accumulate, TensorDescriptor.from_tensor(x, [64]), x, BLOCK=64)
+def test_tma_reductions_convert_to_async_atomic_add(load_source, monkeypatch):
+    x = np.arange(64, dtype=np.float32)
+    out = np.ones(128, np.float32)
+    text = to_gluon(accumulate, TensorDescriptor.from_tensor(out, [64]), x, BLOCK=64)
+    assert "tma.async_atomic_add(desc, [" in text and "tma.store_wait(0)" in text
+    converted = load_source("converted_accumulate", text)
+    converted.accumulate[(3,)](TensorDescriptor.from_tensor(out, [64]), x)
+    np.testing.assert_array_equal(out, np.concatenate([1 + 2 * x, 1 + x]))
 
 
 @tile.jit
