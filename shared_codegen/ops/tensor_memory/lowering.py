@@ -294,12 +294,13 @@ def lower_tmem_load(op, ctx):
     for msg in plan.messages:
         n = len(msg.words)
         outs = ",".join(f"${i}" for i in range(n))
-        ret = ir.LiteralStructType([I32] * n)
+        # One output comes back as the value itself (LLVM rejects a one-field struct).
+        ret = I32 if n == 1 else ir.LiteralStructType([I32] * n)
         res = _asm(ctx, f"tcgen05.ld.sync.aligned.{msg.shape}.x{msg.reps}.b32 {{{outs}}}, "
                         f"[${n}]{_split(msg)};",
                    ",".join(["=r"] * n + ["r"]), ret, [_message_addr(ctx, addr, msg)])
         for i, parts in enumerate(msg.words):
-            words.append(b.extract_value(res, i))
+            words.append(res if n == 1 else b.extract_value(res, i))
             owners.append(parts)
     words = _tie(ctx, words, "tcgen05.wait::ld.sync.aligned;")
     elem = ctx.llvm_type(reg_ty.element)
