@@ -67,10 +67,21 @@ def _strides_of(tensor) -> List[int]:
     return list(tensor.stride())
 
 
+def dataclass_fields(*names: str) -> dict:
+    """`__dataclass_fields__` naming a class's constructor parameters: Triton's descriptors
+    are dataclasses, so kernels' host code calls `dataclasses.replace(desc, layout=...)`
+    (tutorial 11 does), which re-runs the constructor (and its checks) with the fields."""
+    import dataclasses
+    return dataclasses.make_dataclass("_Fields", [(n, Any) for n in names]).__dataclass_fields__
+
+
 class TensorDescriptor:
     """See the module docstring. Attributes: `base`, `shape`, `strides`, `block_shape`,
     `layout`, `padding`; `type` (the kernel parameter's IR type); `tensor_map` (the
     encoded 128 bytes, GPU tensors only)."""
+
+    __dataclass_fields__ = dataclass_fields("base", "shape", "strides", "block_shape", "layout",
+                                            "padding")
 
     def __init__(self, base: Any, shape, strides, block_shape, layout, padding: str = "zero"):
         self.base = base

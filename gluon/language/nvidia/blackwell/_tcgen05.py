@@ -50,17 +50,10 @@ def tcgen05_mma(a, b, acc, *, use_acc=True, pred=True, multicast=False, mbarrier
         raise NotImplementedError("tcgen05_mma: multicast=True (two-CTA MMA) is not "
                                   "supported yet")
     check_tcgen05_mma(a.type, b.type, acc.type)
-    bars = list(unwrap(mbarriers) or [])
-    for bar in bars:
-        smem_arg(bar, "tcgen05_mma", "each of mbarriers")
-    preds = unwrap(mbarrier_preds)
-    preds = [True] * len(bars) if preds is None else list(preds)
-    if len(preds) != len(bars):
-        raise ValueError(f"tcgen05_mma: {len(preds)} mbarrier_preds for {len(bars)} mbarriers")
+    bars, preds = _barriers(mbarriers, mbarrier_preds, _semantic, "tcgen05_mma")
     TCGen5MMAOp.build(_semantic.builder, a.handle, b.handle, acc.handle,
                       _bool(use_acc, _semantic, "use_acc"), _bool(pred, _semantic, "pred"),
-                      [bar.handle for bar in bars],
-                      [_bool(p, _semantic, "each of mbarrier_preds") for p in preds])
+                      bars, preds)
 
 
 @builtin
