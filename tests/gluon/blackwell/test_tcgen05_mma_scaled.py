@@ -352,3 +352,32 @@ def test_scales_store_and_load(num_warps, r, s):
     cols = max(1, r // 32) * -(-s // 4) // (num_warps // 4)
     assert re.search(rf"tcgen05\.st\.sync\.aligned\.32x32b\.x{cols}\.b32", ptx), ptx[-3000:]
     assert re.search(rf"tcgen05\.ld\.sync\.aligned\.32x32b\.x{cols}\.b32", ptx)
+
+
+@gluon.jit
+def unswizzle_in_registers_kernel(in_ptr, out_ptr):
+    # Scales reach registers in a packed order; AutoLayout lets the layout the tensor-memory
+    # store needs flow back through the reshape and permute to the shared-memory load.
+    blocked: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, gl.num_warps()], [1, 0])
+    smem = gl.allocate_shared_memory(gl.uint8, [128, 8], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]),
+                                     _grid(in_ptr, 128, 8, blocked))
+    x = smem.load(gl.AutoLayout())
+    x = x.reshape(128, 2, 4).permute(0, 2, 1).reshape(128, 8)
+    layout: gl.constexpr = TensorMemoryScalesLayout()
+    reg: gl.constexpr = get_tmem_reg_layout(gl.uint8, [128, 8], layout, gl.num_warps())
+    tmem = allocate_tensor_memory(gl.uint8, [128, 8], layout, gl.set_auto_layout(x, reg))
+    back = gl.convert_layout(tmem.load(reg), blocked)
+    rows = gl.arange(0, 128, layout=gl.SliceLayout(1, blocked))
+    cols = gl.arange(0, 8, layout=gl.SliceLayout(0, blocked))
+    gl.store(out_ptr + rows[:, None] * 8 + cols[None, :], back)
+
+
+def test_shared_load_in_auto_layout_resolved_from_the_scales_store():
+    x = np.random.default_rng(2).integers(0, 255, (128, 8)).astype(np.uint8)
+    out = np.zeros_like(x)
+    unswizzle_in_registers_kernel[(1,)](x, out)
+    np.testing.assert_array_equal(out, x.reshape(128, 2, 4).transpose(0, 2, 1).reshape(128, 8))
+    comp = gluon.compile(unswizzle_in_registers_kernel,
+                         {"in_ptr": "*u8:16", "out_ptr": "*u8:16"}, {}, target="sm_100a",
+                         num_warps=4)
+    assert "tcgen05.st.sync.aligned.32x32b.x8.b32" in comp.asm["ptx"]  # 4 row x 2 K groups
