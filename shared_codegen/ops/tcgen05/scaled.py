@@ -19,9 +19,9 @@ a_scale, b_scale, a_type, b_type, ...)`.
 - Kinds (PTX ISA "tcgen05.mma" block scaling, Table "valid combinations"): e4m3 / e5m2
   operands with UE8M0 scales are `.kind::mxf8f6f4` (`scale_vec::1X`, K 32 per instruction);
   two e2m1 operands are `.kind::mxf4` with UE8M0 scales (`2X`, K 64) or `.kind::mxf4nvf4` with
-  UE4M3 scales (`4X`, K 64). Mixing e2m1 with an 8-bit format needs the fp4-padded shared
-  layout (`.kind::mxf8f6f4` reads fp4 as one nibble per byte), which this compiler does not
-  support yet: that is an error.
+  UE4M3 scales (`4X`, K 64). Mixing e2m1 with an 8-bit format is `.kind::mxf8f6f4` too,
+  which reads the e2m1 operand padded: its shared layout must be an `NVMMASharedLayout` with
+  `fp4_padded=True` (16 e2m1 values in 8 bytes, then 8 unused bytes), as Triton requires.
 
 Interpreter: as `tc_gen5_mma` (`definition.py`): operands captured at issue, the MMA lands
 at a seeded random point before the commit tracking it; the scale factors are read from
@@ -72,6 +72,12 @@ class ScaledKind:
     @property
     def scales_per_instr(self) -> int:
         return self.instr_k // self.vec
+
+
+def is_fp4_padded(ty) -> bool:
+    """Whether a shared operand holds e2m1 padded for `.kind::mxf8f6f4`: each 8 bytes of
+    packed pairs followed by 8 unused bytes (`NVMMASharedLayout(fp4_padded=True)`)."""
+    return bool(getattr(ty.layout, "fp4_padded", False))
 
 
 def _per_byte(fmt: str) -> int:
@@ -150,11 +156,18 @@ def check_tcgen05_mma_scaled(a, b, d, a_scale, b_scale, a_type: str, b_type: str
         raise ValueError(f"a_scale and b_scale must have one format, got {a_scale.element} and "
                          f"{b_scale.element} (nvfp4 does not mix with MX scales)")
     fp4 = (a_type == "e2m1", b_type == "e2m1")
-    if fp4[0] != fp4[1]:
-        raise ValueError(f"tcgen05_mma_scaled with a_type {a_type!r} and b_type {b_type!r} is not "
-                         f"supported yet: mixing e2m1 with an 8-bit format needs the "
-                         f"fp4-padded shared layout (.kind::mxf8f6f4)")
-    if not fp4[0]:
+    for what, ty, fmt, other in (("a", a, a_type, b_type), ("b", b, b_type, a_type)):
+        padded = is_fp4_padded(ty)
+        if fmt == "e2m1" and other != "e2m1" and not padded:
+            raise ValueError(f"{what}_type 'e2m1' with {other!r} is .kind::mxf8f6f4, which reads "
+                             f"e2m1 padded to a byte per element pair: {what}'s shared layout "
+                             f"must be an NVMMASharedLayout with fp4_padded=True, got "
+                             f"{ty.layout!r}")
+        if padded and not (fmt == "e2m1" and other != "e2m1"):
+            raise ValueError(f"{what} has an fp4_padded shared layout, which only an e2m1 "
+                             f"operand mixed with an e4m3 / e5m2 one reads (.kind::mxf8f6f4); "
+                             f"a_type {a_type!r}, b_type {b_type!r}")
+    if fp4[0] != fp4[1] or not fp4[0]:
         if vec_a != 32:
             raise ValueError(f"{a_type} x {b_type} (mxf8f6f4) takes uint8 (e8m0) scales, one "
                              f"per 32 elements; got {a_scale.element}")
@@ -301,4 +314,5 @@ class TCGen5MMAScaledOp(OpDef):
 
 
 __all__ = ["TCGen5MMAScaledOp", "check_tcgen05_mma_scaled", "ScaledKind", "decode_operand",
+           "is_fp4_padded",
            "decode_scales", "E2M1_VALUES", "FORMATS"]

@@ -8,9 +8,10 @@ K-step x N tile of B, each K-step row of A (column of B) scaled by `scale_vec` f
 from tensor memory at [a_scale] ([b_scale]), into 128 TMEM lanes x N columns of D.
 
   Step 1. Shared operands: the descriptors of tcgen05_mma (`lowering.py`), the operand read
-          as bytes: every kind moves 32 bytes of K per instruction (32 8-bit elements, or 64
-          e2m1 two to a byte). The block-scaled kinds read A and B K-major here
-          (`.kind::mxf4*` cannot transpose; 8-bit MN-major is not planned).
+          as bytes: every kind moves 32 bytes of K per instruction (32 8-bit elements, 64
+          e2m1 two to a byte, or 32 fp4-padded e2m1 of a mixed `.kind::mxf8f6f4`, whose
+          padded bytes `hardware_bits` counts). The block-scaled kinds read A and B K-major
+          here (`.kind::mxf4*` cannot transpose; 8-bit MN-major is not planned).
   Step 2. Scale factors (`plan_scale_step`): for the first scale s0 of the step, its TMEM
           column and byte (the `TensorMemoryScalesLayout` cell map). The hardware reads row r
           of the 128 (or N) rows at lane r % 32, column + r // 32, bytes id .. id + scales
@@ -40,7 +41,8 @@ from shared_codegen.lowering.context import I32, LoweringError
 from shared_codegen.ops.mbarrier.lowering import sync_barrier
 from shared_codegen.ops.shared_memory.lowering import sync_shared
 from shared_codegen.ops.tcgen05.lowering import _asm, _fit, _TcDescriptors, commit
-from shared_codegen.ops.tcgen05.scaled import MAX_INSTR_N, ScaledKind, TCGen5MMAScaledOp
+from shared_codegen.ops.tcgen05.scaled import (MAX_INSTR_N, ScaledKind, TCGen5MMAScaledOp,
+                                               is_fp4_padded)
 from shared_codegen.ops.tensor_memory.definition import cell_map
 from shared_codegen.ops.tensor_memory.lowering import require_tcgen05
 from shared_codegen.ops.wgmma.lowering import SmemPlan, operand_bits, smem_start
@@ -94,6 +96,22 @@ def plan_scale_step(ty, row0: int, rows: int, s0: int, per_instr: int, what: str
     return col, sid
 
 
+def hardware_bits(ty, k_dim: int):
+    """Byte offsets of each coordinate bit of a shared operand as the MMA reads it, K counted
+    in the bytes the hardware steps through: bytes of 8-bit and of packed e2m1 operands; for
+    an fp4-padded operand, its padded bytes (16 per 16 elements: 8 of packed pairs, then 8
+    unused), so a K step of 32 elements is 32 bytes there too."""
+    bits_mn, bits_k = operand_bits(ty, k_dim)
+    if not is_fp4_padded(ty):
+        return bits_mn, bits_k
+    # Packed byte j sits at padded byte (j // 8) * 16 + j % 8: bit 3 of the padded position
+    # is the unused half (8 bytes on, inside the 16-byte chunk a swizzle moves whole).
+    if len(bits_k) > 3 and bits_k[3] & 15:
+        raise ValueError(f"the fp4-padded operand's layout does not pad each 8 bytes to 16: "
+                         f"{ty.layout!r}")
+    return bits_mn, list(bits_k[:3]) + [8] + list(bits_k[3:])
+
+
 def instruction_descriptor(kind: ScaledKind, a_type: str, b_type: str, m: int, n: int,
                            a_id: int, b_id: int) -> int:
     """Step 3 (K-major A and B)."""
@@ -116,10 +134,9 @@ def plan_tcgen05_scaled(a_ty, b_ty, d_ty, sa_ty, sb_ty, kind: ScaledKind, a_type
     instr_n = min(n, MAX_INSTR_N)
     if n % instr_n:
         raise ValueError(f"tcgen05_mma_scaled N={n} above {MAX_INSTR_N} must be a multiple of it")
-    k_bytes = a_ty.shape[1]
-    ks = range(0, k_bytes, INSTR_K_BYTES)
+    ks = range(0, kind.k // kind.instr_k * INSTR_K_BYTES, INSTR_K_BYTES)
     n0s = range(0, n, instr_n)
-    a_bits, b_bits = operand_bits(a_ty, 1), operand_bits(b_ty, 0)
+    a_bits, b_bits = hardware_bits(a_ty, 1), hardware_bits(b_ty, 0)
     try:
         a_plan = _fit(a_bits, 1, m, INSTR_K_BYTES, [(0, k0) for k0 in ks], "a")
         b_plan = _fit(b_bits, 1, instr_n, INSTR_K_BYTES,
@@ -133,7 +150,7 @@ def plan_tcgen05_scaled(a_ty, b_ty, d_ty, sa_ty, sb_ty, kind: ScaledKind, a_type
     steps = []
     for n0 in n0s:
         for k0 in ks:
-            s0 = k0 * (kind.instr_k // INSTR_K_BYTES) // kind.vec
+            s0 = k0 // INSTR_K_BYTES * kind.instr_k // kind.vec
             a_col, a_id = plan_scale_step(sa_ty, 0, m, s0, per_instr, "a_scale")
             b_col, b_id = plan_scale_step(sb_ty, n0, instr_n, s0, per_instr, "b_scale")
             steps.append(ScaledStep(n0, k0, smem_start(a_bits, a_plan, 0, k0),

@@ -57,8 +57,13 @@ def scaled_kernel(a_ptr, b_ptr, sa_ptr, sb_ptr, c_ptr, out_ptr, M: gl.constexpr,
                   A_TYPE: gl.constexpr, B_TYPE: gl.constexpr, RACE: gl.constexpr,
                   SCALES_SMEM: gl.constexpr = None):
     blocked: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
-    a_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([M, KA], a_ptr.dtype.element_ty)
-    b_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([N, KB], b_ptr.dtype.element_ty)
+    # Mixed with an 8-bit format, e2m1 is read padded (.kind::mxf8f6f4).
+    A_PAD: gl.constexpr = A_TYPE == "e2m1" and B_TYPE != "e2m1"
+    B_PAD: gl.constexpr = B_TYPE == "e2m1" and A_TYPE != "e2m1"
+    a_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([M, KA], a_ptr.dtype.element_ty,
+                                                                  fp4_padded=A_PAD)
+    b_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([N, KB], b_ptr.dtype.element_ty,
+                                                                  fp4_padded=B_PAD)
     a = gl.allocate_shared_memory(a_ptr.dtype.element_ty, [M, KA], a_layout,
                                   _grid(a_ptr, M, KA, blocked))
     b = gl.allocate_shared_memory(b_ptr.dtype.element_ty, [N, KB], b_layout,
@@ -122,6 +127,8 @@ def run_scaled(a_type, b_type, n, k, ue4m3=False, race=False, seed=0, scales_sme
     ("e5m2", "e4m3", 32, 64, False),    # mixed 8-bit formats
     ("e2m1", "e2m1", 64, 128, False),   # mxfp4 (.kind::mxf4)
     ("e2m1", "e2m1", 32, 128, True),    # nvfp4 (.kind::mxf4nvf4, e4m3 scales per 16)
+    ("e4m3", "e2m1", 64, 128, False),   # mixed: e2m1 B fp4-padded (.kind::mxf8f6f4)
+    ("e2m1", "e5m2", 32, 64, False),    # mixed: e2m1 A fp4-padded
 ])
 def test_scaled_mma_matches_numpy(monkeypatch, a_type, b_type, n, k, ue4m3):
     monkeypatch.setenv("SC_INTERPRET_SEED", "3")
@@ -203,6 +210,9 @@ def test_instruction_descriptors_match_triton():
      # 0-1 and 2-3 of a scale column), then the same in the next column
      [MXF4_N64, MXF4_N64 | 2 << 4 | 2 << 29] * 2),
     ("e2m1", "e2m1", 256, 128, True, "mxf4nvf4.block_scale.scale_vec::4X", [138413184] * 2),
+    # Triton's e4m3 x e2m1 words (B fp4-padded), then scale IDs 2 and 3.
+    ("e4m3", "e2m1", 128, 128, False, "mxf8f6f4.block_scale.scale_vec::1X",
+     [144708608, 681579536, 144708608 | 2 << 4 | 2 << 29, 144708608 | 3 << 4 | 3 << 29]),
 ])
 def test_ptx_and_cubin(a_type, b_type, n, k, ue4m3, opcode, idescs):
     comp = compile_scaled(a_type, b_type, n, k, ue4m3)
@@ -282,8 +292,9 @@ GOOD = dict(A_DTYPE=gl.float8e4nv, B_DTYPE=gl.float8e4nv, KA=64, KB=64, N=64,
     (dict(SA_DTYPE=gl.float8e4nv, SA_SHAPE=[128, 4]),
      "a_scale and b_scale must have one format, got fp8e4nv and u8"),
     (dict(A_DTYPE=gl.uint8, KA=32, A_TYPE="e2m1"),
-     "tcgen05_mma_scaled with a_type 'e2m1' and b_type 'e4m3' is not supported yet: mixing "
-     "e2m1 with an 8-bit format needs the fp4-padded shared layout (.kind::mxf8f6f4)"),
+     "a_type 'e2m1' with 'e4m3' is .kind::mxf8f6f4, which reads e2m1 padded to a byte per "
+     "element pair: a's shared layout must be an NVMMASharedLayout with fp4_padded=True, got "
+     "NVMMASharedLayout(swizzle_byte_width=32, element_bitwidth=8)"),
     (dict(KA=32, KB=32, SA_SHAPE=[128, 1]),  # K = 32 is one mxf8f6f4 step, but
      "b_scale must be [64, K // 32] = [64, 1] for K = 32 (u8 scales cover 32 elements each), "
      "got [64, 2]"),
