@@ -126,6 +126,16 @@ class TensorDescriptor:
             raise ValueError(f"TensorDescriptor: padding='nan' needs a floating-point tensor, "
                              f"got {getattr(self.base, 'dtype', None)}")
         address = _address(self.base)
+        if getattr(self.layout, "fp4_padded", False):
+            # 16U4_ALIGN16B: 32-byte aligned base and strides, 128-element rows.
+            if address % 32 or any(s * element.itemsize % 32 for s in self.strides[:-1]):
+                raise ValueError(f"TensorDescriptor: with fp4_padded=True the base address "
+                                 f"({address:#x}) and the strides ({self.strides}) must be "
+                                 f"32-byte aligned")
+            if self.shape[-1] * 2 % 128:
+                raise ValueError(f"TensorDescriptor: with fp4_padded=True the innermost dim "
+                                 f"must hold a multiple of 128 e2m1 values (64 bytes), got "
+                                 f"{self.shape[-1]} bytes")
         if address % 16:
             raise ValueError(f"TensorDescriptor: the base address {address:#x} is not 16-byte "
                              f"aligned (TMA needs the tensor to start on a 16-byte boundary; "
@@ -183,12 +193,14 @@ class TensorDescriptor:
         itemsize = self.element.itemsize
         swizzle = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[self.layout.swizzle_byte_width]
         box = box_shape(self.type)
+        dtype, shape = TMA_DTYPES[self.element.name], list(self.shape)
+        if self.layout.fp4_padded:  # the map counts e2m1 values, two per byte
+            dtype, shape[-1], box[-1] = "16U4_ALIGN16B", shape[-1] * 2, box[-1] * 2
         # The driver lists dims innermost first and omits the innermost stride (it is the
         # element size).
-        args = (getattr(cu.CUtensorMapDataType,
-                        f"CU_TENSOR_MAP_DATA_TYPE_{TMA_DTYPES[self.element.name]}"),
+        args = (getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{dtype}"),
                 rank, _address(self.base),
-                [cu.cuuint64_t(s) for s in reversed(self.shape)],
+                [cu.cuuint64_t(s) for s in reversed(shape)],
                 [cu.cuuint64_t(s * itemsize) for s in reversed(self.strides[:-1])],
                 [cu.cuuint32_t(b) for b in reversed(box)],
                 [cu.cuuint32_t(1)] * rank,

@@ -14,7 +14,7 @@ from gluon import language as gl
 from gluon.language.nvidia.blackwell import (TensorMemoryLayout, TensorMemoryScalesLayout,
                                              allocate_tensor_memory, fence_async_shared,
                                              get_tmem_reg_layout, mbarrier, tcgen05_commit,
-                                             tcgen05_copy, tcgen05_mma_scaled)
+                                             tcgen05_copy, tcgen05_mma_scaled, tma)
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.interpreter.memory import InterpreterError
 
@@ -392,3 +392,79 @@ def test_shared_load_in_auto_layout_resolved_from_the_scales_store():
                          {"in_ptr": "*u8:16", "out_ptr": "*u8:16"}, {}, target="sm_100a",
                          num_warps=4)
     assert "tcgen05.st.sync.aligned.32x32b.x8.b32" in comp.asm["ptx"]  # 4 row x 2 K groups
+
+
+@gluon.jit
+def tma_mixed_kernel(a_desc, b_desc, sa_ptr, sb_ptr, out_ptr, kb, N: gl.constexpr,
+                     K: gl.constexpr):
+    # mxfp8 A x mxfp4 B, both by TMA: B's descriptor is fp4-padded (16U4_ALIGN16B), so its
+    # packed bytes land padded in shared memory for .kind::mxf8f6f4.
+    a = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_type.shape, a_desc.layout)
+    b = gl.allocate_shared_memory(b_desc.dtype, b_desc.block_type.shape, b_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(a_desc, [0, 0], bar, a)
+    tma.async_copy_global_to_shared(b_desc, [0, kb], bar, b)  # kb: in packed bytes
+    mbarrier.wait(bar, 0)
+    scale_layout: gl.constexpr = TensorMemoryScalesLayout()
+    a_scale = _scales_to_tmem(sa_ptr, 128, K // 32, scale_layout, None)
+    b_scale = _scales_to_tmem(sb_ptr, N, K // 32, scale_layout, None)
+    acc_layout: gl.constexpr = TensorMemoryLayout(block=(128, N), col_stride=1)
+    acc = allocate_tensor_memory(gl.float32, [128, N], acc_layout)
+    tcgen05_mma_scaled(a, b.permute((1, 0)), acc, a_scale, b_scale, "e4m3", "e2m1",
+                       use_acc=False, mbarriers=[bar])
+    mbarrier.wait(bar, 1)
+    blocked: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
+    rows = gl.arange(0, 128, layout=gl.SliceLayout(1, blocked))
+    cols = gl.arange(0, N, layout=gl.SliceLayout(0, blocked))
+    gl.store(out_ptr + rows[:, None] * N + cols[None, :], gl.convert_layout(acc.load(), blocked))
+
+
+def aligned(x, to=64):
+    """A copy of `x` whose data starts `to`-byte aligned (fp4-padded TMA needs 32)."""
+    raw = np.empty(x.nbytes + to, np.uint8)
+    start = -raw.__array_interface__["data"][0] % to
+    out = raw[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    out[...] = x
+    return out
+
+
+def test_fp4_padded_tma_feeds_a_mixed_mma():
+    from gluon.nvidia.hopper import TensorDescriptor
+    n, k = 64, 128
+    rng = np.random.default_rng(4)
+    a, av, sa, sav = quantized(rng, 128, k, "e4m3", 32, False)
+    b, bv, sb, sbv = quantized(rng, n, k, "e2m1", 32, False)
+    a_desc = TensorDescriptor.from_tensor(
+        a, [128, k], gl.NVMMASharedLayout.get_default_for([128, k], gl.float8e4nv))
+    b_layout = gl.NVMMASharedLayout.get_default_for([n, k // 2], gl.uint8, fp4_padded=True)
+    assert b_layout == gl.NVMMASharedLayout(128, 8, fp4_padded=True)
+    b_desc = TensorDescriptor.from_tensor(aligned(b), [n, k // 2], b_layout)
+    out = np.zeros((128, n), np.float32)
+    tma_mixed_kernel[(1,)](a_desc, b_desc, sa, sb, out, 0, N=n, K=k)
+    ref = (av * sav.repeat(32, axis=1)) @ (bv * sbv.repeat(32, axis=1)).T
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-5)
+    comp = gluon.compile(tma_mixed_kernel, {"a_desc": a_desc, "b_desc": b_desc,
+                                            "sa_ptr": "*u8:16", "sb_ptr": "*u8:16",
+                                            "out_ptr": "*fp32:16", "kb": "i32"},
+                         dict(N=n, K=k),
+                         target="sm_100a", num_warps=4)
+    ptx = comp.asm["ptx"]
+    # B's box is 64 packed bytes = 128 e2m1 values; its coordinate counts values (shifted).
+    inner = re.findall(r"cp\.async\.bulk\.tensor\.2d\S* \[%rd\d+\], \[%rd\d+, \{(%r\d+), ", ptx)
+    assert len(inner) == 2, inner
+    assert re.search(rf"shl\.b32\s+{re.escape(inner[1])}, %r\d+, 1;", ptx), ptx[:4000]
+    assert len(mma_lines(ptx)) == 4 and len(comp.asm["cubin"]) > 0
+
+
+def test_fp4_padded_descriptor_checks():
+    from gluon.nvidia.hopper import TensorDescriptor
+    padded = gl.NVMMASharedLayout(128, 8, fp4_padded=True)
+    with pytest.raises(ValueError, match="with fp4_padded=True the innermost dim must hold a "
+                                         "multiple of 128 e2m1 values \\(64 bytes\\), got 96"):
+        TensorDescriptor.from_tensor(aligned(np.zeros((64, 96), np.uint8)), [64, 64], padded)
+    with pytest.raises(ValueError, match="an fp4_padded TMA descriptor needs "
+                                         "swizzle_byte_width=128"):
+        TensorDescriptor.from_tensor(aligned(np.zeros((64, 64), np.uint8)), [64, 32],
+                                     gl.NVMMASharedLayout(64, 8, fp4_padded=True))
