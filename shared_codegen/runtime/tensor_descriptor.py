@@ -19,8 +19,8 @@ is at least 16 bytes and at least the layout's swizzle width. For a GPU tensor t
 CUtensorMap is encoded once, here; kernels receive it as a `__grid_constant__` parameter.
 
 `padding="nan"` (floating-point tensors) makes out-of-bounds elements of a load read NaN.
-Differences from Triton: block dims above 256 are rejected instead of split into several
-boxes.
+Differences from Triton: outer block dims above 256 are rejected instead of split into
+several boxes (the innermost is split: one TMA message per box).
 """
 
 from __future__ import annotations

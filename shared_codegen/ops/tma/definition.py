@@ -84,7 +84,9 @@ def check_block(block_shape, element, layout) -> None:
     for d, size in enumerate(block):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"block_shape[{d}] must be a positive int, got {size!r}")
-        if size > MAX_BOX:
+        # The innermost dim is split into boxes of at most 256 (one per TMA message, as
+        # Triton does); the outer dims are moved whole.
+        if size > MAX_BOX and d != len(block) - 1:
             raise ValueError(f"block_shape[{d}] = {size} exceeds the TMA box limit of "
                              f"{MAX_BOX} elements per dim")
         if size & (size - 1):

@@ -430,16 +430,17 @@ def aligned(x, to=64):
     return out
 
 
-def test_fp4_padded_tma_feeds_a_mixed_mma():
+@pytest.mark.parametrize("k", [128, 512])
+def test_fp4_padded_tma_feeds_a_mixed_mma(k):
     from gluon.nvidia.hopper import TensorDescriptor
-    n, k = 64, 128
+    n = 64
     rng = np.random.default_rng(4)
     a, av, sa, sav = quantized(rng, 128, k, "e4m3", 32, False)
     b, bv, sb, sbv = quantized(rng, n, k, "e2m1", 32, False)
     a_desc = TensorDescriptor.from_tensor(
         a, [128, k], gl.NVMMASharedLayout.get_default_for([128, k], gl.float8e4nv))
     b_layout = gl.NVMMASharedLayout.get_default_for([n, k // 2], gl.uint8, fp4_padded=True)
-    assert b_layout == gl.NVMMASharedLayout(128, 8, fp4_padded=True)
+    assert b_layout == gl.NVMMASharedLayout(128, 8, fp4_padded=True)  # whole 128-value rows
     b_desc = TensorDescriptor.from_tensor(aligned(b), [n, k // 2], b_layout)
     out = np.zeros((128, n), np.float32)
     tma_mixed_kernel[(1,)](a_desc, b_desc, sa, sb, out, 0, N=n, K=k)
@@ -451,11 +452,12 @@ def test_fp4_padded_tma_feeds_a_mixed_mma():
                          dict(N=n, K=k),
                          target="sm_100a", num_warps=4)
     ptx = comp.asm["ptx"]
-    # B's box is 64 packed bytes = 128 e2m1 values; its coordinate counts values (shifted).
+    # A's boxes are 128 bytes wide (its 128-byte swizzle), B's 64 packed bytes = 128 e2m1
+    # values each, whose coordinate counts values (shifted); K = 512 splits both 4 ways.
     inner = re.findall(r"cp\.async\.bulk\.tensor\.2d\S* \[%rd\d+\], \[%rd\d+, \{(%r\d+), ", ptx)
-    assert len(inner) == 2, inner
-    assert re.search(rf"shl\.b32\s+{re.escape(inner[1])}, %r\d+, 1;", ptx), ptx[:4000]
-    assert len(mma_lines(ptx)) == 4 and len(comp.asm["cubin"]) > 0
+    assert len(inner) == 2 * (k // 128), inner
+    assert re.search(rf"shl\.b32\s+{re.escape(inner[k // 128])}, %r\d+, 1;", ptx), ptx[:4000]
+    assert len(mma_lines(ptx)) == k // 32 and len(comp.asm["cubin"]) > 0
 
 
 def test_fp4_padded_descriptor_checks():

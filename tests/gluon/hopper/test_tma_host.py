@@ -102,3 +102,13 @@ def test_dataclasses_replace_swaps_the_layout_and_rechecks():
     assert (new.shape, new.strides, new.block_shape) == ([4, 2, 256], [512, 256, 1], [1, 2, 256])
     with pytest.raises(ValueError, match="the layout has rank 2 but block_shape"):
         dataclasses.replace(desc, layout=gl.NVMMASharedLayout(0, 8, rank=2))
+
+
+def test_an_innermost_block_dim_over_256_is_split_into_boxes():
+    # Tutorial 11 moves [128, 512] fp8 blocks: four 128-byte-swizzled boxes of 128 columns.
+    from shared_codegen.ops.tma.definition import box_shape
+    x = np.zeros((128, 1024), np.uint8)
+    d = TensorDescriptor.from_tensor(x, [128, 512], gl.NVMMASharedLayout(128, 8))
+    assert box_shape(d.type) == [128, 128]
+    d = TensorDescriptor.from_tensor(x, [128, 512], gl.NVMMASharedLayout(0, 8))
+    assert box_shape(d.type) == [128, 256]
