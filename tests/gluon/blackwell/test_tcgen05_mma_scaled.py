@@ -13,7 +13,7 @@ import gluon
 from gluon import language as gl
 from gluon.language.nvidia.blackwell import (TensorMemoryLayout, TensorMemoryScalesLayout,
                                              allocate_tensor_memory, fence_async_shared,
-                                             get_tmem_reg_layout, mbarrier, tcgen05_commit,
+                                             get_tmem_reg_layout, mbarrier,
                                              tcgen05_copy, tcgen05_mma_scaled, tma)
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.interpreter.memory import InterpreterError
