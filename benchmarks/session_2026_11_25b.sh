@@ -15,8 +15,7 @@ fi
 [ "${TESTS_ONLY:-0}" = 1 ] && exit 0
 step gemm 60 python3 benchmarks/gemm_vs_cublas.py --dtypes fp16,fp8 --rounds 5 --json "$OUT/gemm.json"
 step tile_matmul 100 python3 benchmarks/tile_matmul.py --rounds 6 --json "$OUT/tile_matmul.json"
-[ -d .tut06 ] && step tut06 170 python3 benchmarks/tutorial06_attention.py --source .tut06/06-fused-attention.py \
-  --head-dims 64 128 --n-ctx 1024 4096 16384 --modes fwd --rounds 3 --json "$OUT/tut06.json"
+[ -d .tut06 ] && step tut06_split 200 python3 benchmarks/tutorial06_split.py .tut06/06-fused-attention.py "$OUT" 64,128 1024,4096,16384
 step attn_fwd 80 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --json "$OUT/attn_fwd.json"
 step attn_bwd 80 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 3 --json "$OUT/attn_bwd.json"
 if [ -d .base ]; then
