@@ -111,6 +111,14 @@ class Memory:
         self.buffers.append(Buffer(name, flat, start, arr.dtype))
         return (len(self.buffers) << _SHIFT) + start
 
+    # Memory-model synchronization through an address (ops/distributed); only a simulated
+    # world of ranks tracks it (interpreter/world_races.py).
+    def release(self, frame, ptrs) -> None:
+        pass
+
+    def acquire(self, frame, ptrs) -> None:
+        pass
+
     def describe_address(self, addr) -> str:
         """An address in the user's terms, for reports: the argument and element."""
         addr = int(addr)

@@ -95,6 +95,55 @@ class WorldMemory(Memory):
             return (buf_id << _SHIFT) + start
         return super().map(name, arr)
 
+    # ---- races between ranks (interpreter/world_races.py) ------------------------------
+    races = None
+
+    def _program(self, frame):
+        program = getattr(frame, "program", None)
+        return program if self.races is not None and program is not None else None
+
+    def release(self, frame, ptrs) -> None:
+        program = self._program(frame)
+        if program is not None:
+            self.races.release(program, ptrs)
+
+    def acquire(self, frame, ptrs) -> None:
+        program = self._program(frame)
+        if program is not None:
+            self.races.acquire(program, ptrs)
+
+    def _synced(self, frame, op, ptrs, result) -> None:
+        # An atomic: its acquire and release take effect before other programs run.
+        program = self._program(frame)
+        if program is not None:
+            sem = op.attrs.get("sem", "acq_rel")
+            if sem in ("acquire", "acq_rel"):
+                self.races.acquire(program, ptrs)
+            if sem in ("release", "acq_rel"):
+                self.races.release(program, ptrs)
+        Memory._synced(frame, op, ptrs, result)
+
+    def _plain_access(self, frame, op, ptrs, mask, itemsize, write) -> None:
+        program = self._program(frame)
+        if program is None or not getattr(op.opdef, "plain_global_access", False) or \
+                op.attrs.get("volatile"):
+            return
+        ptrs, active = self._lanes(ptrs, mask)
+        addrs = ptrs[active]
+        heaps = (addrs >> _SHIFT) - 1
+        for heap in np.unique(heaps[heaps < self.world.world_size]):
+            offsets = addrs[heaps == heap] & ((1 << _SHIFT) - 1)
+            self.races.access(frame, op, int(heap), offsets, itemsize, write)
+
+    def load(self, ptrs, mask, other, elem, frame, op):
+        out = super().load(ptrs, mask, other, elem, frame, op)
+        self._plain_access(frame, op, ptrs, mask, np.asarray(out).itemsize, False)
+        return out
+
+    def store(self, ptrs, values, mask, elem, frame, op):
+        super().store(ptrs, values, mask, elem, frame, op)
+        self._plain_access(frame, op, ptrs, mask, np.dtype(elem.np).itemsize, True)
+
     def describe_address(self, addr) -> str:
         addr = int(addr)
         buf_id, offset = (addr >> _SHIFT) - 1, addr & ((1 << _SHIFT) - 1)
@@ -225,8 +274,13 @@ def run_world(launches, memory: Memory, world_size: int) -> None:
         frame.run_block(body, list(args))
         _program_end(frame)
 
-    ConcurrentGrid(order, make_frame, run_program,
-                   max_resident=MAX_RESIDENT * world_size).run()
+    grid = ConcurrentGrid(order, make_frame, run_program,
+                          max_resident=MAX_RESIDENT * world_size)
+    if isinstance(memory, WorldMemory):
+        from shared_codegen.interpreter.world_races import RaceDetector
+
+        memory.races = RaceDetector(grid.programs, world_size, memory.world.heap_bytes)
+    grid.run()
 
 
 __all__ = ["SimulatedWorld", "SymmetricTensor", "RankContext", "WorldMemory",

@@ -6,7 +6,7 @@ import pytest
 
 import tile
 import tile.language as tl
-from shared_codegen.errors import DeadlockError
+from shared_codegen.errors import DeadlockError, RaceError
 from shared_codegen.frontend.errors import CompilationError
 from tile.distributed import SimulatedWorld
 from tile.language import distributed as dl
@@ -125,18 +125,22 @@ def counter_signals(out_ptr, heap_bases, pad_bases, sig_ptr, rank, world_size):
     token = dl.wait(sig_ptr, world_size, cmp="ge")
     last = dl.wait(sig_ptr + world_size, world_size + 9, cmp="eq")
     first = dl.wait(sig_ptr + 1, 9, cmp="gt", sem="relaxed", scope="gpu")
-    tl.store(out_ptr, token)
-    tl.store(out_ptr + 1, last)
-    tl.store(out_ptr + 2, first)
+    pid = tl.program_id(0)
+    tl.store(out_ptr + 3 * pid, token)
+    tl.store(out_ptr + 3 * pid + 1, last)
+    tl.store(out_ptr + 3 * pid + 2, first)
 
 
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 def test_notify_add_and_set_and_wait_tokens(world_size):
     world = SimulatedWorld(world_size, heap_bytes=1 << 12)
-    out = world.empty("out", (3,), np.int32)
+    out = world.empty("out", (6,), np.int32)
     world.launch(counter_signals, (2,), lambda c: (out[c.rank],) + _ctx_args(c))
     for r in range(world_size):
-        assert out[r].tolist() == [2 * world_size, world_size + 9, 10]
+        # A program may pass its counter wait before the other program of every rank added.
+        assert world_size <= out[r][0] <= 2 * world_size
+        assert world_size <= out[r][3] <= 2 * world_size
+        assert out[r][[1, 2, 4, 5]].tolist() == [world_size + 9, 10, world_size + 9, 10]
         np.testing.assert_array_equal(world.signal_pads[r][1:1 + world_size],
                                       np.arange(world_size) + 10)
         assert world.signal_pads[r][0] == 2 * world_size  # two programs per rank
@@ -225,3 +229,36 @@ def test_symmetric_tensors_that_do_not_fit_the_heap_are_refused():
                        r"the symmetric heap \(512 of 1024 bytes left\); pass a larger "
                        r"heap_bytes"):
         world.empty("b", (200,), np.float32)
+
+
+@tile.jit
+def reads_before_waiting(x_ptr, y_ptr, heap_bases, pad_bases, sig_ptr, rank, world_size,
+                         N: tl.constexpr):
+    offs = tl.arange(0, N)
+    peer = (rank + 1) % world_size
+    dl.put(x_ptr + offs, y_ptr + offs, rank, peer, heap_bases)  # PUT
+    dl.notify(sig_ptr, peer, rank, pad_bases)
+    early = tl.load(y_ptr + offs)  # RACE: read before the wait
+    token = dl.wait(sig_ptr)
+    tl.store(x_ptr + offs, early)
+
+
+def test_a_peer_read_before_the_wait_is_a_race_naming_both_ranks_and_lines():
+    world = SimulatedWorld(2, heap_bytes=1 << 12)
+    x = world.empty("x", (N,), np.float32)
+    y = world.empty("y", (N,), np.float32)
+    with pytest.raises(RaceError) as info:
+        world.launch(reads_before_waiting, (1,),
+                     lambda c: (x[c.rank], y[c.rank]) + _ctx_args(c), N=N)
+    import inspect
+
+    lines, first = inspect.getsourcelines(reads_before_waiting.fn)
+    put = first + next(i for i, text in enumerate(lines) if "# PUT" in text)
+    race = first + next(i for i, text in enumerate(lines) if "# RACE" in text)
+    assert str(info.value) == (
+        f"{__file__}:{race}: race: a load reads `y`[0] of rank 0, which rank 1 program "
+        f"(0, 0, 0) wrote at {__file__}:{put} (a store), and nothing orders the two: no "
+        f"release (distributed.notify, a release store or atomic) after that access is "
+        f"acquired (distributed.wait, an acquire load or atomic) before this one (rank 0, "
+        f"program id (0, 0, 0))\n"
+        f"    early = tl.load(y_ptr + offs)  # RACE: read before the wait")

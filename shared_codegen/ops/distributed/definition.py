@@ -178,6 +178,8 @@ class OrderedLoadOp(_OrderedAccess):
         out = frame.memory.load(frame[ptr], None if mask is None else frame[mask],
                                 None if other is None else frame[other],
                                 scalar_of(op.result.type), frame, op)
+        if op.attrs["sem"] == "acquire":
+            frame.memory.acquire(frame, frame[ptr])
         _sync(frame, op, frame[ptr], out)
         return [out]
 
@@ -208,6 +210,8 @@ class OrderedStoreOp(_OrderedAccess):
         mask = op.operands[2] if op.attrs.get("has_mask") else None
         frame.memory.store(frame[ptr], frame[value], None if mask is None else frame[mask],
                            scalar_of(value.type), frame, op)
+        if op.attrs["sem"] == "release":
+            frame.memory.release(frame, frame[ptr])
         _sync(frame, op, frame[ptr], frame[value])
         return []
 
@@ -244,6 +248,8 @@ class SignalOp(OpDef):
         ptr, value = op.operands
         if op.attrs["op"] == "set":
             frame.memory.store(frame[ptr], frame[value], None, SIGNAL_TYPE, frame, op)
+            if op.attrs["sem"] == "release":
+                frame.memory.release(frame, frame[ptr])
             _sync(frame, op, frame[ptr], frame[value])
         else:
             frame.memory.atomic_rmw("add", frame[ptr], frame[value], None, SIGNAL_TYPE,
@@ -281,6 +287,8 @@ class WaitOp(OpDef):
         holds = WAIT_COMPARISONS[op.attrs["cmp"]]
         while True:
             seen = frame.memory.load(ptr, None, None, SIGNAL_TYPE, frame, op)
+            if op.attrs["sem"] == "acquire":
+                frame.memory.acquire(frame, ptr)
             if holds(seen, value):
                 return [np.int32(seen)]
             waiting = (f"waits until {frame.memory.describe_address(ptr)} "
