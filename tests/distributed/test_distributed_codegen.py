@@ -101,3 +101,44 @@ def test_gluon_uses_the_same_builtins_with_layouts(world_size):
                            {"N": 128, "layout": LAYOUT}, target="sm_90a")
     ptx = kernel.asm["ptx"]
     assert "ld.acquire.sys.global.b32" in ptx and "st.release.sys.global.b32" in ptx
+
+
+def test_peer_tiles_move_in_16_byte_vectors():
+    # The heap bases are 16-byte aligned, so a translated pointer keeps that divisibility.
+    kernel = tile.compile(every_primitive, signature=SIG, constexprs={"N": 1024},
+                          target="sm_90a")
+    assert len(re.findall(r"st\.global\.v4\.b32", kernel.asm["ptx"])) >= 2
+
+
+def test_the_examples_compile_for_sm_90a():
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                                    "distributed"))
+    import all_gather_gemm
+    import flash_decode
+    import gemm_reduce_scatter
+
+    ctx = {"heap_bases": "*i64", "signal_pad_bases": "*i64", "signal_ptr": "*i32",
+           "rank": "i32", "world_size": "i32"}
+    f16, f32 = "*fp16:16", "*fp32:16"
+    blocks = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}
+    kernels = [
+        (all_gather_gemm.all_gather_gemm_kernel,
+         {"a_ptr": f16, "ag_ptr": f16, "b_ptr": f16, "c_ptr": f16, **ctx},
+         {"M_LOCAL": 256, "N": 256, "K": 256, **blocks}),
+        (gemm_reduce_scatter.gemm_reduce_scatter_kernel,
+         {"a_ptr": f16, "b_ptr": f16, "stage_ptr": f32, "out_ptr": f32, **ctx},
+         {"M_LOCAL": 256, "N": 256, "K_LOCAL": 256, **blocks}),
+        (flash_decode.flash_decode_kernel,
+         {"q_ptr": f16, "k_ptr": f16, "v_ptr": f16, "parts_ptr": f32, "lses_ptr": f32,
+          "out_ptr": f32, **ctx, "sm_scale": "fp32"},
+         {"H": 8, "S_LOCAL": 256, "D": 64, "BLOCK_S": 64}),
+    ]
+    for kernel, signature, constexprs in kernels:
+        compiled = tile.compile(kernel, signature=signature, constexprs=constexprs,
+                                target="sm_90a")
+        ptx = compiled.asm["ptx"]
+        assert "ld.acquire.sys.global.b32" in ptx and compiled.asm["cubin"], kernel.__name__
+        assert ("st.release.sys.global.b32" in ptx) or ("red.release.sys.global.add.u32" in ptx)
