@@ -116,9 +116,9 @@ class Program:
 class ConcurrentGrid:
     """Round-robin cooperative scheduling of a grid's programs (see the module docstring)."""
 
-    def __init__(self, program_ids, make_frame, run, max_resident: int = MAX_RESIDENT):
+    def __init__(self, program_ids, make_frame, run, max_resident: Optional[int] = None):
         # A world of simulated GPUs (interpreter/world.py) gives each rank its own SMs.
-        self.max_resident = max_resident
+        self.max_resident = MAX_RESIDENT if max_resident is None else max_resident
         self.cond = threading.Condition()
         self.holder: Optional[Program] = None
         self.aborted = False

@@ -262,3 +262,24 @@ def test_a_peer_read_before_the_wait_is_a_race_naming_both_ranks_and_lines():
         f"acquired (distributed.wait, an acquire load or atomic) before this one (rank 0, "
         f"program id (0, 0, 0))\n"
         f"    early = tl.load(y_ptr + offs)  # RACE: read before the wait")
+
+
+@tile.jit
+def programs_hand_over(out_ptr, sig_ptr, pad_bases):
+    # Program 0 waits for program 1 of the same launch (one GPU, no world): the launch runs
+    # its programs concurrently because the kernel waits.
+    pid = tl.program_id(0)
+    if pid == 0:
+        token = dl.wait(sig_ptr)
+        tl.store(out_ptr, token + 41)
+    else:
+        dl.notify(sig_ptr, 0, 0, pad_bases)
+
+
+def test_a_wait_in_a_single_launch_runs_the_programs_concurrently():
+    out = np.zeros(1, np.int32)
+    pad = np.zeros(4, np.int32)
+    # Translating rank 0 -> rank 0 adds and subtracts the same base: any table works.
+    bases = np.zeros(1, np.int64)
+    programs_hand_over[(2,)](out, pad, bases)
+    assert out[0] == 42 and pad[0] == 1

@@ -105,6 +105,8 @@ class SymmAtOp(OpDef):
     axis_rule = staticmethod(rule_symm_at)
     user_name = "distributed.symm_at"
     memory_effects = frozenset({READ_GLOBAL})
+    # The result addresses what the pointer does (frontend/sanitize.py traces writes).
+    address_operands = (0,)
 
     @staticmethod
     def build(b, ptr, heap_bases, from_rank, to_rank):
@@ -158,6 +160,8 @@ class OrderedLoadOp(_OrderedAccess):
     user_name = "distributed.load"
     memory_effects = frozenset({READ_GLOBAL})
     semantics = LOAD_SEMANTICS
+    # A flag polled in a loop: concurrent programs switch here (interpreter/grid.py).
+    sync_point = True
 
     @staticmethod
     def build(b, ptr, mask=None, other=None, sem="acquire", scope="sys"):
@@ -265,7 +269,8 @@ class WaitOp(OpDef):
     layout_rule = NO_RELATION
     user_name = "distributed.wait"
     memory_effects = frozenset({READ_GLOBAL})
-    # Each poll is a point where concurrent programs switch (interpreter/grid.py).
+    # Each poll is a point where concurrent programs switch (interpreter/grid.py); a kernel
+    # with a wait runs its programs concurrently even outside a world.
     sync_point = True
 
     @staticmethod
