@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from shared_codegen.frontend.jit import JITFunction
+
 
 class Config:
     """One candidate: constexpr values plus launch options."""
@@ -135,8 +137,14 @@ class Autotuner:
         self.best_config = config
         if config.pre_hook is not None:
             config.pre_hook({**named, **config.all_kwargs()})
-        return self.fn.run(*args, grid=grid, interpret=interpret, warmup=warmup,
-                           **self._merge(kwargs, config))
+        merged = self._merge(kwargs, config)
+        if interpret is None and not warmup and isinstance(self.fn, JITFunction):
+            # The launch fast path (shared_codegen/frontend/fastpath.py): once the chosen
+            # config's variant is compiled, a launch skips the full argument binding.
+            if merged.get("num_ctas") == 1:
+                del merged["num_ctas"]
+            return self.fn[grid](*args, **merged)
+        return self.fn.run(*args, grid=grid, interpret=interpret, warmup=warmup, **merged)
 
     def _merge(self, kwargs, config: Config):
         clash = [k for k in config.kwargs if k in kwargs]

@@ -164,6 +164,8 @@ def instrumentation(jit_fn, debug=None, timeline=None) -> tuple:
         if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
             raise ArgumentError(f"{jit_fn.__name__}: {name} must be True or False, got "
                                 f"{value!r}")
+    if not debug and not timeline:  # every ordinary launch: read no more settings
+        return ()
     wait_ms = int(config.get("SC_DEVICE_DEBUG_WAIT_MS"))
     if debug and wait_ms <= 0:
         raise ArgumentError(f"SC_DEVICE_DEBUG_WAIT_MS must be a positive number of "

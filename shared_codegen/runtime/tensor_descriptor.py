@@ -178,7 +178,11 @@ class TensorDescriptor:
                         f"CU_TENSOR_MAP_DATA_TYPE_{TMA_DTYPES[self.element.name]}"),
                 rank, _address(self.base),
                 [cu.cuuint64_t(s) for s in reversed(self.shape)],
-                [cu.cuuint64_t(s * itemsize) for s in reversed(self.strides[:-1])],
+                # A rank-1 map has no stride to list, but an empty list reaches the driver as
+                # a null pointer, which it refuses: pass the extent in bytes, as a one-entry
+                # array it never reads.
+                [cu.cuuint64_t(s * itemsize) for s in reversed(self.strides[:-1])]
+                or [cu.cuuint64_t(self.shape[0] * itemsize)],
                 [cu.cuuint32_t(b) for b in reversed(box)],
                 [cu.cuuint32_t(1)] * rank,
                 cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,

@@ -31,6 +31,25 @@ def test_current_target_follows_sc_target(monkeypatch):
     assert (target.backend, target.arch, target.warp_size) == ("cuda", 80, 32)
 
 
+def test_current_target_is_worked_out_once_per_device_and_setting(monkeypatch):
+    """Tutorials ask on every call (tutorial 06's forward five times), so it must be cheap."""
+    from shared_codegen.runtime import driver as cuda
+    from tile.runtime import _driver
+
+    asked = []
+    real = cuda.default_target
+    monkeypatch.setattr(cuda, "default_target", lambda: asked.append(1) or real())
+    monkeypatch.setattr(_driver, "_TARGETS", {})
+    active = triton.runtime.driver.active
+    monkeypatch.setenv("SC_TARGET", "sm_80")
+    assert [active.get_current_target().arch for _ in range(3)] == [80, 80, 80]
+    monkeypatch.setenv("SC_TARGET", "sm_90a")
+    assert active.get_current_target().arch == 90
+    monkeypatch.setenv("SC_TARGET", "sm_80")
+    assert active.get_current_target().arch == 80
+    assert len(asked) == 2
+
+
 @pytest.mark.skipif(has_gpu(), reason="checks the answer without a GPU")
 def test_device_properties_without_a_gpu_say_so():
     with pytest.raises(RuntimeError, match="get_device_properties: there is no CUDA GPU to "

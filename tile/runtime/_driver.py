@@ -16,8 +16,9 @@ describe).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Union
+from typing import Dict, Union
 
 from shared_codegen.runtime import driver as cuda
 
@@ -42,6 +43,10 @@ class GPUTarget:
     backend: str
     arch: Union[int, str]
     warp_size: int
+
+
+# get_current_target's answers: {(device index, SC_TARGET or None): GPUTarget}.
+_TARGETS: Dict[tuple, GPUTarget] = {}
 
 
 class CudaUtils:
@@ -89,9 +94,15 @@ class CudaDriver:
         return current_stream()
 
     def get_current_target(self) -> GPUTarget:
-        from shared_codegen.lowering.backend import parse_target
-        arch, _suffix = parse_target(cuda.default_target())
-        return GPUTarget("cuda", arch, 32)
+        # Tutorials ask on every call (tutorial 06's forward: five times, through is_cuda()
+        # and is_hopper()), so the answer is kept per device and SC_TARGET setting.
+        key = (self.get_current_device(), os.environ.get("SC_TARGET"))
+        target = _TARGETS.get(key)
+        if target is None:
+            from shared_codegen.lowering.backend import parse_target
+            arch, _suffix = parse_target(cuda.default_target())
+            target = _TARGETS[key] = GPUTarget("cuda", arch, 32)
+        return target
 
     def get_active_torch_device(self):
         import torch
