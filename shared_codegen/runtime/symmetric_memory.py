@@ -59,6 +59,9 @@ class SymmetricHeap:
         group = group if group is not None else dist.group.WORLD
         device = device if device is not None else torch.device("cuda",
                                                                 torch.cuda.current_device())
+        enable = getattr(symm_mem, "enable_symm_mem_for_group", None)
+        if enable is not None:  # needed before rendezvous by torch < 2.8, a no-op later
+            enable(group.group_name)
         self.heap = symm_mem.empty(heap_bytes, dtype=torch.uint8, device=device)
         self.handle = symm_mem.rendezvous(self.heap, group.group_name)
         self.rank, self.world_size = self.handle.rank, self.handle.world_size
@@ -75,7 +78,7 @@ class SymmetricHeap:
                                 f"{SIGNAL_PAD_FIRST_WORD} do not fit torch's signal pad of "
                                 f"{pad_bytes} bytes (symm_mem.set_signal_pad_size)")
         self.signal_pad = self.handle.get_signal_pad(
-            self.rank, (signal_words,), dtype=torch.int32,
+            self.rank, [signal_words], dtype=torch.int32,
             storage_offset=SIGNAL_PAD_FIRST_WORD)
         self.signal_pad.zero_()
         self.context = RankContext(

@@ -1,7 +1,9 @@
 """`tl.distributed` / `gl.distributed` code generation: the PTX memory-model qualifiers
 (sm_90a and sm_80), the IR of the token, and the same builtins in Gluon with layouts."""
 
+import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -12,6 +14,8 @@ import tile.language as tl
 from gluon import language as gl
 from tile.distributed import SimulatedWorld
 from tile.language import distributed as dl
+
+sys.path.insert(0, os.path.dirname(__file__))
 
 SIG = {"x_ptr": "*fp32:16", "heap_bases": "*i64", "pad_bases": "*i64", "sig_ptr": "*i32",
        "rank": "i32", "world_size": "i32"}
@@ -111,9 +115,6 @@ def test_peer_tiles_move_in_16_byte_vectors():
 
 
 def test_the_examples_compile_for_sm_90a():
-    import os
-    import sys
-
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples",
                                     "distributed"))
     import all_gather_gemm
@@ -142,3 +143,21 @@ def test_the_examples_compile_for_sm_90a():
         ptx = compiled.asm["ptx"]
         assert "ld.acquire.sys.global.b32" in ptx and compiled.asm["cubin"], kernel.__name__
         assert ("st.release.sys.global.b32" in ptx) or ("red.release.sys.global.add.u32" in ptx)
+
+
+def test_a_scalar_release_store_and_atomic_join_the_program_first():
+    # One thread stores the flag for the program: bar.sync orders the tile's stores of the
+    # other threads before its release.
+    from test_distributed_primitives import atomics_on_rank0, flag_protocol
+
+    ctx = {"heap_bases": "*i64", "pad_bases": "*i64", "sig_ptr": "*i32", "rank": "i32",
+           "world_size": "i32"}
+    ptx = tile.compile(flag_protocol, signature={"data_ptr": "*i32", "flag_ptr": "*i32",
+                                                 "out_ptr": "*i32", **ctx},
+                       constexprs={"N": 256}, target="sm_90a").asm["ptx"]
+    release = ptx.index("st.release.sys.global.b32")
+    assert "bar.sync" in ptx[ptx.rindex("st.global", 0, release):release]
+    ptx = tile.compile(atomics_on_rank0, signature={"counter_ptr": "*i32", **ctx},
+                       target="sm_90a").asm["ptx"]
+    release = ptx.index("atom.release.sys.global.or.b32")
+    assert "bar.sync" in ptx[ptx.rindex("atom.", 0, release):release]

@@ -27,6 +27,7 @@ from shared_codegen.ops.distributed.definition import (FENCE_SEMANTICS, LOAD_SEM
                                                        WAIT_COMPARISONS, ConsumeTokenOp,
                                                        FenceOp, OrderedLoadOp, OrderedStoreOp,
                                                        SignalOp, SymmAtOp, WaitOp)
+from shared_codegen.ops.program.definition import BarrierOp
 from tile.language import _types as T
 
 _ATOMIC_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
@@ -142,11 +143,19 @@ def put(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None, _semantic=N
     _semantic.store(peer, _semantic.load(from_ptr, mask), mask)
 
 
+def _program_wide_release(sem_, pointer, sem) -> None:
+    """A scalar atomic is issued by one thread for the whole program: when it releases, the
+    other threads' earlier writes must precede it, so they join first (bar.sync)."""
+    if sem in ("release", "acq_rel") and isinstance(pointer, tensor) and not pointer.is_block():
+        BarrierOp.build(sem_.builder)
+
+
 def _atomic(sem_, op, pointer, val, from_rank, to_rank, heap_bases, mask, sem, scope):
     fn = f"atomic_{op}"
     sem = _choice(sem, _ATOMIC_SEMANTICS, "sem", fn, required=True)
     scope = _choice(scope, SCOPES, "scope", fn, required=True)
     peer = _translate(sem_, pointer, from_rank, to_rank, heap_bases, fn)
+    _program_wide_release(sem_, peer, sem)
     return sem_.atomic_rmw(op, peer, val, mask, sem, scope)
 
 
@@ -179,6 +188,7 @@ def atomic_cas(pointer, cmp, val, from_rank, to_rank, heap_bases, sem=None, scop
     sem = _choice(sem, _ATOMIC_SEMANTICS, "sem", "atomic_cas", required=True)
     scope = _choice(scope, SCOPES, "scope", "atomic_cas", required=True)
     peer = _translate(_semantic, pointer, from_rank, to_rank, heap_bases, "atomic_cas")
+    _program_wide_release(_semantic, peer, sem)
     return _semantic.atomic_cas(peer, cmp, val, sem, scope)
 
 

@@ -189,7 +189,8 @@ class OrderedLoadOp(_OrderedAccess):
 
 
 class OrderedStoreOp(_OrderedAccess):
-    """`dist.store {sem, scope} ptr, value, (mask)`."""
+    """`dist.store {sem, scope} ptr, value, (mask)`. A scalar release store acts for the whole
+    program (a CTA barrier precedes it, as for a signal)."""
 
     name = STORE
     layout_rule = PointerAccess("store", preferred=(1,))

@@ -96,6 +96,10 @@ def lower_ordered_store(op, ctx):
     c = "l" if _mem_bits(elem) == 64 else "r"
     instr = f"st.{op.attrs['sem']}.{op.attrs['scope']}.global.{kind}"
     b = ctx.builder
+    if not tensor and op.attrs["sem"] == "release":
+        # One thread stores for the program: the others' earlier writes join it first, and
+        # the release is cumulative over them (as for dist.signal).
+        ctx.barrier()
     for r in range(n):
         if r & free_regs:
             continue  # a register repeating one the thread already stores
