@@ -41,10 +41,10 @@ class _Shadow:
     def __init__(self, nbytes: int):
         n = -(-nbytes // GRANULE)
         self.writer = np.full(n, _NOBODY, np.int32)
-        self.write_clock = np.zeros(n, np.int64)
+        self.write_clock = np.zeros(n, np.int32)
         self.write_op = np.zeros(n, np.int32)
         self.reader = np.full(n, _NOBODY, np.int32)
-        self.read_clock = np.zeros(n, np.int64)
+        self.read_clock = np.zeros(n, np.int32)
         self.read_op = np.zeros(n, np.int32)
 
 
@@ -54,7 +54,7 @@ class RaceDetector:
         n = len(programs)
         for i, prog in enumerate(programs):
             prog.race_index = i
-            prog.clock = np.zeros(n, np.int64)
+            prog.clock = np.zeros(n, np.int32)
             prog.clock[i] = 1
         self.heap_count, self.heap_bytes = heap_count, heap_bytes
         self.shadows = {}
