@@ -51,10 +51,28 @@ def test_current_target_is_worked_out_once_per_device_and_setting(monkeypatch):
 
 
 @pytest.mark.skipif(has_gpu(), reason="checks the answer without a GPU")
-def test_device_properties_without_a_gpu_say_so():
-    with pytest.raises(RuntimeError, match="get_device_properties: there is no CUDA GPU to "
-                                           "describe"):
-        triton.runtime.driver.active.utils.get_device_properties(0)
+@pytest.mark.parametrize("target,sms,smem", [("sm_90a", 132, 232448), ("sm_80", 108, 166912),
+                                              ("sm_100a", 148, 232448)])
+def test_device_properties_without_a_gpu_describe_the_targets_reference_device(
+        monkeypatch, target, sms, smem):
+    # Tutorial 02 sizes its persistent grid from these; the interpreter runs it unchanged.
+    monkeypatch.setenv("SC_TARGET", target)
+    props = triton.runtime.driver.active.utils.get_device_properties(0)
+    assert (props["multiprocessor_count"], props["max_shared_mem"]) == (sms, smem)
+    assert (props["max_num_regs"], props["warpSize"]) == (65536, 32)
+
+
+@pytest.mark.skipif(has_gpu(), reason="checks the answer without a GPU")
+def test_device_properties_without_a_gpu_refuse_what_is_not_modeled(monkeypatch):
+    utils = triton.runtime.driver.active.utils
+    with pytest.raises(RuntimeError, match=r"get_device_properties: there is no CUDA GPU here; "
+                                           r"the interpreter models one device \(index 0\), "
+                                           r"got 1"):
+        utils.get_device_properties(1)
+    monkeypatch.setenv("SC_TARGET", "sm_120")
+    with pytest.raises(RuntimeError, match=r"no reference device for target sm_120 to describe "
+                                           r"\(known: sm_80, sm_90, sm_100; set SC_TARGET"):
+        utils.get_device_properties(0)
 
 
 def test_device_properties_reject_bad_devices():
