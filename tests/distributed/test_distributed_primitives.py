@@ -95,12 +95,11 @@ def flag_protocol(data_ptr, flag_ptr, out_ptr, heap_bases, pad_bases, sig_ptr, r
     nxt = (rank + 1) % world_size
     dl.store(data_ptr + offs, tl.full((N,), 7, tl.int32) * (rank + 1), rank, nxt, heap_bases)
     dl.store(flag_ptr, rank + 1, rank, nxt, heap_bases, sem="release", scope="sys")
-    prev = (rank + world_size - 1) % world_size
     while dl.load(flag_ptr, rank, rank, heap_bases, sem="acquire", scope="sys") == 0:
         pass
     seen = dl.load(flag_ptr, rank, rank, heap_bases, sem="relaxed", scope="gpu")
     dl.fence(sem="acq_rel", scope="sys")
-    tl.store(out_ptr + offs, tl.load(data_ptr + offs) + seen * 1000 + prev * 0)
+    tl.store(out_ptr + offs, tl.load(data_ptr + offs) + seen * 1000)
 
 
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
@@ -239,7 +238,7 @@ def reads_before_waiting(x_ptr, y_ptr, heap_bases, pad_bases, sig_ptr, rank, wor
     dl.put(x_ptr + offs, y_ptr + offs, rank, peer, heap_bases)  # PUT
     dl.notify(sig_ptr, peer, rank, pad_bases)
     early = tl.load(y_ptr + offs)  # RACE: read before the wait
-    token = dl.wait(sig_ptr)
+    dl.wait(sig_ptr)
     tl.store(x_ptr + offs, early)
 
 

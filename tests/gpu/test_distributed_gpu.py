@@ -7,7 +7,6 @@ initializes a one-process NCCL group itself (no torchrun)."""
 import os
 import sys
 
-import numpy as np
 import pytest
 
 HERE = os.path.dirname(__file__)

@@ -34,7 +34,7 @@ import numpy as np
 
 from shared_codegen.analysis.axis_info import AxisInfo
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
-from shared_codegen.ir.types import (PointerType, TensorType, int1, int32, int64, same_shape_type,
+from shared_codegen.ir.types import (PointerType, TensorType, int32, int64, same_shape_type,
                                      scalar_of)
 from shared_codegen.layouts.relations import NO_RELATION, SAME_LAYOUT, PointerAccess
 
