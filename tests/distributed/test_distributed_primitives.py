@@ -59,6 +59,10 @@ def atomics_on_rank0(counter_ptr, heap_bases, pad_bases, sig_ptr, rank, world_si
     dl.atomic_add(counter_ptr, rank + 1, rank, 0, heap_bases, sem="relaxed", scope="sys")
     dl.atomic_max(counter_ptr + 1, rank * 3, rank, 0, heap_bases, sem="acq_rel", scope="gpu")
     dl.atomic_or(counter_ptr + 2, 1 << rank, rank, 0, heap_bases, sem="release", scope="sys")
+    dl.atomic_min(counter_ptr + 12, 50 - rank, rank, 0, heap_bases, sem="relaxed", scope="gpu")
+    dl.atomic_and(counter_ptr + 13, ~(1 << rank), rank, 0, heap_bases, sem="acquire",
+                  scope="cta")
+    dl.atomic_xor(counter_ptr + 15, 3 << rank, rank, 0, heap_bases, sem="relaxed", scope="sys")
     # A ticket lock: every rank takes ticket `old` exactly once.
     old = dl.atomic_xchg(counter_ptr + 3, rank, rank, 0, heap_bases, sem="acq_rel",
                          scope="sys")
@@ -73,11 +77,16 @@ def test_atomics_on_a_peer_combine_every_rank(world_size):
     world = SimulatedWorld(world_size, heap_bytes=1 << 12)
     counters = world.empty("counters", (16,), np.int32)
     counters[0][3] = -1 + world_size  # xchg chain starts from an unused ticket
+    counters[0][12] = 100
+    counters[0][13] = 0xFFFF
     world.launch(atomics_on_rank0, (1,), lambda c: (counters[c.rank],) + _ctx_args(c))
     got = counters[0]
     assert got[0] == sum(range(1, world_size + 1))
     assert got[1] == 3 * (world_size - 1)
     assert got[2] == (1 << world_size) - 1
+    assert got[12] == 50 - (world_size - 1)
+    assert got[13] == 0xFFFF & ~((1 << world_size) - 1)
+    assert got[15] == 1 | (1 << world_size)  # 3 << r for every r: the inner bits cancel
     # every rank's xchg returned one distinct earlier value: world_size tickets of 1.
     assert sorted(got[4:4 + world_size].tolist()) == [1] * world_size
     # the CAS chain passes the token 0 -> 1 -> ... in rank order.
