@@ -18,7 +18,8 @@ import functools
 from typing import Any, Dict, List
 
 from shared_codegen.runtime.tensor_descriptor import TensorDescriptor as _SharedTensorDescriptor
-from shared_codegen.runtime.tensor_descriptor import _address, _is_host, _key, _strides_of
+from shared_codegen.runtime.tensor_descriptor import (_address, _is_host, _key, _strides_of,
+                                                      dataclass_fields)
 from shared_codegen.ir.types import TensorDescriptorType, from_host_dtype
 from shared_codegen.layouts import NVMMASharedLayout
 from shared_codegen.ops.tma.definition import TMA_DTYPES
@@ -44,6 +45,8 @@ class TensorDescriptor(_SharedTensorDescriptor):
     pre-hooks set it per config on a descriptor made with a dummy [1, 1] block): the block
     checks, the layout and the encoded map follow the current `block_shape` and are computed
     when a launch first needs them."""
+
+    __dataclass_fields__ = dataclass_fields("base", "shape", "strides", "block_shape", "padding")
 
     def __init__(self, base: Any, shape: List[int], strides: List[int], block_shape: List[int],
                  padding: str = "zero"):

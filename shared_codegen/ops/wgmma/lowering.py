@@ -433,12 +433,13 @@ def _tie(ctx, values: Sequence[ir.Value], asm: str):
             regs.append(b.zext(v, I32)), kinds.append("r")
         else:  # 16-bit floats travel as 16-bit integers ("h")
             regs.append(b.bitcast(v, ir.IntType(16))), kinds.append("h")
-    ret = ir.LiteralStructType([r.type for r in regs])
+    # One tied value comes back as itself (LLVM rejects a one-field struct return).
+    ret = regs[0].type if len(regs) == 1 else ir.LiteralStructType([r.type for r in regs])
     cons = ",".join([f"={k}" for k in kinds] + [str(i) for i in range(len(regs))] + ["~{memory}"])
     res = _asm(ctx, asm, cons, ret, regs)
     out = []
     for i, v in enumerate(values):
-        x = b.extract_value(res, i)
+        x = res if len(regs) == 1 else b.extract_value(res, i)
         if x.type != v.type:
             x = b.trunc(x, v.type) if isinstance(v.type, ir.IntType) else b.bitcast(x, v.type)
         out.append(x)
