@@ -48,6 +48,8 @@ class Frame:
     partition = None
     # The grid's cooperative program (interpreter/grid.py) when programs run concurrently.
     program = None
+    # The simulated GPU this program runs on when a world of ranks runs (interpreter/world.py).
+    rank = None
 
     def __init__(self, memory: Memory, grid, out=None, num_warps: int = 4):
         self.memory = memory
@@ -65,6 +67,7 @@ class Frame:
         child.values = self.values
         child.partition = partition
         child.program = self.program
+        child.rank = self.rank
         return child
 
     def __getitem__(self, v: Value):
@@ -101,7 +104,8 @@ class Frame:
         loc = op.loc
         where = f"{loc.file}:{loc.line}" if loc.line else "<kernel>"
         pid = ", ".join(str(int(p)) for p in self.program_id)
-        text = f"{where}: {message} (program id ({pid}))"
+        rank = "" if self.rank is None else f"rank {self.rank}, "
+        text = f"{where}: {message} ({rank}program id ({pid}))"
         if loc.source_line:
             text += f"\n    {loc.source_line.strip()}"
         # "race: ..." raises a RaceError, "deadlock: ..." a DeadlockError (errors.py).
