@@ -26,8 +26,11 @@ CUDA driver's cuTensorMapEncodeTiled for the descriptor.
 
 Boxes. TMA's box is at most 256 per dim and, with a swizzled layout, exactly one swizzle
 width (32/64/128 bytes) along the contiguous dim (`NVMMASharedLayout.tma_block_shape`). A
-block wider than that is moved as several boxes side by side; the NVMMA layout stores them
-one after another, so box `k` starts `k` boxes into the buffer.
+block larger than one box along any dim (a 512-row block, or one wider than the swizzle) is
+moved as several boxes, one message each, as Triton does; each box starts at the shared
+offset the NVMMA layout gives its first element (box starts are whole swizzle atoms, so the
+box's own swizzle lines up). The interpreter moves the whole block at once: the bytes, the
+out-of-bounds rule and the transaction count are the same.
 
 Interpreter: a load reads global memory when issued and lands at a seeded random point
 (`SC_INTERPRET_SEED`) no later than the wait that needs it; until a wait has observed the
@@ -60,7 +63,7 @@ LOAD, STORE, STORE_WAIT = ("ttng.async_tma_copy_global_to_local",
                            "ttng.async_tma_copy_local_to_global", "ttng.async_tma_store_wait")
 REDUCE = "ttng.async_tma_reduce"
 MAX_RANK = 5
-MAX_BOX = 256
+MAX_BOX = 256  # per dim of one TMA message; larger blocks are split (box_shape)
 # cuTensorMapEncodeTiled data types, by IR dtype name (fp8 moves as bytes).
 TMA_DTYPES = {"u8": "UINT8", "i8": "UINT8", "fp8e4nv": "UINT8", "fp8e5": "UINT8",
               "u16": "UINT16", "i16": "UINT16", "u32": "UINT32", "i32": "INT32",
@@ -84,9 +87,6 @@ def check_block(block_shape, element, layout) -> None:
     for d, size in enumerate(block):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"block_shape[{d}] must be a positive int, got {size!r}")
-        if size > MAX_BOX:
-            raise ValueError(f"block_shape[{d}] = {size} exceeds the TMA box limit of "
-                             f"{MAX_BOX} elements per dim")
         if size & (size - 1):
             raise ValueError(f"block_shape[{d}] = {size} must be a power of two (shared "
                              f"memory layouts tile powers of two)")

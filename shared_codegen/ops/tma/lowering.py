@@ -6,6 +6,8 @@ one message per box of the block; stores are committed as bulk groups and retire
 
 from __future__ import annotations
 
+import itertools
+
 from shared_codegen.ir.core import Operation, lowering_rule
 from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
 from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
@@ -23,26 +25,35 @@ def _emit(ctx, text, constraints, args) -> None:
 
 
 def _boxes(ctx, op, desc, smem, coords):
-    """Per TMA message: the shared address of its box and its coordinates, innermost first."""
+    """Per TMA message: the shared address of its box and its coordinates, innermost first.
+    Boxes tile the block along every dim that exceeds one box (256 rows, or one swizzle
+    width along the contiguous dim); a box's shared offset is the layout's offset of its
+    first element, the XOR of each dim's offset bits."""
     ty = desc.type
     box = box_shape(ty)
     base, xor = ctx.get(smem)
     if not (hasattr(xor, "constant") and int(xor.constant) == 0):
         raise LoweringError("TMA needs a shared memory view that starts a whole tile", op)
-    inner_bits = offset_map(smem.type).dims[-1].bits
+    dims = offset_map(smem.type).dims
     itemsize = ty.element.itemsize
     lowered = [ctx.get(c) for c in coords]
+    counts = [size // b for size, b in zip(ty.block_shape, box)]
     out = []
-    for k in range(ty.block_shape[-1] // box[-1]):
-        start = k * box[-1]
+    for index in itertools.product(*(range(n) for n in counts)):
+        starts = [k * b for k, b in zip(index, box)]
         offset = 0
-        for j, v in enumerate(inner_bits):
-            if start >> j & 1:
-                offset ^= v
+        for dim, start in zip(dims, starts):
+            if dim.bits is None:  # a buffer dim: whole tiles one after another
+                offset += start * dim.stride
+                continue
+            for j, v in enumerate(dim.bits):
+                if start >> j & 1:
+                    offset ^= v
         addr = base if not offset else ctx.builder.gep(base, [ctx.i32(offset * itemsize)],
                                                        source_etype=I8)
-        inner = lowered[-1] if not start else ctx.builder.add(lowered[-1], ctx.i32(start))
-        out.append((addr, [inner] + lowered[-2::-1]))
+        box_coords = [c if not start else ctx.builder.add(c, ctx.i32(start))
+                      for c, start in zip(lowered, starts)]
+        out.append((addr, box_coords[::-1]))
     return out
 
 
