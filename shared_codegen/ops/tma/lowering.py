@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 
+from llvmlite import ir
+
 from shared_codegen.ir.core import Operation, lowering_rule
 from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
 from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
@@ -17,6 +19,7 @@ from shared_codegen.ops.tma.definition import (REDUCE, STORE, AsyncTMACopyGlobal
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAReduceOp,
                                                AsyncTMAStoreWaitOp, box_shape)
 from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
+from shared_codegen.ops.tma.tensormap import CREATE, FILL_MODES, REINTERPRET, TensormapCreateOp
 
 
 def _emit(ctx, text, constraints, args) -> None:
@@ -133,17 +136,54 @@ def lower_tma_store_wait(op, ctx):
     return None
 
 
+def _tensormap_create_of(desc):
+    """The `tensormap_create` that wrote the map a `reinterpret_tensor_descriptor` views (in
+    the same function, before it), or None."""
+    reinterpret = desc.defining_op
+    if reinterpret.name != REINTERPRET:
+        return None
+    scratch = reinterpret.operands[0]
+    block = reinterpret.parent
+    while block is not None and isinstance(getattr(block.parent, "parent", None), Operation):
+        block = block.parent.parent.parent
+    for root in block.ops if block is not None else []:
+        for inner in root.walk():
+            if inner.name == CREATE and inner.operands[0] is scratch:
+                return inner
+    return None
+
+
+def _created_dim(ctx, create, ty, kind, index):
+    """A kernel-built descriptor's shape, stride, base or fill: the values it was made from
+    (the map lists dims innermost first, strides in bytes without the innermost)."""
+    _, _, base, dims, strides = TensormapCreateOp.parts(create)
+    rank = ty.rank
+    if kind == "shape":
+        return ctx.get(dims[rank - 1 - index])
+    if kind == "base":
+        return ctx.get(base)
+    if kind == "fill":
+        return ir.Constant(I64, int(create.attrs["fill_mode"] == FILL_MODES["nan"]))
+    if index == rank - 1:
+        return ir.Constant(I64, 1)
+    itemsize = ir.Constant(I64, ty.element.itemsize)
+    return ctx.builder.sdiv(ctx.get(strides[rank - 2 - index]), itemsize)
+
+
 @lowering_rule(TensorDescriptorDimOp)
 def lower_tensor_descriptor_dim(op, ctx):
     """A load from the descriptor parameter's fields after the map (i64 each)."""
     desc = op.operands[0]
     ty = desc.type
-    if desc.defining_op is not None:
-        what = {"shape": "desc.shape", "stride": "desc.strides", "base": "its base",
-                "fill": "its padding"}
-        raise LoweringError(f"{what[op.attrs['kind']]} is only known for descriptors passed "
-                            f"as kernel arguments, not for one the kernel built", op)
     kind, index = op.attrs["kind"], op.attrs["index"]
+    if desc.defining_op is not None:
+        create = _tensormap_create_of(desc)
+        if create is None:
+            what = {"shape": "desc.shape", "stride": "desc.strides", "base": "its base",
+                    "fill": "its padding"}
+            raise LoweringError(f"{what[kind]} is only known for descriptors passed as kernel "
+                                f"arguments or built by make_tensor_descriptor", op)
+        return [_created_dim(ctx, create, ty, kind, index)]
     offset = {"base": ty.DESC_PARAM_BASE, "shape": ty.DESC_PARAM_SHAPE + 8 * index,
               "stride": ty.param_stride_offset(index), "fill": ty.param_fill_offset}[kind]
     b = ctx.builder

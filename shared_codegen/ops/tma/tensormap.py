@@ -21,8 +21,12 @@ Hopper, as in Triton 3.6's TMA lowering.
   issues copies through it (`fence.proxy.tensormap::generic.acquire.gpu`).
 - `reinterpret_tensor_descriptor` views the map as a descriptor the TMA ops take.
 
-The CPU interpreter never sees these ops: the tile frontend gives it (and targets below
-sm_90) plain masked loads and stores for device-side descriptors.
+Interpreter: `global_scratch_alloc` maps a fresh zeroed buffer per program and op (the
+program's scratch slice), `tensormap_create` records the map it describes (base, shape,
+byte strides, fill) under the scratch address, and `reinterpret_tensor_descriptor` hands
+that record to the TMA ops as the descriptor value, so Gluon's `tma.make_tensor_descriptor`
+runs with the semantics of a host descriptor. (The tile frontend gives the interpreter, and
+targets below sm_90, plain masked loads and stores for its device-side descriptors instead.)
 """
 
 from __future__ import annotations
@@ -47,9 +51,56 @@ FILL_MODES = {"zero": 0, "nan": 1}
 TENSORMAP_PTX_VERSION = (8, 6)
 
 
-def _runtime_error(op, frame):
-    frame.error(op, "tensor maps written by the kernel exist only in compiled sm_90 code; "
-                    "the interpreter runs device-side descriptors as plain loads and stores")
+def _tensor_maps(frame) -> dict:
+    """The interpreter's kernel-written tensor maps, by scratch address (one launch)."""
+    memory = frame.memory
+    maps = getattr(memory, "tensor_maps", None)
+    if maps is None:
+        maps = memory.tensor_maps = {}
+    return maps
+
+
+def _interpret_scratch(op, frame):
+    # One buffer per program and op: the program's slice of the launch's scratch.
+    import numpy as np
+    memory = frame.memory
+    slots = getattr(memory, "scratch_slots", None)
+    if slots is None:
+        slots = memory.scratch_slots = {}
+    key = (tuple(frame.program_id), id(op))
+    if key not in slots:
+        slots[key] = memory.map(f"global scratch of program {tuple(frame.program_id)}",
+                                np.zeros(int(op.attrs["nbytes"]), np.uint8))
+    return [np.int64(slots[key])]
+
+
+def _interpret_create(op, frame):
+    from shared_codegen.ops.tma.definition import TensorMapValue
+    desc_ptr, _staging, base, dims, strides = TensormapCreateOp.parts(op)
+    itemsize = base.type.element.itemsize
+    shape = [int(frame[d]) for d in reversed(dims)]
+    strides_bytes = [int(frame[s]) for s in reversed(strides)] + [itemsize]
+    for d, size in enumerate(shape):
+        if size < 1:
+            frame.error(op, f"make_tensor_descriptor: shape[{d}] must be >= 1, got {size}")
+    for d, stride in enumerate(strides_bytes[:-1]):
+        if stride % 16:
+            frame.error(op, f"make_tensor_descriptor: strides[{d}] is {stride // itemsize} "
+                            f"elements = {stride} bytes; TMA needs a multiple of 16 bytes")
+    if int(frame[base]) % 16:
+        frame.error(op, "make_tensor_descriptor: the base address is not 16-byte aligned")
+    fill = float("nan") if op.attrs["fill_mode"] == FILL_MODES["nan"] else 0
+    _tensor_maps(frame)[int(frame[desc_ptr])] = TensorMapValue(
+        int(frame[base]), shape, strides_bytes, "make_tensor_descriptor", fill=fill)
+    return []
+
+
+def _interpret_reinterpret(op, frame):
+    tmap = _tensor_maps(frame).get(int(frame[op.operands[0]]))
+    if tmap is None:
+        frame.error(op, "the descriptor reads a tensor map that no make_tensor_descriptor of "
+                        "this program wrote")
+    return [tmap]
 
 
 class GlobalScratchAllocOp(OpDef):
@@ -79,7 +130,7 @@ class GlobalScratchAllocOp(OpDef):
         if op.attrs.get("offset", -1) % max(1, op.attrs.get("alignment", 1)):
             raise VerificationError("offset must be a multiple of alignment", op)
 
-    interpret = staticmethod(_runtime_error)
+    interpret = staticmethod(_interpret_scratch)
 
 
 class TensormapCreateOp(OpDef):
@@ -139,7 +190,7 @@ class TensormapCreateOp(OpDef):
             raise VerificationError(f"box_dim entries must be in [1, 256], got "
                                     f"{op.attrs['box_dim']}", op)
 
-    interpret = staticmethod(_runtime_error)
+    interpret = staticmethod(_interpret_create)
 
 
 class TensormapFenceproxyAcquireOp(OpDef):
@@ -158,7 +209,8 @@ class TensormapFenceproxyAcquireOp(OpDef):
         if len(op.operands) != 1 or not isinstance(op.operands[0].type, PointerType):
             raise VerificationError("expects one pointer operand", op)
 
-    interpret = staticmethod(_runtime_error)
+    def interpret(self, op, frame):  # the map is visible as soon as it is recorded
+        return []
 
 
 class ReinterpretTensorDescriptorOp(OpDef):
@@ -179,7 +231,7 @@ class ReinterpretTensorDescriptorOp(OpDef):
             raise VerificationError("expects a pointer operand and a tensor descriptor result",
                                     op)
 
-    interpret = staticmethod(_runtime_error)
+    interpret = staticmethod(_interpret_reinterpret)
 
 
 def _numel(shape) -> int:
