@@ -263,6 +263,73 @@ def _coords(op, frame, coords):
     return [int(frame[c]) for c in coords]
 
 
+def issue_load(op, frame, ty, tmap, addr, inside, smem, bar) -> None:
+    """Start a TMA load of the global elements at `addr` (`inside`: in bounds, else the
+    map's fill) into the view `smem`, completing its bytes on `bar` when it lands (at a
+    seeded random point, `_Engine.progress`). Shared by the tile copy and gather4."""
+    engine = _Engine.of(frame)
+    values = frame.memory.load(addr, inside, tmap.fill, ty.element, frame, op)
+    view = frame[smem]
+    buf = view.buffer
+    if buf.freed_at is not None:
+        frame.error(op, f"TMA load into shared memory allocated at {buf.where} after "
+                        f"ttg.local_dealloc at {buf.freed_at}")
+    state = barrier_state(frame, op, frame[bar])
+    state._require_valid(frame, op)
+    dtype = np.dtype(ty.element.np)
+    idx = _byte_index(view, dtype.itemsize)
+    pending = _pending(buf)
+    pending.check(idx, frame, op, "this TMA load targets")
+    raw = np.ascontiguousarray(np.asarray(values, dtype=dtype)).view(np.uint8).reshape(-1)
+    load = _Load(engine, state, view, idx, raw, engine.new_id(), _where(op))
+    hb = current_hb(frame)
+    if hb is not None:  # the issuer writes the destination (interpreter/happens_before.py)
+        hb.access(frame, op, buf, idx, write=True, what="this TMA load writes",
+                  noun="TMA write", engine="TMA load")
+        load.hb = (hb, *hb.now(frame), op)
+    pending.owner[idx] = load.id
+    pending.describe(load.id, load.where, "TMA load", "writing",
+                     f"wait on {state.describe()} until it observes the phase the load "
+                     f"completes (mbarrier.expect(bar, nbytes) before the load, "
+                     f"mbarrier.wait(bar, phase) before reading)")
+    engine.loads.append(load)
+    state.in_flight.append(load)
+
+
+def issue_store(op, frame, ty, addr, inside, smem) -> None:
+    """A TMA store of the view `smem` to the global elements at `addr` (only those
+    `inside`), one bulk group that reads `smem` until a store_wait retires it. Shared by
+    the tile copy and scatter4."""
+    engine = _Engine.of(frame)
+    view = frame[smem]
+    buf = view.buffer
+    if buf.freed_at is not None:
+        frame.error(op, f"TMA store from shared memory allocated at {buf.where} after "
+                        f"ttg.local_dealloc at {buf.freed_at}")
+    dtype = np.dtype(ty.element.np)
+    idx = _byte_index(view, dtype.itemsize)
+    pending = _pending(buf)
+    pending.check(idx, frame, op, "this TMA store reads", reading=True)
+    hb = current_hb(frame)
+    if hb is not None:
+        hb.access(frame, op, buf, idx, write=False, what="this TMA store reads",
+                  noun="TMA read", engine="TMA store")
+    ok = buf.written[idx].reshape(*view.offsets.shape, dtype.itemsize).all(axis=-1)
+    if not ok.all():
+        first = [int(c) for c in np.argwhere(~ok)[0]]
+        frame.error(op, f"TMA store reads uninitialized shared memory: element {first} of "
+                        f"the {list(view.offsets.shape)} block was never written (allocation "
+                        f"at {buf.where})")
+    values = np.ascontiguousarray(buf.data[idx]).view(dtype).reshape(view.offsets.shape)
+    frame.memory.store(addr, values, inside, ty.element, frame, op)
+    store = _Store(view, idx, engine.new_id())
+    pending.owner[idx] = store.id
+    pending.describe(store.id, _where(op), "TMA store", "reading",
+                     "tma.store_wait(n) must retire its group first (n smaller than the "
+                     "number of stores issued after it)", reads_only=True)
+    engine.stores.append(store)
+
+
 # ---- ops -------------------------------------------------------------------------------------
 
 class AsyncTMACopyGlobalToLocalOp(OpDef):
@@ -298,39 +365,12 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
 
     def interpret(self, op, frame):
         desc, smem, bar, coords, pred = self.parts(op)
-        engine = _Engine.of(frame)
-        engine.progress()
+        _Engine.of(frame).progress()
         if pred is not None and not bool(frame[pred]):
             return []
-        ty = desc.type
         tmap = frame[desc]
-        addr, inside = tmap.box(_coords(op, frame, coords), ty.block_shape)
-        values = frame.memory.load(addr, inside, tmap.fill, ty.element, frame, op)
-        view = frame[smem]
-        buf = view.buffer
-        if buf.freed_at is not None:
-            frame.error(op, f"TMA load into shared memory allocated at {buf.where} after "
-                            f"ttg.local_dealloc at {buf.freed_at}")
-        state = barrier_state(frame, op, frame[bar])
-        state._require_valid(frame, op)
-        dtype = np.dtype(ty.element.np)
-        idx = _byte_index(view, dtype.itemsize)
-        pending = _pending(buf)
-        pending.check(idx, frame, op, "this TMA load targets")
-        raw = np.ascontiguousarray(np.asarray(values, dtype=dtype)).view(np.uint8).reshape(-1)
-        load = _Load(engine, state, view, idx, raw, engine.new_id(), _where(op))
-        hb = current_hb(frame)
-        if hb is not None:  # the issuer writes the destination (interpreter/happens_before.py)
-            hb.access(frame, op, buf, idx, write=True, what="this TMA load writes",
-                      noun="TMA write", engine="TMA load")
-            load.hb = (hb, *hb.now(frame), op)
-        pending.owner[idx] = load.id
-        pending.describe(load.id, load.where, "TMA load", "writing",
-                         f"wait on {state.describe()} until it observes the phase the load "
-                         f"completes (mbarrier.expect(bar, nbytes) before the load, "
-                         f"mbarrier.wait(bar, phase) before reading)")
-        engine.loads.append(load)
-        state.in_flight.append(load)
+        addr, inside = tmap.box(_coords(op, frame, coords), desc.type.block_shape)
+        issue_load(op, frame, desc.type, tmap, addr, inside, smem, bar)
         return []
 
 
@@ -353,37 +393,9 @@ class AsyncTMACopyLocalToGlobalOp(OpDef):
 
     def interpret(self, op, frame):
         desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
-        engine = _Engine.of(frame)
-        engine.progress()
-        ty = desc.type
-        view = frame[smem]
-        buf = view.buffer
-        if buf.freed_at is not None:
-            frame.error(op, f"TMA store from shared memory allocated at {buf.where} after "
-                            f"ttg.local_dealloc at {buf.freed_at}")
-        dtype = np.dtype(ty.element.np)
-        idx = _byte_index(view, dtype.itemsize)
-        pending = _pending(buf)
-        pending.check(idx, frame, op, "this TMA store reads", reading=True)
-        hb = current_hb(frame)
-        if hb is not None:
-            hb.access(frame, op, buf, idx, write=False, what="this TMA store reads",
-                      noun="TMA read", engine="TMA store")
-        ok = buf.written[idx].reshape(*view.offsets.shape, dtype.itemsize).all(axis=-1)
-        if not ok.all():
-            first = [int(c) for c in np.argwhere(~ok)[0]]
-            frame.error(op, f"TMA store reads uninitialized shared memory: element {first} of "
-                            f"the {list(ty.block_shape)} block was never written (allocation "
-                            f"at {buf.where})")
-        values = np.ascontiguousarray(buf.data[idx]).view(dtype).reshape(view.offsets.shape)
-        addr, inside = frame[desc].box(_coords(op, frame, coords), ty.block_shape)
-        frame.memory.store(addr, values, inside, ty.element, frame, op)
-        store = _Store(view, idx, engine.new_id())
-        pending.owner[idx] = store.id
-        pending.describe(store.id, _where(op), "TMA store", "reading",
-                         "tma.store_wait(n) must retire its group first (n smaller than the "
-                         "number of stores issued after it)", reads_only=True)
-        engine.stores.append(store)
+        _Engine.of(frame).progress()
+        addr, inside = frame[desc].box(_coords(op, frame, coords), desc.type.block_shape)
+        issue_store(op, frame, desc.type, addr, inside, smem)
         return []
 
 
@@ -492,6 +504,6 @@ class AsyncTMAStoreWaitOp(OpDef):
 
 
 __all__ = ["AsyncTMACopyGlobalToLocalOp", "AsyncTMACopyLocalToGlobalOp", "AsyncTMAStoreWaitOp",
-           "AsyncTMAReduceOp", "REDUCE_KINDS",
+           "AsyncTMAReduceOp", "REDUCE_KINDS", "issue_load", "issue_store",
            "TensorMapValue", "check_block", "check_smem", "box_shape", "TMA_DTYPES",
            "MAX_BOX", "MAX_RANK"]

@@ -19,6 +19,7 @@ from shared_codegen.ops.tma.definition import (REDUCE, STORE, AsyncTMACopyGlobal
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAReduceOp,
                                                AsyncTMAStoreWaitOp, box_shape)
 from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
+from shared_codegen.ops.tma.gather_scatter import SCATTER
 from shared_codegen.ops.tma.tensormap import CREATE, FILL_MODES, REINTERPRET, TensormapCreateOp
 
 
@@ -71,6 +72,8 @@ def _store_sources(op):
         for inner in root.walk():
             if inner.name in (STORE, REDUCE) and inner.operands[1] not in seen:
                 seen.append(inner.operands[1])
+            elif inner.name == SCATTER and inner.operands[3] not in seen:
+                seen.append(inner.operands[3])
     return seen
 
 

@@ -19,7 +19,8 @@ from gluon.language.nvidia.blackwell._tmem import (allocate_tensor_memory, get_t
                                                    tensor_memory_descriptor,
                                                    tensor_memory_descriptor_type)
 from gluon.language.nvidia.blackwell import float2
-from gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+from gluon.language.nvidia.blackwell import tma
+from gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 from shared_codegen.frontend.values import builtin
 from shared_codegen.layouts import TensorMemoryLayout, TensorMemoryScalesLayout
 
