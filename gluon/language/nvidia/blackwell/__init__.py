@@ -22,6 +22,7 @@ from gluon.language.nvidia.blackwell import float2
 from gluon.language.nvidia.blackwell import tma
 from gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 from shared_codegen.frontend.values import builtin
+from shared_codegen.layouts import SharedLinearLayout  # noqa: F401 (upstream's namespace)
 from shared_codegen.layouts import TensorMemoryLayout, TensorMemoryScalesLayout
 
 __all__ = ["TensorMemoryLayout", "TensorMemoryScalesLayout", "allocate_tensor_memory",

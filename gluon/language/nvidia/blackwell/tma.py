@@ -21,14 +21,14 @@ from gluon.language.nvidia.hopper.mbarrier import _barrier
 from gluon.language.nvidia.hopper.tma import (_desc, async_copy_global_to_shared,  # noqa: F401
                                               async_copy_shared_to_global, async_load,
                                               async_store, make_tensor_descriptor, store_wait,
-                                              tensor_descriptor)
+                                              tensor_descriptor, tensor_descriptor_type)
 from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.layouts import BlockedLayout
 from shared_codegen.ops.tma.gather_scatter import (AsyncTMAGatherOp, AsyncTMAScatterOp,
                                                    check_gather)
 
 __all__ = ["async_gather", "async_scatter", "async_copy_global_to_shared",
-           "async_copy_shared_to_global", "store_wait", "tensor_descriptor",
+           "async_copy_shared_to_global", "store_wait", "tensor_descriptor", "tensor_descriptor_type",
            "make_tensor_descriptor", "async_load", "async_store"]
 
 

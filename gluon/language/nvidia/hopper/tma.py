@@ -29,12 +29,18 @@ from gluon.language.nvidia.hopper.mbarrier import _barrier
 from shared_codegen.frontend.descriptors import tensor_descriptor, write_tensor_map
 from shared_codegen.frontend.values import builtin, constexpr, tensor
 from shared_codegen.ir.types import PointerType, TensorDescriptorType, int32, int64
+from shared_codegen.layouts import NVMMASharedLayout  # noqa: F401 (upstream's namespace)
 from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
                                                check_block, check_smem)
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
-           "tensor_descriptor", "make_tensor_descriptor", "async_load", "async_store"]
+           "tensor_descriptor", "tensor_descriptor_type", "make_tensor_descriptor", "async_load",
+           "async_store"]
+
+# The type of a descriptor value (`desc.type`): our IR's TensorDescriptorType (block shape,
+# dtype, layout, block_type), which Triton 3.6 calls tensor_descriptor_type.
+tensor_descriptor_type = TensorDescriptorType
 
 
 def _desc(value, name):

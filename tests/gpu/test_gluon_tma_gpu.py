@@ -1,0 +1,56 @@
+"""Gluon TMA additions on the H100: blocks above 256 per dim (several boxes per copy) and
+descriptors built in the kernel (`tma.make_tensor_descriptor`), each against the
+interpreter's result on the same inputs."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gluon", "hopper"))
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("case", ["rows", "cols", "both"])
+def test_blocks_above_256_copy_exactly_on_the_gpu(torch, case):
+    from test_tma_large_blocks import CASES, _descs, tma_copy_kernel
+
+    shape, block, dtype, layout, _ = CASES[case]
+    x = (np.arange(np.prod(shape)) % 1999).reshape(shape).astype(dtype)
+    xg = torch.from_numpy(x).cuda()
+    out = torch.full(shape, -1, dtype=xg.dtype, device="cuda")
+    grid = (-(-shape[0] // block[0]), -(-shape[1] // block[1]))
+    tma_copy_kernel[grid](*_descs(xg, out, block, layout))
+    np.testing.assert_array_equal(out.cpu().numpy(), x)
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_kernel_built_descriptors_on_the_gpu(torch, padding):
+    import tile
+    from test_tma_make_descriptor import _run, device_desc_copy_kernel
+
+    x, y, dims = _run(100, 72, padding)  # the interpreter's result
+    sizes = []
+
+    def alloc(size, alignment, stream):
+        sizes.append((size, alignment))
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    tile.set_allocator(alloc)
+    xg = torch.from_numpy(np.ascontiguousarray(np.broadcast_to(
+        (np.arange(100 * 72) % 1013).reshape(100, 72), (100, 72)))).to(torch.float16).cuda()
+    yg = torch.full((100, 72), 7, dtype=torch.float16, device="cuda")
+    dg = torch.zeros(5, dtype=torch.int64, device="cuda")
+    device_desc_copy_kernel[(2, 2)](xg, yg, 100, 72, 72, 72, dg, BM=64, BN=64,
+                                    PADDING=padding)
+    torch.cuda.synchronize()
+    assert sizes == [(4 * 256, 128)]  # two 128-byte maps per program
+    np.testing.assert_array_equal(yg.cpu().numpy(), y)
+    assert dg.cpu().numpy().tolist() == dims.tolist()
