@@ -178,7 +178,11 @@ class TensorDescriptor:
                         f"CU_TENSOR_MAP_DATA_TYPE_{TMA_DTYPES[self.element.name]}"),
                 rank, _address(self.base),
                 [cu.cuuint64_t(s) for s in reversed(self.shape)],
-                [cu.cuuint64_t(s * itemsize) for s in reversed(self.strides[:-1])],
+                # rank - 1 strides are read; one more (the whole tensor's span, as Triton
+                # passes) keeps the array non-empty for rank 1, where an empty list would
+                # reach the driver as a null pointer and fail as CUDA_ERROR_INVALID_VALUE.
+                [cu.cuuint64_t(s * itemsize) for s in reversed(self.strides[:-1])] +
+                [cu.cuuint64_t(self.shape[0] * self.strides[0] * itemsize)],
                 [cu.cuuint32_t(b) for b in reversed(box)],
                 [cu.cuuint32_t(1)] * rank,
                 cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,

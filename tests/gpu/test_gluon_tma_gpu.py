@@ -54,3 +54,14 @@ def test_kernel_built_descriptors_on_the_gpu(torch, padding):
     assert sizes == [(4 * 256, 128)]  # two 128-byte maps per program
     np.testing.assert_array_equal(yg.cpu().numpy(), y)
     assert dg.cpu().numpy().tolist() == dims.tolist()
+
+
+@pytest.mark.parametrize("block", [64, 512])
+def test_rank_1_descriptors_on_the_gpu(torch, block):
+    # The driver rejected a rank-1 map before its stride array became non-empty.
+    from test_tma_large_blocks import copy_1d
+
+    x = torch.randn(500, device="cuda")
+    out = torch.full((500,), -1.0, device="cuda")
+    copy_1d(x, out, block)
+    torch.testing.assert_close(out, x, rtol=0, atol=0)

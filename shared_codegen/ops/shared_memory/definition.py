@@ -656,10 +656,19 @@ class MemDescReshapeOp(OpDef):
         return [ctx.get(op.operands[0])]
 
 
+def _root_allocation(value):
+    """The type of the `local_alloc` a view comes from through view ops, or None (a block
+    argument, a partition's capture)."""
+    while value.defining_op is not None and value.defining_op.name in VIEW_OPS:
+        value = value.defining_op.operands[0]
+    op = value.defining_op
+    return value.type if op is not None and op.name == ALLOC else None
+
+
 class MemDescReinterpretOp(OpDef):
     """`ttg.memdesc_reinterpret %mem`: the view's bytes as another dtype, shape and layout
-    (`desc._reinterpret`). The operand must cover whole contiguous bytes, and the result may
-    not need more of them."""
+    (`desc._reinterpret`). The operand must cover whole contiguous bytes; the result starts
+    where it starts and may reach on into the rest of its allocation, not past its end."""
 
     name = REINTERPRET
     layout_rule = OWN_LAYOUTS
@@ -672,23 +681,26 @@ class MemDescReinterpretOp(OpDef):
 
     def verify(self, op):
         src, res = _memdesc(op), op.result.type
-        m = _check_type(op, src, "operand")
+        _check_type(op, src, "operand")
         _check_type(op, res)
         if not is_whole(src):
             raise VerificationError(f"cannot reinterpret a subslice ({list(src.shape)} of "
                                     f"{list(src.alloc_shape)}): its bytes are not contiguous",
                                     op)
-        have = src.numel * src.element.itemsize
-        if any(d.bits is not None for d in m.dims):
-            have = m.tile_elems * src.element.itemsize
-            for d in m.dims:
-                if d.bits is None:
-                    have *= d.size
+        # As in Triton, the new view may run past the operand into the rest of its
+        # allocation (tutorial 07 reinterprets one B buffer of a ring as the two it starts);
+        # only the allocation's end is a static bound, and the interpreter checks the
+        # runtime start against it.
+        root = _root_allocation(op.operands[0])
+        if root is None:
+            return
+        have = alloc_bytes(root)
         need = alloc_bytes(res)
         if need > have:
-            raise VerificationError(f"reinterpreting {have} bytes ({list(src.shape)} x "
-                                    f"{src.element}) as {list(res.shape)} x {res.element} "
-                                    f"needs {need} bytes", op)
+            raise VerificationError(f"reinterpreting a view of a {have}-byte allocation "
+                                    f"({list(root.shape)} x {root.element}) as "
+                                    f"{list(res.shape)} x {res.element} needs {need} bytes",
+                                    op)
 
     def interpret(self, op, frame):
         return [frame[op.operands[0]].reinterpret(op.result.type, frame, op)]

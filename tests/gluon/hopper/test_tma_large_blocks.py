@@ -90,3 +90,33 @@ def test_the_host_map_encodes_one_box():
         box = box_shape(d.type)
         assert all(b <= 256 for b in box)
         assert int(np.prod([s // b for s, b in zip(block, box)])) == boxes
+
+
+@gluon.jit
+def tma_copy_1d_kernel(in_desc, out_desc, XBLOCK: gl.constexpr):
+    """A rank-1 descriptor round trip (tutorial 04's memcpy_1d_tma)."""
+    smem = gl.allocate_shared_memory(in_desc.dtype, [XBLOCK], in_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, in_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(in_desc, [gl.program_id(0) * XBLOCK], bar, smem)
+    mbarrier.wait(bar, 0)
+    mbarrier.invalidate(bar)
+    tma.async_copy_shared_to_global(out_desc, [gl.program_id(0) * XBLOCK], smem)
+    tma.store_wait(0)
+
+
+def copy_1d(x, out, block):
+    layout = gl.NVMMASharedLayout.get_default_for([block], gl.float32)
+    n = x.shape[0]
+    tma_copy_1d_kernel[(-(-n // block),)](TensorDescriptor(x, [n], [1], [block], layout),
+                                          TensorDescriptor(out, [n], [1], [block], layout),
+                                          block, num_warps=1)
+
+
+@pytest.mark.parametrize("block", [64, 512])
+def test_a_rank_1_descriptor_copies_exactly(block):
+    x = np.arange(500, dtype=np.float32)
+    out = np.full(500, -1, np.float32)
+    copy_1d(x, out, block)
+    np.testing.assert_array_equal(out, x)
