@@ -14,6 +14,7 @@ from gluon.language._core import (add, arange, assume, bank_conflicts, convert_l
                                   zeros, zeros_like)
 from gluon.language._fp4 import fp4_to_fp
 from gluon.language._movement import histogram
+from gluon.language._padded import PaddedSharedLayout
 from gluon.language._newer_names import barrier  # Triton 3.8's name for thread_barrier
 from gluon.language._layouts import (AutoLayout, BlockedLayout, CoalescedLayout, DistributedLayout,
                                      DistributedLinearLayout, DotOperandLayout,
@@ -52,7 +53,7 @@ __all__ = [
     # layouts
     "AutoLayout", "CoalescedLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
     "DistributedLinearLayout", "DotOperandLayout", "NVMMADistributedLayout", "SharedLayout",
-    "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout",
+    "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout", "PaddedSharedLayout",
     "convert_layout", "set_auto_layout", "to_linear_layout", "bank_conflicts",
     # programs, creation, shapes
     "program_id", "num_programs", "num_warps", "num_ctas", "arange", "full", "zeros",
