@@ -44,8 +44,7 @@ def test_kernel_built_descriptors_on_the_gpu(torch, padding):
         return torch.empty(size, dtype=torch.int8, device="cuda")
 
     tile.set_allocator(alloc)
-    xg = torch.from_numpy(np.ascontiguousarray(np.broadcast_to(
-        (np.arange(100 * 72) % 1013).reshape(100, 72), (100, 72)))).to(torch.float16).cuda()
+    xg = torch.from_numpy(np.ascontiguousarray(x)).cuda()
     yg = torch.full((100, 72), 7, dtype=torch.float16, device="cuda")
     dg = torch.zeros(5, dtype=torch.int64, device="cuda")
     device_desc_copy_kernel[(2, 2)](xg, yg, 100, 72, 72, 72, dg, BM=64, BN=64,
