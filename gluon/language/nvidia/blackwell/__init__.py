@@ -2,7 +2,8 @@
 `triton.experimental.gluon.language.nvidia.blackwell` 3.6: tensor memory
 (`TensorMemoryLayout`, `TensorMemoryScalesLayout`, `allocate_tensor_memory`,
 `tensor_memory_descriptor`, `get_tmem_reg_layout`), the tensor cores (`tcgen05_mma`,
-`tcgen05_commit`, `tcgen05_copy`), and Hopper's `mbarrier`, `tma`, `fence_async_shared`, which Blackwell
+`tcgen05_commit`, `tcgen05_copy`), `tma` (Hopper's copies plus the gather4 / scatter4 row
+gathers, `blackwell/tma.py`), and Hopper's `mbarrier`, `fence_async_shared`, which Blackwell
 kernels use too.
 
 The ops behind them are in `shared_codegen/ops/tensor_memory/` and `shared_codegen/ops/tcgen05/`.
