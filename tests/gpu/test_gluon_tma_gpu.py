@@ -1,6 +1,7 @@
-"""Gluon TMA additions on the H100: blocks above 256 per dim (several boxes per copy) and
-descriptors built in the kernel (`tma.make_tensor_descriptor`), each against the
-interpreter's result on the same inputs."""
+"""Gluon TMA additions on the H100: blocks above 256 per dim (several boxes per copy), rank-1
+descriptors, descriptors built in the kernel (`tma.make_tensor_descriptor`), and a
+`_reinterpret` that reaches into the next ring slot (tutorial 07's B-buffer steal), each
+against the interpreter's result on the same inputs."""
 
 import os
 import sys
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gluon", "hopper"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gluon", "shared_memory"))
 
 pytestmark = pytest.mark.gpu
 
@@ -64,3 +66,13 @@ def test_rank_1_descriptors_on_the_gpu(torch, block):
     out = torch.full((500,), -1.0, device="cuda")
     copy_1d(x, out, block)
     torch.testing.assert_close(out, x, rtol=0, atol=0)
+
+
+def test_reinterpret_reaching_the_next_slot_on_the_gpu(torch):
+    from test_reinterpret_reach import steal_kernel
+
+    expected = np.zeros((32, 64), np.float16)
+    steal_kernel[(1,)](expected, 1)  # the interpreter
+    out = torch.zeros((32, 64), dtype=torch.float16, device="cuda")
+    steal_kernel[(1,)](out, 1)
+    np.testing.assert_array_equal(out.cpu().numpy(), expected)
