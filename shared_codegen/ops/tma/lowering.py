@@ -156,6 +156,21 @@ def _tensormap_create_of(desc):
     return None
 
 
+def _is_kernel_argument(value) -> bool:
+    block = value.owner
+    region = getattr(block, "parent", None)
+    return getattr(region, "parent", None) is not None and \
+        not isinstance(region.parent, Operation)
+
+
+def _builds_descriptors(op) -> bool:
+    block = op.parent
+    while block is not None and isinstance(getattr(block.parent, "parent", None), Operation):
+        block = block.parent.parent.parent
+    return any(inner.name == REINTERPRET for root in (block.ops if block else [])
+               for inner in root.walk())
+
+
 def _created_dim(ctx, create, ty, kind, index):
     """A kernel-built descriptor's shape, stride, base or fill: the values it was made from
     (the map lists dims innermost first, strides in bytes without the innermost)."""
@@ -187,6 +202,13 @@ def lower_tensor_descriptor_dim(op, ctx):
             raise LoweringError(f"{what[kind]} is only known for descriptors passed as kernel "
                                 f"arguments or built by make_tensor_descriptor", op)
         return [_created_dim(ctx, create, ty, kind, index)]
+    if not _is_kernel_argument(desc) and _builds_descriptors(op):
+        # A loop- or branch-carried descriptor may be a kernel-built one, whose map has no
+        # fields after it: refuse rather than read past it.
+        raise LoweringError("desc.shape / desc.strides of a descriptor carried through a loop "
+                            "or branch is not supported in a kernel that also builds "
+                            "descriptors with make_tensor_descriptor; read them before the "
+                            "loop", op)
     offset = {"base": ty.DESC_PARAM_BASE, "shape": ty.DESC_PARAM_SHAPE + 8 * index,
               "stride": ty.param_stride_offset(index), "fill": ty.param_fill_offset}[kind]
     b = ctx.builder

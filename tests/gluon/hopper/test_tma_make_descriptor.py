@@ -102,3 +102,20 @@ def test_errors_name_the_parameter_and_the_target():
                        r"block shape must have at least 16 bytes in the last dimension, but "
                        r"got 4 \* 2 = 8 bytes"):
         gluon.compile(bad_block, {"x_ptr": "*fp16", "M": "i32"})
+
+
+def test_shape_of_a_loop_carried_kernel_built_descriptor_is_refused_when_compiled():
+    @gluon.jit
+    def carried(x_ptr, out_ptr, M, n):
+        desc = tma.make_tensor_descriptor(x_ptr, [M, 64], [64, 1], [64, 64], LAYOUT)
+        for i in range(n):
+            gl.store(out_ptr + i, desc.shape[0])  # the loop-carried value
+            desc = tma.make_tensor_descriptor(x_ptr, [M - 1, 64], [64, 1], [64, 64], LAYOUT)
+
+    with pytest.raises(gluon.CompilationError, match=r"desc\.shape / desc\.strides of a "
+                       r"descriptor carried through a loop or branch is not supported in a "
+                       r"kernel that also builds descriptors"):
+        gluon.compile(carried, {"x_ptr": "*fp16:16", "out_ptr": "*i32", "M": "i32", "n": "i32"})
+    out = np.zeros(2, np.int32)
+    carried[(1,)](np.zeros((8, 64), np.float16), out, 8, 2)  # the interpreter knows the map
+    assert out.tolist() == [8, 7]
