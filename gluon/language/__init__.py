@@ -14,12 +14,12 @@ from gluon.language._core import (add, arange, assume, bank_conflicts, convert_l
                                   zeros, zeros_like)
 from gluon.language._fp4 import fp4_to_fp
 from gluon.language._movement import histogram
-from gluon.language._padded import PaddedSharedLayout
 from gluon.language._newer_names import barrier  # Triton 3.8's name for thread_barrier
 from gluon.language._layouts import (AutoLayout, BlockedLayout, CoalescedLayout, DistributedLayout,
                                      DistributedLinearLayout, DotOperandLayout,
                                      NVMMADistributedLayout, NVMMASharedLayout, SharedLayout,
-                                     SharedLinearLayout, SliceLayout, SwizzledSharedLayout)
+                                     PaddedSharedLayout, SharedLinearLayout, SliceLayout,
+                                     SwizzledSharedLayout)
 from gluon.language._smem import (allocate_shared_memory, shared_memory_descriptor,
                                   shared_memory_descriptor_type)
 from gluon.language._warp_spec import warp_specialize

@@ -53,9 +53,6 @@ def _ints(what, values):
 
 
 def _check_layout(layout):
-    from gluon.language._padded import PaddedSharedLayout, padded_refusal
-    if isinstance(layout, PaddedSharedLayout):
-        raise padded_refusal("shared memory layout")
     if not is_shared_layout(layout):
         raise TypeError(f"expected 'layout' to be a SharedLayout but got {layout!r}")
 
