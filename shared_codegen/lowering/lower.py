@@ -153,7 +153,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
 
     ctx = LoweringContext(llmod, lfn, num_warps=num_warps, threads_per_warp=threads_per_warp,
                           target=target,
-                          axis_info=module.stage_results["axis_info"])
+                          axis_info=module.stage_results["axis_info"],
+                          fp_fusion=bool(module.attrs.get("enable_fp_fusion")))
     for arg, larg in zip(fn.args, lfn.args):
         value = larg
         if isinstance(arg.type, ScalarType) and arg.type.bits == 1:

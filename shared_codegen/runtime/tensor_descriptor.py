@@ -17,8 +17,8 @@ rank 1 to 5, a supported dtype, a 16-byte aligned base, strides that are multipl
 bytes (and below 2**40), dims in [1, 2**32], a block whose contiguous dim is at least 16
 bytes and at least the layout's swizzle width. Block dims above 256 (TMA's box limit) are
 split into several boxes, as in Triton: the map encodes one box, and each copy issues one
-message per box (`ops/tma/lowering._boxes`). For a GPU tensor the 128-byte
-CUtensorMap is encoded once, here; kernels receive it as a `__grid_constant__` parameter.
+message per box (`ops/tma/lowering._boxes`). For a GPU tensor the 128-byte CUtensorMap is
+encoded once, here; kernels receive it as a `__grid_constant__` parameter.
 
 `padding="nan"` (floating-point tensors) makes out-of-bounds elements of a load read NaN.
 """
@@ -178,11 +178,11 @@ class TensorDescriptor:
                         f"CU_TENSOR_MAP_DATA_TYPE_{TMA_DTYPES[self.element.name]}"),
                 rank, _address(self.base),
                 [cu.cuuint64_t(s) for s in reversed(self.shape)],
-                # rank - 1 strides are read; one more (the whole tensor's span, as Triton
-                # passes) keeps the array non-empty for rank 1, where an empty list would
-                # reach the driver as a null pointer and fail as CUDA_ERROR_INVALID_VALUE.
-                [cu.cuuint64_t(s * itemsize) for s in reversed(self.strides[:-1])] +
-                [cu.cuuint64_t(self.shape[0] * self.strides[0] * itemsize)],
+                # A rank-1 map has no stride to list, but an empty list reaches the driver as
+                # a null pointer, which it refuses: pass the extent in bytes, as a one-entry
+                # array it never reads.
+                [cu.cuuint64_t(s * itemsize) for s in reversed(self.strides[:-1])]
+                or [cu.cuuint64_t(self.shape[0] * itemsize)],
                 [cu.cuuint32_t(b) for b in reversed(box)],
                 [cu.cuuint32_t(1)] * rank,
                 cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,

@@ -36,7 +36,7 @@ def test_blocks_above_256_copy_exactly_on_the_gpu(torch, case):
 @pytest.mark.parametrize("padding", ["zero", "nan"])
 def test_kernel_built_descriptors_on_the_gpu(torch, padding):
     import tile
-    from test_tma_make_descriptor import _run, device_desc_copy_kernel
+    from test_tma_device_descriptor_dims import _run, device_desc_copy_kernel
 
     x, y, dims = _run(100, 72, padding)  # the interpreter's result
     sizes = []

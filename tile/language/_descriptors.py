@@ -33,7 +33,6 @@ from typing import List
 
 from shared_codegen.frontend.aggregates import aggregate
 from shared_codegen.frontend.descriptors import tensor_descriptor as descriptor_value
-from shared_codegen.frontend.descriptors import write_tensor_map
 from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import SharedMemoryType, TensorDescriptorType, int32, int64
 from shared_codegen.ops.fence.definition import FenceAsyncSharedOp
@@ -46,7 +45,8 @@ from shared_codegen.layouts import NVMMASharedLayout
 from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
 from shared_codegen.ops.tma.definition import (REDUCE_KINDS, AsyncTMACopyGlobalToLocalOp,
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAReduceOp,
-                                               AsyncTMAStoreWaitOp, check_block)
+                                               AsyncTMAStoreWaitOp, box_shape, check_block)
+from shared_codegen.ops.tma.tensormap import build_tensor_map
 from tile.language import _block_access as B
 from tile.language import _types as T
 
@@ -213,7 +213,10 @@ def _write_tensor_map(sem, base, shape, strides, block, padding):
     if layout is None:
         return None
     ty = TensorDescriptorType(tuple(block), element, layout)
-    return write_tensor_map(sem, base, shape, strides, ty, padding)
+    itemsize = sem.to_tensor(element.itemsize, int64)
+    strides_bytes = [sem.binary("mul", s, itemsize).handle for s in strides[:-1]]
+    return sem.make_tensor(build_tensor_map(sem.builder, base.handle, [d.handle for d in shape],
+                                            strides_bytes, ty, padding))
 
 
 # ---- descriptors passed from the host: TMA ---------------------------------------------------

@@ -21,12 +21,10 @@ Hopper, as in Triton 3.6's TMA lowering.
   issues copies through it (`fence.proxy.tensormap::generic.acquire.gpu`).
 - `reinterpret_tensor_descriptor` views the map as a descriptor the TMA ops take.
 
-Interpreter: `global_scratch_alloc` maps a fresh zeroed buffer per program and op (the
-program's scratch slice), `tensormap_create` records the map it describes (base, shape,
-byte strides, fill) under the scratch address, and `reinterpret_tensor_descriptor` hands
-that record to the TMA ops as the descriptor value, so Gluon's `tma.make_tensor_descriptor`
-runs with the semantics of a host descriptor. (The tile frontend gives the interpreter, and
-targets below sm_90, plain masked loads and stores for its device-side descriptors instead.)
+In the CPU interpreter (Gluon's `tma.make_tensor_descriptor`; the tile frontend gives the
+interpreter plain masked loads and stores instead) `global_scratch_alloc` is a slot for one
+map, `tensormap_create` fills it with the descriptor's base, shape and strides, and
+`reinterpret_tensor_descriptor` reads it back for the TMA ops.
 """
 
 from __future__ import annotations
@@ -51,56 +49,29 @@ FILL_MODES = {"zero": 0, "nan": 1}
 TENSORMAP_PTX_VERSION = (8, 6)
 
 
-def _tensor_maps(frame) -> dict:
-    """The interpreter's kernel-written tensor maps, by scratch address (one launch)."""
-    memory = frame.memory
-    maps = getattr(memory, "tensor_maps", None)
-    if maps is None:
-        maps = memory.tensor_maps = {}
-    return maps
+class TensorMapSlot:
+    """What `global_scratch_alloc` yields in the interpreter: room for one tensor map."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.tensor_map = None
+
+    def filled(self, op, frame):
+        if self.tensor_map is None:
+            frame.error(op, f"the tensor map in the global scratch allocated at {self.where} "
+                            f"is used before ttng.tensormap_create wrote it")
+        return self.tensor_map
 
 
-def _interpret_scratch(op, frame):
-    # One buffer per program and op: the program's slice of the launch's scratch.
-    import numpy as np
-    memory = frame.memory
-    slots = getattr(memory, "scratch_slots", None)
-    if slots is None:
-        slots = memory.scratch_slots = {}
-    key = (tuple(frame.program_id), id(op))
-    if key not in slots:
-        slots[key] = memory.map(f"global scratch of program {tuple(frame.program_id)}",
-                                np.zeros(int(op.attrs["nbytes"]), np.uint8))
-    return [np.int64(slots[key])]
+def _slot(op, frame, value) -> TensorMapSlot:
+    if not isinstance(value, TensorMapSlot):
+        frame.error(op, "expects the global scratch of a tensor map")
+    return value
 
 
-def _interpret_create(op, frame):
-    from shared_codegen.ops.tma.definition import TensorMapValue
-    desc_ptr, _staging, base, dims, strides = TensormapCreateOp.parts(op)
-    itemsize = base.type.element.itemsize
-    shape = [int(frame[d]) for d in reversed(dims)]
-    strides_bytes = [int(frame[s]) for s in reversed(strides)] + [itemsize]
-    for d, size in enumerate(shape):
-        if size < 1:
-            frame.error(op, f"make_tensor_descriptor: shape[{d}] must be >= 1, got {size}")
-    for d, stride in enumerate(strides_bytes[:-1]):
-        if stride % 16:
-            frame.error(op, f"make_tensor_descriptor: strides[{d}] is {stride // itemsize} "
-                            f"elements = {stride} bytes; TMA needs a multiple of 16 bytes")
-    if int(frame[base]) % 16:
-        frame.error(op, "make_tensor_descriptor: the base address is not 16-byte aligned")
-    fill = float("nan") if op.attrs["fill_mode"] == FILL_MODES["nan"] else 0
-    _tensor_maps(frame)[int(frame[desc_ptr])] = TensorMapValue(
-        int(frame[base]), shape, strides_bytes, "make_tensor_descriptor", fill=fill)
-    return []
-
-
-def _interpret_reinterpret(op, frame):
-    tmap = _tensor_maps(frame).get(int(frame[op.operands[0]]))
-    if tmap is None:
-        frame.error(op, "the descriptor reads a tensor map that no make_tensor_descriptor of "
-                        "this program wrote")
-    return [tmap]
+def _where(op) -> str:
+    loc = op.loc
+    return f"{loc.file}:{loc.line}" if loc is not None and loc.file else "an unknown line"
 
 
 class GlobalScratchAllocOp(OpDef):
@@ -130,7 +101,8 @@ class GlobalScratchAllocOp(OpDef):
         if op.attrs.get("offset", -1) % max(1, op.attrs.get("alignment", 1)):
             raise VerificationError("offset must be a multiple of alignment", op)
 
-    interpret = staticmethod(_interpret_scratch)
+    def interpret(self, op, frame):
+        return [TensorMapSlot(_where(op))]
 
 
 class TensormapCreateOp(OpDef):
@@ -190,7 +162,31 @@ class TensormapCreateOp(OpDef):
             raise VerificationError(f"box_dim entries must be in [1, 256], got "
                                     f"{op.attrs['box_dim']}", op)
 
-    interpret = staticmethod(_interpret_create)
+    def interpret(self, op, frame):
+        from shared_codegen.ops.tma.definition import TensorMapValue
+
+        desc_ptr, _staging, base, dims, strides = self.parts(op)
+        itemsize = base.type.element.itemsize
+        slot = _slot(op, frame, frame[desc_ptr])
+        # What the GPU would take silently and get wrong (PTX ISA, tensor-map fields): the
+        # global address and every stride but the innermost are multiples of 16 bytes.
+        outer_first = [int(frame[s]) for s in reversed(strides)]
+        for d, nbytes in enumerate(outer_first):
+            if nbytes <= 0 or nbytes % 16:
+                frame.error(op, f"tensor descriptor: strides[{d}] = {nbytes // itemsize} "
+                                f"elements = {nbytes} bytes is not a positive multiple of 16 "
+                                f"bytes (TMA's stride granularity)")
+        if int(frame[base]) % 16:
+            frame.error(op, f"tensor descriptor: the base address is {int(frame[base]) % 16} "
+                            f"bytes past a 16-byte boundary (TMA needs 16-byte alignment)")
+        # Dims and strides come innermost first (PTX order); the innermost stride is the
+        # element size.
+        slot.tensor_map = TensorMapValue(
+            int(frame[base]), [int(frame[d]) for d in reversed(dims)],
+            outer_first + [itemsize],
+            f"the descriptor made at {_where(op)}",
+            fill=float("nan") if op.attrs["fill_mode"] == FILL_MODES["nan"] else 0)
+        return []
 
 
 class TensormapFenceproxyAcquireOp(OpDef):
@@ -209,7 +205,8 @@ class TensormapFenceproxyAcquireOp(OpDef):
         if len(op.operands) != 1 or not isinstance(op.operands[0].type, PointerType):
             raise VerificationError("expects one pointer operand", op)
 
-    def interpret(self, op, frame):  # the map is visible as soon as it is recorded
+    def interpret(self, op, frame):
+        _slot(op, frame, frame[op.operands[0]]).filled(op, frame)
         return []
 
 
@@ -231,7 +228,33 @@ class ReinterpretTensorDescriptorOp(OpDef):
             raise VerificationError("expects a pointer operand and a tensor descriptor result",
                                     op)
 
-    interpret = staticmethod(_interpret_reinterpret)
+    def interpret(self, op, frame):
+        return [_slot(op, frame, frame[op.operands[0]]).filled(op, frame)]
+
+
+def build_tensor_map(b, base, dims, byte_strides, ty: TensorDescriptorType, padding: str):
+    """The ops of a kernel-written descriptor of type `ty` (block, element, NVMMA layout) over
+    the tensor at `base`: `dims` (i32 values) and `byte_strides` (i64 values, without the
+    innermost) outermost first. Returns the descriptor value. Shared by the tile DSL's
+    `tl.make_tensor_descriptor` and Gluon's `tma.make_tensor_descriptor`."""
+    from shared_codegen.layouts import NVMMASharedLayout
+    from shared_codegen.ops.shared_memory.definition import LocalAllocOp, LocalDeallocOp
+    from shared_codegen.ops.tma.definition import box_shape
+
+    scratch = GlobalScratchAllocOp.build(b, TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN)
+    # An unswizzled NVMMA layout: the allocator places it on a 128-byte boundary, which the
+    # tensor map's staging copy needs.
+    words = TENSOR_MAP_BYTES // 4
+    staging = LocalAllocOp.build(b, SharedMemoryType(
+        (words,), int32, NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1),
+        (words,)))
+    TensormapCreateOp.build(
+        b, scratch, staging, base, list(reversed(dims)), list(reversed(byte_strides)),
+        list(reversed(box_shape(ty))), ELEM_TYPES[ty.element.name],
+        SWIZZLE_MODES[ty.layout.swizzle_byte_width], FILL_MODES[padding])
+    LocalDeallocOp.build(b, staging)
+    TensormapFenceproxyAcquireOp.build(b, scratch)
+    return ReinterpretTensorDescriptorOp.build(b, scratch, ty)
 
 
 def _numel(shape) -> int:
@@ -242,5 +265,5 @@ def _numel(shape) -> int:
 
 
 __all__ = ["GlobalScratchAllocOp", "TensormapCreateOp", "TensormapFenceproxyAcquireOp",
-           "ReinterpretTensorDescriptorOp", "ELEM_TYPES", "SWIZZLE_MODES", "FILL_MODES",
+           "ReinterpretTensorDescriptorOp", "build_tensor_map", "ELEM_TYPES", "SWIZZLE_MODES", "FILL_MODES",
            "TENSOR_MAP_BYTES", "TENSOR_MAP_ALIGN", "TENSORMAP_PTX_VERSION"]

@@ -11,12 +11,12 @@ parameters of `triton.experimental.gluon.language.nvidia.hopper.tma` 3.6.
         tma.async_copy_shared_to_global(out_desc, [m, n], smem)
         tma.store_wait(0)
 
-Descriptors come from the host (`gluon.nvidia.hopper.TensorDescriptor`) or are built in the
-kernel by `make_tensor_descriptor` (a CUtensorMap written into the program's global scratch,
-which the launch takes from `tile.set_allocator`'s allocator, as Triton's
-`triton.set_allocator`; `shared_codegen/ops/tma/tensormap.py`). In the kernel they are
-`tensor_descriptor` values whose type fixes the block shape, dtype and layout, with the
-global shape and strides as runtime scalars. Semantics and PTX:
+Descriptors come from the host (`gluon.nvidia.hopper.TensorDescriptor`); in the kernel they
+are `tensor_descriptor` values whose type fixes the block shape, dtype and layout (the global
+shape and strides are in the descriptor's bytes only). `async_atomic_add` and its siblings
+(newer Gluon's names for `cp.reduce.async.bulk.tensor`) are in `_tma_reduce.py`. A kernel
+can also write a descriptor itself: `tma.make_tensor_descriptor(base, shape, strides,
+block_shape, layout)` (_tma_descriptor.py). Semantics and PTX:
 `shared_codegen/ops/tma/definition.py`.
 """
 
@@ -24,19 +24,24 @@ from __future__ import annotations
 
 from gluon.language._newer_names import async_load, async_store  # noqa: F401 (3.7 names)
 from gluon.language._smem import _checked
+from gluon.language.nvidia.hopper._tma_reduce import (  # noqa: F401 (re-exported)
+    async_atomic_add, async_atomic_and, async_atomic_max, async_atomic_min, async_atomic_or,
+    async_atomic_xor)
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
+from gluon.language.nvidia.hopper._tma_descriptor import make_tensor_descriptor
 from gluon.language.nvidia.hopper.mbarrier import _barrier
-from shared_codegen.frontend.descriptors import tensor_descriptor, write_tensor_map
-from shared_codegen.frontend.values import builtin, constexpr, tensor
-from shared_codegen.ir.types import PointerType, TensorDescriptorType, int32, int64
+from shared_codegen.frontend.descriptors import tensor_descriptor
+from shared_codegen.frontend.values import builtin, tensor
+from shared_codegen.ir.types import TensorDescriptorType
 from shared_codegen.layouts import NVMMASharedLayout  # noqa: F401 (upstream's namespace)
 from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
-                                               check_block, check_smem)
+                                               check_smem)
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
-           "tensor_descriptor", "tensor_descriptor_type", "make_tensor_descriptor", "async_load",
-           "async_store"]
+           "tensor_descriptor", "tensor_descriptor_type", "make_tensor_descriptor",
+           "async_load", "async_store", "async_atomic_add", "async_atomic_min",
+           "async_atomic_max", "async_atomic_and", "async_atomic_or", "async_atomic_xor"]
 
 # The type of a descriptor value (`desc.type`): our IR's TensorDescriptorType (block shape,
 # dtype, layout, block_type), which Triton 3.6 calls tensor_descriptor_type.
@@ -103,59 +108,3 @@ def store_wait(pendings, read_only=True, _semantic=None):
     `read_only=False` (Triton 3.8), until their writes to global memory are done too."""
     n = int_arg(pendings, "tma.store_wait", "pendings")
     _checked(AsyncTMAStoreWaitOp.build(_semantic.builder, n, bool(read_only)))
-
-
-def _unwrap(x):
-    return x.value if isinstance(x, constexpr) else x
-
-
-@builtin
-def make_tensor_descriptor(base, shape, strides, block_shape, layout, padding_option="zero",
-                           _semantic=None):
-    """A TMA descriptor over `base` built in the kernel (Triton 3.6's
-    `tma.make_tensor_descriptor`): `shape` and `strides` in elements (runtime or constant;
-    the last stride must be 1), `block_shape` the block one copy moves, `layout` its
-    `NVMMASharedLayout`, `padding_option` "zero" or "nan" for out-of-bounds loads. Needs an
-    sm_90a-style target (`tensormap.replace`) and `tile.set_allocator` for the global scratch
-    the map lives in, as in Triton."""
-    from tile.language import _block_access as B
-
-    name = "tma.make_tensor_descriptor"
-    shape, strides = _unwrap(shape), _unwrap(strides)
-    block = [_unwrap(b) for b in _unwrap(block_shape)]
-    layout, padding = _unwrap(layout), _unwrap(padding_option)
-    ndim = len(shape)
-    if not 1 <= ndim <= 5:
-        raise ValueError(f"{name}: expected 1 <= ndim <= 5 but got {ndim} dimensions")
-    if len(strides) != ndim:
-        raise ValueError(f"{name}: expected {ndim} strides but got {len(strides)}")
-    if len(block) != ndim:
-        raise ValueError(f"{name}: expected block_shape to have {ndim} dimensions but got "
-                         f"{len(block)}")
-    if not isinstance(base, tensor) or base.is_block() or \
-            not isinstance(base.type, PointerType):
-        raise TypeError(f"{name}: base must be a pointer, got {base!r}")
-    element = base.type.element
-    if block[-1] * element.itemsize < 16:
-        raise ValueError(f"{name}: descriptor block shape must have at least 16 bytes in the "
-                         f"last dimension, but got {block[-1]} * {element.itemsize} = "
-                         f"{block[-1] * element.itemsize} bytes")
-    last = _unwrap(strides[-1])
-    if isinstance(last, int) and last != 1:
-        raise ValueError(f"{name}: tensor descriptor last dim must be 1 but got {last}")
-    try:
-        check_block(block, element, layout)
-    except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from None
-    padding = B.check_padding(padding, element, name) or "zero"
-    target = _semantic.builder.module.attrs.get("target") or "interpreter"
-    if target != "interpreter":
-        from shared_codegen.lowering.backend import parse_target
-        arch, suffix = parse_target(target)
-        if arch < 90 or suffix not in ("a", "f"):
-            raise ValueError(f"{name}: descriptors built in the kernel need an sm_90a-style "
-                             f"target (tensormap.replace), not {target}")
-    shape = B.scalars(_semantic, list(shape), int32, name, "shape")
-    strides = B.scalars(_semantic, list(strides), int64, name, "strides")
-    ty = TensorDescriptorType(tuple(block), element, layout)
-    return write_tensor_map(_semantic, base, shape, strides, ty, padding)
