@@ -18,7 +18,8 @@ from gluon.language._newer_names import barrier  # Triton 3.8's name for thread_
 from gluon.language._layouts import (AutoLayout, BlockedLayout, CoalescedLayout, DistributedLayout,
                                      DistributedLinearLayout, DotOperandLayout,
                                      NVMMADistributedLayout, NVMMASharedLayout, SharedLayout,
-                                     SharedLinearLayout, SliceLayout, SwizzledSharedLayout)
+                                     PaddedSharedLayout, SharedLinearLayout, SliceLayout,
+                                     SwizzledSharedLayout)
 from gluon.language._smem import (allocate_shared_memory, shared_memory_descriptor,
                                   shared_memory_descriptor_type)
 from gluon.language._warp_spec import warp_specialize
@@ -52,7 +53,7 @@ __all__ = [
     # layouts
     "AutoLayout", "CoalescedLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
     "DistributedLinearLayout", "DotOperandLayout", "NVMMADistributedLayout", "SharedLayout",
-    "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout",
+    "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout", "PaddedSharedLayout",
     "convert_layout", "set_auto_layout", "to_linear_layout", "bank_conflicts",
     # programs, creation, shapes
     "program_id", "num_programs", "num_warps", "num_ctas", "arange", "full", "zeros",

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from shared_codegen.layouts import (BlockedLayout, DistributedLayout, DistributedLinearLayout,
                                     DotOperandLayout, LinearLayout, NVMMADistributedLayout,
-                                    NVMMASharedLayout, SharedLayout, SharedLinearLayout,
+                                    NVMMASharedLayout, PaddedSharedLayout, SharedLayout,
+                                    SharedLinearLayout,
                                     SliceLayout, SwizzledSharedLayout, TensorMemoryLayout,
                                     TensorMemoryScalesLayout, default_blocked_layout,
                                     get_tmem_reg_layout)
@@ -29,6 +30,7 @@ WARP_SIZE = 32
 
 # Kernels compute default shared layouts at compile time (`gl.constexpr = ...get_default_for`).
 constexpr_function(NVMMASharedLayout.get_default_for)
+constexpr_function(PaddedSharedLayout.with_identity_for)
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,7 @@ def check_layout(layout, shape, num_warps=None, what="tensor") -> None:
 __all__ = ["AutoLayout", "CoalescedLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
            "DistributedLinearLayout", "DotOperandLayout", "NVMMADistributedLayout",
            "SharedLayout", "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout",
+           "PaddedSharedLayout",
            "TensorMemoryLayout", "TensorMemoryScalesLayout", "LinearLayout",
            "default_blocked_layout", "get_tmem_reg_layout", "check_layout", "linear_form",
            "is_auto", "linear_layout_of"]

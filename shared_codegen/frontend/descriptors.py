@@ -1,8 +1,7 @@
 """`tensor_descriptor`: how kernels of both languages see a value of `TensorDescriptorType`
 (a descriptor kernel argument, or one the kernel wrote): `block_shape`, `dtype`, `layout`,
 `block_type` and `nbytes` from the type, and the global `shape` / `strides` as runtime
-scalars (`tt.descriptor_dim`, interpreter only for host descriptors, see
-`shared_codegen/ops/tma/descriptor_dims.py`). Registered in `VALUE_CLASSES`, so values the
+scalars (`tt.descriptor_dim`, see `shared_codegen/ops/tma/descriptor_dims.py`). Registered in `VALUE_CLASSES`, so values the
 code generator rebuilds (loop-carried, branch results) keep these attributes."""
 
 from __future__ import annotations

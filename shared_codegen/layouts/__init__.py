@@ -11,7 +11,8 @@ from shared_codegen.layouts.distributed import (BlockedLayout, DistributedLayout
                                                 NVMMADistributedLayout, SliceLayout,
                                                 default_blocked_layout)
 from shared_codegen.layouts.linear_layout import LinearLayout
-from shared_codegen.layouts.shared import (NVMMASharedLayout, SharedLayout, SharedLinearLayout,
+from shared_codegen.layouts.shared import (NVMMASharedLayout, PaddedSharedLayout, SharedLayout,
+                                           SharedLinearLayout,
                                            SwizzledSharedLayout, TensorMemoryLayout,
                                            TensorMemoryScalesLayout)
 from shared_codegen.layouts.tmem import get_tmem_reg_layout
@@ -28,6 +29,7 @@ __all__ = [
     "NVMMASharedLayout",
     "SwizzledSharedLayout",
     "SharedLinearLayout",
+    "PaddedSharedLayout",
     "TensorMemoryLayout",
     "TensorMemoryScalesLayout",
     "get_tmem_reg_layout",

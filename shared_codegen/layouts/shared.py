@@ -335,6 +335,94 @@ class SharedLinearLayout(SharedLayout):
 
 
 @dataclass(frozen=True, repr=False)
+class PaddedSharedLayout(SharedLayout):
+    """Gluon 3.6's padded shared layout: elements sit at a linear offset order
+    (``offset_bases[i]`` is the coordinate of offset ``2**i``, as `SharedLinearLayout`), and
+    after every ``interval`` offsets ``padding`` unused elements are inserted (summed over
+    the pairs): element offset ``o`` is stored at ``o + sum((o >> log2(interval)) <<
+    log2(padding))``. ``shape`` is the tile the bases span.
+
+    Each of ``offset_bases`` must name a single coordinate bit (a permutation of the tile's
+    bits, what ``with_identity_for`` and row permutations give): the padded address is then
+    a sum of per-bit terms, which is how the lowering and the interpreter place elements."""
+
+    interval_padding_pairs: tuple[tuple[int, int], ...]
+    offset_bases: tuple[tuple[int, ...], ...]
+    block_bases: tuple[tuple[int, ...], ...]
+    shape: tuple[int, ...]
+
+    alias_prefix = "padded_shared"
+
+    def __post_init__(self):
+        owner = "PaddedSharedLayout"
+        pairs = tuple(tuple(int(x) for x in p) for p in self.interval_padding_pairs)
+        if not pairs:
+            raise ValueError(f"{owner} interval_padding_pairs must have at least one "
+                             "interval-padding pair")
+        if not all(len(p) == 2 for p in pairs):
+            raise ValueError(f"{owner} interval_padding_pairs must be [interval, padding] "
+                             f"pairs, got {[list(p) for p in pairs]}")
+        intervals = [p[0] for p in pairs]
+        if len(set(intervals)) != len(intervals):
+            raise ValueError(f"{owner} intervals must be distinct, got {intervals}")
+        if not all(n > 0 and n & (n - 1) == 0 for n in intervals):
+            raise ValueError(f"{owner} interval values must all be power of two")
+        if not all(p[1] > 0 and p[1] & (p[1] - 1) == 0 for p in pairs):
+            raise ValueError(f"{owner} padding values must all be power of two")
+        shape = check.int_tuple(owner, "shape", self.shape)
+        if not shape:
+            raise ValueError(f"{owner} order must not be empty")
+        offsets = check.bases_tuple(owner, "offset_bases", self.offset_bases, len(shape))
+        blocks = check.bases_tuple(owner, "block_bases", self.block_bases, len(shape))
+        for basis in offsets:
+            if sum(1 for c in basis if c) != 1 or any(c & (c - 1) for c in basis if c):
+                raise ValueError(f"{owner}: each offset basis must be one coordinate bit (a "
+                                 f"permutation of the tile's bits), got {list(basis)}; "
+                                 "general linear remappings are not supported yet")
+        object.__setattr__(self, "interval_padding_pairs", pairs)
+        object.__setattr__(self, "offset_bases", offsets)
+        object.__setattr__(self, "block_bases", blocks)
+        object.__setattr__(self, "shape", shape)
+
+    def __repr__(self):
+        return check.constructor_repr(self, ["interval_padding_pairs", "offset_bases",
+                                             "block_bases", "shape"])
+
+    @staticmethod
+    def with_identity_for(interval_padding_pairs, shape, order) -> "PaddedSharedLayout":
+        """The layout with these pairs and the identity offset order for ``shape`` (dim
+        ``order[0]`` fastest)."""
+        shape, order = [int(s) for s in shape], [int(o) for o in order]
+        if len(shape) != len(order):
+            raise ValueError(f"PaddedSharedLayout.with_identity_for: shape {shape} and order "
+                             f"{order} differ in rank")
+        check.powers_of_two("PaddedSharedLayout.with_identity_for", "shape", shape)
+        rank = len(shape)
+        bases = [tuple(1 << bit if i == dim else 0 for i in range(rank))
+                 for dim in order for bit in range(shape[dim].bit_length() - 1)]
+        return PaddedSharedLayout(interval_padding_pairs, bases, (), shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def padding_shifts(self) -> tuple[tuple[int, int], ...]:
+        """(log2 interval, log2 padding) per pair."""
+        return tuple((i.bit_length() - 1, p.bit_length() - 1)
+                     for i, p in self.interval_padding_pairs)
+
+    def _build(self, shape):
+        names = standard_out_dims(self.rank)
+        layout = LinearLayout({OFFSET: self.offset_bases, "block": self.block_bases}, names,
+                              require_surjective=False)
+        if [layout.out_dim_size(n) for n in names] != list(shape):
+            raise ValueError(f"PaddedSharedLayout: bases span shape "
+                             f"{[layout.out_dim_size(n) for n in names]}, not {list(shape)}")
+        return layout
+
+
+@dataclass(frozen=True, repr=False)
 class TensorMemoryLayout:
     """Blackwell tensor memory: a ``block=(M, N)`` tile per CTA with M = 64 or 128 TMEM
     lanes; ``col_stride`` 32-bit columns between logically adjacent columns (1 packed,

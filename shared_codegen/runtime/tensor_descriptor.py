@@ -14,13 +14,13 @@ shared memory it lands in.
 Every limit of `cuTensorMapEncodeTiled` that bad input commonly hits is checked here first,
 so the error names the value and the limit instead of a bare CUDA_ERROR_INVALID_VALUE:
 rank 1 to 5, a supported dtype, a 16-byte aligned base, strides that are multiples of 16
-bytes (and below 2**40), dims in [1, 2**32], a box of at most 256 per dim whose contiguous dim
-is at least 16 bytes and at least the layout's swizzle width. For a GPU tensor the 128-byte
-CUtensorMap is encoded once, here; kernels receive it as a `__grid_constant__` parameter.
+bytes (and below 2**40), dims in [1, 2**32], a block whose contiguous dim is at least 16
+bytes and at least the layout's swizzle width. Block dims above 256 (TMA's box limit) are
+split into several boxes, as in Triton: the map encodes one box, and each copy issues one
+message per box (`ops/tma/lowering._boxes`). For a GPU tensor the 128-byte CUtensorMap is
+encoded once, here; kernels receive it as a `__grid_constant__` parameter.
 
 `padding="nan"` (floating-point tensors) makes out-of-bounds elements of a load read NaN.
-Differences from Triton: outer block dims above 256 are rejected instead of split into
-several boxes (the innermost is split: one TMA message per box).
 """
 
 from __future__ import annotations

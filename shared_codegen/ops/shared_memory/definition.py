@@ -120,6 +120,17 @@ class OffsetMap:
     alloc_elems: int
     tile_elems: int
     slice_mask: int
+    # PaddedSharedLayout: (log2 interval, log2 padding) pairs applied to the tile part of an
+    # offset (`pad`); the tile dims' bits are then single offset bits, so the padded
+    # address is a sum of per-bit terms.
+    padding: Tuple[Tuple[int, int], ...] = ()
+
+    def pad(self, offset):
+        """The stored offset of linear tile offset `offset` (an int or an int array)."""
+        out = offset
+        for shift, pad in self.padding:
+            out = out + ((offset >> shift) << pad)
+        return out
 
     @property
     def view_mask(self) -> int:
@@ -160,6 +171,8 @@ class OffsetMap:
                 shape = [1] * rank
                 shape[i] = d.size
                 out ^= part.reshape(shape)
+        if self.padding:
+            out = self.pad(out)
         for i, d in enumerate(self.dims):
             if d.bits is None:
                 shape = [1] * rank
@@ -207,6 +220,9 @@ def _alloc_maps(layout, alloc_shape: tuple):
                          "shared-memory offset")
     inverse = offsets.pseudo_invert()
     tile_elems = offsets.in_dim_size("offset")
+    padding = _padding_of(layout)
+    if padding:  # the tile's footprint: the last element's stored offset, plus one
+        tile_elems = OffsetMap((), 0, 0, 0, padding).pad(tile_elems - 1) + 1
     maps = [None] * len(alloc_shape)
     for i, name in enumerate(names):
         if alloc_of[i] is None or alloc_of[i] in buffers:
@@ -219,6 +235,11 @@ def _alloc_maps(layout, alloc_shape: tuple):
         maps[d] = DimMap(alloc_shape[d], stride=stride)
         stride *= alloc_shape[d]
     return tuple(maps), stride, tile_elems
+
+
+def _padding_of(layout) -> tuple:
+    from shared_codegen.layouts import PaddedSharedLayout
+    return layout.padding_shifts if isinstance(layout, PaddedSharedLayout) else ()
 
 
 def offset_map(ty: SharedMemoryType) -> OffsetMap:
@@ -234,7 +255,7 @@ def offset_map(ty: SharedMemoryType) -> OffsetMap:
         dims.append(DimMap(size, bits=m.bits[:keep]))
         for v in m.bits[keep:]:
             slice_mask |= v
-    return OffsetMap(tuple(dims), alloc_elems, tile_elems, slice_mask)
+    return OffsetMap(tuple(dims), alloc_elems, tile_elems, slice_mask, _padding_of(ty.layout))
 
 
 def alloc_bytes(ty: SharedMemoryType) -> int:
@@ -252,6 +273,9 @@ def _tile_bases(ty: SharedMemoryType):
     """(number of leading buffer view dims, the offset -> coordinate bases over the view's
     tile dims)."""
     from shared_codegen.layouts import to_linear_layout
+    if _padding_of(ty.layout):
+        raise ValueError("permuting or reshaping a PaddedSharedLayout view is not supported "
+                         "yet")
     buffers, alloc_of, eval_shape = _tile_split(ty.layout, tuple(ty.alloc_shape))
     first = len(ty.alloc_shape) - len(ty.shape)
     view_buffers = [d - first for d in buffers if d >= first]
@@ -338,7 +362,8 @@ def _check_type(op, ty: SharedMemoryType, what="result"):
         raise VerificationError(f"element type must be a scalar dtype, got {ty.element}", op)
     if not is_shared_layout(ty.layout):
         raise VerificationError(f"layout must be a shared layout (NVMMASharedLayout, "
-                                f"SwizzledSharedLayout, SharedLinearLayout), got "
+                                f"SwizzledSharedLayout, SharedLinearLayout, "
+                                f"PaddedSharedLayout), got "
                                 f"{ty.layout!r}", op)
     if len(ty.alloc_shape) < len(ty.shape) or any(
             s > a for s, a in zip(ty.shape, ty.alloc_shape[len(ty.alloc_shape) - len(ty.shape):])):
@@ -516,6 +541,8 @@ def index_stride(m: OffsetMap) -> Optional[int]:
     d0 = m.dims[0]
     if d0.bits is None:
         return d0.stride
+    if m.padding:  # a padded tile dim: its rows are not evenly spaced in general
+        return None
     if not d0.bits:
         return m.tile_elems
     s = d0.bits[0]
@@ -656,10 +683,19 @@ class MemDescReshapeOp(OpDef):
         return [ctx.get(op.operands[0])]
 
 
+def _root_allocation(value):
+    """The type of the `local_alloc` a view comes from through view ops, or None (a block
+    argument, a partition's capture)."""
+    while value.defining_op is not None and value.defining_op.name in VIEW_OPS:
+        value = value.defining_op.operands[0]
+    op = value.defining_op
+    return value.type if op is not None and op.name == ALLOC else None
+
+
 class MemDescReinterpretOp(OpDef):
     """`ttg.memdesc_reinterpret %mem`: the view's bytes as another dtype, shape and layout
-    (`desc._reinterpret`). The operand must cover whole contiguous bytes, and the result may
-    not need more of them."""
+    (`desc._reinterpret`). The operand must cover whole contiguous bytes; the result starts
+    where it starts and may reach on into the rest of its allocation, not past its end."""
 
     name = REINTERPRET
     layout_rule = OWN_LAYOUTS
@@ -672,23 +708,26 @@ class MemDescReinterpretOp(OpDef):
 
     def verify(self, op):
         src, res = _memdesc(op), op.result.type
-        m = _check_type(op, src, "operand")
+        _check_type(op, src, "operand")
         _check_type(op, res)
         if not is_whole(src):
             raise VerificationError(f"cannot reinterpret a subslice ({list(src.shape)} of "
                                     f"{list(src.alloc_shape)}): its bytes are not contiguous",
                                     op)
-        have = src.numel * src.element.itemsize
-        if any(d.bits is not None for d in m.dims):
-            have = m.tile_elems * src.element.itemsize
-            for d in m.dims:
-                if d.bits is None:
-                    have *= d.size
+        # As in Triton, the new view may run past the operand into the rest of its
+        # allocation (tutorial 07 reinterprets one B buffer of a ring as the two it starts);
+        # only the allocation's end is a static bound, and the interpreter checks the
+        # runtime start against it.
+        root = _root_allocation(op.operands[0])
+        if root is None:
+            return
+        have = alloc_bytes(root)
         need = alloc_bytes(res)
         if need > have:
-            raise VerificationError(f"reinterpreting {have} bytes ({list(src.shape)} x "
-                                    f"{src.element}) as {list(res.shape)} x {res.element} "
-                                    f"needs {need} bytes", op)
+            raise VerificationError(f"reinterpreting a view of a {have}-byte allocation "
+                                    f"({list(root.shape)} x {root.element}) as "
+                                    f"{list(res.shape)} x {res.element} needs {need} bytes",
+                                    op)
 
     def interpret(self, op, frame):
         return [frame[op.operands[0]].reinterpret(op.result.type, frame, op)]

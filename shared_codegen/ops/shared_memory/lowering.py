@@ -98,7 +98,15 @@ def lower_memdesc_subslice(op, ctx):
     add, start_xor = subslice_offset(src, op.attrs["offsets"])
     itemsize = src.element.itemsize
     b = ctx.builder
-    if offset_map(res).foldable:
+    m = offset_map(res)
+    if m.padding:
+        # Padding is a sum of per-bit terms, so a start on bits the view does not use adds
+        # its own padded offset.
+        if not m.foldable or not _is_zero(xor):
+            raise LoweringError("a subslice of a PaddedSharedLayout view must start on bits "
+                                "its elements do not use (a whole-tile start)", op)
+        return [[_gep_bytes(ctx, base, (add + m.pad(start_xor)) * itemsize), ctx.i32(0)]]
+    if m.foldable:
         # The XOR cannot meet a bit the view sets: it is an add, folded into the base.
         base = _gep_bytes(ctx, base, (add + start_xor) * itemsize)
         if not _is_zero(xor):
@@ -296,9 +304,15 @@ class _Access:
             for (v,) in bases(self.offsets, dim):
                 self.thread_mask |= v
         self.xor_mask = 0 if m.foldable else m.slice_mask
+        self.padding = m.padding
+        if m.padding and self.xor_mask:
+            raise LoweringError("a PaddedSharedLayout view whose subslice start mixes with its "
+                                "own offset bits is not supported", op)
         align = base_alignment(desc_value)
         self.base_align = align
         want = max(1, min(MAX_VECTOR_BYTES, align) // self.itemsize)
+        if m.padding:  # a vector stays inside one interval (the padding splits runs there)
+            want = min(want, 1 << min(shift for shift, _ in m.padding))
         self.vec_bits = self._vector_bits(want)
 
     def _vector_bits(self, want: int) -> List[int]:
@@ -342,15 +356,32 @@ class _Access:
 
     def address(self, ctx, base, xor, thread, const: int, st, thread_mask=None):
         mask = self.thread_mask if thread_mask is None else thread_mask
+        if self.padding:
+            return self._padded_address(ctx, base, thread, const, mask, st)
         return smem_matrix.address(ctx.builder, base, thread, const, mask, st,
                                    None if _is_zero(xor) else xor)
+
+    def _padded_address(self, ctx, base, thread, const: int, mask: int, st):
+        """PaddedSharedLayout: the linear offset (thread part ^ constant part), then the
+        padding after each interval (`OffsetMap.pad`)."""
+        b = ctx.builder
+        if not const:
+            lin = thread
+        elif not mask & const:
+            lin = b.or_(thread, ctx.i32(const))
+        else:
+            lin = b.xor(thread, ctx.i32(const))
+        idx = lin
+        for shift, pad in self.padding:
+            idx = b.add(idx, b.shl(b.lshr(lin, ctx.i32(shift)), ctx.i32(pad)))
+        return b.gep(base, [idx], source_etype=st)
 
     def matrix_plan(self, ctx, op: str):
         """The ld/stmatrix side for this access (`op` "ld" / "st"), or None where the plain
         vectors are as wide (16 bytes) or the instruction does not apply: not 16-bit, below
         its architecture, rows not 16-byte aligned, or a layout the fragment does not fit."""
         need = smem_matrix.LDMATRIX_ARCH if op == "ld" else smem_matrix.STMATRIX_ARCH
-        if self.itemsize != 2 or smem_matrix.arch_of(ctx) < need:
+        if self.itemsize != 2 or smem_matrix.arch_of(ctx) < need or self.padding:
             return None
         if (self.itemsize << len(self.vec_bits)) >= MAX_VECTOR_BYTES:
             return None  # one ld/st.shared.v4 already moves what one .x4 would

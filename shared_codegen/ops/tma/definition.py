@@ -26,8 +26,11 @@ CUDA driver's cuTensorMapEncodeTiled for the descriptor.
 
 Boxes. TMA's box is at most 256 per dim and, with a swizzled layout, exactly one swizzle
 width (32/64/128 bytes) along the contiguous dim (`NVMMASharedLayout.tma_block_shape`). A
-block wider than that is moved as several boxes side by side; the NVMMA layout stores them
-one after another, so box `k` starts `k` boxes into the buffer.
+block larger than one box along any dim (a 512-row block, or one wider than the swizzle) is
+moved as several boxes, one message each, as Triton does; each box starts at the shared
+offset the NVMMA layout gives its first element (box starts are whole swizzle atoms, so the
+box's own swizzle lines up). The interpreter moves the whole block at once: the bytes, the
+out-of-bounds rule and the transaction count are the same.
 
 Interpreter: a load reads global memory when issued and lands at a seeded random point
 (`SC_INTERPRET_SEED`) no later than the wait that needs it; until a wait has observed the
@@ -60,7 +63,7 @@ LOAD, STORE, STORE_WAIT = ("ttng.async_tma_copy_global_to_local",
                            "ttng.async_tma_copy_local_to_global", "ttng.async_tma_store_wait")
 REDUCE = "ttng.async_tma_reduce"
 MAX_RANK = 5
-MAX_BOX = 256
+MAX_BOX = 256  # per dim of one TMA message; larger blocks are split (box_shape)
 # cuTensorMapEncodeTiled data types, by IR dtype name (fp8 moves as bytes).
 TMA_DTYPES = {"u8": "UINT8", "i8": "UINT8", "fp8e4nv": "UINT8", "fp8e5": "UINT8",
               "u16": "UINT16", "i16": "UINT16", "u32": "UINT32", "i32": "INT32",
@@ -84,11 +87,6 @@ def check_block(block_shape, element, layout) -> None:
     for d, size in enumerate(block):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"block_shape[{d}] must be a positive int, got {size!r}")
-        # The innermost dim is split into boxes of at most 256 (one per TMA message, as
-        # Triton does); the outer dims are moved whole.
-        if size > MAX_BOX and d != len(block) - 1:
-            raise ValueError(f"block_shape[{d}] = {size} exceeds the TMA box limit of "
-                             f"{MAX_BOX} elements per dim")
         if size & (size - 1):
             raise ValueError(f"block_shape[{d}] = {size} must be a power of two (shared "
                              f"memory layouts tile powers of two)")
@@ -275,6 +273,73 @@ def _coords(op, frame, coords):
     return [int(frame[c]) for c in coords]
 
 
+def issue_load(op, frame, ty, tmap, addr, inside, smem, bar) -> None:
+    """Start a TMA load of the global elements at `addr` (`inside`: in bounds, else the
+    map's fill) into the view `smem`, completing its bytes on `bar` when it lands (at a
+    seeded random point, `_Engine.progress`). Shared by the tile copy and gather4."""
+    engine = _Engine.of(frame)
+    values = frame.memory.load(addr, inside, tmap.fill, ty.element, frame, op)
+    view = frame[smem]
+    buf = view.buffer
+    if buf.freed_at is not None:
+        frame.error(op, f"TMA load into shared memory allocated at {buf.where} after "
+                        f"ttg.local_dealloc at {buf.freed_at}")
+    state = barrier_state(frame, op, frame[bar])
+    state._require_valid(frame, op)
+    dtype = np.dtype(ty.element.np)
+    idx = _byte_index(view, dtype.itemsize)
+    pending = _pending(buf)
+    pending.check(idx, frame, op, "this TMA load targets")
+    raw = np.ascontiguousarray(np.asarray(values, dtype=dtype)).view(np.uint8).reshape(-1)
+    load = _Load(engine, state, view, idx, raw, engine.new_id(), _where(op))
+    hb = current_hb(frame)
+    if hb is not None:  # the issuer writes the destination (interpreter/happens_before.py)
+        hb.access(frame, op, buf, idx, write=True, what="this TMA load writes",
+                  noun="TMA write", engine="TMA load")
+        load.hb = (hb, *hb.now(frame), op)
+    pending.owner[idx] = load.id
+    pending.describe(load.id, load.where, "TMA load", "writing",
+                     f"wait on {state.describe()} until it observes the phase the load "
+                     f"completes (mbarrier.expect(bar, nbytes) before the load, "
+                     f"mbarrier.wait(bar, phase) before reading)")
+    engine.loads.append(load)
+    state.in_flight.append(load)
+
+
+def issue_store(op, frame, ty, addr, inside, smem) -> None:
+    """A TMA store of the view `smem` to the global elements at `addr` (only those
+    `inside`), one bulk group that reads `smem` until a store_wait retires it. Shared by
+    the tile copy and scatter4."""
+    engine = _Engine.of(frame)
+    view = frame[smem]
+    buf = view.buffer
+    if buf.freed_at is not None:
+        frame.error(op, f"TMA store from shared memory allocated at {buf.where} after "
+                        f"ttg.local_dealloc at {buf.freed_at}")
+    dtype = np.dtype(ty.element.np)
+    idx = _byte_index(view, dtype.itemsize)
+    pending = _pending(buf)
+    pending.check(idx, frame, op, "this TMA store reads", reading=True)
+    hb = current_hb(frame)
+    if hb is not None:
+        hb.access(frame, op, buf, idx, write=False, what="this TMA store reads",
+                  noun="TMA read", engine="TMA store")
+    ok = buf.written[idx].reshape(*view.offsets.shape, dtype.itemsize).all(axis=-1)
+    if not ok.all():
+        first = [int(c) for c in np.argwhere(~ok)[0]]
+        frame.error(op, f"TMA store reads uninitialized shared memory: element {first} of "
+                        f"the {list(view.offsets.shape)} block was never written (allocation "
+                        f"at {buf.where})")
+    values = np.ascontiguousarray(buf.data[idx]).view(dtype).reshape(view.offsets.shape)
+    frame.memory.store(addr, values, inside, ty.element, frame, op)
+    store = _Store(view, idx, engine.new_id())
+    pending.owner[idx] = store.id
+    pending.describe(store.id, _where(op), "TMA store", "reading",
+                     "tma.store_wait(n) must retire its group first (n smaller than the "
+                     "number of stores issued after it)", reads_only=True)
+    engine.stores.append(store)
+
+
 # ---- ops -------------------------------------------------------------------------------------
 
 class AsyncTMACopyGlobalToLocalOp(OpDef):
@@ -310,39 +375,12 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
 
     def interpret(self, op, frame):
         desc, smem, bar, coords, pred = self.parts(op)
-        engine = _Engine.of(frame)
-        engine.progress()
+        _Engine.of(frame).progress()
         if pred is not None and not bool(frame[pred]):
             return []
-        ty = desc.type
         tmap = frame[desc]
-        addr, inside = tmap.box(_coords(op, frame, coords), ty.block_shape)
-        values = frame.memory.load(addr, inside, tmap.fill, ty.element, frame, op)
-        view = frame[smem]
-        buf = view.buffer
-        if buf.freed_at is not None:
-            frame.error(op, f"TMA load into shared memory allocated at {buf.where} after "
-                            f"ttg.local_dealloc at {buf.freed_at}")
-        state = barrier_state(frame, op, frame[bar])
-        state._require_valid(frame, op)
-        dtype = np.dtype(ty.element.np)
-        idx = _byte_index(view, dtype.itemsize)
-        pending = _pending(buf)
-        pending.check(idx, frame, op, "this TMA load targets")
-        raw = np.ascontiguousarray(np.asarray(values, dtype=dtype)).view(np.uint8).reshape(-1)
-        load = _Load(engine, state, view, idx, raw, engine.new_id(), _where(op))
-        hb = current_hb(frame)
-        if hb is not None:  # the issuer writes the destination (interpreter/happens_before.py)
-            hb.access(frame, op, buf, idx, write=True, what="this TMA load writes",
-                      noun="TMA write", engine="TMA load")
-            load.hb = (hb, *hb.now(frame), op)
-        pending.owner[idx] = load.id
-        pending.describe(load.id, load.where, "TMA load", "writing",
-                         f"wait on {state.describe()} until it observes the phase the load "
-                         f"completes (mbarrier.expect(bar, nbytes) before the load, "
-                         f"mbarrier.wait(bar, phase) before reading)")
-        engine.loads.append(load)
-        state.in_flight.append(load)
+        addr, inside = tmap.box(_coords(op, frame, coords), desc.type.block_shape)
+        issue_load(op, frame, desc.type, tmap, addr, inside, smem, bar)
         return []
 
 
@@ -365,37 +403,9 @@ class AsyncTMACopyLocalToGlobalOp(OpDef):
 
     def interpret(self, op, frame):
         desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
-        engine = _Engine.of(frame)
-        engine.progress()
-        ty = desc.type
-        view = frame[smem]
-        buf = view.buffer
-        if buf.freed_at is not None:
-            frame.error(op, f"TMA store from shared memory allocated at {buf.where} after "
-                            f"ttg.local_dealloc at {buf.freed_at}")
-        dtype = np.dtype(ty.element.np)
-        idx = _byte_index(view, dtype.itemsize)
-        pending = _pending(buf)
-        pending.check(idx, frame, op, "this TMA store reads", reading=True)
-        hb = current_hb(frame)
-        if hb is not None:
-            hb.access(frame, op, buf, idx, write=False, what="this TMA store reads",
-                      noun="TMA read", engine="TMA store")
-        ok = buf.written[idx].reshape(*view.offsets.shape, dtype.itemsize).all(axis=-1)
-        if not ok.all():
-            first = [int(c) for c in np.argwhere(~ok)[0]]
-            frame.error(op, f"TMA store reads uninitialized shared memory: element {first} of "
-                            f"the {list(ty.block_shape)} block was never written (allocation "
-                            f"at {buf.where})")
-        values = np.ascontiguousarray(buf.data[idx]).view(dtype).reshape(view.offsets.shape)
-        addr, inside = frame[desc].box(_coords(op, frame, coords), ty.block_shape)
-        frame.memory.store(addr, values, inside, ty.element, frame, op)
-        store = _Store(view, idx, engine.new_id())
-        pending.owner[idx] = store.id
-        pending.describe(store.id, _where(op), "TMA store", "reading",
-                         "tma.store_wait(n) must retire its group first (n smaller than the "
-                         "number of stores issued after it)", reads_only=True)
-        engine.stores.append(store)
+        _Engine.of(frame).progress()
+        addr, inside = frame[desc].box(_coords(op, frame, coords), desc.type.block_shape)
+        issue_store(op, frame, desc.type, addr, inside, smem)
         return []
 
 
@@ -504,6 +514,6 @@ class AsyncTMAStoreWaitOp(OpDef):
 
 
 __all__ = ["AsyncTMACopyGlobalToLocalOp", "AsyncTMACopyLocalToGlobalOp", "AsyncTMAStoreWaitOp",
-           "AsyncTMAReduceOp", "REDUCE_KINDS",
+           "AsyncTMAReduceOp", "REDUCE_KINDS", "issue_load", "issue_store",
            "TensorMapValue", "check_block", "check_smem", "box_shape", "TMA_DTYPES",
            "MAX_BOX", "MAX_RANK"]

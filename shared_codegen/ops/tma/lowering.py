@@ -6,6 +6,10 @@ one message per box of the block; stores are committed as bulk groups and retire
 
 from __future__ import annotations
 
+import itertools
+
+from llvmlite import ir
+
 from shared_codegen.ir.core import Operation, lowering_rule
 from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
 from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
@@ -15,6 +19,8 @@ from shared_codegen.ops.tma.definition import (REDUCE, STORE, AsyncTMACopyGlobal
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAReduceOp,
                                                AsyncTMAStoreWaitOp, box_shape)
 from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
+from shared_codegen.ops.tma.gather_scatter import SCATTER
+from shared_codegen.ops.tma.tensormap import CREATE, FILL_MODES, REINTERPRET, TensormapCreateOp
 
 
 def _emit(ctx, text, constraints, args) -> None:
@@ -23,28 +29,37 @@ def _emit(ctx, text, constraints, args) -> None:
 
 
 def _boxes(ctx, op, desc, smem, coords):
-    """Per TMA message: the shared address of its box and its coordinates, innermost first."""
+    """Per TMA message: the shared address of its box and its coordinates, innermost first.
+    Boxes tile the block along every dim that exceeds one box (256 rows, or one swizzle
+    width along the contiguous dim); a box's shared offset is the layout's offset of its
+    first element, the XOR of each dim's offset bits."""
     ty = desc.type
     box = box_shape(ty)
     base, xor = ctx.get(smem)
     if not (hasattr(xor, "constant") and int(xor.constant) == 0):
         raise LoweringError("TMA needs a shared memory view that starts a whole tile", op)
-    inner_bits = offset_map(smem.type).dims[-1].bits
+    dims = offset_map(smem.type).dims
     itemsize = ty.element.itemsize
     lowered = [ctx.get(c) for c in coords]
+    counts = [size // b for size, b in zip(ty.block_shape, box)]
     out = []
-    for k in range(ty.block_shape[-1] // box[-1]):
-        start = k * box[-1]
+    for index in itertools.product(*(range(n) for n in counts)):
+        starts = [k * b for k, b in zip(index, box)]
         offset = 0
-        for j, v in enumerate(inner_bits):
-            if start >> j & 1:
-                offset ^= v
+        for dim, start in zip(dims, starts):
+            if dim.bits is None:  # a buffer dim: whole tiles one after another
+                offset += start * dim.stride
+                continue
+            for j, v in enumerate(dim.bits):
+                if start >> j & 1:
+                    offset ^= v
         addr = base if not offset else ctx.builder.gep(base, [ctx.i32(offset * itemsize)],
                                                        source_etype=I8)
-        inner = lowered[-1] if not start else ctx.builder.add(lowered[-1], ctx.i32(start))
+        box_coords = [c if not start else ctx.builder.add(c, ctx.i32(start))
+                      for c, start in zip(lowered, starts)]
         if ty.layout.fp4_padded:  # the map's innermost dim counts e2m1 values, two per byte
-            inner = ctx.builder.shl(inner, ctx.i32(1))
-        out.append((addr, [inner] + lowered[-2::-1]))
+            box_coords[-1] = ctx.builder.shl(box_coords[-1], ctx.i32(1))
+        out.append((addr, box_coords[::-1]))
     return out
 
 
@@ -59,6 +74,8 @@ def _store_sources(op):
         for inner in root.walk():
             if inner.name in (STORE, REDUCE) and inner.operands[1] not in seen:
                 seen.append(inner.operands[1])
+            elif inner.name == SCATTER and inner.operands[3] not in seen:
+                seen.append(inner.operands[3])
     return seen
 
 
@@ -124,17 +141,76 @@ def lower_tma_store_wait(op, ctx):
     return None
 
 
+def _tensormap_create_of(desc):
+    """The `tensormap_create` that wrote the map a `reinterpret_tensor_descriptor` views (in
+    the same function, before it), or None."""
+    reinterpret = desc.defining_op
+    if reinterpret.name != REINTERPRET:
+        return None
+    scratch = reinterpret.operands[0]
+    block = reinterpret.parent
+    while block is not None and isinstance(getattr(block.parent, "parent", None), Operation):
+        block = block.parent.parent.parent
+    for root in block.ops if block is not None else []:
+        for inner in root.walk():
+            if inner.name == CREATE and inner.operands[0] is scratch:
+                return inner
+    return None
+
+
+def _is_kernel_argument(value) -> bool:
+    block = value.owner
+    region = getattr(block, "parent", None)
+    return getattr(region, "parent", None) is not None and \
+        not isinstance(region.parent, Operation)
+
+
+def _builds_descriptors(op) -> bool:
+    block = op.parent
+    while block is not None and isinstance(getattr(block.parent, "parent", None), Operation):
+        block = block.parent.parent.parent
+    return any(inner.name == REINTERPRET for root in (block.ops if block else [])
+               for inner in root.walk())
+
+
+def _created_dim(ctx, create, ty, kind, index):
+    """A kernel-built descriptor's shape, stride, base or fill: the values it was made from
+    (the map lists dims innermost first, strides in bytes without the innermost)."""
+    _, _, base, dims, strides = TensormapCreateOp.parts(create)
+    rank = ty.rank
+    if kind == "shape":
+        return ctx.get(dims[rank - 1 - index])
+    if kind == "base":
+        return ctx.get(base)
+    if kind == "fill":
+        return ir.Constant(I64, int(create.attrs["fill_mode"] == FILL_MODES["nan"]))
+    if index == rank - 1:
+        return ir.Constant(I64, 1)
+    itemsize = ir.Constant(I64, ty.element.itemsize)
+    return ctx.builder.sdiv(ctx.get(strides[rank - 2 - index]), itemsize)
+
+
 @lowering_rule(TensorDescriptorDimOp)
 def lower_tensor_descriptor_dim(op, ctx):
     """A load from the descriptor parameter's fields after the map (i64 each)."""
     desc = op.operands[0]
     ty = desc.type
-    if desc.defining_op is not None:
-        what = {"shape": "desc.shape", "stride": "desc.strides", "base": "its base",
-                "fill": "its padding"}
-        raise LoweringError(f"{what[op.attrs['kind']]} is only known for descriptors passed "
-                            f"as kernel arguments, not for one the kernel built", op)
     kind, index = op.attrs["kind"], op.attrs["index"]
+    if desc.defining_op is not None:
+        create = _tensormap_create_of(desc)
+        if create is None:
+            what = {"shape": "desc.shape", "stride": "desc.strides", "base": "its base",
+                    "fill": "its padding"}
+            raise LoweringError(f"{what[kind]} is only known for descriptors passed as kernel "
+                                f"arguments or built by make_tensor_descriptor", op)
+        return [_created_dim(ctx, create, ty, kind, index)]
+    if not _is_kernel_argument(desc) and _builds_descriptors(op):
+        # A loop- or branch-carried descriptor may be a kernel-built one, whose map has no
+        # fields after it: refuse rather than read past it.
+        raise LoweringError("desc.shape / desc.strides of a descriptor carried through a loop "
+                            "or branch is not supported in a kernel that also builds "
+                            "descriptors with make_tensor_descriptor; read them before the "
+                            "loop", op)
     offset = {"base": ty.DESC_PARAM_BASE, "shape": ty.DESC_PARAM_SHAPE + 8 * index,
               "stride": ty.param_stride_offset(index), "fill": ty.param_fill_offset}[kind]
     b = ctx.builder

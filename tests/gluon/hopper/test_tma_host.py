@@ -33,13 +33,6 @@ def test_a_misaligned_base_names_the_address_and_the_16_byte_limit():
         f"tensor to start on a 16-byte boundary; it is {address % 16} bytes past one)")
 
 
-def test_a_block_dim_over_256_names_the_dim_and_the_limit():
-    with pytest.raises(ValueError) as info:
-        TensorDescriptor.from_tensor(np.zeros((1024, 64), np.float16), [512, 64], NVMMA)
-    assert str(info.value) == ("TensorDescriptor: block_shape[0] = 512 exceeds the TMA box "
-                               "limit of 256 elements per dim")
-
-
 @pytest.mark.parametrize("make, message", [
     (lambda: TensorDescriptor.from_tensor(np.zeros((64, 100), np.float16), [64, 64], NVMMA),
      "strides[0] = 100 elements = 200 bytes is not a positive multiple of 16 bytes"),

@@ -255,7 +255,8 @@ def test_reinterpret_needs_contiguous_bytes():
         mem = k.alloc(float16, (32, 64), NVMMASharedLayout(128, 16))
         MemDescReinterpretOp.build(k.b, mem, float32, [32, 64], NVMMASharedLayout(128, 32))
 
-    _expect_verify_error(too_big, r"reinterpreting 4096 bytes .* needs 8192 bytes")
+    _expect_verify_error(too_big, r"reinterpreting a view of a 4096-byte allocation "
+                                  r"\(\[32, 64\] x fp16\) as \[32, 64\] x fp32 needs 8192 bytes")
 
 
 def test_local_load_needs_a_distributed_layout():

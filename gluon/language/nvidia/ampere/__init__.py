@@ -10,6 +10,8 @@ the same checks on the IR.
 from __future__ import annotations
 
 from gluon.language.nvidia.ampere import async_copy
+# Upstream's module namespace also shows the layouts mma_v2 takes.
+from shared_codegen.layouts import DotOperandLayout, NVMMADistributedLayout  # noqa: F401
 from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import float32
 from shared_codegen.ops.dot.definition import DotFmaOp, MmaV2Op, check_dot_fma, check_mma_v2

@@ -5,4 +5,6 @@ a barrier initialized through one module can be waited on through the other."""
 from gluon.language.nvidia.hopper.mbarrier import (MBarrierLayout, allocate_mbarrier, arrive, init,
                                                    invalidate, wait)
 
+from shared_codegen.layouts import SwizzledSharedLayout  # noqa: F401 (upstream's namespace)
+
 __all__ = ["MBarrierLayout", "arrive", "init", "invalidate", "wait", "allocate_mbarrier"]

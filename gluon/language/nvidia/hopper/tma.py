@@ -33,14 +33,19 @@ from gluon.language.nvidia.hopper.mbarrier import _barrier
 from shared_codegen.frontend.descriptors import tensor_descriptor
 from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import TensorDescriptorType
+from shared_codegen.layouts import NVMMASharedLayout  # noqa: F401 (upstream's namespace)
 from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
                                                check_smem)
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
-           "tensor_descriptor", "make_tensor_descriptor", "async_load", "async_store",
-           "async_atomic_add", "async_atomic_min", "async_atomic_max", "async_atomic_and",
-           "async_atomic_or", "async_atomic_xor"]
+           "tensor_descriptor", "tensor_descriptor_type", "make_tensor_descriptor",
+           "async_load", "async_store", "async_atomic_add", "async_atomic_min",
+           "async_atomic_max", "async_atomic_and", "async_atomic_or", "async_atomic_xor"]
+
+# The type of a descriptor value (`desc.type`): our IR's TensorDescriptorType (block shape,
+# dtype, layout, block_type), which Triton 3.6 calls tensor_descriptor_type.
+tensor_descriptor_type = TensorDescriptorType
 
 
 def _desc(value, name):
