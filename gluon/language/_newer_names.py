@@ -59,6 +59,17 @@ def allocate_mbarrier(batch=None, two_ctas=False, _semantic=None):
 
 @builtin
 def barrier(*, cluster=False, _semantic=None):
-    """Triton 3.8's `gl.barrier`: synchronize the CTA's threads. A cluster barrier is the
-    same thing here, since a cluster is one CTA."""
-    _semantic.thread_barrier()
+    """Triton 3.8's `gl.barrier`: synchronize the CTA's threads, or with `cluster=True` every
+    thread of the cluster (`barrier.cluster.arrive` + `wait`) when the kernel has
+    `num_ctas > 1`; with one CTA per program both are the CTA barrier."""
+    from gluon.language._core import cluster_size
+    from shared_codegen.ops.cluster.definition import ClusterArriveOp, ClusterWaitOp
+
+    cluster = unwrap(cluster)
+    if not isinstance(cluster, bool):
+        raise TypeError(f"gl.barrier: cluster must be a compile-time bool, got {cluster!r}")
+    if not cluster or cluster_size(_semantic) == 1:
+        _semantic.thread_barrier()
+        return
+    ClusterArriveOp.build(_semantic.builder)
+    ClusterWaitOp.build(_semantic.builder)

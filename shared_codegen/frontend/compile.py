@@ -103,6 +103,8 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages,
                "language": jit_fn.language.name,
                "constants": repr(spec.constants)}
+    if spec.num_ctas != 1:  # cluster kernels only: ordinary keys stay as they were
+        options["num_ctas"] = spec.num_ctas
     if spec.instrument:  # only instrumented variants: ordinary keys stay as they were
         options["instrument"] = repr(spec.instrument)
         # Their metadata names kernel files and lines (debug sites): the same source moved

@@ -239,6 +239,8 @@ class JITFunction:
                          "target": spec.target})
         if spec.num_stages != 3:  # the tile pipeliner's depth when not Triton's default
             module.attrs["num_stages"] = spec.num_stages
+        if spec.num_ctas != 1:  # a cluster per program (docs/clusters.md)
+            module.attrs["num_ctas"] = spec.num_ctas
         runtime = [(i, name) for i, name in enumerate(self.arg_names)
                    if not spec.is_constexpr(i)]
         arg_types = [spec.arg_types[i] for i, _ in runtime]
@@ -305,6 +307,9 @@ class Specialization:
     # ("debug", wait budget in ms), ("timeline", events per warp). Empty for an ordinary
     # kernel.
     instrument: tuple = ()
+    # CTAs per program (Triton's num_ctas): > 1 launches each program as a thread-block
+    # cluster of that many CTAs along x (docs/clusters.md).
+    num_ctas: int = 1
 
     @classmethod
     def from_key(cls, key: tuple, num_warps: int, target: str,

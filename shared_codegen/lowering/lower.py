@@ -97,6 +97,19 @@ def _apply_shared_memory_plan(ctx, module: Module) -> None:
     ctx.shared_bytes = max(ctx.shared_bytes, total)
 
 
+def _require_clusters(llmod, lfn, fn, target: str, num_ctas: int) -> None:
+    """A num_ctas kernel: sm_90+, and `.reqnctapercluster num_ctas, 1, 1` (the `cluster_dim`
+    annotations), so the driver refuses a launch with another cluster shape."""
+    from shared_codegen.lowering.backend import parse_target
+    if parse_target(target)[0] < 90:
+        raise LoweringError(f"kernel `{fn.name}`: num_ctas={num_ctas} needs thread-block "
+                            f"clusters (sm_90 or newer); the target is {target}")
+    for axis, size in zip("xyz", (num_ctas, 1, 1)):
+        md = llmod.add_metadata([lfn, ir.MetaDataString(llmod, f"cluster_dim_{axis}"),
+                                 ir.Constant(ir.IntType(32), size)])
+        llmod.add_named_metadata("nvvm.annotations", md)
+
+
 def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     """Lower the kernel of `module` to an LLVM module with one `ptx_kernel` function."""
     fn = module.kernel
@@ -154,6 +167,10 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     ctx = LoweringContext(llmod, lfn, num_warps=num_warps, threads_per_warp=threads_per_warp,
                           target=target,
                           axis_info=module.stage_results["axis_info"])
+    # CTAs per program (a cluster each, docs/clusters.md): program ids become cluster ids.
+    ctx.num_ctas = int(module.attrs.get("num_ctas", 1))
+    if ctx.num_ctas > 1:
+        _require_clusters(llmod, lfn, fn, target, ctx.num_ctas)
     for arg, larg in zip(fn.args, lfn.args):
         value = larg
         if isinstance(arg.type, ScalarType) and arg.type.bits == 1:

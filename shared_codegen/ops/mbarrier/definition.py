@@ -429,6 +429,12 @@ class WaitBarrierOp(OpDef):
                 state.in_flight[0].land()
             if state.phase % 2 != parity:
                 break
+            if frame.partition is None and frame.cluster is not None:
+                # A peer CTA of the cluster may still arrive or multicast onto it: run the
+                # others until the phase can complete (interpreter/cluster.py).
+                frame.cluster.block(frame, _phase_can_end(state, parity),
+                                    _waits_for(op, state, parity))
+                continue
             if frame.partition is None:
                 frame.error(op, f"deadlock: mbarrier.wait for phase {parity} of "
                                 f"{state.describe()} can never return: {lacks(state)}; no "
@@ -443,6 +449,22 @@ class WaitBarrierOp(OpDef):
         if hb is not None:  # the waiter acquires what the phase's arrivals released
             hb.acquire(frame, state)
         return []
+
+
+def _phase_can_end(state: BarrierState, parity: int):
+    """Whether a wait for `parity` on `state` may go on: the phase is over, or an async op in
+    flight will signal it."""
+    return lambda: state.phase % 2 != parity or bool(state.in_flight)
+
+
+def _waits_for(op, state: BarrierState, parity: int):
+    """What a blocked wait says in a deadlock report."""
+    def text() -> str:
+        line = f"waits at {_where(op)} for phase {parity} of {state.describe()}: {lacks(state)}"
+        if op.loc.source_line:
+            line += f"\n      {op.loc.source_line.strip()}"
+        return line
+    return text
 
 
 class InvalBarrierOp(OpDef):
