@@ -178,6 +178,8 @@ def compile_module(module, language, target: str) -> CompiledKernel:
                 # nvJitLink's ptxas ignored setmaxnreg (C7504): load the PTX through the
                 # driver JIT instead, which keeps it (runtime/driver.load_ptx_module).
                 "driver_jit": "(C7504)" in (log or "")}
+    if results.get("tma_boxes"):  # maps the launch encodes with a multicast slice's box
+        metadata["tma_boxes"] = {str(k): v for k, v in results["tma_boxes"].items()}
     if lowered.debug_info is not None:
         metadata["debug"] = lowered.debug_info
     if lowered.timeline_info is not None:

@@ -432,6 +432,15 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
             type(g) is int and g >= 0 for g in grid):
         grid = normalize_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     runtime_args = [values[i] for i in variant.runtime_positions]
+    for index, box in variant.kernel.metadata.get("tma_boxes", {}).items():
+        # Multicast loads fetch slices of the block: their maps have the slice's box.
+        arg = runtime_args[int(index)]
+        if not hasattr(arg, "with_box"):
+            name = jit_fn.arg_names[variant.runtime_positions[int(index)]]
+            raise ArgumentError(f"argument `{name}` of {jit_fn.__name__}: a multicast TMA load "
+                                f"needs a TensorDescriptor (the launch encodes its map with "
+                                f"the slice's box {box}), got {type(arg).__name__}")
+        runtime_args[int(index)] = arg.with_box(box)
     stream = current_stream() if stream is None else stream
     if scratch:
         runtime_args.append(_global_scratch(jit_fn, variant, grid, stream))

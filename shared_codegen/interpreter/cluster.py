@@ -84,6 +84,13 @@ class Cluster:
         # arrives, then waits; the CTA is one agent here).
         self.arrived = [0] * size
         self.waited = [0] * size
+        # Ids of async ops that write several CTAs' shared memory (multicast TMA loads): one
+        # range for the cluster, apart from the per-CTA ids of ops/tma and ops/async_copy.
+        self._next_id = -(1 << 40)
+
+    def new_id(self) -> int:
+        self._next_id -= 1
+        return self._next_id
 
     # ---- what the ops ask (on a CTA's thread) ----------------------------------------------
     def frame_of(self, rank: int):

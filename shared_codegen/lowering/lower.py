@@ -110,6 +110,19 @@ def _require_clusters(llmod, lfn, fn, target: str, num_ctas: int) -> None:
         llmod.add_named_metadata("nvvm.annotations", md)
 
 
+def _tma_boxes(ctx, fn: Function) -> dict:
+    """{kernel parameter index: box} for descriptors whose tensor map the launch must encode
+    with another box than the block (multicast slices, ops/tma/multicast.py)."""
+    boxes = {}
+    for value, box in (getattr(ctx, "tma_boxes", None) or {}).items():
+        if value not in fn.args:
+            raise LoweringError(f"a multicast TMA load needs its descriptor to be a kernel "
+                                f"parameter (the launch encodes its map), got "
+                                f"`{value.name_hint or value}`")
+        boxes[fn.args.index(value)] = list(box)
+    return boxes
+
+
 def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     """Lower the kernel of `module` to an LLVM module with one `ptx_kernel` function."""
     fn = module.kernel
@@ -211,6 +224,7 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         ctx.builder.ret_void()
     check_shared_limit(ctx, fn, target)
     module.stage_results["barriers"] = ctx.barriers
+    module.stage_results["tma_boxes"] = _tma_boxes(ctx, fn)
     kinds = tuple(param_kind(a.type) for a in fn.args) + (("ptr",) if scratch_bytes else ())
     ptx_version = module.attrs.get("min_ptx_version")
     if getattr(ctx, "ptx_floor", None):  # a lowering rule's need (mbarrier on sm_80)

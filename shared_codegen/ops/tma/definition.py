@@ -274,9 +274,12 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
     memory_effects = frozenset({READ_GLOBAL, WRITE_SHARED})
 
     @staticmethod
-    def build(b, desc, coords, bar, smem, pred=None):
+    def build(b, desc, coords, bar, smem, pred=None, multicast: bool = False):
         operands = [desc, smem, bar] + list(coords) + ([pred] if pred is not None else [])
-        return b.create(LOAD, operands, [], {"has_pred": pred is not None})
+        attrs = {"has_pred": pred is not None}
+        if multicast:  # each CTA of the cluster loads a slice for all (ops/tma/multicast.py)
+            attrs["multicast"] = True
+        return b.create(LOAD, operands, [], attrs)
 
     @staticmethod
     def parts(op):
@@ -285,7 +288,7 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
         return op.operands[0], op.operands[1], op.operands[2], op.operands[3:3 + rank], pred
 
     def print_attrs(self, op):
-        return ""
+        return format_attrs({"multicast": True}) if op.attrs.get("multicast") else ""
 
     def verify(self, op):
         if not isinstance(op.operands[0].type, TensorDescriptorType):
@@ -304,13 +307,18 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
             return []
         ty = desc.type
         tmap = frame[desc]
-        addr, inside = tmap.box(_coords(op, frame, coords), ty.block_shape)
-        values = frame.memory.load(addr, inside, tmap.fill, ty.element, frame, op)
         view = frame[smem]
         buf = view.buffer
         if buf.freed_at is not None:
             frame.error(op, f"TMA load into shared memory allocated at {buf.where} after "
                             f"ttg.local_dealloc at {buf.freed_at}")
+        if op.attrs.get("multicast"):
+            from shared_codegen.ops.tma.multicast import interpret_multicast
+            interpret_multicast(op, frame, engine, tmap, ty, _coords(op, frame, coords), view,
+                                frame[bar])
+            return []
+        addr, inside = tmap.box(_coords(op, frame, coords), ty.block_shape)
+        values = frame.memory.load(addr, inside, tmap.fill, ty.element, frame, op)
         state = barrier_state(frame, op, frame[bar])
         state._require_valid(frame, op)
         dtype = np.dtype(ty.element.np)
