@@ -51,7 +51,10 @@ class ClusterCTA:
 
     def _main(self, run) -> None:
         cluster = self.cluster
-        cluster._wait_for_baton(self)
+        try:
+            cluster._wait_for_baton(self)
+        except _Abort:  # the run ended before this CTA started
+            return
         old = np.seterr(all="ignore")
         try:
             run(self.frame)

@@ -102,14 +102,10 @@ class ClusterWaitOp(OpDef):
             return all(n >= target for n in cluster.arrived)
 
         def waiting() -> str:
-            missing = [r for r, n in enumerate(cluster.arrived) if n < target]
-            gone = [r for r in missing if cluster.has_returned(r)]
+            missing = [f"{r}" + (" (returned)" if cluster.has_returned(r) else "")
+                       for r, n in enumerate(cluster.arrived) if n < target]
             text = (f"waits at {_where(op)} on the cluster barrier (its arrival {target}) for "
-                    f"CTA{'s' if len(missing) > 1 else ''} "
-                    f"{', '.join(str(r) for r in missing)}")
-            if gone:
-                text += (f", of which {', '.join(str(r) for r in gone)} "
-                         f"{'have' if len(gone) > 1 else 'has'} returned")
+                    f"CTA{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
             if op.loc.source_line:
                 text += f"\n      {op.loc.source_line.strip()}"
             return text

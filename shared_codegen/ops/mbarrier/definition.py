@@ -153,9 +153,11 @@ class BarrierState:
             self.phase += 1
             self.pending = self.count
 
-    def arrive(self, count: int, frame, op) -> None:
+    def arrive(self, count: int, frame, op, remote: bool = False) -> None:
         self._require_valid(frame, op)
-        hb = current_hb(frame)
+        # (A peer CTA's arrival: partitions' clocks are per CTA, so it releases nothing
+        # the happens-before detector tracks.)
+        hb = None if remote else current_hb(frame)
         if hb is not None:  # the arriving partition releases what it did so far
             hb.release(frame, op, self)
         if count > self.pending:
@@ -348,8 +350,11 @@ class BarrierExpectOp(OpDef):
 
 
 class ArriveBarrierOp(OpDef):
-    """`ttng.arrive_barrier %bar[, %pred] {count}`: `count` arrivals on the current phase
-    (PTX ISA 9.7.13.15.12 mbarrier.arrive)."""
+    """`ttng.arrive_barrier %bar[, %pred] {count, from_cta?}`: `count` arrivals on the current
+    phase (PTX ISA 9.7.13.15.12 mbarrier.arrive). In a cluster (`num_ctas > 1`), `from_cta`
+    is Triton's mask of the CTA-id bits kept when routing the arrival: CTA r arrives on the
+    barrier at the same offset in CTA `r & from_cta` (`mapa` + `.shared::cluster`); the
+    default, every bit, is the CTA's own barrier."""
 
     name = ARRIVE
     layout_rule = OWN_LAYOUTS
@@ -357,12 +362,14 @@ class ArriveBarrierOp(OpDef):
     memory_effects = frozenset({WRITE_SHARED})
 
     @staticmethod
-    def build(b, bar, count: int = 1, pred=None):
-        return b.create(ARRIVE, [bar] + ([pred] if pred is not None else []), [],
-                        {"count": int(count), "has_pred": pred is not None})
+    def build(b, bar, count: int = 1, pred=None, from_cta=None):
+        attrs = {"count": int(count), "has_pred": pred is not None}
+        if from_cta is not None:
+            attrs["from_cta"] = int(from_cta)
+        return b.create(ARRIVE, [bar] + ([pred] if pred is not None else []), [], attrs)
 
     def print_attrs(self, op):
-        return format_attrs({"count": op.attrs["count"]})
+        return format_attrs({k: op.attrs[k] for k in ("count", "from_cta") if k in op.attrs})
 
     def verify(self, op):
         _verify_counted_arrival(op, "count", "count")
@@ -371,7 +378,17 @@ class ArriveBarrierOp(OpDef):
         progress(frame)
         if not _active(frame, pred_of(op, 1)):
             return []
-        barrier_state(frame, op, frame[op.operands[0]]).arrive(op.attrs["count"], frame, op)
+        view = frame[op.operands[0]]
+        mask = op.attrs.get("from_cta")
+        if mask is not None and frame.cluster is not None:
+            from shared_codegen.ops.tma.multicast import peer_view
+            dest = frame.cta_rank & mask
+            if dest != frame.cta_rank:
+                peer = peer_view(frame, op, view, dest, "mbarrier.arrive on a barrier of")
+                state = barrier_state(frame.cluster.frame_of(dest), op, peer)
+                state.arrive(op.attrs["count"], frame, op, remote=True)
+                return []
+        barrier_state(frame, op, view).arrive(op.attrs["count"], frame, op)
         return []
 
 

@@ -96,6 +96,19 @@ def lower_arrive_barrier(op, ctx):
         _asm(ctx, "{\n.reg .b64 state;\n" + one * op.attrs["count"] + "}", "b,l",
              [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
         return None
+    mask = op.attrs.get("from_cta")
+    if mask is not None and getattr(ctx, "num_ctas", 1) > 1 and \
+            mask & (ctx.num_ctas - 1) != ctx.num_ctas - 1:
+        # A peer's barrier: its address in the cluster window (`mapa`, PTX ISA 9.7.9.22),
+        # then a cluster-scoped release arrival on it.
+        from shared_codegen.ops.cluster.lowering import cta_rank
+        dest = ctx.builder.and_(cta_rank(ctx), ctx.i32(mask))
+        _asm(ctx, "{\n.reg .b64 remote;\n"
+                  "@$0 mapa.shared::cluster.u64 remote, $1, $2;\n"
+                  f"@$0 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote], "
+                  f"{op.attrs['count']};\n}}",
+             "b,l,r", [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar), dest])
+        return None
     _asm(ctx, f"@$0 mbarrier.arrive.shared::cta.b64 _, [$1], {op.attrs['count']};",
          "b,l", [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
     return None
