@@ -57,6 +57,12 @@ def check_tcgen05_mma(a, b, d) -> None:
     if not isinstance(d, TensorMemoryType) or not isinstance(d.layout, TensorMemoryLayout):
         raise ValueError(f"tcgen05_mma accumulates in tensor memory: acc must be a tensor "
                          f"memory descriptor (allocate_tensor_memory), got {d}")
+    if d.layout.two_ctas:
+        # cta_group::2: one MMA over both CTAs of a pair, operands and accumulator split
+        # between them (docs/clusters.md, "Not supported yet").
+        raise ValueError("tcgen05_mma: an accumulator in TensorMemoryLayout(two_ctas=True) "
+                         "makes a two-CTA (cta_group::2) MMA, which is not supported yet; use "
+                         "two_ctas=False")
     if not isinstance(a, (SharedMemoryType, TensorMemoryType)):
         raise ValueError(f"a must be a shared memory or tensor memory descriptor, got {a}")
     if not isinstance(b, SharedMemoryType):
