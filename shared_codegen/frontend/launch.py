@@ -432,7 +432,8 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
             type(g) is int and g >= 0 for g in grid):
         grid = normalize_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     runtime_args = [values[i] for i in variant.runtime_positions]
-    for index, box in variant.kernel.metadata.get("tma_boxes", {}).items():
+    boxes = variant.kernel.metadata.get("tma_boxes", {}) if num_ctas != 1 else {}
+    for index, box in boxes.items():
         # Multicast loads fetch slices of the block: their maps have the slice's box.
         arg = runtime_args[int(index)]
         if not hasattr(arg, "with_box"):

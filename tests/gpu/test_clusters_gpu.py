@@ -56,3 +56,19 @@ def test_cta_ranks_cluster_ids_and_remote_arrivals(torch):
     ck.gather_arrivals_kernel[(3,)](counts, 4, num_ctas=4)
     torch.cuda.synchronize()
     assert counts.tolist() == [4, 4, 4]
+
+
+def test_a_warp_specialized_multicast_pipeline_matches_numpy(torch):
+    # The worker warps take part in the cluster barrier before the split, and the consumers
+    # release the slot to every CTA with multicast_cta arrivals.
+    steps, bm, bk = 8, 64, 64
+    a = torch.randn(steps * bm, bk, generator=torch.Generator().manual_seed(3)).to(
+        torch.float16)
+    a_desc = TensorDescriptor.from_tensor(
+        a.cuda(), [bm, bk], gl.NVMMASharedLayout.get_default_for([bm, bk], gl.float16))
+    out = torch.zeros((4, 2, bm, bk), device="cuda", dtype=torch.float32)
+    ck.multicast_pipeline_kernel[(4,)](a_desc, out, steps, num_ctas=2)
+    torch.cuda.synchronize()
+    ref = a.float().numpy().reshape(steps, bm, bk).sum(0)
+    np.testing.assert_allclose(out.cpu().numpy(), np.broadcast_to(ref, (4, 2, bm, bk)),
+                               rtol=1e-5, atol=1e-4)

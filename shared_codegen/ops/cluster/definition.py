@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared_codegen.ir.core import OpDef, format_attrs
+from shared_codegen.ir.core import OpDef, Operation, VerificationError, format_attrs
 from shared_codegen.ir.types import int32
 from shared_codegen.layouts.relations import OWN_LAYOUTS
 
@@ -31,6 +31,44 @@ CTA_RANK, ARRIVE, WAIT = "ttng.cluster_cta_rank", "ttng.cluster_arrive", "ttng.c
 
 def _where(op) -> str:
     return f"{op.loc.file}:{op.loc.line}" if op.loc.line else "<kernel>"
+
+
+def check_placement(op) -> None:
+    """A cluster barrier waits for every (non-exited) thread of the cluster. In a kernel with
+    `gl.warp_specialize`, the worker warps run only their partitions: they repeat the
+    kernel's top-level cluster barriers before the first hand-off (ops/warp_specialize/
+    lowering.py) and have exited after a single call's join. Anything else would hang on the
+    GPU, so it is refused here (the interpreter, which runs a CTA as one agent, would not
+    notice)."""
+    from shared_codegen.ops.warp_specialize.definition import WarpSpecializeOp
+
+    name = op.opdef.user_name
+    enclosing, block = [], op.parent
+    while block is not None and isinstance(getattr(block.parent, "parent", None), Operation):
+        enclosing.append(block.parent.parent)
+        block = block.parent.parent.parent
+    if block is None:
+        return
+    if any(isinstance(o.opdef, WarpSpecializeOp) for o in enclosing):
+        raise VerificationError(
+            f"{name} inside a gl.warp_specialize partition is not supported: the cluster "
+            f"barrier waits for every thread of the cluster, the other partitions' warps "
+            f"included; order partitions across CTAs with mbarrier arrivals "
+            f"(mbarrier.arrive(..., from_cta=, multicast_cta=))", op)
+    splits = [i for i, o in enumerate(block.ops) if isinstance(o.opdef, WarpSpecializeOp)]
+    if not splits:
+        return
+    statement = block.ops.index(enclosing[-1] if enclosing else op)
+    if statement < splits[0] and enclosing:
+        raise VerificationError(
+            f"{name} before gl.warp_specialize must be at the kernel's top level, not inside "
+            f"a loop or branch: the worker warps repeat the top-level cluster barriers before "
+            f"the hand-off", op)
+    if statement > splits[0] and len(splits) > 1:
+        raise VerificationError(
+            f"{name} after gl.warp_specialize in a kernel with several gl.warp_specialize "
+            f"calls is not supported: the worker warps wait for the next call and never reach "
+            f"the cluster barrier", op)
 
 
 class ClusterCTARankOp(OpDef):
@@ -64,6 +102,9 @@ class ClusterArriveOp(OpDef):
     def print_attrs(self, op):
         return format_attrs({"relaxed": True}) if op.attrs.get("relaxed") else ""
 
+    def verify(self, op):
+        check_placement(op)
+
     def interpret(self, op, frame):
         cluster = frame.cluster
         if cluster is None:
@@ -87,6 +128,9 @@ class ClusterWaitOp(OpDef):
     @staticmethod
     def build(b):
         return b.create(WAIT, [], [])
+
+    def verify(self, op):
+        check_placement(op)
 
     def interpret(self, op, frame):
         cluster = frame.cluster

@@ -354,7 +354,9 @@ class ArriveBarrierOp(OpDef):
     phase (PTX ISA 9.7.13.15.12 mbarrier.arrive). In a cluster (`num_ctas > 1`), `from_cta`
     is Triton's mask of the CTA-id bits kept when routing the arrival: CTA r arrives on the
     barrier at the same offset in CTA `r & from_cta` (`mapa` + `.shared::cluster`); the
-    default, every bit, is the CTA's own barrier."""
+    default, every bit, is the CTA's own barrier. `multicast_cta` (Triton 3.9's Rubin
+    spelling) arrives on the barrier of every CTA c with `c & ~m == r & ~m`, itself included:
+    the CTAs that differ from r only in the bits of m."""
 
     name = ARRIVE
     layout_rule = OWN_LAYOUTS
@@ -362,14 +364,17 @@ class ArriveBarrierOp(OpDef):
     memory_effects = frozenset({WRITE_SHARED})
 
     @staticmethod
-    def build(b, bar, count: int = 1, pred=None, from_cta=None):
+    def build(b, bar, count: int = 1, pred=None, from_cta=None, multicast_cta: int = 0):
         attrs = {"count": int(count), "has_pred": pred is not None}
         if from_cta is not None:
             attrs["from_cta"] = int(from_cta)
+        if multicast_cta:
+            attrs["multicast_cta"] = int(multicast_cta)
         return b.create(ARRIVE, [bar] + ([pred] if pred is not None else []), [], attrs)
 
     def print_attrs(self, op):
-        return format_attrs({k: op.attrs[k] for k in ("count", "from_cta") if k in op.attrs})
+        return format_attrs({k: op.attrs[k] for k in ("count", "from_cta", "multicast_cta")
+                             if k in op.attrs})
 
     def verify(self, op):
         _verify_counted_arrival(op, "count", "count")
@@ -379,17 +384,27 @@ class ArriveBarrierOp(OpDef):
         if not _active(frame, pred_of(op, 1)):
             return []
         view = frame[op.operands[0]]
-        mask = op.attrs.get("from_cta")
-        if mask is not None and frame.cluster is not None:
+        if frame.cluster is None:
+            barrier_state(frame, op, view).arrive(op.attrs["count"], frame, op)
+            return []
+        for dest in arrival_targets(frame.cta_rank, frame.cluster.size, op.attrs):
+            if dest == frame.cta_rank:
+                barrier_state(frame, op, view).arrive(op.attrs["count"], frame, op)
+                continue
             from shared_codegen.ops.tma.multicast import peer_view
-            dest = frame.cta_rank & mask
-            if dest != frame.cta_rank:
-                peer = peer_view(frame, op, view, dest, "mbarrier.arrive on a barrier of")
-                state = barrier_state(frame.cluster.frame_of(dest), op, peer)
-                state.arrive(op.attrs["count"], frame, op, remote=True)
-                return []
-        barrier_state(frame, op, view).arrive(op.attrs["count"], frame, op)
+            peer = peer_view(frame, op, view, dest, "mbarrier.arrive on a barrier of")
+            state = barrier_state(frame.cluster.frame_of(dest), op, peer)
+            state.arrive(op.attrs["count"], frame, op, remote=True)
         return []
+
+
+def arrival_targets(rank: int, num_ctas: int, attrs) -> List[int]:
+    """The CTAs whose barrier an `arrive_barrier` of CTA `rank` signals (see the op)."""
+    multicast = attrs.get("multicast_cta", 0)
+    if multicast:
+        return [c for c in range(num_ctas) if c & ~multicast == rank & ~multicast]
+    mask = attrs.get("from_cta")
+    return [rank if mask is None else rank & mask]
 
 
 class WaitBarrierOp(OpDef):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from shared_codegen.ir.core import Operation, lowering_rule
+from shared_codegen.ir.core import Block, Operation, lowering_rule
 from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
 from shared_codegen.ops.cluster.lowering import cta_rank
 from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
@@ -77,13 +77,30 @@ def _check_multicast_use(ctx, op, desc) -> None:
             if isinstance(inner.opdef, AsyncTMACopyGlobalToLocalOp) and \
                     inner.attrs.get("multicast"):
                 d = inner.operands[0]
-                boxes[d] = slice_box(d.type, getattr(ctx, "num_ctas", 1))
+                boxes[_outermost(d)] = slice_box(d.type, getattr(ctx, "num_ctas", 1))
+    desc = _outermost(desc)
     if desc in boxes and not op.attrs.get("multicast"):
         raise LoweringError(f"this TMA op uses the descriptor `{desc.name_hint or 'desc'}`, "
                             f"which a multicast load also uses; its tensor map's box is then "
                             f"the multicast slice {boxes[desc]}, not the block "
                             f"{list(desc.type.block_shape)}: pass a second descriptor of the "
                             f"same tensor for the other copies", op)
+
+
+def _outermost(value):
+    """A descriptor a warp_specialize partition captured, as the value passed in (the kernel
+    parameter the launch encodes)."""
+    from shared_codegen.ops.warp_specialize.definition import WarpSpecializeOp, worker_operands
+    while isinstance(value.owner, Block):
+        region = value.owner.parent
+        op = getattr(region, "parent", None)
+        if not isinstance(op, Operation) or not isinstance(op.opdef, WarpSpecializeOp):
+            break
+        index = op.regions.index(region)
+        if index == 0:
+            break
+        value = worker_operands(op)[index - 1][value.index]
+    return value
 
 
 def _kernel_ops(op):

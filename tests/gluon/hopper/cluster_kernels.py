@@ -92,3 +92,46 @@ def early_multicast_kernel(a_desc):
     tma.async_load(a_desc, [0, 0], bar, a_smem, multicast=True)
     mbarrier.wait(bar, 0)
     cluster.barrier()
+
+
+@gluon.jit
+def _multicast_loader(a_desc, smem, ready, empty, STEPS: gl.constexpr):
+    for i in range(STEPS):
+        mbarrier.wait(empty, (i & 1) ^ 1)  # every CTA's consumer released the slot
+        mbarrier.expect(ready, a_desc.block_type.nbytes)
+        tma.async_load(a_desc, [i * a_desc.block_shape[0], 0], ready, smem, multicast=True)
+    # The peers' last releases arrive here: wait for them before this CTA may leave.
+    mbarrier.wait(empty, (STEPS & 1) ^ 1)
+
+
+@gluon.jit
+def _summing_consumer(a_desc, smem, ready, empty, out, STEPS: gl.constexpr):
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
+    BM: gl.constexpr = a_desc.block_shape[0]
+    BK: gl.constexpr = a_desc.block_shape[1]
+    acc = gl.zeros([BM, BK], gl.float32, layout)
+    for i in range(STEPS):
+        mbarrier.wait(ready, i & 1)
+        acc += smem.load(layout).to(gl.float32)
+        # Every CTA's loader multicasts into this CTA's smem: release it to all of them.
+        mbarrier.arrive(empty, multicast_cta=gl.num_ctas() - 1)
+    rows = gl.arange(0, BM, gl.SliceLayout(1, layout))
+    cols = gl.arange(0, BK, gl.SliceLayout(0, layout))
+    base = (gl.program_id(0) * gl.num_ctas() + cluster.cta_rank()) * BM * BK
+    gl.store(out + base + rows[:, None] * BK + cols[None, :], acc)
+
+
+@gluon.jit
+def multicast_pipeline_kernel(a_desc, out, STEPS: gl.constexpr):
+    """Warp-specialized: a 1-warp loader multicasts STEPS tiles of A (one slot, each CTA
+    fetching a slice for all); the default warps sum them. Every CTA's sum is the same; the
+    empty barrier counts one release per CTA of the cluster (`multicast_cta` arrivals)."""
+    smem = gl.allocate_shared_memory(a_desc.dtype, a_desc.block_shape, a_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(ready, count=1)
+    mbarrier.init(empty, count=gl.num_ctas())
+    fence_async_shared(cluster=True)
+    cluster.barrier()  # the worker warps take part too (before the split)
+    gl.warp_specialize([(_summing_consumer, (a_desc, smem, ready, empty, out, STEPS)),
+                        (_multicast_loader, (a_desc, smem, ready, empty, STEPS))], [1], [24])

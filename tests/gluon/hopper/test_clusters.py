@@ -296,3 +296,63 @@ def test_two_cta_mma_and_barriers_are_refused_by_name():
             "mbarrier.allocate_mbarrier: two_ctas=True is not supported (no two-CTA "
             "(cta_group::2) barriers here); leave it at False")):
         gluon.compile(pair_barrier, signature={"out": "*fp32"}, num_ctas=2)
+
+
+def test_a_warp_specialized_multicast_pipeline_with_multicast_releases():
+    steps, bm, bk = 3, 64, 64
+    a = np.random.default_rng(5).standard_normal((steps * bm, bk)).astype(np.float16)
+    a_desc, _ = _descriptors(a, a, bm, bk, bk)
+    out = np.zeros((2, 2, bm, bk), np.float32)  # [program, CTA]: every one sums all tiles
+    ck.multicast_pipeline_kernel[(2,)](a_desc, out, steps, num_ctas=2)
+    ref = a.astype(np.float32).reshape(steps, bm, bk).sum(0)
+    np.testing.assert_allclose(out, np.broadcast_to(ref, out.shape), rtol=1e-6, atol=1e-6)
+    ptx = gluon.compile(ck.multicast_pipeline_kernel, signature={"a_desc": a_desc, "out": "*fp32"},
+                        constexprs={"STEPS": steps}, num_ctas=2).asm["ptx"]
+    # The default warps and the worker warps (their path, before the hand-off) each pass the
+    # top-level cluster barrier once.
+    assert ptx.count("barrier.cluster.arrive.aligned;") == 2
+    assert ptx.count("barrier.cluster.wait.aligned;") == 2
+    # multicast_cta: one predicated remote arrival per CTA of the cluster.
+    assert ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote], 1;") == 2
+
+
+def test_cluster_barriers_the_worker_warps_cannot_mirror_are_refused():
+    @gluon.jit
+    def _part(x):
+        cluster.barrier()
+
+    @gluon.jit
+    def _other(x):
+        pass
+
+    @gluon.jit
+    def in_partition(x):
+        gl.warp_specialize([(_part, (x,)), (_other, (x,))], [1], [24])
+
+    @gluon.jit
+    def in_a_loop(x, n):
+        for i in range(n):
+            cluster.barrier()
+        gl.warp_specialize([(_other, (x,)), (_other, (x,))], [1], [24])
+
+    @gluon.jit
+    def after_two_calls(x):
+        gl.warp_specialize([(_other, (x,)), (_other, (x,))], [1], [24])
+        gl.warp_specialize([(_other, (x,)), (_other, (x,))], [1], [24])
+        cluster.barrier()
+
+    for kernel, signature, message in [
+            (in_partition, {"x": "*i32"},
+             "cluster.arrive inside a gl.warp_specialize partition is not supported: the "
+             "cluster barrier waits for every thread of the cluster, the other partitions' "
+             "warps included"),
+            (in_a_loop, {"x": "*i32", "n": "i32"},
+             "cluster.arrive before gl.warp_specialize must be at the kernel's top level, not "
+             "inside a loop or branch: the worker warps repeat the top-level cluster barriers "
+             "before the hand-off"),
+            (after_two_calls, {"x": "*i32"},
+             "cluster.arrive after gl.warp_specialize in a kernel with several "
+             "gl.warp_specialize calls is not supported: the worker warps wait for the next "
+             "call and never reach the cluster barrier")]:
+        with pytest.raises(CompilationError, match=re.escape(message)):
+            gluon.compile(kernel, signature=signature, num_ctas=2)

@@ -53,11 +53,15 @@ def expect(mbarrier, bytes, pred=True, _semantic=None):
 
 
 @builtin
-def arrive(mbarrier, *, count=1, pred=True, from_cta=None, _semantic=None):
+def arrive(mbarrier, *, count=1, pred=True, from_cta=None, multicast_cta=0, _semantic=None):
     """Arrive `count` times on the current phase (`mbarrier.arrive`). `from_cta` (Triton
     3.8+, kernels with `num_ctas > 1`): the mask of CTA-id bits kept when routing the
     arrival, in [0, num_ctas - 1]: CTA r arrives on the barrier of CTA `r & from_cta`
-    (0: every CTA arrives on CTA 0's; the default, num_ctas - 1: on its own)."""
+    (0: every CTA arrives on CTA 0's; the default, num_ctas - 1: on its own).
+    `multicast_cta` (Triton 3.9 spells it on `gl.nvidia.rubin.mbarrier.arrive`): arrive on
+    the barrier of every CTA c of this one's class, `c & ~multicast_cta == rank &
+    ~multicast_cta` (itself included): e.g. a consumer releasing a buffer that every CTA of
+    the cluster multicasts into. Lowered on sm_90 as one remote arrival per CTA."""
     from gluon.language._core import cluster_size
 
     bar = _barrier(mbarrier, "mbarrier.arrive")
@@ -69,8 +73,21 @@ def arrive(mbarrier, *, count=1, pred=True, from_cta=None, _semantic=None):
                 not 0 <= from_cta <= num_ctas - 1:
             raise ValueError(f"mbarrier.arrive: from_cta must be a compile-time int in "
                              f"[0, num_ctas - 1] = [0, {num_ctas - 1}], got {from_cta!r}")
+    multicast_cta = unwrap(multicast_cta)
+    if isinstance(multicast_cta, bool) or not isinstance(multicast_cta, int):
+        raise TypeError(f"mbarrier.arrive: multicast_cta must be a compile-time int, got "
+                        f"{multicast_cta!r}")
+    if multicast_cta:
+        num_ctas = cluster_size(_semantic)
+        if not 0 < multicast_cta <= num_ctas - 1:
+            raise ValueError(f"mbarrier.arrive: multicast_cta must be in [1, num_ctas - 1] = "
+                             f"[1, {num_ctas - 1}] (0: no multicast), got {multicast_cta}")
+        if from_cta is not None and from_cta != num_ctas - 1:
+            raise ValueError(f"mbarrier.arrive: from_cta={from_cta} routes the arrival to "
+                             f"another CTA and cannot be combined with multicast_cta")
     _checked(ArriveBarrierOp.build(_semantic.builder, bar.handle, count,
-                                   pred_arg(pred, _semantic, "mbarrier.arrive"), from_cta))
+                                   pred_arg(pred, _semantic, "mbarrier.arrive"), from_cta,
+                                   multicast_cta))
 
 
 @builtin
