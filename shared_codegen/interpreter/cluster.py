@@ -41,6 +41,7 @@ class ClusterCTA:
         self.status = "ready"        # ready | running | blocked | done | failed
         self.ready: Optional[Callable[[], bool]] = None
         self.waiting: Optional[Callable[[], str]] = None
+        self.op = None               # the op it blocked at
         self.error: Optional[BaseException] = None
         self.thread: Optional[threading.Thread] = None
 
@@ -105,9 +106,9 @@ class Cluster:
     def block(self, frame, ready: Callable[[], bool], waiting: Callable[[], str]) -> None:
         """Hand the baton on until `ready()` holds; `waiting()` says what for, in reports."""
         cta = self.ctas[frame.cta_rank]
-        cta.ready, cta.waiting = ready, waiting
+        cta.ready, cta.waiting, cta.op = ready, waiting, frame.op
         self._yield_from(cta, "blocked")
-        cta.ready = cta.waiting = None
+        cta.ready = cta.waiting = cta.op = None
 
     # ---- baton -------------------------------------------------------------------------------
     def _wait_for_baton(self, cta: ClusterCTA) -> None:
@@ -179,7 +180,12 @@ class Cluster:
                 lines.append(f"  CTA {cta.rank} has returned")
             else:
                 lines.append(f"  CTA {cta.rank} {cta.waiting()}")
-        return DeadlockError("\n".join(lines))
+        error = DeadlockError("\n".join(lines))
+        # Located at the first blocked CTA's op, so the traceback ends on that kernel line.
+        op = next((c.op for c in self.ctas if c.op is not None and c.op.loc.line), None)
+        if op is not None:
+            error.file, error.line = op.loc.file, op.loc.line
+        return error
 
 
 def run_clusters(program_ids, size: int, make_frame, run) -> None:

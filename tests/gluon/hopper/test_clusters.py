@@ -89,6 +89,7 @@ def test_a_cluster_barrier_one_cta_never_reaches_is_a_deadlock():
     with pytest.raises(DeadlockError) as info:
         ck.lonely_cluster_barrier_kernel[(1,)](np.zeros(2, np.int32), num_ctas=2)
     assert str(info.value) == expected
+    assert (info.value.file, info.value.line) == (FILE, line)
 
 
 def test_remote_arrivals_reach_cta_zero():
