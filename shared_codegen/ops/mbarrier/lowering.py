@@ -62,8 +62,13 @@ def lower_init_barrier(op, ctx):
         _asm(ctx, f"@$0 mbarrier.init.shared.b64 [$1], {op.attrs['count']};", "b,l",
              [thread_zero(ctx), bar_address(ctx, op, bar)])
         return None
+    # In a cluster, peers signal the barrier too (multicast loads, remote arrivals): the
+    # init is released to them as well (`fence.mbarrier_init`, PTX ISA 9.7.13.4.18), ahead
+    # of the cluster barrier that makes them wait for it.
+    cluster_fence = "\n@$0 fence.mbarrier_init.release.cluster;" \
+        if getattr(ctx, "num_ctas", 1) > 1 else ""
     _asm(ctx, f"@$0 mbarrier.init.shared::cta.b64 [$1], {op.attrs['count']};\n"
-              "@$0 fence.proxy.async.shared::cta;",
+              "@$0 fence.proxy.async.shared::cta;" + cluster_fence,
          "b,l", [thread_zero(ctx), bar_address(ctx, op, bar)])
     return None
 

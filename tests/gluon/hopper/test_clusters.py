@@ -148,6 +148,7 @@ def test_the_multicast_gemm_compiles_to_cluster_ptx_and_records_the_slice_box():
     assert ptx.count("barrier.cluster.arrive.aligned;") == 3
     assert ptx.count("barrier.cluster.wait.aligned;") == 3
     assert "fence.proxy.async.shared::cluster;" in ptx
+    assert "fence.mbarrier_init.release.cluster;" in ptx
     assert "mov.b16 \t%rs1, 3;" in ptx  # the ctaMask: both CTAs
     assert kernel.metadata["tma_boxes"] == {"0": [32, 64]}  # a_desc's map: the slice
     assert kernel.asm["cubin"][:4] == b"\x7fELF"
