@@ -273,27 +273,12 @@ def test_tile_kernels_keep_one_cta_per_program():
         copy[(1,)](np.zeros(1, np.int32), num_ctas=2)
 
 
-def test_two_cta_mma_and_barriers_are_refused_by_name():
-    from gluon.language.nvidia.blackwell import (TensorMemoryLayout, allocate_tensor_memory,
-                                                 tcgen05_mma)
-
-    @gluon.jit
-    def pair_mma(out):
-        a = gl.allocate_shared_memory(gl.float16, [128, 64], gl.NVMMASharedLayout(128, 16))
-        b = gl.allocate_shared_memory(gl.float16, [64, 64], gl.NVMMASharedLayout(128, 16))
-        acc = allocate_tensor_memory(gl.float32, [128, 64],
-                                     TensorMemoryLayout([128, 64], col_stride=1, two_ctas=True))
-        tcgen05_mma(a, b, acc)
-
+def test_two_cta_barriers_are_refused_by_name():
     @gluon.jit
     def pair_barrier(out):
         bar = mbarrier.allocate_mbarrier(two_ctas=True)
         mbarrier.init(bar, count=1)
 
-    with pytest.raises(CompilationError, match=re.escape(
-            "tcgen05_mma: an accumulator in TensorMemoryLayout(two_ctas=True) makes a two-CTA "
-            "(cta_group::2) MMA, which is not supported yet; use two_ctas=False")):
-        gluon.compile(pair_mma, signature={"out": "*fp32"}, target="sm_100a", num_ctas=2)
     with pytest.raises(CompilationError, match=re.escape(
             "mbarrier.allocate_mbarrier: two_ctas=True is not supported (no two-CTA "
             "(cta_group::2) barriers here); leave it at False")):

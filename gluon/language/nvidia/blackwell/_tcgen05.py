@@ -8,7 +8,8 @@ Types and layouts are checked at the call in the user's terms
 (`shared_codegen.ops.tcgen05.definition.check_tcgen05_mma`); the op verifier repeats them.
     tcgen05_copy(src_smem, dst_tmem)   # shared -> tensor memory, in order with the MMAs
 
-Not here yet: `tcgen05_mma_scaled`, `multicast=True` (two-CTA MMA).
+Not here yet: `tcgen05_mma_scaled`, `multicast=True`. Two-CTA MMAs (an accumulator in
+`TensorMemoryLayout(two_ctas=True)`, Triton 3.6's way): ops/tcgen05/pair.py, docs/clusters.md.
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ def tcgen05_mma(a, b, acc, *, use_acc=True, pred=True, multicast=False, mbarrier
         raise NotImplementedError("tcgen05_mma: multicast=True (two-CTA MMA) is not "
                                   "supported yet")
     check_tcgen05_mma(a.type, b.type, acc.type)
+    if acc.type.layout.two_ctas:
+        from gluon.language._core import cluster_size
+        num_ctas = cluster_size(_semantic)
+        if num_ctas % 2:
+            raise ValueError(f"tcgen05_mma: a two-CTA MMA (acc in TensorMemoryLayout("
+                             f"two_ctas=True)) runs on CTA pairs: launch with num_ctas = 2, 4 "
+                             f"or 8 (this kernel has num_ctas={num_ctas})")
     bars = list(unwrap(mbarriers) or [])
     for bar in bars:
         smem_arg(bar, "tcgen05_mma", "each of mbarriers")
