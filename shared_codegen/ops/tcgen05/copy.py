@@ -95,11 +95,6 @@ class TCGen5CopyOp(OpDef):
             check_tcgen05_copy(op.operands[0].type, op.operands[1].type)
         except ValueError as exc:
             raise VerificationError(str(exc), op) from None
-        from shared_codegen.ops.tcgen05.pair import function_of, pair_kernel
-        if pair_kernel(function_of(op)):
-            raise VerificationError("tcgen05_copy in a kernel of two-CTA tcgen05 MMAs is not "
-                                    "supported (its cta_group::2 form, copying into both CTAs "
-                                    "of a pair, is not written yet)", op)
 
     def interpret(self, op, frame):
         src, dst = op.operands

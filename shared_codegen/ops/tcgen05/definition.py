@@ -371,12 +371,9 @@ class TCGen5MMAOp(OpDef):
                 check_barrier(bar.type, "each of mbarriers")
         except ValueError as exc:
             raise VerificationError(str(exc), op) from None
-        from shared_codegen.ops.tcgen05.pair import function_of, pair_kernel
-        if pair_kernel(function_of(op)) and not d.type.layout.two_ctas:
-            raise VerificationError("this kernel has two-CTA tcgen05 MMAs (an acc in "
-                                    "TensorMemoryLayout(two_ctas=True)); PTX wants one "
-                                    "cta_group for all of a kernel's tcgen05 instructions, so "
-                                    "every tcgen05_mma must be two-CTA", op)
+        if d.type.layout.two_ctas:
+            from shared_codegen.ops.tcgen05.pair import check_one_cta_group
+            check_one_cta_group(op)
 
     def interpret(self, op, frame):
         a_v, b_v, d_v, use_v, pred_v, bars, preds = self.parts(op)
@@ -417,6 +414,11 @@ def _interpret_pair(op, frame):
         return data, idx.reshape(-1)
 
     a, b, reads = pair_operands(frame, op, a_v, b_v, peer, read)
+    hb = current_hb(frame)
+    if hb is not None:  # this CTA's partitions: its own operand halves are read
+        for buf, idx in reads[::2]:
+            hb.access(frame, op, buf, idx, write=False, what="tcgen05_mma reads",
+                      noun="tcgen05 read", engine="tcgen05_mma")
     if b_v.type.element == float32:  # the tensor cores read tf32
         a, b = _tf32(a), _tf32(b)
     mine = frame[d_v]

@@ -60,6 +60,25 @@ def pair_program(frame, op) -> bool:
     return known
 
 
+def check_one_cta_group(pair_op) -> None:
+    """VerificationError at the offending op unless every tcgen05 op of `pair_op`'s kernel
+    can be `cta_group::2` (PTX wants one cta_group per kernel)."""
+    from shared_codegen.ir.core import VerificationError
+    from shared_codegen.ops.tcgen05.copy import TCGen5CopyOp
+    from shared_codegen.ops.tcgen05.definition import TCGen5MMAOp
+    fn = function_of(pair_op)
+    for o in fn.walk() if fn is not None else ():
+        if isinstance(o.opdef, TCGen5MMAOp) and not is_pair_mma(o):
+            raise VerificationError("this kernel has two-CTA tcgen05 MMAs (an acc in "
+                                    "TensorMemoryLayout(two_ctas=True)); PTX wants one "
+                                    "cta_group for all of a kernel's tcgen05 instructions, so "
+                                    "every tcgen05_mma must be two-CTA", o)
+        if isinstance(o.opdef, TCGen5CopyOp):
+            raise VerificationError("tcgen05_copy in a kernel of two-CTA tcgen05 MMAs is not "
+                                    "supported (its cta_group::2 form, copying into both CTAs "
+                                    "of a pair, is not written yet)", o)
+
+
 def check_pair_shapes(a, b, d) -> tuple:
     """(M, K, N) of a two-CTA MMA from one CTA's halves; ValueError in the user's terms."""
     from shared_codegen.ir.types import SharedMemoryType
@@ -123,5 +142,5 @@ def pair_operands(frame, op, a_v, b_v, peer, read_smem):
     return np.concatenate([a0, a1], axis=0), np.concatenate([b0, b1], axis=1), reads
 
 
-__all__ = ["pair_kernel", "pair_program", "is_pair_mma", "check_pair_shapes", "leader_and_peer", "peer_tmem",
+__all__ = ["pair_kernel", "pair_program", "is_pair_mma", "check_one_cta_group", "check_pair_shapes", "leader_and_peer", "peer_tmem",
            "pair_operands", "function_of"]

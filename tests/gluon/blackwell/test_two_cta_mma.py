@@ -108,6 +108,15 @@ def test_two_cta_mma_misuse_is_refused():
         tcgen05_mma(_smem(128, 64), _smem(64, 64), acc)
         tcgen05_mma(_smem(128, 64), _smem(64, 64), single)
 
+    @gluon.jit
+    def with_copy(x, LAYOUT: gl.constexpr):
+        acc = allocate_tensor_memory(gl.float32, [128, 128], LAYOUT)
+        tcgen05_mma(_smem(128, 64), _smem(64, 64), acc)
+        src = gl.allocate_shared_memory(gl.float32, [128, 32], gl.NVMMASharedLayout(128, 32))
+        dst = allocate_tensor_memory(gl.float32, [128, 32],
+                                     TensorMemoryLayout([128, 32], col_stride=1))
+        tcgen05_copy(src, dst)
+
     cases = [
         (one_cta, 1, "tcgen05_mma: a two-CTA MMA (acc in TensorMemoryLayout(two_ctas=True)) "
                      "runs on CTA pairs: launch with num_ctas = 2, 4 or 8 (this kernel has "
@@ -117,6 +126,9 @@ def test_two_cta_mma_misuse_is_refused():
         (mixed, 2, "this kernel has two-CTA tcgen05 MMAs (an acc in "
                    "TensorMemoryLayout(two_ctas=True)); PTX wants one cta_group for all of a "
                    "kernel's tcgen05 instructions, so every tcgen05_mma must be two-CTA"),
+        (with_copy, 2, "tcgen05_copy in a kernel of two-CTA tcgen05 MMAs is not supported "
+                       "(its cta_group::2 form, copying into both CTAs of a pair, is not "
+                       "written yet)"),
     ]
     for kernel, num_ctas, message in cases:
         with pytest.raises(CompilationError, match=re.escape(message)):
