@@ -343,3 +343,29 @@ def test_cluster_barriers_the_worker_warps_cannot_mirror_are_refused():
              "call and never reach the cluster barrier")]:
         with pytest.raises(CompilationError, match=re.escape(message)):
             gluon.compile(kernel, signature=signature, num_ctas=2)
+
+
+def test_layouts_that_split_a_tensor_across_ctas_are_refused():
+    split = gl.BlockedLayout([1, 1], [32, 1], [4, 1], [1, 0], cga_layout=[[32, 0]])
+    shared = gl.NVMMASharedLayout(128, 16, cga_layout=[[1, 0]])
+
+    @gluon.jit
+    def rows(out, L: gl.constexpr):
+        x = gl.arange(0, 64, gl.SliceLayout(1, L))
+        gl.store(out + x, x)
+
+    @gluon.jit
+    def buffer(out, L: gl.constexpr):
+        smem = gl.allocate_shared_memory(gl.float16, [128, 64], L)
+
+    with pytest.raises(CompilationError, match=re.escape(
+            "splits the tensor across the CTAs of a cluster (cga_layout bases [[32]]), which "
+            "is not supported: every CTA holds whole tensors here; give each CTA its part with "
+            "cluster.cta_rank() (docs/clusters.md)")):
+        rows[(1,)](np.zeros(64, np.int32), split, num_ctas=2)
+    with pytest.raises(CompilationError, match=re.escape(
+            "NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, cga_layout=[[1, "
+            "0]]) spreads the tile over several CTAs; multi-CTA shared memory is not "
+            "supported")):
+        gluon.compile(buffer, signature={"out": "*fp16"}, constexprs={"L": shared},
+                      num_ctas=2)
