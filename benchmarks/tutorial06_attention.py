@@ -19,17 +19,17 @@ blocks. TFLOP/s is counted as the tutorial counts it; ratio = Triton ms / ours m
 means ours is faster). `--interpret` runs the tile frontend in the CPU interpreter at small
 shapes against a torch reference instead (CPU torch is enough).
 
-Measured on the H100 (2026-11-25, one run, interleaved, 5 rounds, short configs; ours /
-Triton 3.6 TFLOP/s; outputs and gradients equal to Triton's to the last reported digit):
-forward 0.46x-0.78x Triton (geomean 0.62x), e.g. D=64 N=16k 290 / 438 (0.66x), D=128 N=16k
-causal 425 / 549 (0.78x); backward 0.28x-0.59x (geomean 0.35x), e.g. D=64 N=16k causal
-102 / 362, D=128 N=16k causal 39 / 126. What stands in the way (from the generated IR):
-the forward's K and V come through tensor descriptors, and the loop pipeliner
-(tile/passes/pipelining.py) multi-buffers only pointer loads (cp.async): each iteration
-issues its TMA copy and waits for it, and both wgmmas are synchronous (num_stages changes
-nothing). In the backward every Q^T / dO tile (K^T / V^T in dQ) feeds two dots, one of them
-through tl.trans, and the pipeliner takes only loads with a single consumer, so none of its
-loops is pipelined either, and the four wgmmas per step each wait for the last.
+Measured on the H100 (2026-11-25, benchmarks/tutorial06_split.py, interleaved, 5 rounds,
+short configs, forward; ours / Triton 3.6): 0.77x-1.08x Triton (geomean 0.92x), kernel time
+alone 0.92x-1.08x (geomean 1.00x), max |O - torch| equal to Triton's in every case; e.g.
+D=64 N=16k 450 / 428 (1.05x), D=128 N=4k 515 / 477 (1.08x). The N=1k rows (0.77x-0.82x)
+measure host time: each call's Python costs ours 0.36-0.39 ms, Triton 0.26-0.32 ms, more
+than either kernel takes (0.1-0.2 ms). Before that session's changes (descriptor-state
+cache, Triton's attention wgmma schedule, no async-proxy fence before TMA-written operands,
+FMA contraction): 0.42x-0.98x (geomean 0.72x), kernels 0.85x-1.09x, host 0.5-0.8 ms. The
+launch fast path for autotuned kernels and the cached get_current_target came after that
+measurement. The backward (before the TMA rings, unchanged since): 0.28x-0.59x, its loads
+feeding two dots each, which the pipeliner does not take.
 """
 
 from __future__ import annotations

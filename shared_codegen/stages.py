@@ -103,6 +103,7 @@ def ptx_to_cubin(module: Module) -> Notes:
     usage = backend.parse_resource_usage(log or "").get(lowered.name)
     registers = usage.registers if usage is not None else 0
     module.stage_results["registers"] = registers
+    module.stage_results["spill_stores"] = usage.spill_stores if usage is not None else 0
     check_registers(lowered.name, registers, lowered.num_warps)
     return Notes(lambda: f"cubin: {len(cubin)} bytes for {_target(module)}\n"
                          f"nvJitLink log:\n{log or '(empty)'}")

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from typing import Any, Callable, Dict, List, Optional
+
+from shared_codegen.frontend.jit import JITFunction
 
 
 class Config:
@@ -93,7 +96,14 @@ class Autotuner:
         self.configs_timings: Dict[Config, Any] = {}
         self.bench_time = 0.0
         self.__name__ = getattr(fn, "__name__", "kernel")
-        for what, names in (("key", self.key), ("reset_to_zero", self.reset_to_zero),
+        strangers = [k for k in self.key if k not in arg_names]
+        if strangers:
+            # Triton leaves key names that are not parameters out of the key (tutorial 08's
+            # 'gropup_c_ptrs' typo); so do we, but say so.
+            warnings.warn(f"autotune key names {strangers} are not parameters of "
+                          f"{self.__name__} ({', '.join(arg_names)}); they are left out of "
+                          f"the key", UserWarning, stacklevel=3)
+        for what, names in (("reset_to_zero", self.reset_to_zero),
                             ("restore_value", self.restore_value)):
             missing = [k for k in names if k not in arg_names]
             if missing:
@@ -135,8 +145,14 @@ class Autotuner:
         self.best_config = config
         if config.pre_hook is not None:
             config.pre_hook({**named, **config.all_kwargs()})
-        return self.fn.run(*args, grid=grid, interpret=interpret, warmup=warmup,
-                           **self._merge(kwargs, config))
+        merged = self._merge(kwargs, config)
+        if interpret is None and not warmup and isinstance(self.fn, JITFunction):
+            # The launch fast path (shared_codegen/frontend/fastpath.py): once the chosen
+            # config's variant is compiled, a launch skips the full argument binding.
+            if merged.get("num_ctas") == 1:
+                del merged["num_ctas"]
+            return self.fn[grid](*args, **merged)
+        return self.fn.run(*args, grid=grid, interpret=interpret, warmup=warmup, **merged)
 
     def _merge(self, kwargs, config: Config):
         clash = [k for k in config.kwargs if k in kwargs]

@@ -27,8 +27,9 @@ from typing import Dict, List, Optional
 
 from shared_codegen.frontend.compile import explicit_layout_module
 from shared_codegen.frontend.launch import make_specialization
-from shared_codegen.ir.core import Block, Function, Module, Operation, Value
-from shared_codegen.ir.types import PointerType, ScalarType, TensorType, scalar_of
+from shared_codegen.ir.core import Block, Module, Operation, Value
+from shared_codegen.ir.types import (PointerType, ScalarType, TensorDescriptorType, TensorType,
+                                     scalar_of)
 from shared_codegen.layouts.relations import (joined_layout, reshaped_layout, split_layout,
                                               transposed_layout)
 from shared_codegen.ops.arith.definition import (BITCAST, NAN_PROPAGATING, AddPtrOp, BinaryOp,
@@ -43,6 +44,7 @@ from shared_codegen.ops.program.definition import (AssertOp, AssumeOp, BarrierOp
                                                    ProgramIdOp)
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
 from tile.convert_mma import MmaForms
+from tile.convert_tma import MBARRIER_TMA, TmaForms
 from shared_codegen.ops.tensor.definition import (BroadcastOp, ConvertLayoutOp, ExpandDimsOp,
                                                   HintOp, MakeRangeOp, ReshapeOp, SplatOp, TransOp)
 from tile.language.extra.cuda import libdevice as libdevice_module
@@ -114,7 +116,7 @@ class _Names:
         return name
 
 
-class GluonPrinter(MmaForms):
+class GluonPrinter(MmaForms, TmaForms):
     dtype = staticmethod(lambda ty: dtype_source(ty))
 
     def __init__(self, module: Module):
@@ -142,9 +144,13 @@ class GluonPrinter(MmaForms):
         elif kind == "DotOperandLayout":
             text = (f"gl.DotOperandLayout({layout.operand_index}, {self.layout(parent)}, "
                     f"{layout.k_width})")
+        elif kind == "MBarrierLayout":
+            self.imports.add(MBARRIER_TMA)
+            text = "mbarrier.MBarrierLayout()"
         else:
             text = "gl." + repr(layout)
-        prefix = (getattr(layout, "alias_prefix", None) or kind.replace("Layout", "")).upper()
+        prefix = "MBARRIER" if kind == "MBarrierLayout" else \
+            (getattr(layout, "alias_prefix", None) or kind.replace("Layout", "")).upper()
         count = sum(1 for n in self.layout_names.values() if n.rstrip("0123456789") == prefix)
         name = f"{prefix}{count}"
         self.layout_names[layout] = name
@@ -167,6 +173,7 @@ class GluonPrinter(MmaForms):
         self.block(fn.body.block, body, 1)
         if not any(line.strip() for line in body):
             body.append("    pass")
+        header += self.descriptor_parameters(fn)
         out = [f'"""{header}"""', "", "import gluon", "from gluon import language as gl",
                *sorted(self.imports)]
         if self.uses_libdevice:  # one library for both languages
@@ -180,6 +187,24 @@ class GluonPrinter(MmaForms):
         out += ["", "", "@gluon.jit", f"def {fn.name}({', '.join(params)}):"]
         out += body
         return "\n".join(out) + "\n"
+
+    def descriptor_parameters(self, fn) -> str:
+        """What each tensor-descriptor parameter must be given (a host TensorDescriptor)."""
+        lines = []
+        for a in fn.args:
+            if isinstance(a.type, TensorDescriptorType):
+                ty = a.type
+                lines.append(f"- {self.expr[a]}: a TensorDescriptor of {ty.element!r} with "
+                             f"block_shape {list(ty.block_shape)} and layout "
+                             f"{self.layout(ty.layout)} (the tile kernel's "
+                             f"`TensorDescriptor.from_tensor(x, {list(ty.block_shape)})` is "
+                             f"one; `gluon.nvidia.hopper.TensorDescriptor.from_tensor(x, "
+                             f"{list(ty.block_shape)}, {self.layout(ty.layout)})` too).")
+        return ("\nTensor descriptor parameters:\n" + "\n".join(lines) + "\n") if lines else ""
+
+    def fail(self, message: str) -> ConversionError:
+        """The error the forms (convert_mma, convert_tma) raise: `raise self.fail(...)`."""
+        return ConversionError(message)
 
     def value(self, v: Value) -> str:
         try:
@@ -202,8 +227,11 @@ class GluonPrinter(MmaForms):
         args = [self.expr.get(v) for v in op.operands]
         res = op.results[0] if op.results else None
         spelling = kind.spelling_of(op) if kind is not None else None
-        if isinstance(kind, (YieldOp, MapElementwiseReturnOp)):
+        if isinstance(kind, (YieldOp, MapElementwiseReturnOp)) or self.tensor_map_helper(op):
             return
+        if getattr(kind, "pure", False) and op.results and \
+                not any(self.uses.get(r) for r in op.results):
+            return  # dead (a descriptor's unused innermost stride, say): nothing to print
         if isinstance(kind, ConstantOp):
             self.constant(op, out, indent)
         elif isinstance(kind, (BinaryOp, AddPtrOp)) and not spelling.isidentifier():
@@ -291,7 +319,7 @@ class GluonPrinter(MmaForms):
             self.if_op(op, out, indent)
         elif isinstance(kind, WhileOp):
             self.while_loop(op, out, indent)
-        elif not self.mma_op(op, out, indent):
+        elif not self.tma_op(op, out, indent) and not self.mma_op(op, out, indent):
             raise ConversionError(f"{op.loc}: no Gluon form for `{op.name}`")
 
     # ---- individual forms ----------------------------------------------------------------
@@ -526,16 +554,29 @@ class GluonPrinter(MmaForms):
 
     def condition_helper(self, block: Block) -> str:
         saved_expr, saved_names = self.expr, self.names
-        self.expr = {v: e for v, e in saved_expr.items() if isinstance(v.owner, Function)}
-        self.names = _Names({"gl", "gluon"} | set(self.expr.values()))
+        # Everything the condition reads from outside it (kernel arguments, values of the
+        # enclosing loops and branches) is passed in under its name; literals stay inline.
+        inner, outer = set(block.args), []
+        for op in _walk(block):
+            inner.update(op.results)
+            for region in op.regions:
+                inner.update(region.block.args)
+        for op in _walk(block):
+            outer += [v for v in op.operands if v not in inner and v not in outer]
+        self.expr, extra = {}, []
+        for v in outer:
+            text = saved_expr.get(v)
+            if text is None:
+                raise ConversionError(f"value {v!r} is used before it is defined")
+            self.expr[v] = text
+            if text.isidentifier() and text not in extra:
+                extra.append(text)
+        self.names = _Names({"gl", "gluon"} | set(extra))
         params = []
         for a in block.args:
             n = self.names.fresh(a.name_hint)
             self.expr[a] = n
             params.append(n)
-        # Kernel arguments the condition reads are passed too.
-        outer = [v for op in block.ops for v in op.operands if isinstance(v.owner, Function)]
-        extra = list(dict.fromkeys(self.expr[v] for v in outer))
         lines: List[str] = []
         self.block(block, lines, 1)
         lines.append(f"    return {self.value(block.terminator.operands[0])}")
@@ -546,6 +587,13 @@ class GluonPrinter(MmaForms):
         return name, extra
 
 
+def _walk(block: Block):
+    for op in block.ops:
+        yield op
+        for region in op.regions:
+            yield from _walk(region.block)
+
+
 def module_to_gluon(module: Module, header: str = "") -> str:
     return GluonPrinter(module).print(header)
 
@@ -553,10 +601,17 @@ def module_to_gluon(module: Module, header: str = "") -> str:
 def _describe_spec(kernel, spec) -> str:
     parts = [f"{n}={spec.constants[i]!r}" for i, n in enumerate(kernel.arg_names)
              if spec.is_constexpr(i)]
-    parts += [f"{n}={spec.key[i][0]}" + (":16" if spec.hints[i] == "D" else "")
+    parts += [f"{n}={_describe_type(spec.arg_types[i], spec.key[i][0])}"
+              + (":16" if spec.hints[i] == "D" else "")
               + (" (==1)" if spec.hints[i] == "1" else "")
               for i, n in enumerate(kernel.arg_names) if not spec.is_constexpr(i)]
     return ", ".join(parts)
+
+
+def _describe_type(ty, key: str) -> str:
+    if isinstance(ty, TensorDescriptorType):
+        return f"TensorDescriptor({ty.element!r}, block_shape={list(ty.block_shape)})"
+    return key
 
 
 def _convert(kernel, spec) -> str:

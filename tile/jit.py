@@ -24,7 +24,7 @@ class _LazySemantic:
         return _semantic_class()(builder)
 
 
-TILE = Language("tile", _LazySemantic(), _stages)
+TILE = Language("tile", _LazySemantic(), _stages, fp_fusion=True)
 
 
 def jit(fn=None, *, do_not_specialize=(), debug=False, noinline=False, repr=None,

@@ -4,6 +4,8 @@ The tile frontend traces a kernel into IR whose tensors have no layout. Its own 
 that IR explicit, exactly what a Gluon author could have written; from there the stages are
 the ones every frontend shares (`shared_codegen/stages.py`):
 
+    combine_dot_add               `acc + tl.dot(a, b)` -> `tl.dot(a, b, acc)`, as Triton's
+                                  combine pass (tile/passes/combine_dot_add.py)
     layout_assignment             a layout for every tensor (coalesced accesses, mma operand
                                   layouts, reductions), `ttg.convert_layout` where they differ;
                                   each `tl.dot` becomes wgmma / mma_v2 / dot_fma for the target
@@ -29,7 +31,8 @@ planning and backend stages add what they decided or produced (attributes on the
 from shared_codegen.stages import BACKEND_STAGES
 from tile.passes import TILE_PIPELINE
 
-# The tile passes (layout_assignment, remove_redundant_conversions, cse, software_pipelining),
+# The tile passes (combine_dot_add, layout_assignment, remove_redundant_conversions, cse,
+# software_pipelining),
 # then the shared tail;
 # the docstring above names every stage, and tests/tile/test_stages.py pins the list.
 TILE_STAGES = [*TILE_PIPELINE, *BACKEND_STAGES]

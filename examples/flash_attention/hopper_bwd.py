@@ -6,34 +6,41 @@
 
 Three kernels:
 
-  1. `_delta_kernel`: delta = rowsum(dO * O) in fp32, one program per 64 rows.
-  2. `attention_bwd_kernel`: one CTA per (128-key block, batch * kv head). Three partitions
+  1. `_delta_kernel`: delta = rowsum(dO * O) and lse2 = lse * log2(e) in fp32, per
+     (batch, head) padded to whole 64-query blocks (zeros past N_q), so that the main kernel
+     can load them by TMA next to Q and dO.
+  2. `attention_bwd_kernel`: one CTA per (128-key block, batch * kv head). Two partitions
      (gl.warp_specialize):
 
-     producer: 1 warp, 24 regs            consumer WG (x2, keys n0 + 64*WG .. +64, 240 regs)
-       TMA K, V (both halves) once          wait K, V
+     producer: 1 warp, 24 regs            consumers: 2 warpgroups as one 8-warp partition,
+                                          240 regs (warpgroup w: keys n0 + 64w .. +64)
+       TMA K, V (128 keys) once             wait K, V
        for each query head of the group     for each query head of the group
          for each query block m               for each query block m
-           wait stage free                      wait Q_m, dO_m landed
-           TMA Q_m, dO_m -> ring stage          S^T = K Q_m^T, dP^T = V dO_m^T  (wgmma, smem)
-                                                P^T = exp2(S^T * scale*log2e - lse*log2e)
-                                                dV += P^T dO_m                 (wgmma, P in regs)
+           wait stage free                      wait Q_m, dO_m, lse2_m, delta_m landed
+           TMA Q_m, dO_m, lse2_m,               S^T = K Q_m^T, dP^T = V dO_m^T  (wgmma, smem)
+               delta_m -> ring stage            P^T = exp2(S^T * scale*log2e - lse2)
                                                 dS^T = P^T * (dP^T - delta)
-                                                dK += dS^T Q_m                 (wgmma, dS in regs)
-                                                dQ_m(partial) = dS K           (wgmma, dS^T
-                                                                                transposed in regs)
-                                                release the stage; atomically add dQ_m to fp32
+                                                dV += P^T dO_m                 (wgmma, P^T in regs)
+                                                dK += dS^T Q_m                 (wgmma, dS^T in regs)
+                                                dS^T -> shared memory (stmatrix)
+                                                dQ_m = dS K: [64, D], each warpgroup
+                                                       D/2 columns over all 128 keys
+                                                       (wgmma, dS^T read transposed)
+                                                dQ_m -> shared memory (fp32), release the
+                                                stage, TMA reduce-add dQ_m into dq_acc
+                                                (`tma.async_atomic_add`)
                                               dK *= sm_scale; store dK, dV
 
      Computing the transposed scores (keys as the wgmma M dimension) puts P^T and dS^T in
      the accumulator layout, from which they become the A operands of the dV and dK wgmmas
-     in registers (no shared-memory round trip). GQA: the CTA walks every query head that
-     shares its K/V head, so dK and dV are summed in registers and stored once.
-     Causal: query blocks entirely above the diagonal are never loaded, and only blocks that
-     cross the diagonal (or the ragged ends of N_q / N_kv) pay for a mask.
-     dQ: fp32 atomics (`atom.relaxed.gpu.global.add.f32`). TMA reduce-add
-     (`cp.reduce.async.bulk.tensor`, FA3's way) has no Gluon builtin yet; it would cut the
-     atomic traffic.
+     in registers. dS^T goes to shared memory once, for dQ, which sums over the keys of both
+     warpgroups; one TMA reduce per query block adds it to the fp32 buffer (16 boxes of 8
+     columns, issued by one thread), instead of 64 scalar atomics per thread. GQA: the CTA
+     walks every query head that shares its K/V head, so dK and dV are summed in registers
+     and stored once. Causal: query blocks entirely above the diagonal are never loaded and
+     only blocks that cross it pay for the causal mask; see `_consumer` for why ragged ends
+     need no mask on the query side.
   3. `_dq_convert_kernel`: dQ = dQ_acc * sm_scale in the input dtype.
 """
 
@@ -52,29 +59,36 @@ sys.path.insert(0, os.path.join(HERE, "..", ".."))
 
 import gluon  # noqa: E402
 from gluon import language as gl  # noqa: E402
-from gluon.language.nvidia.hopper import (mbarrier, tma, warpgroup_mma,  # noqa: E402
-                                          warpgroup_mma_wait)
+from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # noqa: E402
+                                          warpgroup_mma, warpgroup_mma_wait)
 from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
 
 BM = gl.constexpr(64)     # query rows per block (the N dimension of S^T)
-BN_WG = gl.constexpr(64)  # keys per consumer warpgroup (one m64 wgmma tile)
-BN = gl.constexpr(128)    # keys per CTA (two consumer warpgroups)
+BN = gl.constexpr(128)    # keys per CTA (64 per consumer warpgroup)
 LOG2E = gl.constexpr(1.4426950408889634)
 ROWS = gl.constexpr(64)   # rows per program of the pre- and post-pass
 
 
 @gluon.jit
-def _delta_kernel(o_ptr, do_ptr, delta_ptr, n_rows, D: gl.constexpr):
-    """delta[r] = sum_d dO[r, d] * O[r, d] in fp32 (o and do contiguous (rows, D))."""
+def _delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, N_Q, N_PAD, D: gl.constexpr):
+    """For the rows of one (batch, head), padded to N_PAD (a multiple of BM):
+    delta[n] = sum_d dO[n, d] * O[n, d] and lse2[n] = lse[n] * log2(e), both fp32, with
+    0 for rows past N_q and lse2 = 0 where lse = -inf (a row that sees no key: the main
+    kernel masks its scores). o, do: (rows, D) contiguous; lse: (rows,)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (D // 8), D // 8], [4, 1], [1, 0])
-    rows = gl.program_id(0) * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
+    row_l: gl.constexpr = gl.SliceLayout(1, layout)
+    bh = gl.program_id(1)
+    n = gl.program_id(0) * ROWS + gl.arange(0, ROWS, layout=row_l)
     cols = gl.arange(0, D, layout=gl.SliceLayout(0, layout))
-    offs = gl.expand_dims(rows, 1) * D + gl.expand_dims(cols, 0)
-    keep = gl.expand_dims(rows < n_rows, 1)
+    valid = n < N_Q
+    offs = gl.expand_dims((bh * N_Q + n) * D, 1) + gl.expand_dims(cols, 0)
+    keep = gl.expand_dims(valid, 1)
     o = gl.load(o_ptr + offs, mask=keep, other=0.0).to(gl.float32)
     do = gl.load(do_ptr + offs, mask=keep, other=0.0).to(gl.float32)
-    gl.store(delta_ptr + rows, gl.sum(o * do, axis=1), mask=rows < n_rows)
+    gl.store(delta_ptr + bh * N_PAD + n, gl.sum(o * do, axis=1))
+    lse = gl.load(lse_ptr + bh * N_Q + n, mask=valid, other=0.0)
+    gl.store(lse2_ptr + bh * N_PAD + n, gl.where(lse == -float("inf"), 0.0, lse * LOG2E))
 
 
 @gluon.jit
@@ -99,72 +113,78 @@ def _q_blocks(n0, N_Q, N_KV, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _producer(q_desc, do_desc, k_desc, v_desc, q_ring, do_ring, k_smem, v_smem, kv_ready,
-              qpipe, N_Q, N_KV, H_KV, GROUP, CAUSAL: gl.constexpr):
+def _producer(q_desc, do_desc, k_desc, v_desc, lse2_desc, delta_desc, q_ring, do_ring,
+              lse2_ring, delta_ring, k_smem, v_smem, kv_ready, qpipe, N_Q, N_KV, N_PAD, H_KV,
+              GROUP, CAUSAL: gl.constexpr):
     n0 = gl.program_id(0) * BN
     b = gl.program_id(1) // H_KV
     hk = gl.program_id(1) % H_KV
-    mbarrier.expect(kv_ready, 2 * (k_desc.block_type.nbytes + v_desc.block_type.nbytes))
-    for wg in gl.static_range(2):
-        tma.async_copy_global_to_shared(k_desc, [b, hk, n0 + wg * BN_WG, 0], kv_ready,
-                                        k_smem.index(wg))
-        tma.async_copy_global_to_shared(v_desc, [b, hk, n0 + wg * BN_WG, 0], kv_ready,
-                                        v_smem.index(wg))
+    mbarrier.expect(kv_ready, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [b, hk, n0, 0], kv_ready, k_smem)
+    tma.async_copy_global_to_shared(v_desc, [b, hk, n0, 0], kv_ready, v_smem)
     first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
     item = 0
     for g in range(GROUP):
         h = hk * GROUP + g
         for mb in range(first, end):
             s, ready = pipeline.producer_acquire(qpipe, item)
-            mbarrier.expect(ready, q_desc.block_type.nbytes + do_desc.block_type.nbytes)
+            mbarrier.expect(ready, q_desc.block_type.nbytes + do_desc.block_type.nbytes
+                            + lse2_desc.block_type.nbytes + delta_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [b, h, mb * BM, 0], ready, q_ring.index(s))
             tma.async_copy_global_to_shared(do_desc, [b, h, mb * BM, 0], ready,
                                             do_ring.index(s))
+            bh = b * H_KV * GROUP + h
+            tma.async_copy_global_to_shared(lse2_desc, [bh, mb * BM], ready, lse2_ring.index(s))
+            tma.async_copy_global_to_shared(delta_desc, [bh, mb * BM], ready,
+                                            delta_ring.index(s))
             item += 1
 
 
 @gluon.jit
-def _consumer(WG: gl.constexpr, q_ring, do_ring, k_smem, v_smem, kv_ready, qpipe, lse_ptr,
-              delta_ptr, dq_ptr, dk_ptr, dv_ptr, N_Q, N_KV, H, H_KV, GROUP, qk_scale, sm_scale,
-              CAUSAL: gl.constexpr):
+def _consumer(q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, dq_smem,
+              kv_ready, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV, H_KV, GROUP, qk_scale,
+              sm_scale, CAUSAL: gl.constexpr):
+    """Both consumer warpgroups as one 8-warp partition: warpgroup w owns keys
+    n0 + 64w .. +64 in S^T, dP^T, dV and dK (warps_per_cta [8, 1]) and columns
+    D/2 * w .. + D/2 of dQ (warps_per_cta [4, 2]), which sums over all 128 keys through dS^T
+    in shared memory.
+
+    No mask is needed for query rows past N_q: TMA fills their Q and dO with zeros and the
+    pre-pass their lse2 and delta, so their P is 1 and dP, dS and every product they enter
+    are 0 (and their dQ rows are clipped by the reduce). Keys past N_kv (the last key block)
+    are masked: exp2(-lse2) of their zero scores could overflow where lse2 is very negative,
+    and an inf in dS times K's zero row would be a NaN in dQ."""
     D: gl.constexpr = q_ring.shape[4]
     dtype: gl.constexpr = q_ring.dtype
-    # S^T, dP^T: [keys, queries]; dK, dV, dQ: [rows, D].
+    # S^T, dP^T: [keys, queries]; dK, dV: [keys, D]; dQ: [queries, D].
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BM, 16])
+        version=[3, 0], warps_per_cta=[8, 1], instr_shape=[16, BM, 16])
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+        version=[3, 0], warps_per_cta=[8, 1], instr_shape=[16, D, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(
         operand_index=0, parent=acc_layout, k_width=32 // dtype.primitive_bitwidth)
-    # dQ's column block: D = 128 in two halves (32 accumulator registers instead of 64 next
-    # to dK and dV); D = 64 whole (a 32-column half of K would cut its 128-byte swizzle).
-    DH: gl.constexpr = D // 2 if D > 64 else D
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, DH, 16])
-    aq_layout: gl.constexpr = gl.DotOperandLayout(
-        operand_index=0, parent=dq_layout, k_width=32 // dtype.primitive_bitwidth)
+        version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, D // 2, 16])
     col_s: gl.constexpr = gl.SliceLayout(0, s_layout)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     n0 = gl.program_id(0) * BN
     b = gl.program_id(1) // H_KV
     hk = gl.program_id(1) % H_KV
-    key0 = n0 + WG * BN_WG
     off = N_KV - N_Q
-    k = k_smem.index(WG).reshape([BN_WG, D])
-    v = v_smem.index(WG).reshape([BN_WG, D])
-    keys = key0 + gl.arange(0, BN_WG, layout=row_s)
-    s_zero = gl.zeros([BN_WG, BM], gl.float32, s_layout)
-    dq_zero = gl.zeros([BM, DH], gl.float32, dq_layout)
-    dk = gl.zeros([BN_WG, D], gl.float32, acc_layout)
-    dv = gl.zeros([BN_WG, D], gl.float32, acc_layout)
-    dq_rows = gl.arange(0, BM, layout=gl.SliceLayout(1, dq_layout))
-    dh_cols = gl.arange(0, DH, layout=gl.SliceLayout(0, dq_layout))
+    k = k_smem.reshape([BN, D])
+    v = v_smem.reshape([BN, D])
+    dq_view = dq_smem.reshape([BM, D])
+    keys = n0 + gl.arange(0, BN, layout=row_s)
+    key_ok = gl.expand_dims(keys < N_KV, 1)
+    s_zero = gl.zeros([BN, BM], gl.float32, s_layout)
+    dq_zero = gl.zeros([BM, D], gl.float32, dq_layout)
+    dk = gl.zeros([BN, D], gl.float32, acc_layout)
+    dv = gl.zeros([BN, D], gl.float32, acc_layout)
     first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
     mbarrier.wait(kv_ready, 0)
     item = 0
     for g in range(GROUP):
         h = hk * GROUP + g
-        row_base = (b * H + h) * N_Q
         for mb in range(first, end):
             m0 = mb * BM
             stage = pipeline.consumer_wait(qpipe, item)
@@ -172,44 +192,45 @@ def _consumer(WG: gl.constexpr, q_ring, do_ring, k_smem, v_smem, kv_ready, qpipe
             do = do_ring.index(stage).reshape([BM, D])
             st = warpgroup_mma(k, q.permute([1, 0]), s_zero, use_acc=False, is_async=True)
             dpt = warpgroup_mma(v, do.permute([1, 0]), s_zero, use_acc=False, is_async=True)
-            queries = m0 + gl.arange(0, BM, layout=col_s)
-            in_q = queries < N_Q
-            lse2 = gl.load(lse_ptr + row_base + queries, mask=in_q, other=0.0) * LOG2E
-            # A query that sees no key (lse = -inf) is masked below; keep exp2 finite.
-            lse2 = gl.where(lse2 == -float("inf"), 0.0, lse2)
+            lse2 = lse2_ring.index(stage).reshape([BM]).load(col_s)
             st = warpgroup_mma_wait(1, deps=[st])
             pt = gl.exp2(gl.fma(st, qk_scale, -gl.expand_dims(lse2, 0)))
-            keep = gl.expand_dims(in_q, 0) & gl.expand_dims(keys < N_KV, 1)
-            if CAUSAL:  # only blocks crossing the diagonal or a ragged end pay for the mask
-                if (m0 + off < key0 + BN_WG - 1) | (m0 + BM > N_Q) | (key0 + BN_WG > N_KV):
-                    keep = keep & (gl.expand_dims(keys, 1) <= gl.expand_dims(queries + off, 0))
-                    pt = gl.where(keep, pt, 0.0)
-            else:  # a branch here spills more in ptxas than the few ALU ops of the mask cost
-                pt = gl.where(keep, pt, 0.0)
+            # Read before the causal branch: a shared read after it would start a new block
+            # with a barrier of its own.
+            delta = delta_ring.index(stage).reshape([BM]).load(col_s)
+            if CAUSAL:  # only blocks crossing the diagonal pay for the causal mask
+                if m0 + off < n0 + BN - 1:
+                    queries = m0 + off + gl.arange(0, BM, layout=col_s)
+                    pt = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(queries, 0), pt,
+                                  0.0)
+            pt = gl.where(key_ok, pt, 0.0)
+            dpt = warpgroup_mma_wait(0, deps=[dpt])
+            dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
             pt_op = gl.convert_layout(pt.to(dtype), a_layout)
             dv = warpgroup_mma(pt_op, do, dv, is_async=True)
-            # Loaded here, not with lse: 16 registers fewer while S^T and dP^T are live.
-            delta = gl.load(delta_ptr + row_base + queries, mask=in_q, other=0.0)
-            dpt = warpgroup_mma_wait(1, deps=[dpt])  # dV's product runs on
-            dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
             ds_op = gl.convert_layout(dst, a_layout)
             dk = warpgroup_mma(ds_op, q, dk, is_async=True)
-            # dS^T turned into dS, the A operand of dQ = dS K, while dV and dK run.
-            dsq_op = gl.convert_layout(gl.permute(dst, [1, 0]), aq_layout)
-            dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv, dk, pt_op, ds_op])
+            # The previous block's dQ reduce is done reading dq_smem (long since): waited
+            # for here, the barrier that orders dS^T's stores before the dQ wgmma orders
+            # this wait before dq_smem's stores too.
+            tma.store_wait(0)
+            # dS^T once into shared memory: dQ = dS K sums over the keys of both warpgroups.
+            ds_smem.store(dst)
+            fence_async_shared()
+            dq = warpgroup_mma(ds_smem.permute([1, 0]), k, dq_zero, use_acc=False,
+                               is_async=True)
+            dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv, dk, dq, pt_op, ds_op])
+            dq_view.store(dq)
+            fence_async_shared()
+            # Released after dQ's stores: the barrier before the release's arrival also
+            # orders every thread's dQ stores before the reduce reads them.
             pipeline.consumer_release(qpipe, item)
-            rows = m0 + dq_rows
-            row_offs = gl.expand_dims((row_base + rows) * D, 1)
-            in_rows = gl.expand_dims(rows < N_Q, 1)
-            for half in gl.static_range(D // DH):
-                k_half = k.slice(half * DH, DH, dim=1)
-                dq = warpgroup_mma(dsq_op, k_half, dq_zero, use_acc=False, is_async=True)
-                dq, dsq_op = warpgroup_mma_wait(0, deps=[dq, dsq_op])
-                offs = row_offs + gl.expand_dims(half * DH + dh_cols, 0)
-                gl.atomic_add(dq_ptr + offs, dq, mask=in_rows, sem="relaxed")
+            # dQ: one TMA reduce-add of the 64 x D fp32 tile (rows past N_q clipped).
+            tma.async_atomic_add(dq_desc, [b, h, m0, 0], dq_smem)
             item += 1
+    tma.store_wait(0)
     # Epilogue: dK (scaled) and dV in the input dtype, rows past N_kv clipped.
-    rows = key0 + gl.arange(0, BN_WG, layout=gl.SliceLayout(1, acc_layout))
+    rows = n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, acc_layout))
     d_cols = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
     offs = gl.expand_dims(((b * H_KV + hk) * N_KV + rows) * D, 1) + gl.expand_dims(d_cols, 0)
     keep = gl.expand_dims(rows < N_KV, 1)
@@ -218,25 +239,35 @@ def _consumer(WG: gl.constexpr, q_ring, do_ring, k_smem, v_smem, kv_ready, qpipe
 
 
 @gluon.jit
-def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, lse_ptr, delta_ptr, dq_ptr, dk_ptr,
-                         dv_ptr, N_Q, N_KV, H, H_KV, GROUP, qk_scale, sm_scale,
+def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, delta_desc,
+                         dk_ptr, dv_ptr, N_Q, N_KV, N_PAD, H_KV, GROUP, qk_scale, sm_scale,
                          STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     q_ring = gl.allocate_shared_memory(q_desc.dtype, [STAGES] + q_desc.block_shape,
                                        q_desc.layout)
     do_ring = gl.allocate_shared_memory(do_desc.dtype, [STAGES] + do_desc.block_shape,
                                         do_desc.layout)
-    k_smem = gl.allocate_shared_memory(k_desc.dtype, [2] + k_desc.block_shape, k_desc.layout)
-    v_smem = gl.allocate_shared_memory(v_desc.dtype, [2] + v_desc.block_shape, v_desc.layout)
+    lse2_ring = gl.allocate_shared_memory(gl.float32, [STAGES] + lse2_desc.block_shape,
+                                          lse2_desc.layout)
+    delta_ring = gl.allocate_shared_memory(gl.float32, [STAGES] + delta_desc.block_shape,
+                                           delta_desc.layout)
+    k_smem = gl.allocate_shared_memory(k_desc.dtype, k_desc.block_shape, k_desc.layout)
+    v_smem = gl.allocate_shared_memory(v_desc.dtype, v_desc.block_shape, v_desc.layout)
+    # dS^T as [keys, queries], 128-byte rows of 64 queries: the dQ wgmma reads it as dS
+    # (queries contiguous, an MN-major A operand).
+    ds_smem = gl.allocate_shared_memory(q_desc.dtype, [BN, BM],
+                                        gl.NVMMASharedLayout(128, q_desc.dtype.primitive_bitwidth))
+    dq_smem = gl.allocate_shared_memory(dq_desc.dtype, dq_desc.block_shape, dq_desc.layout)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_ready, count=1)
-    qpipe = pipeline.create(STAGES, 2)  # both consumer warpgroups read every Q/dO stage
-    common = (q_ring, do_ring, k_smem, v_smem, kv_ready, qpipe, lse_ptr, delta_ptr, dq_ptr,
-              dk_ptr, dv_ptr, N_Q, N_KV, H, H_KV, GROUP, qk_scale, sm_scale, CAUSAL)
+    qpipe = pipeline.create(STAGES, 1)
     gl.warp_specialize(
-        [(_consumer, (0,) + common), (_consumer, (1,) + common),
-         (_producer, (q_desc, do_desc, k_desc, v_desc, q_ring, do_ring, k_smem, v_smem,
-                      kv_ready, qpipe, N_Q, N_KV, H_KV, GROUP, CAUSAL))],
-        [4, 1], [240, 24])
+        [(_consumer, (q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, dq_smem,
+                      kv_ready, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV, H_KV, GROUP,
+                      qk_scale, sm_scale, CAUSAL)),
+         (_producer, (q_desc, do_desc, k_desc, v_desc, lse2_desc, delta_desc, q_ring, do_ring,
+                      lse2_ring, delta_ring, k_smem, v_smem, kv_ready, qpipe, N_Q, N_KV, N_PAD,
+                      H_KV, GROUP, CAUSAL))],
+        [1], [24])
     pipeline.invalidate(qpipe)
     mbarrier.invalidate(kv_ready)
 
@@ -245,7 +276,14 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, lse_ptr, delta_ptr, dq
 
 DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
-STAGES = 2  # Q/dO ring depth: 2 x 32 KB at D = 128 next to K and V (64 KB)
+# Q/dO ring depth (32.5 KB a stage at D = 128, next to 64 KB of K and V, 16 KB of dS^T and
+# 32 KB of dQ). Without a mask, 2 stages measured as fast as 3 at N = 4k and faster at 16k
+# (469 against 400 TFLOP/s on the H100). Causal runs take 3, the depth measured there (337
+# TFLOP/s at 4k, 394 at 16k): their CTAs start at different query blocks, so a deeper
+# prefetch may hide more load latency. The 2-stage causal kernel has no valid measurement
+# yet (those runs loaded it without setmaxnreg, a loader bug fixed since).
+STAGES = 2
+CAUSAL_STAGES = 3
 
 
 def _dtype_name(x) -> str:
@@ -323,6 +361,15 @@ def _nvmma(inner: int) -> gl.NVMMASharedLayout:
     return gl.NVMMASharedLayout(min(128, inner * 2), 16, rank=4)
 
 
+# dQ's fp32 tile in shared memory, reduced into dq_acc by TMA, in boxes of 8 columns
+# (32-byte rows): a warp's stores of one accumulator register pair cover 8 whole rows, 256
+# contiguous bytes (no bank conflict), and each thread's 16 stores sit at one address plus
+# constants (wider swizzles XOR them apart: 16 addresses that the loop would keep live).
+DQ_LAYOUT = gl.NVMMASharedLayout(32, 32, rank=4)
+# lse2 and delta: 64 fp32 per query block, read by every thread of a column (broadcast).
+ROW_LAYOUT = gl.NVMMASharedLayout(0, 32, rank=2)
+
+
 def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None):
     """Gradients (dq, dk, dv) of o = attention(q, k, v) given dO = `do`, the forward's
     output `o` and its row log-sum-exp `lse` (natural log, fp32, (B, H, N_q)). q, o, do:
@@ -334,7 +381,12 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None):
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
     q, k, v, o, lse, do = (_contiguous(x) for x in (q, k, v, o, lse, do))
-    delta = _empty(q, (B, H, N_q), "float32")
+    # delta and lse * log2(e) per (batch, head), padded to whole query blocks: the main
+    # kernel loads them with Q and dO by TMA (a row stride of N_pad * 4 bytes is 16-byte
+    # aligned, which N_q * 4 need not be).
+    n_pad = -(-N_q // BM.value) * BM.value
+    delta = _empty(q, (B * H, n_pad), "float32")
+    lse2 = _empty(q, (B * H, n_pad), "float32")
     dq_acc = _empty(q, (B, H, N_q, D), "float32", zero=True)
     dq = _empty(q, (B, H, N_q, D), dt)
     dk = _empty(q, (B, H_kv, N_kv, D), dt)
@@ -342,15 +394,21 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None):
     n_rows = B * H * N_q
     if n_rows == 0:
         return dq, _zero(dk), _zero(dv)
-    _delta_kernel[(-(-n_rows // ROWS.value),)](o, do, delta, n_rows, D, num_warps=4)
+    _delta_kernel[(n_pad // ROWS.value, B * H)](o, do, lse, delta, lse2, N_q, n_pad, D,
+                                                num_warps=4)
     q_desc = TensorDescriptor.from_tensor(q, [1, 1, BM.value, D], _nvmma(D))
     do_desc = TensorDescriptor.from_tensor(do, [1, 1, BM.value, D], _nvmma(D))
-    k_desc = TensorDescriptor.from_tensor(k, [1, 1, BN_WG.value, D], _nvmma(D))
-    v_desc = TensorDescriptor.from_tensor(v, [1, 1, BN_WG.value, D], _nvmma(D))
+    k_desc = TensorDescriptor.from_tensor(k, [1, 1, BN.value, D], _nvmma(D))
+    v_desc = TensorDescriptor.from_tensor(v, [1, 1, BN.value, D], _nvmma(D))
+    dq_desc = TensorDescriptor.from_tensor(dq_acc, [1, 1, BM.value, D], DQ_LAYOUT)
+    lse2_desc = TensorDescriptor.from_tensor(lse2, [1, BM.value], ROW_LAYOUT)
+    delta_desc = TensorDescriptor.from_tensor(delta, [1, BM.value], ROW_LAYOUT)
     grid = (-(-N_kv // BN.value), B * H_kv)
-    attention_bwd_kernel[grid](q_desc, do_desc, k_desc, v_desc, lse, delta, dq_acc, dk, dv,
-                               N_q, N_kv, H, H_kv, H // H_kv, float(sm_scale) * LOG2E.value,
-                               float(sm_scale), STAGES, bool(causal), num_warps=4)
+    attention_bwd_kernel[grid](q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, delta_desc,
+                               dk, dv, N_q, N_kv, n_pad, H_kv, H // H_kv,
+                               float(sm_scale) * LOG2E.value, float(sm_scale),
+                               CAUSAL_STAGES if causal else STAGES,
+                               bool(causal), num_warps=8)
     block = 1024
     _dq_convert_kernel[(-(-n_rows * D // block),)](dq_acc, dq, n_rows * D, float(sm_scale),
                                                    block, num_warps=4)

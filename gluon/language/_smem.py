@@ -106,9 +106,12 @@ class shared_memory_descriptor(memory_descriptor):
     # ---- data ----------------------------------------------------------------------------
     @builtin
     def load(self, layout, _semantic=None) -> tensor:
-        """The view's elements as a register tensor in the distributed `layout`."""
-        if layout is None or is_shared_layout(layout) or _is_auto(layout):
-            raise TypeError(f"expected 'layout' to be a DistributedLayout but got {layout!r}")
+        """The view's elements as a register tensor in the distributed `layout`, or in
+        `AutoLayout()`, resolved from the tensor's uses (tutorial 11 anchors it with
+        `set_auto_layout` after a reshape and permute)."""
+        if layout is None or is_shared_layout(layout):
+            raise TypeError(f"expected 'layout' to be a DistributedLayout or AutoLayout() but "
+                            f"got {layout!r}")
         op = LocalLoadOp.build(_semantic.builder, self.handle, layout).owner
         return tensor(_checked(op).result, op.result.type)
 

@@ -80,11 +80,13 @@ def consumer_wait(pipe, i):
 
 
 @gluon.jit
-def consumer_release(pipe, i):
-    """Hand the stage of item `i` back to the producer (after the last read of it)."""
+def consumer_release(pipe, i, pred=True):
+    """Hand the stage of item `i` back to the producer (after the last read of it); with
+    `pred` false nothing happens (a predicate, not a branch, so that releases in a row stay
+    in one basic block and share the partition barrier before the first of them)."""
     empty = pipe[1]
     NUM_STAGES: gl.constexpr = empty.shape[0]
-    mbarrier.arrive(empty.index(i % NUM_STAGES))
+    mbarrier.arrive(empty.index(i % NUM_STAGES), pred=pred)
 
 
 @gluon.jit

@@ -7,6 +7,7 @@ the language's passes), `llir`, `ptx`, `cubin`. Compiling needs no GPU: the targ
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
@@ -33,8 +34,27 @@ def disk_cache():
     return _DISK_CACHE
 
 
+class KernelMetadata(dict):
+    """A compiled kernel's metadata: a dict (what the cache stores), also read as attributes
+    under Triton's names (`kernel.metadata.shared`, `.num_warps`, `.name`, `.target`)."""
+
+    _TRITON_NAMES = {"shared": "shared_bytes"}
+
+    def __getattr__(self, name):
+        key = self._TRITON_NAMES.get(name, name)
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(f"kernel metadata has no field {name!r} (fields: "
+                                 f"{', '.join(sorted(self))})") from None
+
+
 @dataclass
 class CompiledKernel:
+    """One compiled variant (Triton's `CompiledKernel`). `kernel.warmup(...)` returns one;
+    `compiled[grid](*args)` launches it again with the kernel's arguments (all of them, as
+    Triton 3.6 passes them, or only the non-constexpr ones)."""
+
     name: str
     asm: Dict[str, Any]
     metadata: Dict[str, Any]
@@ -44,6 +64,42 @@ class CompiledKernel:
     # Values from outside the kernel folded into it (frontend/guards.py): a launch that reuses
     # this kernel checks them first.
     guards: Any = ()
+    # Set by the launch path: `launch(*args, grid, stream)` for `compiled[grid](...)`.
+    relaunch: Any = None
+
+    def __post_init__(self):
+        if not isinstance(self.metadata, KernelMetadata):
+            self.metadata = KernelMetadata(self.metadata)
+
+    @property
+    def n_regs(self) -> int:
+        """Registers per thread (ptxas's count; 0 where it reported none)."""
+        return int(self.metadata.get("registers", 0))
+
+    @property
+    def n_spills(self) -> int:
+        """Bytes of spill stores per thread (ptxas's count)."""
+        return int(self.metadata.get("spill_stores", 0))
+
+    @property
+    def n_max_threads(self) -> int:
+        return self.num_warps * 32
+
+    def _init_handles(self) -> None:
+        """Triton's name for loading the kernel onto the device; with no GPU (the kernel runs
+        in the interpreter) there is nothing to load."""
+        from shared_codegen.runtime import driver
+
+        if driver.has_gpu():
+            self.function()
+
+    def __getitem__(self, grid):
+        if self.relaunch is None:
+            raise RuntimeError(f"compiled kernel `{self.name}` cannot be launched by itself: "
+                               f"take it from `{self.name}.warmup(...)` or a launch")
+        import functools
+
+        return functools.partial(self.relaunch, grid=grid)
 
     @property
     def num_warps(self) -> int:
@@ -175,9 +231,10 @@ def compile_module(module, language, target: str) -> CompiledKernel:
                 "global_scratch_bytes": int(lowered.global_scratch_bytes),
                 "global_scratch_align": int(lowered.global_scratch_align),
                 "registers": int(results.get("registers", 0)),
-                # nvJitLink's ptxas ignored setmaxnreg (C7504): load the PTX through the
+                "spill_stores": int(results.get("spill_stores", 0)),
+                # nvJitLink's ptxas ignores setmaxnreg (C7504): load the PTX through the
                 # driver JIT instead, which keeps it (runtime/driver.load_ptx_module).
-                "driver_jit": "(C7504)" in (log or "")}
+                "driver_jit": _needs_whole_program(asm["ptx"], log)}
     if results.get("tma_boxes"):  # maps the launch encodes with a multicast slice's box
         metadata["tma_boxes"] = {str(k): v for k, v in results["tma_boxes"].items()}
     if lowered.debug_info is not None:
@@ -185,6 +242,16 @@ def compile_module(module, language, target: str) -> CompiledKernel:
     if lowered.timeline_info is not None:
         metadata["timeline"] = lowered.timeline_info
     return CompiledKernel(lowered.name, asm, metadata)
+
+
+def _needs_whole_program(ptx: str, log: Optional[str]) -> bool:
+    """Whether the kernel must be assembled as a whole program (the driver JIT): it moves
+    registers between warpgroups with `setmaxnreg`, which nvJitLink's ptxas always drops
+    (it links every input as a separate unit). Decided from the PTX, not only from the
+    C7504 note in nvJitLink's log: a variant whose log lacked the note was loaded from the
+    cubin, where setmaxnreg is gone and a 240-register consumer spills to local memory
+    (measured on the H100: the attention forward at D = 256 ran 2.3x slower)."""
+    return "(C7504)" in (log or "") or re.search(r"\bsetmaxnreg\.", ptx) is not None
 
 
 def explicit_layout_module(jit_fn, spec, verify: bool = True):

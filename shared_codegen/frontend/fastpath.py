@@ -3,8 +3,9 @@
 `kernel[grid](*args, **kw)` spends most of its time in Python, so like Triton we generate, once
 per kernel, a function whose parameters are the kernel's own (defaults included). It builds a
 flat key with one cheap expression per argument, looks the compiled variant up in a dict, and
-launches through the variant's binder. Anything unusual (a miss, host arrays, the interpreter,
-a callable grid, unknown keywords) falls through to the full path in `launch.py`, which
+launches through the variant's binder. A grid function is called first, with the arguments
+by name, and its grid launched like a tuple. Anything unusual (a miss, host arrays, the
+interpreter, unknown keywords) falls through to the full path in `launch.py`, which
 compiles and then registers the variant under the same fast key.
 
 Per-argument keys (must separate everything the full specialization separates):
@@ -107,10 +108,20 @@ def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
     # others get the launcher without the test.
     guarded = jit_fn._fast_guarded
     guard_test = " or (_sc_v.check is not None and not _sc_v.check())" if guarded else ""
+    # A grid function gets the arguments by name (Triton's META), as on the full path; its
+    # grid then takes the fast path like a tuple (autotuned kernels launch this way).
+    meta = "{" + ", ".join(f"{n!r}: _sc_unwrap({n})" if i in jit_fn.constexpr_positions
+                           else f"{n!r}: {n}" for i, n in enumerate(names)) + "}"
     src = f"""
 def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None, stream=None,
            {stages_param}**_sc_options):
     _sc_num_warps = num_warps
+    if (_sc_type(grid) is not _sc_tuple and _sc_callable(grid)
+            and not (_sc_options or _sc_extra{missing_test})):
+        try:
+            grid = _sc_call_grid(_sc_kernel, grid, {meta})
+        except _sc_KernelError as _sc_error:
+            raise _sc_user_facing(_sc_error, _sc_kernel)
     if (_sc_options or _sc_extra or _sc_type(grid) is not _sc_tuple or _sc_len(grid) > 3
             {missing_test}):{stages_option}
         try:
@@ -135,7 +146,7 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
         raise _sc_user_facing(_sc_pack_error(_sc_kernel, _sc_v, _sc_error), _sc_kernel)
     return _sc_v.kernel
 """
-    from shared_codegen.frontend.launch import pack_error
+    from shared_codegen.frontend.launch import call_grid, pack_error
     from shared_codegen.runtime.launcher import PackError, current_stream
 
     torch = sys.modules.get("torch")
@@ -150,7 +161,8 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
                  "_sc_slow_call": _slow_call(jit_fn, slow), **defaults,
                  "_sc_KernelError": KernelError, "_sc_user_facing": user_facing,
                  "_sc_kernel": jit_fn, "_sc_PackError": PackError,
-                 "_sc_pack_error": pack_error}
+                 "_sc_pack_error": pack_error, "_sc_callable": callable,
+                 "_sc_call_grid": call_grid, "_sc_unwrap": _unwrap_constexpr}
     exec(compile(src, f"<launcher of {jit_fn.__name__}>", "exec"), namespace)
     launch = namespace["launch"]
     # Python's own binding errors name the function: `add_kernel() got multiple values for
@@ -161,6 +173,12 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
 
 
 _MISSING = object()
+
+
+def _unwrap_constexpr(value):
+    """A constexpr argument's value, as the full path hands it to the grid function."""
+    from shared_codegen.frontend.values import constexpr
+    return value.value if isinstance(value, constexpr) else value
 
 
 def _slow_call(jit_fn, slow):

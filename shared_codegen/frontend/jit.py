@@ -44,6 +44,9 @@ class Language:
     name: str
     semantic_class: Any
     stages: Callable[[], list]  # the language's stages file: [(name, fn(module)), ...]
+    # Whether a float multiply and an add may fuse into one FMA (Triton's enable_fp_fusion,
+    # on by default there): the tile DSL follows Triton; Gluon kernels keep every rounding.
+    fp_fusion: bool = False
 
     def passes(self) -> list:
         """The stages up to the explicit-layout IR: the language's own passes."""
@@ -241,6 +244,8 @@ class JITFunction:
             module.attrs["num_stages"] = spec.num_stages
         if spec.num_ctas != 1:  # a cluster per program (docs/clusters.md)
             module.attrs["num_ctas"] = spec.num_ctas
+        if self.language.fp_fusion:
+            module.attrs["enable_fp_fusion"] = True
         runtime = [(i, name) for i, name in enumerate(self.arg_names)
                    if not spec.is_constexpr(i)]
         arg_types = [spec.arg_types[i] for i, _ in runtime]

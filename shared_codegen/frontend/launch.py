@@ -19,6 +19,7 @@ from shared_codegen.errors import ArgumentError, CompilationError, OutOfResource
 from shared_codegen.frontend.cluster_launch import MAX_CLUSTER_CTAS, check_num_ctas, cluster_grid
 from shared_codegen.frontend.guards import guards_ok, make_check
 from shared_codegen.frontend.jit import Specialization
+from shared_codegen.frontend.relaunch import attach_relaunch
 from shared_codegen.frontend.values import constexpr
 from shared_codegen.ir.types import (BY_NAME, IRType, PointerType, TensorDescriptorType,
                                      from_host_dtype)
@@ -168,6 +169,8 @@ def instrumentation(jit_fn, debug=None, timeline=None) -> tuple:
         if not isinstance(value, (bool, int)) or isinstance(value, int) and value not in (0, 1):
             raise ArgumentError(f"{jit_fn.__name__}: {name} must be True or False, got "
                                 f"{value!r}")
+    if not debug and not timeline:  # every ordinary launch: read no more settings
+        return ()
     wait_ms = int(config.get("SC_DEVICE_DEBUG_WAIT_MS"))
     if debug and wait_ms <= 0:
         raise ArgumentError(f"SC_DEVICE_DEBUG_WAIT_MS must be a positive number of "
@@ -187,6 +190,11 @@ def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, st
     kwargs = dict(kwargs)
     instrument = instrumentation(jit_fn, kwargs.get("debug"), kwargs.pop("timeline", None))
     kwargs = fill_num_warps_param(jit_fn, args, kwargs, num_warps)
+    if num_stages is not None and "num_stages" in jit_fn.arg_names and "num_stages" not in \
+            kwargs and jit_fn.arg_names.index("num_stages") >= len(args):
+        # A kernel parameter named like the launch option gets its value too, as in Triton
+        # (tutorial 02's `softmax_kernel.warmup(..., num_stages=num_stages)`).
+        kwargs["num_stages"] = num_stages
     if num_warps is None and "num_warps" in jit_fn.constexpr_names:
         num_warps = jit_fn.bind_args(args, kwargs)[jit_fn.arg_names.index("num_warps")]
     values = jit_fn.bind_args(args, kwargs)
@@ -249,7 +257,9 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
 
             interpret = not has_gpu()
     if interpret and warmup:
-        return _compile_without_gpu(jit_fn, values, num_warps, target, num_stages, num_ctas)
+        return attach_relaunch(_compile_without_gpu(jit_fn, values, num_warps, target,
+                                                    num_stages, num_ctas),
+                               jit_fn, values, num_warps, num_stages, target, num_ctas)
     if interpret:
         # The interpreter checks bounds and deadlocks always; a timeline it records with a
         # logical clock (runtime/timeline.TimelineRecorder).
@@ -425,7 +435,8 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
                 jit_fn._fast_guarded = True
                 jit_fn._fast_launch = None
     if warmup:
-        return variant.kernel
+        return attach_relaunch(variant.kernel, jit_fn, values, num_warps, num_stages, target,
+                               num_ctas)
     if callable(grid):
         grid = call_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     if type(grid) is not tuple or not 1 <= len(grid) <= 3 or not all(

@@ -4,6 +4,12 @@ Pointers are int64 byte addresses. Argument k's array is mapped at `(k + 1) << 4
 address splits into (buffer, byte offset) with a shift and a mask, and every access of an
 active lane is checked against the buffer's extent and the element alignment. An error names
 the kernel line, the program id, the argument and the offending element offset.
+
+A kernel may also be handed real host addresses inside an argument: a table of pointers built
+from `tensor.data_ptr()` (Triton's grouped GEMM, tutorial 08). Those are read and written in
+place, as Triton's interpreter does, if they lie inside a live host array (found by
+interpreter/host_addresses.py), and checked against that array's extent; any other address is
+refused like a stray pointer.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import numpy as np
 
 # The shared hierarchy's class, importable from here as before.
 from shared_codegen.errors import InterpreterError
+from shared_codegen.interpreter.host_addresses import live_host_spans
 
 _SHIFT = 40
 _OFFSET_MASK = (1 << _SHIFT) - 1
@@ -101,6 +108,8 @@ class Memory:
     def __init__(self):
         self.buffers: List[Buffer] = []
         self._views: Dict[tuple, np.ndarray] = {}
+        # Host mappings reached through real addresses: (low, high, buffer id), by low.
+        self._host: List[tuple] = []
         # Bumped by every store and every atomic that changes memory: concurrent programs
         # (interpreter/grid.py) tell a spin that can still complete from one that cannot.
         self.version = 0
@@ -117,11 +126,55 @@ class Memory:
         buf_ids = (addrs >> _SHIFT) - 1
         offsets = addrs & _OFFSET_MASK
         bad = (buf_ids < 0) | (buf_ids >= len(self.buffers))
+        if self._host:  # host mappings have buffer ids but no fake addresses
+            bad |= np.isin(buf_ids, [h[2] for h in self._host])
         if bad.any():
-            idx = int(np.flatnonzero(bad.reshape(-1))[0])
-            frame.error(op, f"{what} through an invalid pointer (address {int(addrs.reshape(-1)[idx]):#x}"
-                            " is not inside any argument)")
+            buf_ids, offsets = buf_ids.copy(), offsets.copy()
+            found = self._host_lanes(addrs[bad])
+            if found is None:
+                self._map_host_arrays(addrs[bad])
+                found = self._host_lanes(addrs[bad])
+            if found is None:
+                lost = addrs[bad].reshape(-1)[self._first_unmapped(addrs[bad])]
+                frame.error(op, f"{what} through an invalid pointer (address {int(lost):#x} is "
+                                "not inside any argument or live host array)")
+            buf_ids[bad], offsets[bad] = found
         return buf_ids, offsets
+
+    # ---- real host addresses (pointer tables) ----------------------------------------------
+    def _host_lanes(self, addrs: np.ndarray):
+        """(buffer ids, offsets) of real host addresses, or None if one is in no known
+        mapping."""
+        if not self._host:
+            return None
+        lows = np.array([h[0] for h in self._host], dtype=np.int64)
+        highs = np.array([h[1] for h in self._host], dtype=np.int64)
+        ids = np.array([h[2] for h in self._host], dtype=np.int64)
+        k = np.searchsorted(lows, addrs, side="right") - 1
+        inside = (k >= 0) & (addrs < highs[np.maximum(k, 0)])
+        if not inside.all():
+            return None
+        return ids[k], addrs - lows[k]
+
+    def _first_unmapped(self, addrs: np.ndarray) -> int:
+        flat = addrs.reshape(-1)
+        for i, a in enumerate(flat):
+            if self._host_lanes(np.array([a], dtype=np.int64)) is None:
+                return i
+        return 0
+
+    def _map_host_arrays(self, addrs: np.ndarray) -> None:
+        """Map (in place) the memory of each live host array that holds one of `addrs`
+        (interpreter/host_addresses.py); overlapping arrays (views) become one buffer."""
+        wanted = np.unique(addrs)
+        known = {h[0] for h in self._host}
+        for low, high in live_host_spans():
+            if low in known or not ((wanted >= low) & (wanted < high)).any():
+                continue
+            data = np.ctypeslib.as_array((ctypes.c_uint8 * (high - low)).from_address(low))
+            self.buffers.append(Buffer(f"host array at {low:#x}", data, 0, np.dtype(np.uint8)))
+            self._host.append((low, high, len(self.buffers) - 1))
+        self._host.sort()
 
     def _check(self, buf: Buffer, offsets: np.ndarray, itemsize: int, frame, op, what: str):
         nbytes = buf.data.size

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from shared_codegen.layouts import _validate as check
 from shared_codegen.layouts._building import (OFFSET, combine_cta_cga_with_shape,
+                                              ensure_not_larger_than,
                                               ensure_not_smaller_than, shape_per_cta,
                                               standard_out_dims)
 from shared_codegen.layouts.linear_layout import LinearLayout
@@ -455,3 +456,43 @@ class TensorMemoryScalesLayout:
         if self.cta_split_num is None:
             return "TensorMemoryScalesLayout()"
         return f"TensorMemoryScalesLayout(cta_split_num={list(self.cta_split_num)})"
+
+    @property
+    def rank(self) -> int:
+        return 2
+
+    # Every element is held once per 32-lane quadrant: `tcgen05.cp ... 32x128b.warpx4` writes
+    # the same 32 lanes to all four, and each warp of a warpgroup stores its quadrant's copy.
+    LANE_COPIES = (0, 32, 64, 96)
+
+    def to_linear_layout(self, shape) -> LinearLayout:
+        shape = check.check_shape("TensorMemoryScalesLayout", shape, 2)
+        split = self.cta_split_num or (1, 1)
+        return _tmem_scales_linear_layout(tuple(shape), split[0], split[1])
+
+
+@functools.lru_cache(maxsize=256)
+def _tmem_scales_linear_layout(shape, split_m, split_n):
+    """(row, col) -> (dim0, dim1) of MX scale factors in tensor memory, ``col`` counting bytes
+    (one 8-bit scale each), as Triton 3.6 (``tensorMemoryScalesToLinearLayout``) places them
+    after the PTX ISA's scale-factor figures ("tcgen05 Matrix A/B scale factor layout", 1X):
+    row r of a [M, K/VEC] scale matrix sits on lane r % 32 of every quadrant (lane bits 5-6
+    are zero bases), 32-row group r // 32 in the next 32-bit column, and four consecutive K
+    scales in the four bytes of that column; further 4-scale K groups follow after all the
+    row groups. CTA splits tile the columns last, N before M."""
+    if split_n > 1:
+        inner = _tmem_scales_linear_layout((shape[0], shape[1] // split_n), split_m, 1)
+        return inner * LinearLayout.identity_1d(split_n, "col", "dim1")
+    if split_m > 1:
+        inner = _tmem_scales_linear_layout((shape[0] // split_m, shape[1]), 1, 1)
+        return inner * LinearLayout.identity_1d(split_m, "col", "dim0")
+    tile = LinearLayout.identity_1d(32, "row", "dim0") \
+        * LinearLayout.zeros_1d(4, "row", "dim0") \
+        * LinearLayout.identity_1d(4, "col", "dim1") \
+        * LinearLayout.identity_1d(2, "col", "dim0")
+    reps_m = -(-shape[0] // tile.out_dim_size("dim0"))
+    reps_n = -(-shape[1] // tile.out_dim_size("dim1"))
+    tile = tile * LinearLayout.identity_1d(reps_m, "col", "dim0") \
+        * LinearLayout.identity_1d(reps_n, "col", "dim1")
+    # Shapes under 64 x 4 zero the bases past them (those bytes alias smaller ones).
+    return ensure_not_larger_than(tile, {"dim0": shape[0], "dim1": shape[1]})

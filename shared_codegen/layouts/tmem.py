@@ -30,7 +30,7 @@ import functools
 from shared_codegen.layouts._building import BLOCK, LANE, REGISTER, WARP, log2
 from shared_codegen.layouts.distributed import DistributedLinearLayout
 from shared_codegen.layouts.linear_layout import LinearLayout
-from shared_codegen.layouts.shared import TensorMemoryLayout
+from shared_codegen.layouts.shared import TensorMemoryLayout, TensorMemoryScalesLayout
 
 __all__ = ["get_tmem_reg_layout", "TMEM_INSTR_VARIANTS"]
 
@@ -53,8 +53,12 @@ def get_tmem_reg_layout(element_ty, shape, layout: TensorMemoryLayout, num_warps
     """
     bitwidth = _element_bitwidth(element_ty)
     shape = _check_shape(shape)
+    if isinstance(layout, TensorMemoryScalesLayout):
+        return _scales_reg_layout(bitwidth, shape, layout, num_warps, instr_variant,
+                                  cga_layout)
     if not isinstance(layout, TensorMemoryLayout):
-        raise ValueError(f"{_OWNER}: layout must be a TensorMemoryLayout, got {layout!r}")
+        raise ValueError(f"{_OWNER}: layout must be a TensorMemoryLayout or "
+                         f"TensorMemoryScalesLayout, got {layout!r}")
     if isinstance(num_warps, bool) or not isinstance(num_warps, int) or num_warps < 4 or \
             num_warps & (num_warps - 1):
         raise ValueError(f"{_OWNER}: num_warps must be a power of two >= 4 (whole "
@@ -77,6 +81,40 @@ def get_tmem_reg_layout(element_ty, shape, layout: TensorMemoryLayout, num_warps
     result = _tmem_reg_layout(bitwidth, shape, layout, num_warps, instr_variant)
     if cga:  # every CTA holds the whole tensor: the block bases broadcast
         result = result * LinearLayout.zeros_1d(1 << len(cga), BLOCK, "dim0")
+    return DistributedLinearLayout.from_linear_layout(result)
+
+
+def _scales_reg_layout(bitwidth, shape, layout, num_warps, instr_variant, cga_layout):
+    """MX scale factors (``TensorMemoryScalesLayout``) move with ``tcgen05.st/ld.32x32b``:
+    Triton 3.6's ``getScaleTMEMStoreLinearLayout``. A thread packs the four K scales of one
+    TMEM column in a register word (replicated when K < 4), lane i holds row i, the 32-row
+    groups and further K groups follow in registers, and the four warps of a warpgroup hold
+    the same data, each storing its own quadrant's copy; with 8 warps the second warpgroup
+    takes the last register basis."""
+    if bitwidth != 8:
+        raise ValueError(f"{_OWNER}: TensorMemoryScalesLayout holds 8-bit scale factors, got a "
+                         f"{bitwidth}-bit element_ty")
+    if num_warps not in (4, 8):
+        raise ValueError(f"{_OWNER}: scale factors in tensor memory move with 4 or 8 warps, "
+                         f"got num_warps={num_warps!r}")
+    if instr_variant != "32x32b":
+        raise ValueError(f"{_OWNER}: scale factors in tensor memory move with the '32x32b' "
+                         f"instr_variant only, got {instr_variant!r}")
+    if _check_cga_layout(cga_layout) or layout.cta_split_num not in (None, (1, 1)):
+        raise ValueError(f"{_OWNER}: multi-CTA scale layouts are not supported")
+    m, n = shape
+    registers = [(0, i) if i < n else (0, 0) for i in (1, 2)]
+    registers += [(i, 0) for i in (32, 64, 128, 256) if i < m]
+    registers += [(0, 1 << j) for j in range(2, log2(n))]
+    warps = [(0, 0), (0, 0)]
+    if num_warps == 8:
+        warps.append(registers.pop())
+    lanes = [(1 << i, 0) for i in range(5)]
+    result = LinearLayout({REGISTER: registers, LANE: lanes, WARP: warps},
+                          ["dim0", "dim1"], require_surjective=False)
+    if m < 32:  # Triton trims lanes past M to copies
+        from shared_codegen.layouts._building import ensure_not_larger_than
+        result = ensure_not_larger_than(result, {"dim0": m, "dim1": n})
     return DistributedLinearLayout.from_linear_layout(result)
 
 

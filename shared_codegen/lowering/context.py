@@ -115,13 +115,16 @@ class LoweringContext:
 
     def __init__(self, module: ir.Module, function: ir.Function, *, num_warps: int,
                  threads_per_warp: int = 32, target: str = "sm_90a",
-                 axis_info: Any = None):
+                 axis_info: Any = None, fp_fusion: bool = False):
         self.module = module
         self.function = function
         self.num_warps = int(num_warps)
         self.threads_per_warp = int(threads_per_warp)
         self.target = target
         self.axis_info = axis_info  # the axis analysis result, or None (see vectorize.py)
+        # Float mul/add/sub carry LLVM's `contract` flag, so a multiply feeding an add becomes
+        # one fma.rn (Triton's enable_fp_fusion; module attr `enable_fp_fusion`).
+        self.fp_fusion = fp_fusion
         self.shared_bytes = 0
         # Static allocations (`ttg.local_alloc`), planned by the stages before lowering
         # (shared_codegen/stages.py): their byte offsets, which allocations each descriptor

@@ -179,7 +179,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
 
     ctx = LoweringContext(llmod, lfn, num_warps=num_warps, threads_per_warp=threads_per_warp,
                           target=target,
-                          axis_info=module.stage_results["axis_info"])
+                          axis_info=module.stage_results["axis_info"],
+                          fp_fusion=bool(module.attrs.get("enable_fp_fusion")))
     # CTAs per program (a cluster each, docs/clusters.md): program ids become cluster ids.
     ctx.num_ctas = int(module.attrs.get("num_ctas", 1))
     if ctx.num_ctas > 1:

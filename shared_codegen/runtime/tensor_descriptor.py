@@ -19,8 +19,8 @@ is at least 16 bytes and at least the layout's swizzle width. For a GPU tensor t
 CUtensorMap is encoded once, here; kernels receive it as a `__grid_constant__` parameter.
 
 `padding="nan"` (floating-point tensors) makes out-of-bounds elements of a load read NaN.
-Differences from Triton: block dims above 256 are rejected instead of split into several
-boxes.
+Differences from Triton: outer block dims above 256 are rejected instead of split into
+several boxes (the innermost is split: one TMA message per box).
 """
 
 from __future__ import annotations
@@ -68,10 +68,21 @@ def _strides_of(tensor) -> List[int]:
     return list(tensor.stride())
 
 
+def dataclass_fields(*names: str) -> dict:
+    """`__dataclass_fields__` naming a class's constructor parameters: Triton's descriptors
+    are dataclasses, so kernels' host code calls `dataclasses.replace(desc, layout=...)`
+    (tutorial 11 does), which re-runs the constructor (and its checks) with the fields."""
+    import dataclasses
+    return dataclasses.make_dataclass("_Fields", [(n, Any) for n in names]).__dataclass_fields__
+
+
 class TensorDescriptor:
     """See the module docstring. Attributes: `base`, `shape`, `strides`, `block_shape`,
     `layout`, `padding`; `type` (the kernel parameter's IR type); `tensor_map` (the
     encoded 128 bytes, GPU tensors only)."""
+
+    __dataclass_fields__ = dataclass_fields("base", "shape", "strides", "block_shape", "layout",
+                                            "padding")
 
     def __init__(self, base: Any, shape, strides, block_shape, layout, padding: str = "zero"):
         self.base = base
@@ -116,6 +127,16 @@ class TensorDescriptor:
             raise ValueError(f"TensorDescriptor: padding='nan' needs a floating-point tensor, "
                              f"got {getattr(self.base, 'dtype', None)}")
         address = _address(self.base)
+        if getattr(self.layout, "fp4_padded", False):
+            # 16U4_ALIGN16B: 32-byte aligned base and strides, 128-element rows.
+            if address % 32 or any(s * element.itemsize % 32 for s in self.strides[:-1]):
+                raise ValueError(f"TensorDescriptor: with fp4_padded=True the base address "
+                                 f"({address:#x}) and the strides ({self.strides}) must be "
+                                 f"32-byte aligned")
+            if self.shape[-1] * 2 % 128:
+                raise ValueError(f"TensorDescriptor: with fp4_padded=True the innermost dim "
+                                 f"must hold a multiple of 128 e2m1 values (64 bytes), got "
+                                 f"{self.shape[-1]} bytes")
         if address % 16:
             raise ValueError(f"TensorDescriptor: the base address {address:#x} is not 16-byte "
                              f"aligned (TMA needs the tensor to start on a 16-byte boundary; "
@@ -186,14 +207,20 @@ class TensorDescriptor:
         rank = len(self.shape)
         itemsize = self.element.itemsize
         swizzle = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[self.layout.swizzle_byte_width]
-        box = box_shape(self.type) if box is None else box
+        box = box_shape(self.type) if box is None else list(box)
+        dtype, shape = TMA_DTYPES[self.element.name], list(self.shape)
+        if self.layout.fp4_padded:  # the map counts e2m1 values, two per byte
+            dtype, shape[-1], box[-1] = "16U4_ALIGN16B", shape[-1] * 2, box[-1] * 2
         # The driver lists dims innermost first and omits the innermost stride (it is the
         # element size).
-        args = (getattr(cu.CUtensorMapDataType,
-                        f"CU_TENSOR_MAP_DATA_TYPE_{TMA_DTYPES[self.element.name]}"),
+        args = (getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{dtype}"),
                 rank, _address(self.base),
-                [cu.cuuint64_t(s) for s in reversed(self.shape)],
-                [cu.cuuint64_t(s * itemsize) for s in reversed(self.strides[:-1])],
+                [cu.cuuint64_t(s) for s in reversed(shape)],
+                # A rank-1 map has no stride to list, but an empty list reaches the driver as
+                # a null pointer, which it refuses: pass the extent in bytes, as a one-entry
+                # array it never reads.
+                [cu.cuuint64_t(s * itemsize) for s in reversed(self.strides[:-1])]
+                or [cu.cuuint64_t(self.shape[0] * itemsize)],
                 [cu.cuuint32_t(b) for b in reversed(box)],
                 [cu.cuuint32_t(1)] * rank,
                 cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,

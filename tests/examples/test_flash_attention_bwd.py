@@ -91,13 +91,18 @@ def _compile(D, causal):
 
     x = np.zeros((1, 16, 4096, D), np.float16)
     block = TensorDescriptor.from_tensor(x, [1, 1, 64, D], hopper_bwd._nvmma(D))
+    kv_block = TensorDescriptor.from_tensor(x, [1, 1, 128, D], hopper_bwd._nvmma(D))
+    dq = TensorDescriptor.from_tensor(x.astype(np.float32), [1, 1, 64, D], hopper_bwd.DQ_LAYOUT)
+    rows = TensorDescriptor.from_tensor(np.zeros((16, 4096), np.float32), [1, 64],
+                                        hopper_bwd.ROW_LAYOUT)
     return gluon.compile(
         hopper_bwd.attention_bwd_kernel,
-        {"q_desc": block, "do_desc": block, "k_desc": block, "v_desc": block,
-         "lse_ptr": "*fp32:16", "delta_ptr": "*fp32:16", "dq_ptr": "*fp32:16",
-         "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "H": "i32",
+        {"q_desc": block, "do_desc": block, "k_desc": kv_block, "v_desc": kv_block,
+         "dq_desc": dq, "lse2_desc": rows, "delta_desc": rows,
+         "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "N_PAD": "i32",
          "H_KV": "i32", "GROUP": "i32", "qk_scale": "fp32", "sm_scale": "fp32"},
-        {"STAGES": 2, "CAUSAL": causal}, target="sm_90a", num_warps=4)
+        {"STAGES": hopper_bwd.CAUSAL_STAGES if causal else hopper_bwd.STAGES, "CAUSAL": causal},
+        target="sm_90a", num_warps=8)
 
 
 @pytest.fixture(scope="module")
@@ -105,26 +110,40 @@ def compiled_fp16():
     return _compile(128, True)
 
 
-def test_head_dim_64_compiles_with_dq_in_one_block():
-    # D = 64: a 32-column half of K would cut its 128-byte swizzle; dQ is one m64n64 wgmma.
+def test_head_dim_64_compiles_with_dq_split_over_the_warpgroups():
+    # D = 64: each warpgroup computes 32 columns of dQ (m64n32), reading a 32-column slice of
+    # K inside its 128-byte swizzle; S^T, dP^T are m64n64 and dV, dK m64n64 too.
     ptx = _compile(64, False).asm["ptx"]
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx
-    assert "m64n32k16" not in ptx
+    assert "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16" in ptx
 
 
 def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):
     import re
     ptx = compiled_fp16.asm["ptx"]
-    # S^T and dP^T from shared memory (m64n64: 64 keys x 64 queries); dV, dK with P^T / dS^T
-    # in registers as the A operand (m64n128: D = 128); dQ in two m64n64 halves.
+    # S^T and dP^T from shared memory (m64n64 per warpgroup: 64 keys x 64 queries); dV, dK
+    # with P^T / dS^T in registers as the A operand (m64n128: D = 128); dQ = dS K with dS^T
+    # from shared memory (transposed A), m64n64 per warpgroup (its half of D).
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.f16\.f16 \{[^}]+\}, "
                      r"\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+", ptx)
-    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k16\.f32\.f16\.f16 \{[^}]+\}, "
-                     r"%rd\d+, %rd\d+", ptx)
+    smem_ab = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n64k16\.f32\.f16\.f16 \{[^}]+\}, "
+                         r"%rd\d+, %rd\d+, p, 1, 1, (\d), (\d);", ptx)
+    assert ("0", "0") in smem_ab  # S^T = K Q^T, dP^T = V dO^T: both K-major
+    assert ("1", "1") in smem_ab  # dQ = dS K: dS^T read transposed, K N-major
     assert "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
     assert re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32\s+(\d+)", ptx) == \
-        [("dec", "24"), ("inc", "240"), ("inc", "240")]
-    assert "atom.relaxed.gpu.global.add.f32" in ptx  # dQ into the fp32 buffer
+        [("dec", "24"), ("inc", "240")]
+    # dQ: one TMA reduce-add per 8-column (32-byte) box of the fp32 tile, no per-element
+    # atomics; each thread stores its dQ registers at one address plus immediates.
+    assert ptx.count("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile."
+                     "bulk_group") == 16
+    dq_stores = re.findall(r"st\.shared\.v2\.b32\s+\[(%rd\d+)\+\d+\]", ptx)
+    assert len(dq_stores) == 16 and len(set(dq_stores)) == 1, dq_stores
+    assert not re.search(r"\b(atom|red)\.", ptx)
+    # K steps after the first add their offset to the operand's one descriptor register
+    # inside the wgmma's asm: no 64-bit register per step for LLVM to hoist out of the loop.
+    assert re.search(r"add\.s64 da, %rd\d+, \d+;", ptx)
+    assert re.search(r"add\.s64 db, %rd\d+, \d+;", ptx)
     assert "ex2.approx" in ptx
     assert len(compiled_fp16.asm["cubin"]) > 0
 
@@ -140,3 +159,6 @@ def test_whole_program_ptxas_accepts_it(compiled_fp16, tmp_path):
     # No wgmma wait injected by ptxas (C7517): the S^T / dP^T wgmmas (use_acc=False) take
     # undef accumulator inputs instead of a zero register that a dQ wgmma also wrote.
     assert "C7517" not in log, log
+    # No spills: dK, dV, S^T and dP^T take 192 of the consumers' 240 registers; the
+    # loop-invariant shared addresses and wgmma descriptors must not crowd them out.
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log

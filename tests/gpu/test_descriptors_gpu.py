@@ -164,3 +164,22 @@ def test_device_properties_have_tritons_keys():
     assert set(props) == {"max_shared_mem", "max_num_regs", "multiprocessor_count", "warpSize",
                           "sm_clock_rate", "mem_clock_rate", "mem_bus_width"}
     assert tile.testing.do_bench(lambda: torch.ones(1 << 20, device="cuda"), rep=5) > 0
+
+
+@tile.jit
+def host_desc_1d_scale(a_desc, b_desc, BLOCK: tl.constexpr):
+    start = tl.program_id(0) * BLOCK
+    b_desc.store([start], a_desc.load([start]) * 3)
+
+
+@pytest.mark.parametrize("dtype,block", [("float32", 64), ("float16", 128)])
+def test_host_descriptor_of_rank_one(dtype, block):
+    """A 1-D tensor's map: the driver refuses a null stride array even for rank 1."""
+    torch = _torch()
+    x = torch.randn(1000, device="cuda").to(getattr(torch, dtype))
+    y = torch.full_like(x, -1)
+    host_desc_1d_scale[(-(-1000 // block),)](TensorDescriptor.from_tensor(x, [block]),
+                                             TensorDescriptor.from_tensor(y, [block]),
+                                             BLOCK=block)
+    torch.cuda.synchronize()
+    assert torch.equal(y, x * 3)

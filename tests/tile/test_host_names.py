@@ -31,11 +31,48 @@ def test_current_target_follows_sc_target(monkeypatch):
     assert (target.backend, target.arch, target.warp_size) == ("cuda", 80, 32)
 
 
+def test_current_target_is_worked_out_once_per_device_and_setting(monkeypatch):
+    """Tutorials ask on every call (tutorial 06's forward five times), so it must be cheap."""
+    from shared_codegen.runtime import driver as cuda
+    from tile.runtime import _driver
+
+    asked = []
+    real = cuda.default_target
+    monkeypatch.setattr(cuda, "default_target", lambda: asked.append(1) or real())
+    monkeypatch.setattr(_driver, "_TARGETS", {})
+    active = triton.runtime.driver.active
+    monkeypatch.setenv("SC_TARGET", "sm_80")
+    assert [active.get_current_target().arch for _ in range(3)] == [80, 80, 80]
+    monkeypatch.setenv("SC_TARGET", "sm_90a")
+    assert active.get_current_target().arch == 90
+    monkeypatch.setenv("SC_TARGET", "sm_80")
+    assert active.get_current_target().arch == 80
+    assert len(asked) == 2
+
+
 @pytest.mark.skipif(has_gpu(), reason="checks the answer without a GPU")
-def test_device_properties_without_a_gpu_say_so():
-    with pytest.raises(RuntimeError, match="get_device_properties: there is no CUDA GPU to "
-                                           "describe"):
-        triton.runtime.driver.active.utils.get_device_properties(0)
+@pytest.mark.parametrize("target,sms,smem", [("sm_90a", 132, 232448), ("sm_80", 108, 166912),
+                                              ("sm_100a", 148, 232448)])
+def test_device_properties_without_a_gpu_describe_the_targets_reference_device(
+        monkeypatch, target, sms, smem):
+    # Tutorial 02 sizes its persistent grid from these; the interpreter runs it unchanged.
+    monkeypatch.setenv("SC_TARGET", target)
+    props = triton.runtime.driver.active.utils.get_device_properties(0)
+    assert (props["multiprocessor_count"], props["max_shared_mem"]) == (sms, smem)
+    assert (props["max_num_regs"], props["warpSize"]) == (65536, 32)
+
+
+@pytest.mark.skipif(has_gpu(), reason="checks the answer without a GPU")
+def test_device_properties_without_a_gpu_refuse_what_is_not_modeled(monkeypatch):
+    utils = triton.runtime.driver.active.utils
+    with pytest.raises(RuntimeError, match=r"get_device_properties: there is no CUDA GPU here; "
+                                           r"the interpreter models one device \(index 0\), "
+                                           r"got 1"):
+        utils.get_device_properties(1)
+    monkeypatch.setenv("SC_TARGET", "sm_120")
+    with pytest.raises(RuntimeError, match=r"no reference device for target sm_120 to describe "
+                                           r"\(known: sm_80, sm_90, sm_100; set SC_TARGET"):
+        utils.get_device_properties(0)
 
 
 def test_device_properties_reject_bad_devices():

@@ -46,10 +46,7 @@ from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
 from shared_codegen.ops.tma.definition import (REDUCE_KINDS, AsyncTMACopyGlobalToLocalOp,
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAReduceOp,
                                                AsyncTMAStoreWaitOp, box_shape, check_block)
-from shared_codegen.ops.tma.tensormap import (ELEM_TYPES, FILL_MODES, SWIZZLE_MODES,
-                                              TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES,
-                                              GlobalScratchAllocOp, ReinterpretTensorDescriptorOp,
-                                              TensormapCreateOp, TensormapFenceproxyAcquireOp)
+from shared_codegen.ops.tma.tensormap import build_tensor_map
 from tile.language import _block_access as B
 from tile.language import _types as T
 
@@ -215,25 +212,11 @@ def _write_tensor_map(sem, base, shape, strides, block, padding):
     layout = _tma_layout(sem, element, block)
     if layout is None:
         return None
-    b = sem.builder
     ty = TensorDescriptorType(tuple(block), element, layout)
-    scratch = GlobalScratchAllocOp.build(b, TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN)
-    # An unswizzled NVMMA layout: the allocator places it on a 128-byte boundary, which the
-    # tensor map's staging copy needs.
-    words = TENSOR_MAP_BYTES // 4
-    staging = LocalAllocOp.build(b, SharedMemoryType(
-        (words,), int32, NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1),
-        (words,)))
     itemsize = sem.to_tensor(element.itemsize, int64)
-    strides_bytes = [sem.binary("mul", s, itemsize) for s in strides[:-1]]
-    TensormapCreateOp.build(
-        b, scratch, staging, base.handle, [d.handle for d in reversed(shape)],
-        [s.handle for s in reversed(strides_bytes)], list(reversed(box_shape(ty))),
-        ELEM_TYPES[element.name], SWIZZLE_MODES[layout.swizzle_byte_width],
-        FILL_MODES[padding])
-    LocalDeallocOp.build(b, staging)
-    TensormapFenceproxyAcquireOp.build(b, scratch)
-    return sem.make_tensor(ReinterpretTensorDescriptorOp.build(b, scratch, ty))
+    strides_bytes = [sem.binary("mul", s, itemsize).handle for s in strides[:-1]]
+    return sem.make_tensor(build_tensor_map(sem.builder, base.handle, [d.handle for d in shape],
+                                            strides_bytes, ty, padding))
 
 
 # ---- descriptors passed from the host: TMA ---------------------------------------------------

@@ -8,16 +8,18 @@ is its own pass (`pipelining.py`).
 """
 
 from tile.passes.cleanup import cse, remove_redundant_conversions
+from tile.passes.combine_dot_add import combine_dot_add
 from tile.passes.coalesce import blocked_layout_for
 from tile.passes.layout_assignment import LayoutAssignmentError, assign_layouts
 from tile.passes.pipelining import pipeline_module
 
 TILE_PIPELINE = [
+    ("combine_dot_add", combine_dot_add),
     ("layout_assignment", assign_layouts),
     ("remove_redundant_conversions", remove_redundant_conversions),
     ("cse", cse),
     ("software_pipelining", pipeline_module),
 ]
 
-__all__ = ["TILE_PIPELINE", "assign_layouts", "remove_redundant_conversions", "cse",
+__all__ = ["TILE_PIPELINE", "combine_dot_add", "assign_layouts", "remove_redundant_conversions", "cse",
            "blocked_layout_for", "LayoutAssignmentError", "pipeline_module"]

@@ -24,7 +24,7 @@ Three steps, hooked into `layout_assignment.assign_function_layouts`:
    layout before anything else, as Triton's RemoveLayoutConversions spreads the MMA layout.
 3. `rewrite_dots` (after materialization): converts / stages the operands (for wgmma:
    `local_alloc`s, then `fence_async_shared`, since wgmma reads through the async proxy what
-   the generic proxy wrote), and replaces the
+   the generic proxy wrote; none when wgmma reads only buffers TMA filled), and replaces the
    `tt.dot` by `ttng.warp_group_dot` (synchronous; pipelining makes it async), `ttg.mma_v2`
    or `ttg.dot_fma`: the IR a Gluon author would write.
 """
@@ -37,7 +37,7 @@ from typing import Dict, List, Optional
 
 from shared_codegen.frontend.errors import CompilationError
 from shared_codegen.ir.builder import Builder
-from shared_codegen.ir.core import Block, Operation, Value, lookup_opdef
+from shared_codegen.ir.core import Block, MemoryEffect, Operation, Value, lookup_opdef
 from shared_codegen.ir.passes import insert_after, insert_before
 from shared_codegen.ir.types import SharedMemoryType, float16, float32, int1
 from shared_codegen.layouts import (DotOperandLayout, NVMMADistributedLayout, NVMMASharedLayout,
@@ -51,6 +51,7 @@ from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeal
                                                          trans_result)
 from shared_codegen.ops.memory.definition import LoadOp
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp, TransOp
+from shared_codegen.ops.tma.definition import AsyncTMACopyGlobalToLocalOp
 from shared_codegen.ops.wgmma.definition import (WGMMA_TYPES, WarpGroupDotOp,
                                                  check_warpgroup_mma, wgmma_instr_k,
                                                  wgmma_k_width)
@@ -313,6 +314,17 @@ def _read_in_place(op: Operation, precision) -> Dict[int, Value]:
     return {}
 
 
+def _written_by_generic_proxy(mem: Value, op: Operation) -> bool:
+    """Whether anything but TMA copies may write the buffer `mem` (conservatively: yes for
+    a buffer that is not a plain `local_alloc`)."""
+    alloc = mem.owner
+    if alloc is None or not isinstance(alloc.opdef, LocalAllocOp) or alloc.operands:
+        return True
+    return any(mem in other.operands and MemoryEffect.WRITE_SHARED in other.opdef.memory_effects
+               and not isinstance(other.opdef, AsyncTMACopyGlobalToLocalOp)
+               for other in _function_ops(op))
+
+
 def _use_buffer(op: Operation, index: int, mem: Value, transposed: bool) -> None:
     fn_ops = _function_ops(op)
     if transposed:
@@ -360,19 +372,25 @@ def rewrite_dot(op: Operation, plan: DotPlan, convert_operand) -> None:
         a_ty, b_ty = op.operands[0].type, op.operands[1].type
         b_k_major = a_ty.element == float32 or a_ty.element.is_fp8()
         in_place = _read_in_place(op, precision)
+        # wgmma reads through the async proxy: what the generic proxy wrote (the staging
+        # stores below, or stores into a buffer read in place) needs a fence first; what only
+        # TMA wrote does not (Triton fences the same way), and the fence costs a MEMBAR.
+        generic_writes = any(_written_by_generic_proxy(mem, op) for mem, _ in in_place.values())
         for index, (mem, transposed) in in_place.items():
             _use_buffer(op, index, mem, transposed)
         if 0 in in_place:
             pass
         elif operand_from_memory(op.operands[0]):
             _stage_in_shared(op, 0, nvmma_shared_layout(a_ty.shape, a_ty.element))
+            generic_writes = True
         else:
             convert_operand(op, 0, DotOperandLayout(0, acc_layout, wgmma_k_width(a_ty.element)),
                             exact=True)
         if 1 not in in_place:
             _stage_in_shared(op, 1, nvmma_shared_layout(b_ty.shape, b_ty.element, b_k_major))
-        # The stores above are generic-proxy writes; wgmma reads through the async proxy.
-        _build_before(op, lambda b: FenceAsyncSharedOp.build(b))
+            generic_writes = True
+        if generic_writes:
+            _build_before(op, lambda b: FenceAsyncSharedOp.build(b))
         true = _build_before(op, lambda b: ConstantOp.build(b, True, int1))
         attrs = {"is_async": False}
         if precision is not None:

@@ -17,6 +17,17 @@ buffers and each slot one mbarrier (all the loop's TMA loads of an iteration com
         read_slot, write_slot advance modulo S; phase flips when read_slot wraps
     warp_group_dot_wait(pendings=0); inval_barrier bars[s]
 
+Attention's loop (Triton's schedule for it): S = Q K^T, softmax, O = P V + alpha O. Its last
+wgmma (P V) reads registers (P), so it cannot stay in flight under `wait(1)`; but its result
+only goes back into the loop, and the loop's first wgmma (Q K^T) comes before anything reads
+it. So P V is issued async and left in flight across the back edge; Q K^T is issued async
+and waited at once with `pendings=0`, which retires the previous P V too (the wait names the
+carried accumulator, so nothing reads it earlier). The tensor cores then run P V_j and
+Q K^T_{j+1} back to back while the warps update l_i, refill the ring and loop. The copies
+for iv + (S-1)*step overwrite the slot P V_{j-1} read, which Q K^T_j's wait retired: they go
+at the end of the body (right after that wait when S = 2, so they still have an iteration to
+land).
+
 Copies past the end are predicated off, so no copy is in flight after the loop. Which loops:
 those `pipelining.plan_loop` leaves alone, with a constant positive step, whose TMA loads (one
 buffer and barrier each, the barrier used only by that load's init/expect/copy/wait/inval/
@@ -31,6 +42,7 @@ from typing import Dict, List, Optional, Set
 from shared_codegen.ir.core import Operation, Value, replace_all_uses
 from shared_codegen.ir.passes import erase_op
 from shared_codegen.ir.types import SharedMemoryType, int64
+from shared_codegen.ops.control.definition import YieldOp
 from shared_codegen.ops.arith.definition import INT_COMPARE, BinaryOp, CompareOp, SelectOp
 from shared_codegen.ops.mbarrier.definition import (BarrierExpectOp, InitBarrierOp,
                                                     InvalBarrierOp, MBarrierLayout,
@@ -57,9 +69,12 @@ class _TMALoad:
 
 
 class _TMAPlan:
-    def __init__(self, loop, loads, stage0, keep, carried0, num_stages, dot):
+    def __init__(self, loop, loads, stage0, keep, carried0, num_stages, dot, carried_dot):
         self.loop, self.loads, self.stage0, self.keep = loop, loads, stage0, keep
         self.carried0, self.num_stages, self.async_dot = carried0, num_stages, dot
+        # (wgmma left in flight across the back edge, its iter_arg index, the wgmma whose
+        # wait(0) retires it next iteration), or None
+        self.carried_dot = carried_dot
 
 
 def _tma_load(buffer_value: Value, block, uses) -> Optional[_TMALoad]:
@@ -121,8 +136,44 @@ def plan_tma_loop(loop: Operation, num_stages: int) -> Optional[_TMAPlan]:
     if staged is None:
         return None
     keep, carried0 = staged
-    return _TMAPlan(loop, loads, stage0, keep, carried0, num_stages,
-                    async_dot(dots, views, block, uses))
+    dot = async_dot(dots, views, block, uses)
+    return _TMAPlan(loop, loads, stage0, keep, carried0, num_stages, dot,
+                    None if dot is not None else _carried_dot(dots, views, block, uses))
+
+
+def _carried_dot(dots, views, block, uses):
+    """(dot, iter_arg index, first wgmma) when the body's last wgmma may stay in flight into
+    the next iteration: its result goes only to the yield, the shared memory it reads is a
+    ring slot or from outside the loop (a register operand, attention's P, is safe: ptxas
+    keeps an in-flight wgmma's registers), and the body's first wgmma comes before every
+    reader of the carried value, so that wgmma's wait(0) retires it first."""
+    yield_op = block.ops[-1]
+    first, dot = dots[0], dots[-1]
+    if first is dot:
+        return None
+    users = uses.get(dot.result, [])
+    slots = [i for i, v in enumerate(yield_op.operands) if v is dot.result]
+    if len(users) != 1 or not _is(users[0], YieldOp) or len(slots) != 1:
+        return None
+    for v in dot.operands[:2]:
+        owner = v.owner
+        if isinstance(v.type, SharedMemoryType) and owner is not None \
+                and owner.parent is block and owner not in views:
+            return None
+    position = {op: i for i, op in enumerate(block.ops)}
+    for reader in uses.get(block.args[1 + slots[0]], []):
+        top = _top_level(reader, block)
+        if top is None or position[top] <= position[first]:
+            return None
+    return dot, slots[0], first
+
+
+def _top_level(op: Operation, block) -> Optional[Operation]:
+    """The op of `block` that holds `op` (itself, or the region op it is nested in)."""
+    while op is not None and op.parent is not block:
+        region = op.parent.parent if op.parent is not None else None
+        op = region.parent if isinstance(getattr(region, "parent", None), Operation) else None
+    return op
 
 
 def _issue(at: _At, plan: _TMAPlan, order, mapping: Dict[Value, Value], bars: Value,
@@ -213,6 +264,27 @@ def pipeline_tma_loop(plan: _TMAPlan) -> None:
         wait_at.place_after(dot)
         replace_all_uses([yield_op], dot.result, wait.results[0])
         at.place_after(wait)  # the copies overwrite the slot of the wgmma `wait` retired
+    elif plan.carried_dot is not None:
+        dot, index, first = plan.carried_dot
+        dot.attrs["is_async"] = True
+        first.attrs["is_async"] = True
+        carried = block.args[1 + index]
+        wait_at = _At(first.loc)
+        first_wait = WarpGroupDotWaitOp.build(
+            wait_at.b, [first.result] + list(first.operands[:2]) + [carried], 0)
+        wait_at.place_after(first)
+        others = [op for op in block.ops if op is not first_wait]
+        replace_all_uses(others, first.result, first_wait.results[0])
+        replace_all_uses(others, carried, first_wait.results[-1])
+        # The copies refill the slot P V_{j-1} read, which that wait retired. With two slots
+        # they go right after it (at the end of the body they would land only as the next
+        # iteration waits for them); deeper rings refill at the end, as Triton does, so that
+        # a CTA barrier before the copies never holds a warpgroup between its Q K^T and its
+        # softmax (the other warpgroup's Q K^T keeps the tensor cores busy meanwhile).
+        if S == 2:
+            at.place_after(first_wait)
+        else:
+            at.place_before(yield_op)
     else:
         at.place_after(wait_end)
     for i in plan.carried0:
@@ -224,6 +296,9 @@ def pipeline_tma_loop(plan: _TMAPlan) -> None:
     done = None
     if plan.async_dot is not None:
         result = loop.results[list(yield_op.operands).index(wait.results[0])]
+        done = WarpGroupDotWaitOp.build(at.b, [result], 0)
+    elif plan.carried_dot is not None:
+        result = loop.results[plan.carried_dot[1]]
         done = WarpGroupDotWaitOp.build(at.b, [result], 0)
     for s in range(S):
         InvalBarrierOp.build(at.b, MemDescIndexOp.build(at.b, bars, at.const(s)))

@@ -10,14 +10,16 @@ benchmarks ask of the current GPU.
 
 Without a GPU, kernels run in the CPU interpreter; then the current device is 0, the torch
 device is "cpu" (where the interpreter wants its tensors), the target is the one `tile.compile`
-uses by default (SC_TARGET, else sm_90a), and device properties raise (there is no device to
-describe).
+uses by default (SC_TARGET, else sm_90a), and device properties describe the reference GPU of
+that target (an H100 SXM for sm_90a, an A100 SXM for sm_80, a B200 for sm_100a), so host code
+that sizes its launch from them (tutorial 02's occupancy) runs unchanged in the interpreter.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Union
+from typing import Dict, Union
 
 from shared_codegen.runtime import driver as cuda
 
@@ -44,11 +46,43 @@ class GPUTarget:
     warp_size: int
 
 
+# get_current_target's answers: {(device index, SC_TARGET or None): GPUTarget}.
+_TARGETS: Dict[tuple, GPUTarget] = {}
+
+
+# Without a GPU: the reference device of each target the interpreter stands in for, with the
+# numbers its CUDA driver reports (the keys are Triton's).
+_MODELED_DEVICES = {
+    80: {"max_shared_mem": 166912, "max_num_regs": 65536, "multiprocessor_count": 108,
+         "warpSize": 32, "sm_clock_rate": 1410000, "mem_clock_rate": 1215000,
+         "mem_bus_width": 5120},
+    90: {"max_shared_mem": 232448, "max_num_regs": 65536, "multiprocessor_count": 132,
+         "warpSize": 32, "sm_clock_rate": 1980000, "mem_clock_rate": 2619000,
+         "mem_bus_width": 5120},
+    100: {"max_shared_mem": 232448, "max_num_regs": 65536, "multiprocessor_count": 148,
+          "warpSize": 32, "sm_clock_rate": 1965000, "mem_clock_rate": 3996000,
+          "mem_bus_width": 8192},
+}
+
+
+def _modeled_device_properties() -> dict:
+    from shared_codegen.lowering.backend import parse_target
+    target = cuda.default_target()
+    arch, _suffix = parse_target(target)
+    model = _MODELED_DEVICES.get(arch)
+    if model is None:
+        known = ", ".join(f"sm_{a}" for a in sorted(_MODELED_DEVICES))
+        raise RuntimeError(f"get_device_properties: there is no CUDA GPU here and no reference "
+                           f"device for target {target} to describe (known: {known}; set "
+                           f"SC_TARGET to one of them)")
+    return dict(model)
+
+
 class CudaUtils:
     def get_device_properties(self, device) -> dict:
         """Triton's keys: max_shared_mem (opt-in bytes per block), max_num_regs (per
         block), multiprocessor_count, warpSize, sm_clock_rate and mem_clock_rate (kHz),
-        mem_bus_width (bits)."""
+        mem_bus_width (bits). Without a GPU: the reference device of the default target."""
         index = getattr(device, "index", device)
         if index is None:
             index = cuda.current_device_index() if cuda.has_gpu() else 0
@@ -56,8 +90,10 @@ class CudaUtils:
             raise TypeError(f"get_device_properties: device must be a device index (int >= 0) "
                             f"or a torch.device, got {device!r}")
         if not cuda.has_gpu():
-            raise RuntimeError("get_device_properties: there is no CUDA GPU to describe (kernels "
-                               "run in the CPU interpreter here)")
+            if index != 0:
+                raise RuntimeError(f"get_device_properties: there is no CUDA GPU here; the "
+                                   f"interpreter models one device (index 0), got {index}")
+            return _modeled_device_properties()
         api = cuda._driver()
         handle = cuda.check(api.cuDeviceGet(index), f"cuDeviceGet({index})")
         return {key: cuda.check(api.cuDeviceGetAttribute(getattr(api.CUdevice_attribute, name),
@@ -89,9 +125,15 @@ class CudaDriver:
         return current_stream()
 
     def get_current_target(self) -> GPUTarget:
-        from shared_codegen.lowering.backend import parse_target
-        arch, _suffix = parse_target(cuda.default_target())
-        return GPUTarget("cuda", arch, 32)
+        # Tutorials ask on every call (tutorial 06's forward: five times, through is_cuda()
+        # and is_hopper()), so the answer is kept per device and SC_TARGET setting.
+        key = (self.get_current_device(), os.environ.get("SC_TARGET"))
+        target = _TARGETS.get(key)
+        if target is None:
+            from shared_codegen.lowering.backend import parse_target
+            arch, _suffix = parse_target(cuda.default_target())
+            target = _TARGETS[key] = GPUTarget("cuda", arch, 32)
+        return target
 
     def get_active_torch_device(self):
         import torch

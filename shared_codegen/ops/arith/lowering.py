@@ -51,6 +51,8 @@ _BUILDER_OPS = {
     "arith.shrui": "lshr", "arith.addf": "fadd", "arith.subf": "fsub", "arith.mulf": "fmul",
     "arith.divf": "fdiv", "arith.remf": "frem", "tt.precise_divf": "fdiv",
 }
+# With fp fusion on (LoweringContext.fp_fusion) these may fuse into one fma.rn.
+_CONTRACTIBLE = frozenset({"arith.addf", "arith.subf", "arith.mulf"})
 # min/max through LLVM intrinsics: NVPTX selects min/max.{s,u}32 and, for floats, max.f32
 # (maxnum: a NaN operand is ignored) or max.NaN.f32 (maximum: NaN propagates, sm_80+).
 _MINMAX = {
@@ -85,6 +87,8 @@ def lower_binary(op, ctx):
     method = getattr(b, _BUILDER_OPS[op.name])
     if elem.bits == 1 and op.name in ("arith.addi", "arith.subi"):
         method = b.xor  # i1 arithmetic wraps: add == sub == xor
+    if ctx.fp_fusion and op.name in _CONTRACTIBLE:
+        return elementwise(ctx, op, lambda x, y: method(x, y, flags=("contract",)))
     return elementwise(ctx, op, method)
 
 

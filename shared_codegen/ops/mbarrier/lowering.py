@@ -18,8 +18,10 @@ from shared_codegen.lowering.context import VOID, LoweringError
 from shared_codegen.ops.mbarrier.definition import (ArriveBarrierOp, BarrierExpectOp,
                                                     InitBarrierOp, InvalBarrierOp,
                                                     WaitBarrierOp, pred_of)
+from shared_codegen.ir.types import MemoryDescriptorType, TensorType
 from shared_codegen.lowering.smem_matrix import arch_of
 from shared_codegen.ops.shared_memory.lowering import sync_shared
+from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
 
 
 def bar_address(ctx, op, bar):
@@ -86,6 +88,42 @@ def lower_barrier_expect(op, ctx):
     return None
 
 
+def _releases_nothing_new(other, ctx) -> bool:
+    """Whether `other`, lowered after the last barrier, leaves nothing that one thread's
+    arrival could release too early: it touches only barrier words (atomic), issues a wgmma
+    (an asynchronous read that retires through a wait), waits for wgmmas (in one warpgroup,
+    thread 0's wait covers the whole warpgroup's MMA), or computes scalars from scalars and
+    views. Distributed tensors are refused even from pure ops: a layout conversion or a
+    reduction may go through shared memory."""
+    opdef = other.opdef
+    if isinstance(opdef, (ArriveBarrierOp, BarrierExpectOp, WaitBarrierOp, WarpGroupDotOp)):
+        return True
+    if isinstance(opdef, WarpGroupDotWaitOp):
+        return ctx.num_warps <= 4
+    if opdef is None or opdef.memory_effects or other.regions:
+        return False
+    if other.results and all(isinstance(r.type, MemoryDescriptorType) for r in other.results):
+        return True  # a view of shared memory (index, slice, reshape): an address only
+    return opdef.is_pure(other) and not any(isinstance(v.type, TensorType)
+                                            for v in other.results + other.operands)
+
+
+def _ordered_by_last_barrier(op, ctx) -> bool:
+    """True when the partition's last `bar.sync` already orders everything this arrival
+    releases: it was emitted in this LLVM block (straight-line code since), for the same
+    threads, and every op lowered from it up to `op` passes `_releases_nothing_new`.
+    FA3-style loops release two or three ring stages in a row; only the first pays."""
+    if not ctx.barriers or ctx.barrier_block is not ctx.builder.block:
+        return False
+    since, threads = ctx.barriers[-1]
+    block = op.parent
+    if threads != ctx.named_barrier or since is None or since.parent is not block:
+        return False
+    ops = block.ops
+    first, last = ops.index(since), ops.index(op)
+    return first < last and all(_releases_nothing_new(o, ctx) for o in ops[first:last])
+
+
 @lowering_rule(ArriveBarrierOp)
 def lower_arrive_barrier(op, ctx):
     bar = op.operands[0]
@@ -94,8 +132,10 @@ def lower_arrive_barrier(op, ctx):
     # done with what the arrival releases (typically its reads of a buffer a producer
     # refills next). `ctx.barrier()` syncs exactly those threads: the CTA, or inside a
     # warp-specialized partition only that partition's warps (its named barrier); a
-    # CTA-wide bar.sync there would wait for warps that never come.
-    ctx.barrier()
+    # CTA-wide bar.sync there would wait for warps that never come. A barrier a few ops
+    # earlier may already have done it (`_ordered_by_last_barrier`).
+    if not _ordered_by_last_barrier(op, ctx):
+        ctx.barrier()
     if _before_sm90(ctx):
         one = "@$0 mbarrier.arrive.shared.b64 state, [$1];\n"
         _asm(ctx, "{\n.reg .b64 state;\n" + one * op.attrs["count"] + "}", "b,l",

@@ -214,9 +214,11 @@ class Tcgen05Machine:
                 self.engine.loads.remove(first)
             first._compute()
 
-    def issue(self, op, frame, a, b, d_view, d_ty, use_acc, smem_reads, kind=None) -> None:
+    def issue(self, op, frame, a, b, d_view, d_ty, use_acc, smem_reads, kind=None,
+              tmem_reads=()) -> None:
         """Queue an MMA (or, with `kind`, another tensor-core operation built like one: a
-        tcgen05_copy) behind the earlier ones."""
+        tcgen05_copy, a scaled MMA) behind the earlier ones. `tmem_reads`: (view, type) of
+        tensor memory it reads besides a TS-form `a` (scale factors)."""
         from shared_codegen.ops.tma.definition import _pending
         mma = (kind or _Mma)(self, self.next_id, _where(op), a, b, d_view, d_ty, use_acc)
         self.next_id += 1
@@ -233,13 +235,13 @@ class Tcgen05Machine:
         name = op.opdef.user_name
         d_view.order(d_ty.element.itemsize, frame, op, write=True, what=f"{name} writes",
                      noun="tcgen05 write", engine=name, tensor_core=True)
-        if isinstance(a, tuple):
-            a[0].order(a[1].element.itemsize, frame, op, write=False, what=f"{name} reads",
+        reads = ([a] if isinstance(a, tuple) else []) + list(tmem_reads)
+        for view, ty in reads:
+            view.order(ty.element.itemsize, frame, op, write=False, what=f"{name} reads",
                        noun="tcgen05 read", engine=name, tensor_core=True)
         self.tmem.owners[mma.id] = f"{mma.what} at {mma.where}"
         marks = [(self.tmem.owner, d_view.cells(d_ty.element.itemsize))]
-        if isinstance(a, tuple):
-            marks.append((self.tmem.readers, a[0].cells(a[1].element.itemsize)))
+        marks += [(self.tmem.readers, view.cells(ty.element.itemsize)) for view, ty in reads]
         for owners, cells in marks:
             owners[cells] = mma.id
             mma.tmem.append((owners, cells))

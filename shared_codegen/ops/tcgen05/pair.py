@@ -66,9 +66,10 @@ def check_one_cta_group(pair_op) -> None:
     from shared_codegen.ir.core import VerificationError
     from shared_codegen.ops.tcgen05.copy import TCGen5CopyOp
     from shared_codegen.ops.tcgen05.definition import TCGen5MMAOp
+    from shared_codegen.ops.tcgen05.scaled import TCGen5MMAScaledOp
     fn = function_of(pair_op)
     for o in fn.walk() if fn is not None else ():
-        if isinstance(o.opdef, TCGen5MMAOp) and not is_pair_mma(o):
+        if isinstance(o.opdef, (TCGen5MMAOp, TCGen5MMAScaledOp)) and not is_pair_mma(o):
             raise VerificationError("this kernel has two-CTA tcgen05 MMAs (an acc in "
                                     "TensorMemoryLayout(two_ctas=True)); PTX wants one "
                                     "cta_group for all of a kernel's tcgen05 instructions, so "

@@ -30,7 +30,8 @@ import numpy as np
 
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
 from shared_codegen.ir.types import TensorMemoryType, TensorType, int1, int32
-from shared_codegen.layouts import TensorMemoryLayout, to_linear_layout
+from shared_codegen.layouts import (TensorMemoryLayout, TensorMemoryScalesLayout,
+                                    to_linear_layout)
 from shared_codegen.layouts.relations import OWN_LAYOUTS
 from shared_codegen.ops.shared_memory.definition import verify_allocation
 
@@ -50,8 +51,18 @@ def check_tmem_type(ty) -> None:
     """ValueError unless `ty` is a tensor-memory type this compiler handles."""
     if not isinstance(ty, TensorMemoryType):
         raise ValueError(f"expected a tensor memory descriptor, got {ty}")
+    if isinstance(ty.layout, TensorMemoryScalesLayout):
+        if len(ty.shape) != 2 or len(ty.alloc_shape) != 2:
+            raise ValueError(f"scale factors in tensor memory (TensorMemoryScalesLayout) are "
+                             f"[M, K // VEC] descriptors, got shape {list(ty.alloc_shape)}")
+        if ty.element.bits != 8:
+            raise ValueError(f"TensorMemoryScalesLayout holds 8-bit scale factors (uint8 e8m0 "
+                             f"or float8e4nv), got {ty.element}")
+        cell_map(ty.layout, tuple(ty.shape), ty.element.bits)
+        return
     if not isinstance(ty.layout, TensorMemoryLayout):
-        raise ValueError(f"tensor memory needs a TensorMemoryLayout, got {ty.layout!r}")
+        raise ValueError(f"tensor memory needs a TensorMemoryLayout or a "
+                         f"TensorMemoryScalesLayout, got {ty.layout!r}")
     if len(ty.shape) not in (2, 3):
         raise ValueError(f"tensor memory descriptors are [M, N] or [buffers, M, N], got "
                          f"shape {list(ty.shape)}")
@@ -90,6 +101,12 @@ def cell_map(layout: TensorMemoryLayout, shape: tuple, bits: int):
     return lanes, units, columns
 
 
+def lane_copies(layout) -> tuple:
+    """Lane offsets at which tensor memory holds each element of `layout`: once (0,) for a
+    TensorMemoryLayout, once per 32-lane quadrant for MX scale factors."""
+    return getattr(layout, "LANE_COPIES", (0,))
+
+
 def buffer_columns(ty: TensorMemoryType) -> int:
     """32-bit columns of one [M, N] buffer of `ty`'s allocation."""
     return cell_map(ty.layout, tuple(ty.alloc_shape[-2:]), ty.element.bits)[2]
@@ -118,6 +135,8 @@ def check_reg_layout(reg_layout, ty: TensorMemoryType, what: str) -> None:
     """ValueError unless every warp of `reg_layout` only holds elements on its own quadrant of
     TMEM lanes (warp w: lanes 32*(w%4) .. 32*(w%4)+31, PTX ISA 9.7.16.5)."""
     shape = tuple(ty.shape)
+    if len(lane_copies(ty.layout)) == 4:  # a copy in every quadrant: any warp reaches it
+        return
     ll = to_linear_layout(reg_layout, list(shape))
     lanes, _, _ = cell_map(ty.layout, shape, ty.element.bits)
     sizes = {d: ll.in_dim_size(d) for d in ("register", "lane", "warp")}
@@ -278,6 +297,9 @@ def subslice_type(ty: TensorMemoryType, start: int, length: int) -> TensorMemory
     cells, shifted by whole 32-bit columns (what the lowering adds to the address)."""
     if len(ty.shape) != 2:
         raise ValueError(f"slice needs an [M, N] descriptor, got {list(ty.shape)}")
+    if isinstance(ty.layout, TensorMemoryScalesLayout):
+        raise ValueError("slice of scale factors in tensor memory (TensorMemoryScalesLayout) "
+                         "is not supported; allocate one descriptor per MMA")
     m, n = ty.shape
     if not (0 < length and length & (length - 1) == 0 and 0 <= start and start + length <= n
             and start % length == 0):
@@ -367,5 +389,5 @@ class TmemReinterpretOp(OpDef):
 __all__ = ["TmemAllocOp", "TmemLoadOp", "TmemStoreOp", "TmemIndexOp", "TmemSubsliceOp",
            "TmemReinterpretOp",
            "check_tmem_type", "check_reg_layout", "cell_map", "element_cells",
-           "alloc_columns", "buffer_columns", "subslice_type", "subslice_columns",
+           "alloc_columns", "buffer_columns", "lane_copies", "subslice_type", "subslice_columns",
            "TMEM_LANES", "TMEM_COLUMNS", "COL_OFFSET"]

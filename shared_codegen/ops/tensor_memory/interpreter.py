@@ -26,7 +26,7 @@ import numpy as np
 
 from shared_codegen.interpreter.happens_before import current as current_hb
 from shared_codegen.ops.tensor_memory.definition import (COL_OFFSET, TMEM_COLUMNS, TMEM_LANES,
-                                                         element_cells)
+                                                         element_cells, lane_copies)
 
 POISON = 0xFF  # all-ones bytes: NaN in fp32, fp16, bf16, fp8e4nv and fp8e5
 
@@ -74,34 +74,42 @@ def allocate(op, frame) -> "TmemView":
                 frame.error(op, str(exc))
         col = state.columns[op]
     lanes, offs = element_cells(op.result.type)
-    return TmemView(state, lanes, offs + 4 * col)
+    return TmemView(state, lanes, offs + 4 * col, lane_copies(op.result.type.layout))
 
 
 class TmemView:
-    """A tensor-memory descriptor's value: lane and byte offset of each element."""
+    """A tensor-memory descriptor's value: lane and byte offset of each element, and the lane
+    offsets of its copies (MX scale factors are held once per 32-lane quadrant)."""
 
-    def __init__(self, state: TmemState, lanes: np.ndarray, offs: np.ndarray):
-        self.state, self.lanes, self.offs = state, lanes, offs
+    def __init__(self, state: TmemState, lanes: np.ndarray, offs: np.ndarray,
+                 copies=(0,)):
+        self.state, self.lanes, self.offs, self.copies = state, lanes, offs, tuple(copies)
 
     def index(self, i: int, frame, op) -> "TmemView":
         n = self.lanes.shape[0]
         if not 0 <= i < n:
             frame.error(op, f"tensor_memory_descriptor.index: index {i} is outside [0, {n})")
-        return TmemView(self.state, self.lanes[i], self.offs[i])
+        return TmemView(self.state, self.lanes[i], self.offs[i], self.copies)
 
     def columns(self, start: int, length: int) -> "TmemView":
         sel = (slice(None), slice(start, start + length))
-        return TmemView(self.state, self.lanes[sel], self.offs[sel])
+        return TmemView(self.state, self.lanes[sel], self.offs[sel], self.copies)
 
     def reinterpret(self, ty) -> "TmemView":
         """The same first column (the view's lowest byte, a column start) as type `ty`."""
         lanes, offs = element_cells(ty)
-        return TmemView(self.state, lanes, offs + int(self.offs.min()) // 4 * 4)
+        return TmemView(self.state, lanes, offs + int(self.offs.min()) // 4 * 4,
+                        lane_copies(ty.layout))
 
     def cells(self, itemsize: int):
-        """(lane, byte) index arrays of shape + (itemsize,) into the state's arrays."""
+        """(lane, byte) index arrays of shape + (copies * itemsize,) into the state's arrays:
+        each element's bytes, copy after copy."""
         byte = self.offs[..., None] + np.arange(itemsize)
-        return np.broadcast_to(self.lanes[..., None], byte.shape), byte
+        lanes = np.broadcast_to(self.lanes[..., None], byte.shape)
+        if len(self.copies) > 1:
+            lanes = np.concatenate([lanes + c for c in self.copies], axis=-1)
+            byte = np.concatenate([byte] * len(self.copies), axis=-1)
+        return lanes, byte
 
     def flat(self, itemsize: int) -> np.ndarray:
         """The bytes of the view as indices into the flattened `state.data`."""
@@ -132,14 +140,15 @@ class TmemView:
 
     def read_raw(self, ty) -> np.ndarray:
         dtype = np.dtype(ty.element.np)
-        raw = self.state.data[self.cells(dtype.itemsize)]
+        raw = self.state.data[self.cells(dtype.itemsize)][..., :dtype.itemsize]  # 1st copy
         return np.ascontiguousarray(raw).view(dtype).reshape(self.lanes.shape)
 
     def write_raw(self, value, ty) -> None:
         dtype = np.dtype(ty.element.np)
         raw = np.ascontiguousarray(np.asarray(value, dtype=dtype)).view(np.uint8)
         cells = self.cells(dtype.itemsize)
-        self.state.data[cells] = raw.reshape(self.lanes.shape + (dtype.itemsize,))
+        raw = raw.reshape(self.lanes.shape + (dtype.itemsize,))
+        self.state.data[cells] = np.concatenate([raw] * len(self.copies), axis=-1)
         self.state.written[cells] = True
 
     def read(self, ty, frame, op) -> np.ndarray:

@@ -39,7 +39,7 @@ from shared_codegen.ops.tensor_memory.definition import (COL_OFFSET, TmemAllocOp
                                                          TmemLoadOp, TmemReinterpretOp,
                                                          TmemStoreOp, TmemSubsliceOp,
                                                          buffer_columns, cell_map,
-                                                         subslice_columns)
+                                                         lane_copies, subslice_columns)
 from shared_codegen.ops.tensor_memory.messages import (SHAPES, Message, MessagePlan,
                                                        plan_messages)
 
@@ -184,8 +184,12 @@ def plan_access(reg_layout, mem_ty) -> AccessPlan:
         split = lanes_seen[4][1] // per
         lanes_seen = lanes_seen[:4] + [(16, 0)]
     want_lanes = [(1 << i, 0) for i in range(5)]
+    # Warps 1 and 2 move lanes 32 and 64 on; MX scale factors have a copy in every quadrant,
+    # so a warpgroup's four warps carry the same elements, each to its own copy.
+    want_warps = [(0, 0), (0, 0)] if len(lane_copies(mem_ty.layout)) == 4 else \
+        [(32, 0), (64, 0)]
     warps = coords("warp")
-    if lanes_seen != want_lanes or warps[:2] != [(32, 0), (64, 0)] or \
+    if lanes_seen != want_lanes or warps[:2] != want_warps or \
             any(r or u % per for r, u in warps[2:]) or any(r for r, _ in coords("register")):
         raise ValueError(f"the register layout {reg_layout!r} is not the tcgen05.ld/st "
                          f"32x32b layout of this tensor memory (lane i on TMEM lane i, warps "
@@ -295,12 +299,13 @@ def lower_tmem_load(op, ctx):
     for msg in plan.messages:
         n = len(msg.words)
         outs = ",".join(f"${i}" for i in range(n))
-        ret = ir.LiteralStructType([I32] * n)
+        # One output comes back as the value itself (LLVM rejects a one-field struct).
+        ret = I32 if n == 1 else ir.LiteralStructType([I32] * n)
         res = _asm(ctx, f"tcgen05.ld.sync.aligned.{msg.shape}.x{msg.reps}.b32 {{{outs}}}, "
                         f"[${n}]{_split(msg)};",
                    ",".join(["=r"] * n + ["r"]), ret, [_message_addr(ctx, addr, msg)])
         for i, parts in enumerate(msg.words):
-            words.append(b.extract_value(res, i))
+            words.append(res if n == 1 else b.extract_value(res, i))
             owners.append(parts)
     words = _tie(ctx, words, "tcgen05.wait::ld.sync.aligned;")
     elem = ctx.llvm_type(reg_ty.element)

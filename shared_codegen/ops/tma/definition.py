@@ -84,7 +84,9 @@ def check_block(block_shape, element, layout) -> None:
     for d, size in enumerate(block):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"block_shape[{d}] must be a positive int, got {size!r}")
-        if size > MAX_BOX:
+        # The innermost dim is split into boxes of at most 256 (one per TMA message, as
+        # Triton does); the outer dims are moved whole.
+        if size > MAX_BOX and d != len(block) - 1:
             raise ValueError(f"block_shape[{d}] = {size} exceeds the TMA box limit of "
                              f"{MAX_BOX} elements per dim")
         if size & (size - 1):
@@ -93,16 +95,26 @@ def check_block(block_shape, element, layout) -> None:
     if not isinstance(layout, NVMMASharedLayout):
         raise ValueError(f"a TMA descriptor's layout must be an NVMMASharedLayout, got "
                          f"{layout!r}")
-    if layout.transposed or layout.fp4_padded or layout.cga_layout:
-        raise ValueError(f"transposed, fp4-padded and multi-CTA NVMMASharedLayouts are not "
-                         f"supported for TMA descriptors yet, got {layout!r}")
+    if layout.transposed or layout.cga_layout:
+        raise ValueError(f"transposed and multi-CTA NVMMASharedLayouts are not supported for "
+                         f"TMA descriptors yet, got {layout!r}")
+    if layout.fp4_padded:
+        # Packed e2m1 pairs in global memory, each 8 bytes padded to 16 in shared memory
+        # (CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B: boxes of 128 elements, 128-byte swizzle).
+        if element.kind not in ("int", "uint") or element.bits != 8:
+            raise ValueError(f"an fp4_padded TMA descriptor moves e2m1 pairs packed in uint8, "
+                             f"got dtype {element!r}")
+        if layout.swizzle_byte_width != 128:
+            raise ValueError(f"an fp4_padded TMA descriptor needs swizzle_byte_width=128, got "
+                             f"{layout!r}")
     if layout.rank != len(block):
         raise ValueError(f"the layout has rank {layout.rank} but block_shape {block} has "
                          f"rank {len(block)}")
     if layout.element_bitwidth != element.bits:
         raise ValueError(f"the layout's element_bitwidth {layout.element_bitwidth} does not "
                          f"match the dtype {element!r} ({element.bits} bits)")
-    inner = block[-1] * element.itemsize
+    # An fp4-padded box lands twice its packed bytes in shared memory.
+    inner = block[-1] * element.itemsize * (2 if layout.fp4_padded else 1)
     if inner < 16:
         raise ValueError(f"the innermost block dim moves {block[-1]} x {element.itemsize} = "
                          f"{inner} bytes; TMA needs at least 16")

@@ -48,6 +48,8 @@ def _boxes(ctx, op, desc, smem, coords, base=None, lowered=None):
         addr = base if not offset else ctx.builder.gep(base, [ctx.i32(offset * itemsize)],
                                                        source_etype=I8)
         inner = lowered[-1] if not start else ctx.builder.add(lowered[-1], ctx.i32(start))
+        if ty.layout.fp4_padded:  # the map's innermost dim counts e2m1 values, two per byte
+            inner = ctx.builder.shl(inner, ctx.i32(1))
         out.append((addr, [inner] + lowered[-2::-1]))
     return out
 

@@ -21,8 +21,10 @@ Hopper, as in Triton 3.6's TMA lowering.
   issues copies through it (`fence.proxy.tensormap::generic.acquire.gpu`).
 - `reinterpret_tensor_descriptor` views the map as a descriptor the TMA ops take.
 
-The CPU interpreter never sees these ops: the tile frontend gives it (and targets below
-sm_90) plain masked loads and stores for device-side descriptors.
+In the CPU interpreter (Gluon's `tma.make_tensor_descriptor`; the tile frontend gives the
+interpreter plain masked loads and stores instead) `global_scratch_alloc` is a slot for one
+map, `tensormap_create` fills it with the descriptor's base, shape and strides, and
+`reinterpret_tensor_descriptor` reads it back for the TMA ops.
 """
 
 from __future__ import annotations
@@ -47,9 +49,29 @@ FILL_MODES = {"zero": 0, "nan": 1}
 TENSORMAP_PTX_VERSION = (8, 6)
 
 
-def _runtime_error(op, frame):
-    frame.error(op, "tensor maps written by the kernel exist only in compiled sm_90 code; "
-                    "the interpreter runs device-side descriptors as plain loads and stores")
+class TensorMapSlot:
+    """What `global_scratch_alloc` yields in the interpreter: room for one tensor map."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.tensor_map = None
+
+    def filled(self, op, frame):
+        if self.tensor_map is None:
+            frame.error(op, f"the tensor map in the global scratch allocated at {self.where} "
+                            f"is used before ttng.tensormap_create wrote it")
+        return self.tensor_map
+
+
+def _slot(op, frame, value) -> TensorMapSlot:
+    if not isinstance(value, TensorMapSlot):
+        frame.error(op, "expects the global scratch of a tensor map")
+    return value
+
+
+def _where(op) -> str:
+    loc = op.loc
+    return f"{loc.file}:{loc.line}" if loc is not None and loc.file else "an unknown line"
 
 
 class GlobalScratchAllocOp(OpDef):
@@ -79,7 +101,8 @@ class GlobalScratchAllocOp(OpDef):
         if op.attrs.get("offset", -1) % max(1, op.attrs.get("alignment", 1)):
             raise VerificationError("offset must be a multiple of alignment", op)
 
-    interpret = staticmethod(_runtime_error)
+    def interpret(self, op, frame):
+        return [TensorMapSlot(_where(op))]
 
 
 class TensormapCreateOp(OpDef):
@@ -139,7 +162,31 @@ class TensormapCreateOp(OpDef):
             raise VerificationError(f"box_dim entries must be in [1, 256], got "
                                     f"{op.attrs['box_dim']}", op)
 
-    interpret = staticmethod(_runtime_error)
+    def interpret(self, op, frame):
+        from shared_codegen.ops.tma.definition import TensorMapValue
+
+        desc_ptr, _staging, base, dims, strides = self.parts(op)
+        itemsize = base.type.element.itemsize
+        slot = _slot(op, frame, frame[desc_ptr])
+        # What the GPU would take silently and get wrong (PTX ISA, tensor-map fields): the
+        # global address and every stride but the innermost are multiples of 16 bytes.
+        outer_first = [int(frame[s]) for s in reversed(strides)]
+        for d, nbytes in enumerate(outer_first):
+            if nbytes <= 0 or nbytes % 16:
+                frame.error(op, f"tensor descriptor: strides[{d}] = {nbytes // itemsize} "
+                                f"elements = {nbytes} bytes is not a positive multiple of 16 "
+                                f"bytes (TMA's stride granularity)")
+        if int(frame[base]) % 16:
+            frame.error(op, f"tensor descriptor: the base address is {int(frame[base]) % 16} "
+                            f"bytes past a 16-byte boundary (TMA needs 16-byte alignment)")
+        # Dims and strides come innermost first (PTX order); the innermost stride is the
+        # element size.
+        slot.tensor_map = TensorMapValue(
+            int(frame[base]), [int(frame[d]) for d in reversed(dims)],
+            outer_first + [itemsize],
+            f"the descriptor made at {_where(op)}",
+            fill=float("nan") if op.attrs["fill_mode"] == FILL_MODES["nan"] else 0)
+        return []
 
 
 class TensormapFenceproxyAcquireOp(OpDef):
@@ -158,7 +205,9 @@ class TensormapFenceproxyAcquireOp(OpDef):
         if len(op.operands) != 1 or not isinstance(op.operands[0].type, PointerType):
             raise VerificationError("expects one pointer operand", op)
 
-    interpret = staticmethod(_runtime_error)
+    def interpret(self, op, frame):
+        _slot(op, frame, frame[op.operands[0]]).filled(op, frame)
+        return []
 
 
 class ReinterpretTensorDescriptorOp(OpDef):
@@ -179,7 +228,33 @@ class ReinterpretTensorDescriptorOp(OpDef):
             raise VerificationError("expects a pointer operand and a tensor descriptor result",
                                     op)
 
-    interpret = staticmethod(_runtime_error)
+    def interpret(self, op, frame):
+        return [_slot(op, frame, frame[op.operands[0]]).filled(op, frame)]
+
+
+def build_tensor_map(b, base, dims, byte_strides, ty: TensorDescriptorType, padding: str):
+    """The ops of a kernel-written descriptor of type `ty` (block, element, NVMMA layout) over
+    the tensor at `base`: `dims` (i32 values) and `byte_strides` (i64 values, without the
+    innermost) outermost first. Returns the descriptor value. Shared by the tile DSL's
+    `tl.make_tensor_descriptor` and Gluon's `tma.make_tensor_descriptor`."""
+    from shared_codegen.layouts import NVMMASharedLayout
+    from shared_codegen.ops.shared_memory.definition import LocalAllocOp, LocalDeallocOp
+    from shared_codegen.ops.tma.definition import box_shape
+
+    scratch = GlobalScratchAllocOp.build(b, TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN)
+    # An unswizzled NVMMA layout: the allocator places it on a 128-byte boundary, which the
+    # tensor map's staging copy needs.
+    words = TENSOR_MAP_BYTES // 4
+    staging = LocalAllocOp.build(b, SharedMemoryType(
+        (words,), int32, NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1),
+        (words,)))
+    TensormapCreateOp.build(
+        b, scratch, staging, base, list(reversed(dims)), list(reversed(byte_strides)),
+        list(reversed(box_shape(ty))), ELEM_TYPES[ty.element.name],
+        SWIZZLE_MODES[ty.layout.swizzle_byte_width], FILL_MODES[padding])
+    LocalDeallocOp.build(b, staging)
+    TensormapFenceproxyAcquireOp.build(b, scratch)
+    return ReinterpretTensorDescriptorOp.build(b, scratch, ty)
 
 
 def _numel(shape) -> int:
@@ -190,5 +265,5 @@ def _numel(shape) -> int:
 
 
 __all__ = ["GlobalScratchAllocOp", "TensormapCreateOp", "TensormapFenceproxyAcquireOp",
-           "ReinterpretTensorDescriptorOp", "ELEM_TYPES", "SWIZZLE_MODES", "FILL_MODES",
+           "ReinterpretTensorDescriptorOp", "build_tensor_map", "ELEM_TYPES", "SWIZZLE_MODES", "FILL_MODES",
            "TENSOR_MAP_BYTES", "TENSOR_MAP_ALIGN", "TENSORMAP_PTX_VERSION"]

@@ -396,13 +396,22 @@ class _Descriptors:
         return b.or_(b.zext(field, I64), self.hi)
 
     def at(self, start: int):
-        b = self.ctx.builder
+        """The descriptor of the step that starts `start` bytes into the operand."""
+        value, add = self.at_parts(start)
+        return value if not add else self.ctx.builder.add(value, ir.Constant(I64, add))
+
+    def at_parts(self, start: int):
+        """(descriptor, constant) whose sum is `at(start)`. Where the start's bits miss the
+        warp's (XOR == ADD) the constant is left for the wgmma's asm to add, so that each
+        operand keeps one loop-invariant register: descriptors summed in LLVM are hoisted
+        out of loops as one 64-bit value per K step, which ptxas spills when the
+        accumulators fill the register file."""
         if not start:
-            return self.base
-        if not start & self.warp_mask:  # disjoint bits: XOR == ADD
-            return b.add(self.base, ir.Constant(I64, start >> 4))
-        off = b.xor(self.warp, self.ctx.i32(start))
-        return self._make(b.add(self.addr, off))
+            return self.base, 0
+        if not start & self.warp_mask:
+            return self.base, start >> 4
+        off = self.ctx.builder.xor(self.warp, self.ctx.i32(start))
+        return self._make(self.ctx.builder.add(self.addr, off)), 0
 
 
 def _tie(ctx, values: Sequence[ir.Value], asm: str):
@@ -424,12 +433,13 @@ def _tie(ctx, values: Sequence[ir.Value], asm: str):
             regs.append(b.zext(v, I32)), kinds.append("r")
         else:  # 16-bit floats travel as 16-bit integers ("h")
             regs.append(b.bitcast(v, ir.IntType(16))), kinds.append("h")
-    ret = ir.LiteralStructType([r.type for r in regs])
+    # One tied value comes back as itself (LLVM rejects a one-field struct return).
+    ret = regs[0].type if len(regs) == 1 else ir.LiteralStructType([r.type for r in regs])
     cons = ",".join([f"={k}" for k in kinds] + [str(i) for i in range(len(regs))] + ["~{memory}"])
     res = _asm(ctx, asm, cons, ret, regs)
     out = []
     for i, v in enumerate(values):
-        x = b.extract_value(res, i)
+        x = res if len(regs) == 1 else b.extract_value(res, i)
         if x.type != v.type:
             x = b.trunc(x, v.type) if isinstance(v.type, ir.IntType) else b.bitcast(x, v.type)
         out.append(x)
@@ -481,16 +491,25 @@ def _unpack_f16_pair(ctx, reg, half_ty):
     return b.extract_element(vec, ctx.i32(0)), b.extract_element(vec, ctx.i32(1))
 
 
-def _mma_asm(instr: str, n_out: int, n_a: int, trans: str):
+def _mma_asm(instr: str, n_out: int, n_a: int, trans: str, a_add: int = 0, b_add: int = 0):
+    """One wgmma; `a_add` / `b_add` are added to the A / B descriptor operands first."""
     outs = ", ".join(f"${i}" for i in range(n_out))
+    b_idx, p_idx = n_out + n_a, n_out + n_a + 1
+    lines = ["{", ".reg .pred p;"]
     if n_a == 1:
         a_text = f"${n_out}"
+        if a_add:
+            lines += [".reg .b64 da;", f"add.s64 da, ${n_out}, {a_add};"]
+            a_text = "da"
     else:
         a_text = "{" + ", ".join(f"${n_out + i}" for i in range(n_a)) + "}"
-    b_idx, p_idx = n_out + n_a, n_out + n_a + 1
-    return ("{\n.reg .pred p;\n"
-            f"setp.ne.b32 p, ${p_idx}, 0;\n"
-            f"{instr} {{{outs}}}, {a_text}, ${b_idx}, p, 1, 1{trans};\n}}")
+    b_text = f"${b_idx}"
+    if b_add:
+        lines += [".reg .b64 db;", f"add.s64 db, ${b_idx}, {b_add};"]
+        b_text = "db"
+    lines += [f"setp.ne.b32 p, ${p_idx}, 0;",
+              f"{instr} {{{outs}}}, {a_text}, {b_text}, p, 1, 1{trans};", "}"]
+    return "\n".join(lines)
 
 
 @lowering_rule(WarpGroupDotOp)
@@ -521,7 +540,6 @@ def lower_warp_group_dot(op, ctx):
         trans = f", {t_b}" if a_in_regs else f", {'0' if plan.a.k_major else '1'}, {t_b}"
     n_out = instr_n // 4 if f16_acc else instr_n // 2
     n_a = 4 if a_in_regs else 1
-    asm = _mma_asm(instr, n_out, n_a, trans)
     out_kind = "=r" if f16_acc else "=f"
     cons = ",".join([out_kind] * n_out + (["r"] * 4 if a_in_regs else ["l"]) + ["l", "r"]
                     + [str(i) for i in range(n_out)] + ["~{memory}"])
@@ -559,17 +577,21 @@ def lower_warp_group_dot(op, ctx):
     half_ty = acc_regs[0].type if f16_acc else None
     for step in plan.steps:
         tile = plan.tiles[step.tile]
+        a_add = 0
         if a_in_regs:
             a_args = [packed[idx] for idx in step.a_regs]
         else:
-            a_args = [a_desc.at(step.a_start)]
+            a_value, a_add = a_desc.at_parts(step.a_start)
+            a_args = [a_value]
+        b_value, b_add = b_desc.at_parts(step.b_start)
         d_in = [current.get(r, acc_regs[r]) for r in tile.regs]
         if f16_acc:
             d_in = [_pack_f16_pairs(ctx, d_in[2 * i], d_in[2 * i + 1]) for i in range(n_out)]
         if no_acc and step.k0 == 0 and not any(r in current for r in tile.regs):
             d_in = [ir.Constant(v.type, ir.Undefined) for v in d_in]
         scale = use if step.k0 == 0 else ctx.i32(1)
-        res = _asm(ctx, asm, cons, ret, a_args + [b_desc.at(step.b_start), scale] + d_in)
+        res = _asm(ctx, _mma_asm(instr, n_out, n_a, trans, a_add, b_add), cons, ret,
+                   a_args + [b_value, scale] + d_in)
         outs = [b.extract_value(res, i) for i in range(n_out)]
         if f16_acc:
             outs = [h for reg in outs for h in _unpack_f16_pair(ctx, reg, half_ty)]

@@ -87,3 +87,28 @@ def test_the_launcher_packs_the_encoded_bytes():
         tensor_map = bytes(range(128))
 
     assert _tensor_map_bytes(Fake()) == bytes(range(128))
+
+
+def test_dataclasses_replace_swaps_the_layout_and_rechecks():
+    # Triton's TensorDescriptor is a dataclass; tutorial 11 turns the scales' swizzle off with
+    # `dataclasses.replace(desc, layout=...)`.
+    import dataclasses
+    x = np.zeros((4, 2, 256), np.uint8)
+    desc = TensorDescriptor.from_tensor(
+        x, [1, 2, 256], gl.NVMMASharedLayout.get_default_for([1, 2, 256], gl.uint8))
+    plain = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=3)
+    new = dataclasses.replace(desc, layout=plain)
+    assert new.layout == plain and new.type.layout == plain
+    assert (new.shape, new.strides, new.block_shape) == ([4, 2, 256], [512, 256, 1], [1, 2, 256])
+    with pytest.raises(ValueError, match="the layout has rank 2 but block_shape"):
+        dataclasses.replace(desc, layout=gl.NVMMASharedLayout(0, 8, rank=2))
+
+
+def test_an_innermost_block_dim_over_256_is_split_into_boxes():
+    # Tutorial 11 moves [128, 512] fp8 blocks: four 128-byte-swizzled boxes of 128 columns.
+    from shared_codegen.ops.tma.definition import box_shape
+    x = np.zeros((128, 1024), np.uint8)
+    d = TensorDescriptor.from_tensor(x, [128, 512], gl.NVMMASharedLayout(128, 8))
+    assert box_shape(d.type) == [128, 128]
+    d = TensorDescriptor.from_tensor(x, [128, 512], gl.NVMMASharedLayout(0, 8))
+    assert box_shape(d.type) == [128, 256]

@@ -148,6 +148,27 @@ def test_pipeline_kernels_assemble():
     assert "fence.proxy.async.shared::cta" in ptx
 
 
+def test_setmaxnreg_kernels_always_load_through_the_driver_jit(monkeypatch):
+    # nvJitLink's ptxas drops setmaxnreg; whether its log says so (C7504) must not decide,
+    # or a consumer warpgroup runs with the entry budget and spills (seen on the H100).
+    from shared_codegen.lowering import backend
+
+    assemble = backend.ptx_to_cubin
+    monkeypatch.setattr(backend, "ptx_to_cubin", lambda ptx, target, extra_opts=(): (
+        assemble(ptx, target, extra_opts)[0], ""))
+    d = desc(arange2d(64 * 4, 64), [64, 64])
+    ws = _compile(producer_consumer_kernel, {"in_desc": d, "out_ptr": "*fp16:16"},
+                  {"NUM_TILES": 4, "STAGES": 3})
+    assert "setmaxnreg" in ws.asm["ptx"] and ws.metadata["driver_jit"] is True
+    plain = _compile(_stores_one, {"out_ptr": "*fp32:16"})
+    assert "setmaxnreg" not in plain.asm["ptx"] and plain.metadata["driver_jit"] is False
+
+
+@gluon.jit
+def _stores_one(out_ptr):
+    gl.store(out_ptr, 1.0)
+
+
 # ---- what lowering refuses -------------------------------------------------------------------
 
 @gluon.jit

@@ -45,8 +45,9 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 def test_vector_add_ir_is_named_after_the_source_variables():
     x = np.zeros(16, np.float32)
     text = ir_of(add_kernel, [x, x, x, 1000, 128])
-    assert text.startswith("module attributes {num_warps = 4, target = 'sm_90a', "
-                           "threads_per_warp = 32}\n")
+    # enable_fp_fusion: the tile frontend lets mul + add fuse into an FMA, as Triton does.
+    assert text.startswith("module attributes {enable_fp_fusion = True, num_warps = 4, "
+                           "target = 'sm_90a', threads_per_warp = 32}\n")
     assert ("tt.func @add_kernel(%x_ptr: !ptr<fp32>, %y_ptr: !ptr<fp32>, %out_ptr: !ptr<fp32>, "
             "%n_elements: i32) attributes {kernel} {") in text
     for line in ["  %pid = tt.get_program_id {axis = 0} : i32",

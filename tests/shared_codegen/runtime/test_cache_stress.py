@@ -101,7 +101,7 @@ def test_a_truncated_entry_is_recompiled_with_one_warning_and_rewritten(cache_di
     path.write_bytes(data[:len(data) // 2])
     fingerprint, caught = recompile_with_one_warning(SAME)
     assert fingerprint == reference
-    assert caught == [f"compilation cache: ignoring corrupt entry {path} (artifact 'ptx' is "
+    assert caught == [f"compilation cache: ignoring corrupt entry {path} (artifact 'llir' is "
                       f"truncated); the kernel is compiled again"]
     # The recompile stored a good entry again (its log's timings differ, its code does not).
     stored = cache_module._decode_entry(path.stem, path.read_bytes())

@@ -29,9 +29,25 @@ def test_autotune_rejects_meta_parameters_given_twice():
         tuned_copy[(1,)](x, x, 8, BLOCK=16)
 
 
-def test_autotune_key_must_name_parameters():
-    with pytest.raises(ValueError, match=r"autotune key names \['m'\] are not parameters"):
-        tile.autotune(configs=[tile.Config({})], key=["m"])(tuned_copy.fn)
+def test_autotune_key_names_that_are_not_parameters_are_left_out_with_a_warning():
+    # Triton ignores them (tutorial 08 keys on a misspelt 'gropup_c_ptrs'); we say so.
+    with pytest.warns(UserWarning, match=r"autotune key names \['m'\] are not parameters of "
+                                         r"tuned_copy \(src, dst, n, BLOCK\); they are left "
+                                         r"out of the key"):
+        tuned = tile.autotune(configs=[tile.Config({"BLOCK": 32})], key=["m", "n"])(
+            tuned_copy.fn)
+    x = np.arange(40, dtype=np.float32)
+    y = np.zeros_like(x)
+    tuned[(2,)](x, y, 40)
+    np.testing.assert_array_equal(x, y)
+    assert tuned._key({"src": x, "dst": y, "n": 40}) == (40, "float32", "float32")
+
+
+def test_autotune_reset_to_zero_must_name_parameters():
+    with pytest.raises(ValueError, match=r"autotune reset_to_zero names \['out'\] are not "
+                                         r"parameters of tuned_copy"):
+        tile.autotune(configs=[tile.Config({})], key=["n"], reset_to_zero=["out"])(
+            tuned_copy.fn)
 
 
 def test_prune_configs_by_early_prune():

@@ -134,3 +134,42 @@ def test_attention_forward_numerics_under_seeds(monkeypatch, num_stages, seed):
     want_o, want_lse, *_ = _reference(q, k, v, q, 0.5, True)
     np.testing.assert_allclose(o.astype(np.float64), want_o, atol=4e-3, rtol=0)
     np.testing.assert_allclose(lse, want_lse, atol=2e-5, rtol=1e-5)
+
+
+def _loop_body(ir: str) -> str:
+    body = ir[ir.index("scf.for"):]
+    return body[:body.index("scf.yield")]
+
+
+@pytest.mark.parametrize("causal,num_stages", [(False, 3), (True, 3), (False, 2)])
+def test_attention_p_v_stays_in_flight_until_the_next_q_k_wait(causal, num_stages):
+    """Triton's attention schedule: P V (register A) is issued async and left in flight
+    across the back edge; Q K^T is async and waited at once with pendings=0, the wait naming
+    the carried accumulator, so P V_j and Q K^T_{j+1} run back to back on the tensor cores.
+    The ring is refilled after P V, the slot P V_{j-1} read being free once that wait passed
+    (with two slots right after that wait, so the copies have an iteration to land)."""
+    desc = TensorDescriptor(np.zeros((256, 64), np.float16), [256, 64], [64, 1], [64, 64])
+    kdesc = TensorDescriptor(np.zeros((256, 64), np.float16), [256, 64], [64, 1], [32, 64])
+    sig = {"q_desc": desc, "k_desc": kdesc, "v_desc": kdesc, "o_desc": desc,
+           "lse_ptr": "*fp32", "sm_scale": "fp32", "N_CTX": "i32"}
+    kern = triton.compile(attention_forward, signature=sig, target="sm_90a", num_warps=4,
+                          num_stages=num_stages,
+                          constexprs=dict(HEAD_DIM=64, BLOCK_M=64, BLOCK_N=32, CAUSAL=causal))
+    ir, ptx = kern.asm["ttgir"], kern.asm["ptx"]
+    body = _loop_body(ir)
+    dots = [line for line in body.splitlines() if "ttng.warp_group_dot " in line]
+    assert len(dots) == 2 and all("{is_async = True}" in d for d in dots)
+    waits = [line for line in body.splitlines() if "ttng.warp_group_dot_wait" in line]
+    assert len(waits) == 1 and "{pendings = 0}" in waits[0]
+    # The wait passes the carried accumulator (the loop's first block argument) through.
+    carried = body[body.index("^bb(") + 4:].split(",")[1].split(":")[0].strip()
+    assert waits[0].split("{")[0].rstrip().endswith(carried)
+    refill = body.index("ttng.async_tma_copy_global_to_local")
+    if num_stages == 2:
+        assert body.index(waits[0]) < refill < body.index(dots[1])
+    else:
+        assert body.index(dots[1]) < refill
+    # After each loop: the last P V retired before anything reads the accumulator.
+    assert ir.count("ttng.warp_group_dot_wait") == (4 if causal else 2)
+    assert ptx.count("wgmma.wait_group.sync.aligned 0;") == (4 if causal else 2)
+    assert "wgmma.wait_group.sync.aligned 1;" not in ptx

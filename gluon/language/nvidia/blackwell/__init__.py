@@ -2,25 +2,23 @@
 `triton.experimental.gluon.language.nvidia.blackwell` 3.6: tensor memory
 (`TensorMemoryLayout`, `TensorMemoryScalesLayout`, `allocate_tensor_memory`,
 `tensor_memory_descriptor`, `get_tmem_reg_layout`), the tensor cores (`tcgen05_mma`,
-`tcgen05_commit`, `tcgen05_copy`), and Hopper's `mbarrier`, `tma`, `fence_async_shared`, which Blackwell
-kernels use too.
+`tcgen05_mma_scaled`, `tcgen05_commit`, `tcgen05_copy`), and Hopper's `mbarrier`, `tma`,
+`fence_async_shared`, which Blackwell kernels use too.
 
 The ops behind them are in `shared_codegen/ops/tensor_memory/` and `shared_codegen/ops/tcgen05/`.
 `float2` holds the packed fp32x2 math (`Float2Tensor`, `pack`, `fma`, ...).
-Not here yet: `tcgen05_mma_scaled`.
 """
 
 from __future__ import annotations
 
 from gluon.language.nvidia.ampere import async_copy, mma_v2
 from gluon.language.nvidia.blackwell._tcgen05 import (tcgen05_commit, tcgen05_copy,
-                                                      tcgen05_mma)
+                                                      tcgen05_mma, tcgen05_mma_scaled)
 from gluon.language.nvidia.blackwell._tmem import (allocate_tensor_memory, get_tmem_reg_layout,
                                                    tensor_memory_descriptor,
                                                    tensor_memory_descriptor_type)
 from gluon.language.nvidia.blackwell import float2
 from gluon.language.nvidia.hopper import cluster, fence_async_shared, mbarrier, tma
-from shared_codegen.frontend.values import builtin
 from shared_codegen.layouts import TensorMemoryLayout, TensorMemoryScalesLayout
 
 __all__ = ["TensorMemoryLayout", "TensorMemoryScalesLayout", "allocate_tensor_memory",
@@ -29,17 +27,3 @@ __all__ = ["TensorMemoryLayout", "TensorMemoryScalesLayout", "allocate_tensor_me
            "tcgen05_mma_scaled", "tensor_memory_descriptor", "tensor_memory_descriptor_type",
            "tma"]
 
-
-def _not_yet(name):
-    """A builtin that exists so upstream kernels import, and says why calling it fails."""
-
-    def fn(*args, _semantic=None, **kwargs):
-        raise NotImplementedError(f"{name} is not supported yet (tcgen05_mma, "
-                                  f"tcgen05_commit and tcgen05_copy are); see "
-                                  f"docs/gluon_compatibility.md")
-
-    fn.__name__ = fn.__qualname__ = name
-    return builtin(fn)
-
-
-tcgen05_mma_scaled = _not_yet("tcgen05_mma_scaled")

@@ -16,7 +16,7 @@ from gluon.language._smem import _checked, memory_descriptor
 from shared_codegen.frontend.codegen import constexpr_function
 from shared_codegen.frontend.values import VALUE_CLASSES, builtin, tensor, unwrap
 from shared_codegen.ir.types import ScalarType, TensorMemoryType, TensorType, int32
-from shared_codegen.layouts import TensorMemoryLayout
+from shared_codegen.layouts import TensorMemoryLayout, TensorMemoryScalesLayout
 from shared_codegen.layouts.tmem import get_tmem_reg_layout as _get_tmem_reg_layout
 from shared_codegen.ops.tensor_memory.definition import (TmemAllocOp, TmemIndexOp, TmemLoadOp,
                                                          TmemReinterpretOp, TmemStoreOp,
@@ -104,13 +104,15 @@ class tensor_memory_descriptor(memory_descriptor):
 @builtin
 def allocate_tensor_memory(element_ty, shape, layout, value=None, _semantic=None):
     """A tensor-memory allocation of `shape` ([M, N] or [buffers, M, N]) placed by the
-    `TensorMemoryLayout` `layout`, filled from the register tensor `value` if given."""
+    `TensorMemoryLayout` `layout` (or MX scale factors, [M, K // VEC] 8-bit, placed by a
+    `TensorMemoryScalesLayout`), filled from the register tensor `value` if given."""
     element_ty, layout = unwrap(element_ty), unwrap(layout)
     shape = [unwrap(s) for s in unwrap(shape)]
     if not isinstance(element_ty, ScalarType):
         raise TypeError(f"expected 'element_ty' to be a dtype but got {element_ty!r}")
-    if not isinstance(layout, TensorMemoryLayout):
-        raise TypeError(f"expected 'layout' to be a TensorMemoryLayout but got {layout!r}")
+    if not isinstance(layout, (TensorMemoryLayout, TensorMemoryScalesLayout)):
+        raise TypeError(f"expected 'layout' to be a TensorMemoryLayout or a "
+                        f"TensorMemoryScalesLayout but got {layout!r}")
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in shape):
         raise TypeError(f"all elements of 'shape' must be integers but got {shape}")
     ty = TensorMemoryType(tuple(shape), element_ty, layout, tuple(shape))

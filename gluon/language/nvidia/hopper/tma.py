@@ -13,15 +13,22 @@ parameters of `triton.experimental.gluon.language.nvidia.hopper.tma` 3.6.
 
 Descriptors come from the host (`gluon.nvidia.hopper.TensorDescriptor`); in the kernel they
 are `tensor_descriptor` values whose type fixes the block shape, dtype and layout (the global
-shape and strides are in the descriptor's bytes only). Semantics and PTX:
-`shared_codegen/ops/tma/definition.py`. Not here yet: device-side `make_tensor_descriptor`.
+shape and strides are in the descriptor's bytes only). `async_atomic_add` and its siblings
+(newer Gluon's names for `cp.reduce.async.bulk.tensor`) are in `_tma_reduce.py`. A kernel
+can also write a descriptor itself: `tma.make_tensor_descriptor(base, shape, strides,
+block_shape, layout)` (_tma_descriptor.py). Semantics and PTX:
+`shared_codegen/ops/tma/definition.py`.
 """
 
 from __future__ import annotations
 
 from gluon.language._newer_names import async_load, async_store  # noqa: F401 (3.7 names)
 from gluon.language._smem import _checked
+from gluon.language.nvidia.hopper._tma_reduce import (  # noqa: F401 (re-exported)
+    async_atomic_add, async_atomic_and, async_atomic_max, async_atomic_min, async_atomic_or,
+    async_atomic_xor)
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
+from gluon.language.nvidia.hopper._tma_descriptor import make_tensor_descriptor
 from gluon.language.nvidia.hopper.mbarrier import _barrier
 from shared_codegen.frontend.descriptors import tensor_descriptor
 from shared_codegen.frontend.values import builtin, tensor
@@ -31,7 +38,9 @@ from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
                                                check_smem)
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
-           "tensor_descriptor", "async_load", "async_store"]
+           "tensor_descriptor", "make_tensor_descriptor", "async_load", "async_store",
+           "async_atomic_add", "async_atomic_min", "async_atomic_max", "async_atomic_and",
+           "async_atomic_or", "async_atomic_xor"]
 
 
 def _desc(value, name):
