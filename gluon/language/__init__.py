@@ -7,7 +7,7 @@ Gluon's (`GluonSemantic`) enforces the layout rules. Builtins whose signature di
 `layout` argument, layout conversion and queries) live in `_core.py`.
 """
 
-from gluon.language import extra, nvidia
+from gluon.language import distributed, extra, nvidia
 from gluon.language._core import (add, arange, assume, bank_conflicts, convert_layout,
                                   distributed_type, full, full_like, mul, num_ctas, num_warps,
                                   set_auto_layout, sub, thread_barrier, to_linear_layout, to_tensor,
@@ -76,4 +76,6 @@ __all__ = [
     "static_print", "device_print", "device_assert", "static_range", "nvidia", "extra", "barrier",
     # warp specialization
     "warp_specialize",
+    # other GPUs' memory (docs/distributed.md)
+    "distributed",
 ]

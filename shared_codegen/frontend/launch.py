@@ -291,6 +291,7 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
     from shared_codegen.frontend.sanitize import check_arguments, needs_concurrent_programs
     from shared_codegen.interpreter.memory import Memory, host_array
     from shared_codegen.interpreter.run import run_kernel
+    from shared_codegen.interpreter.world import current_collector
 
     meta = dict(zip(jit_fn.arg_names, values))
     grid3 = normalize_grid(jit_fn, grid, meta)
@@ -334,7 +335,10 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
                      host_array(getattr(host_values[i], "base", None))
                      if isinstance(spec.arg_types[i], TensorDescriptorType) else None
                      for i in params], [jit_fn.arg_names[i] for i in params])
-    memory = Memory()
+    # Inside `SimulatedWorld.launch`, every rank maps into the world's memory and hands its
+    # launch over; the world runs all ranks' programs together (interpreter/world.py).
+    world = current_collector()
+    memory = world.memory if world is not None else Memory()
     if timeline:
         from shared_codegen.runtime.timeline import TimelineRecorder
 
@@ -352,6 +356,9 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
         else:
             kernel_args.append(np.asarray(v, dtype=ty.np)[()])
     if 0 in grid3:
+        return None
+    if world is not None:
+        world.add(module, kernel_args, grid3)
         return None
     concurrent = getattr(module, "needs_concurrent_programs", None)
     if concurrent is None:

@@ -81,7 +81,10 @@ def _result_sources(value: Value) -> List[Value]:
         return [r.block.terminator.operands[k] for r in op.regions if r.block.ops]
     if isinstance(op.opdef, WhileOp):
         return [op.regions[0].block.terminator.operands[k + 1]]
-    sources = list(op.operands)
+    # An op may say which operands its address derives from (distributed.symm_at: the
+    # pointer, not the table of heap bases it reads).
+    derived = getattr(op.opdef, "address_operands", None)
+    sources = list(op.operands) if derived is None else [op.operands[i] for i in derived]
     for region in op.regions:
         term = region.block.terminator
         if term is not None and term.opdef is not None and term.opdef.terminator:
@@ -114,11 +117,14 @@ def written_arguments(fn) -> Set[int]:
 
 
 def needs_concurrent_programs(fn) -> bool:
-    """Whether a kernel spins on other programs: a `while` loop reaching a sync point."""
+    """Whether a kernel spins on other programs: a `while` loop reaching a sync point, or an
+    op that spins by itself (`sync_point` trait: a signal wait)."""
     from shared_codegen.interpreter.grid import is_sync_point
     from shared_codegen.ops.control.definition import WhileOp
 
     for op in fn.walk():
+        if getattr(op.opdef, "sync_point", False) and not op.regions:
+            return True
         if isinstance(op.opdef, WhileOp):
             if any(is_sync_point(inner) for region in op.regions
                    for inner_op in region.block.ops for inner in inner_op.walk()):

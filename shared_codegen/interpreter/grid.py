@@ -48,8 +48,10 @@ class _Abort(BaseException):
 
 
 def is_sync_point(op) -> bool:
-    """Where programs may switch: an atomic (reads and writes global memory) or a volatile
-    load."""
+    """Where programs may switch: an atomic (reads and writes global memory), a volatile
+    load, or an op that declares itself one (`sync_point`: a signal wait's polls)."""
+    if getattr(op.opdef, "sync_point", False):
+        return True
     effects = op.opdef.memory_effects if op.opdef is not None else frozenset()
     if MemoryEffect.READ_GLOBAL in effects and MemoryEffect.WRITE_GLOBAL in effects:
         return True
@@ -67,13 +69,18 @@ class Program:
         self.last = None             # (op, key, memory version) of the last sync point
         self.repeats = 0
         self.observed = ""           # what the last sync point read, for reports
+        self.waiting = None          # what a signal wait waits for (ops/distributed)
 
     def describe(self) -> str:
-        return "program (" + ", ".join(str(p) for p in self.pid) + ")"
+        rank = getattr(self.frame, "rank", None)
+        pid = self.frame.program_id if rank is not None else self.pid
+        text = "program (" + ", ".join(str(p) for p in pid) + ")"
+        return text if rank is None else f"rank {rank} {text}"
 
     # ---- called on the program's thread (from Memory at a sync point) -------------------
-    def sync(self, op, ptrs, result) -> None:
-        """After an atomic or volatile load: note what it saw, then let others run."""
+    def sync(self, op, ptrs, result, waiting: Optional[str] = None) -> None:
+        """After an atomic or volatile load (or a poll of a signal wait, which says what it
+        `waiting` for): note what it saw, then let others run."""
         memory = self.frame.memory
         key = (np.asarray(ptrs).tobytes(), np.asarray(result).tobytes())
         if self.last is not None and self.last[0] is op and self.last[1] == key \
@@ -82,6 +89,7 @@ class Program:
         else:
             self.repeats = 0
         self.last = (op, key, memory.version)
+        self.waiting = waiting
         if self.repeats >= SPIN_LIMIT - 1:
             values = np.asarray(result).reshape(-1)
             shown = ", ".join(str(v) for v in values[:4]) + (", ..." if values.size > 4 else "")
@@ -108,7 +116,9 @@ class Program:
 class ConcurrentGrid:
     """Round-robin cooperative scheduling of a grid's programs (see the module docstring)."""
 
-    def __init__(self, program_ids, make_frame, run):
+    def __init__(self, program_ids, make_frame, run, max_resident: Optional[int] = None):
+        # A world of simulated GPUs (interpreter/world.py) gives each rank its own SMs.
+        self.max_resident = MAX_RESIDENT if max_resident is None else max_resident
         self.cond = threading.Condition()
         self.holder: Optional[Program] = None
         self.aborted = False
@@ -166,7 +176,7 @@ class ConcurrentGrid:
                         f"the programs of the grid switched more than {MAX_SWITCHES} times "
                         f"at atomics and volatile loads without finishing (a livelock?); "
                         f"{len(resident)} still run, {len(queue)} never started")
-                while queue and len(resident) < MAX_RESIDENT:
+                while queue and len(resident) < self.max_resident:
                     prog = queue.pop(0)
                     self._start(prog)
                     resident.append(prog)
@@ -192,6 +202,8 @@ class ConcurrentGrid:
         first = spinning[0].last[0]
         loc = first.loc
         where = f"{loc.file}:{loc.line}" if loc.line else "<kernel>"
+        if all(prog.waiting for prog in spinning):
+            return self._signal_deadlock(spinning, where, loc)
         lines = [f"{where}: deadlock: a spin loop never completes: every running program has "
                  f"repeated the same atomic or volatile load {SPIN_LIMIT} times with no "
                  f"store to global memory in between"]
@@ -204,8 +216,26 @@ class ConcurrentGrid:
                 lines.append(f"      {op.loc.source_line.strip()}")
         done = len(self.programs) - len(spinning) - waiting
         lines.append(f"  {done} program{'s' if done != 1 else ''} returned"
-                     + (f"; {waiting} more never started (at most {MAX_RESIDENT} run at once, "
+                     + (f"; {waiting} more never started (at most {self.max_resident} run at once, "
                         f"as CTAs resident on the GPU)" if waiting else ""))
+        error = DeadlockError("\n".join(lines))
+        if loc.line:
+            error.file, error.line = loc.file, loc.line
+        return error
+
+    def _signal_deadlock(self, spinning: List[Program], where, loc) -> InterpreterError:
+        """Every running program waits on a signal (ops/distributed): name each wait."""
+        lines = [f"{where}: deadlock: every running program waits on a signal that no running "
+                 f"program will set ({SPIN_LIMIT} polls each with no store to global memory "
+                 f"in between)"]
+        for prog in spinning:
+            op = prog.last[0]
+            at = f"{op.loc.file}:{op.loc.line}" if op.loc.line else "<kernel>"
+            lines.append(f"  {prog.describe()} at {at} {prog.waiting}")
+            if op.loc.source_line:
+                lines.append(f"      {op.loc.source_line.strip()}")
+        done = len(self.programs) - len(spinning)
+        lines.append(f"  {done} program{'s' if done != 1 else ''} returned")
         error = DeadlockError("\n".join(lines))
         if loc.line:
             error.file, error.line = loc.file, loc.line

@@ -120,6 +120,24 @@ class Memory:
         self.buffers.append(Buffer(name, flat, start, arr.dtype))
         return (len(self.buffers) << _SHIFT) + start
 
+    # Memory-model synchronization through an address (ops/distributed); only a simulated
+    # world of ranks tracks it (interpreter/world_races.py).
+    def release(self, frame, ptrs) -> None:
+        pass
+
+    def acquire(self, frame, ptrs) -> None:
+        pass
+
+    def describe_address(self, addr) -> str:
+        """An address in the user's terms, for reports: the argument and element."""
+        addr = int(addr)
+        buf_id = (addr >> _SHIFT) - 1
+        if not 0 <= buf_id < len(self.buffers):
+            return f"address {addr:#x}"
+        buf = self.buffers[buf_id]
+        rel = (addr & _OFFSET_MASK) - buf.start
+        return f"`{buf.name}`[{rel // buf.dtype.itemsize}]"
+
     # ---- address decoding and checks ---------------------------------------------------
     def _resolve(self, addrs: np.ndarray, itemsize: int, frame, op, what: str):
         addrs = np.asarray(addrs, dtype=np.int64)

@@ -48,6 +48,8 @@ class Frame:
     partition = None
     # The grid's cooperative program (interpreter/grid.py) when programs run concurrently.
     program = None
+    # The simulated GPU this program runs on when a world of ranks runs (interpreter/world.py).
+    rank = None
     # The cluster this CTA belongs to (interpreter/cluster.py; kernels with num_ctas > 1)
     # and its rank there.
     cluster = None
@@ -69,6 +71,7 @@ class Frame:
         child.values = self.values
         child.partition = partition
         child.program = self.program
+        child.rank = self.rank
         child.cluster, child.cta_rank = self.cluster, self.cta_rank
         return child
 
@@ -106,8 +109,9 @@ class Frame:
         loc = op.loc
         where = f"{loc.file}:{loc.line}" if loc.line else "<kernel>"
         pid = ", ".join(str(int(p)) for p in self.program_id)
+        rank = "" if self.rank is None else f"rank {self.rank}, "
         cta = f", CTA {self.cta_rank}" if self.cluster is not None else ""
-        text = f"{where}: {message} (program id ({pid}){cta})"
+        text = f"{where}: {message} ({rank}program id ({pid}){cta})"
         if loc.source_line:
             text += f"\n    {loc.source_line.strip()}"
         # "race: ..." raises a RaceError, "deadlock: ..." a DeadlockError (errors.py).

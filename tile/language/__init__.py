@@ -12,7 +12,7 @@ from shared_codegen.ir.types import PointerType as pointer_type
 from shared_codegen.ir.types import (bfloat16, block_type, float8e4nv, float8e5, float16, float32,
                                      float64, int1, int8, int16, int32, int64, uint8, uint16,
                                      uint32, uint64, void)
-from tile.language import extra, math
+from tile.language import distributed, extra, math
 from tile.language._block_pointer import advance, make_block_ptr
 from tile.language._descriptors import make_tensor_descriptor, tensor_descriptor
 from tile.language._types import TRITON_MAX_TENSOR_NUMEL
@@ -66,6 +66,8 @@ __all__ = [
     # hints, debugging, loops
     "multiple_of", "max_contiguous", "max_constancy", "assume", "debug_barrier", "static_assert",
     "static_print", "device_print", "device_assert", "static_range", "range", "math", "extra",
+    # other GPUs' memory (docs/distributed.md)
+    "distributed",
 ]
 
 # `tl.<missing>` raises "tl.<name> is not supported by this compiler (yet)" with a close match.

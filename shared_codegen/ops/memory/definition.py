@@ -37,6 +37,8 @@ class LoadOp(OpDef):
     axis_rule = staticmethod(rule_load)
     user_name = "gl.load"
     memory_effects = frozenset({READ_GLOBAL})
+    # An access without memory-model order: checked for races between simulated ranks.
+    plain_global_access = True
 
     @staticmethod
     def build(b, ptr, mask=None, other=None, cache_modifier="", eviction_policy="",
@@ -87,6 +89,7 @@ class StoreOp(OpDef):
     name = "tt.store"
     layout_rule = PointerAccess("store", preferred=(1,))
     memory_effects = frozenset({WRITE_GLOBAL})
+    plain_global_access = True
 
     @staticmethod
     def build(b, ptr, value, mask=None, cache_modifier="", eviction_policy=""):
