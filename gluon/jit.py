@@ -56,17 +56,18 @@ def jit(fn=None, *, do_not_specialize=(), debug=False, noinline=False, repr=None
 
 
 def compile(kernel: JITFunction, signature, constexprs=None, target="sm_90a", num_warps=4,
-            debug=False, timeline=False):
+            debug=False, timeline=False, num_ctas=1):
     """Compile a Gluon kernel for `target` without a GPU (like `tile.compile`): `signature`
     maps runtime parameters to type strings ("*fp32", "i32", "*fp16:16", ...). Returns a
-    CompiledKernel whose `.asm` holds 'ir', 'ttgir', 'llir', 'ptx' and 'cubin'."""
+    CompiledKernel whose `.asm` holds 'ir', 'ttgir', 'llir', 'ptx' and 'cubin'. `num_ctas`
+    compiles the cluster variant a launch with `num_ctas=` runs (docs/clusters.md)."""
     from shared_codegen.errors import KernelError
     from shared_codegen.frontend.launch import compile_for_target
     from shared_codegen.tracebacks import user_facing
 
     try:
         return compile_for_target(kernel, signature, constexprs, target, num_warps,
-                                  debug=debug, timeline=timeline)
+                                  debug=debug, timeline=timeline, num_ctas=num_ctas)
     except KernelError as error:
         # The traceback ends at the kernel line, without the compiler's frames.
         raise user_facing(error, kernel)

@@ -104,8 +104,15 @@ def num_warps(_semantic=None):
 
 @builtin
 def num_ctas(_semantic=None):
-    """The number of CTAs of a cluster (always 1 here: no clusters yet)."""
-    return 1
+    """The number of CTAs per program: the launch's `num_ctas` (a compile-time int; each
+    program then runs as a thread-block cluster of that many CTAs, docs/clusters.md)."""
+    return cluster_size(_semantic)
+
+
+def cluster_size(semantic) -> int:
+    """The kernel's `num_ctas` (module attribute, set from the launch)."""
+    module = semantic.builder.module
+    return int(module.attrs.get("num_ctas", 1)) if module is not None else 1
 
 
 @builtin

@@ -144,6 +144,7 @@ def check_layout(layout, shape, num_warps=None, what="tensor") -> None:
     if covered != shape:
         raise ValueError(f"{what}: layout {layout!r} covers shape {covered}, not the tensor's "
                          f"shape {shape}")
+    check_no_cta_split(layout, ll.bases.get("block", []), what)
     lanes = ll.in_dim_size("lane")
     if lanes != WARP_SIZE:
         raise ValueError(f"{what}: layout has {lanes} threads per warp but a warp has "
@@ -154,10 +155,22 @@ def check_layout(layout, shape, num_warps=None, what="tensor") -> None:
                          f"num_warps={num_warps}\n  {what} layout: {layout!r}")
 
 
+def check_no_cta_split(layout, block_bases, what="tensor") -> None:
+    """ValueError when `layout` spreads a tensor over several CTAs (a `cga_layout` basis that
+    is not zero): every CTA holds whole tensors here (docs/clusters.md), and lowering such a
+    layout would leave the other CTAs' parts out."""
+    if any(any(basis) for basis in block_bases):
+        raise ValueError(f"{what}: layout {layout!r} splits the tensor across the CTAs of a "
+                         f"cluster (cga_layout bases {[list(b) for b in block_bases]}), which "
+                         f"is not supported: every CTA holds whole tensors here; give each CTA "
+                         f"its part with cluster.cta_rank() (docs/clusters.md)")
+
+
 __all__ = ["AutoLayout", "CoalescedLayout", "BlockedLayout", "SliceLayout", "DistributedLayout",
            "DistributedLinearLayout", "DotOperandLayout", "NVMMADistributedLayout",
            "SharedLayout", "NVMMASharedLayout", "SwizzledSharedLayout", "SharedLinearLayout",
            "PaddedSharedLayout",
            "TensorMemoryLayout", "TensorMemoryScalesLayout", "LinearLayout",
-           "default_blocked_layout", "get_tmem_reg_layout", "check_layout", "linear_form",
+           "default_blocked_layout", "get_tmem_reg_layout", "check_layout", "check_no_cta_split",
+           "linear_form",
            "is_auto", "linear_layout_of"]

@@ -159,6 +159,8 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages,
                "language": jit_fn.language.name,
                "constants": repr(spec.constants)}
+    if spec.num_ctas != 1:  # cluster kernels only: ordinary keys stay as they were
+        options["num_ctas"] = spec.num_ctas
     if spec.instrument:  # only instrumented variants: ordinary keys stay as they were
         options["instrument"] = repr(spec.instrument)
         # Their metadata names kernel files and lines (debug sites): the same source moved
@@ -233,6 +235,8 @@ def compile_module(module, language, target: str) -> CompiledKernel:
                 # nvJitLink's ptxas ignores setmaxnreg (C7504): load the PTX through the
                 # driver JIT instead, which keeps it (runtime/driver.load_ptx_module).
                 "driver_jit": _needs_whole_program(asm["ptx"], log)}
+    if results.get("tma_boxes"):  # maps the launch encodes with a multicast slice's box
+        metadata["tma_boxes"] = {str(k): v for k, v in results["tma_boxes"].items()}
     if lowered.debug_info is not None:
         metadata["debug"] = lowered.debug_info
     if lowered.timeline_info is not None:

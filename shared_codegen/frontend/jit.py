@@ -242,6 +242,8 @@ class JITFunction:
                          "target": spec.target})
         if spec.num_stages != 3:  # the tile pipeliner's depth when not Triton's default
             module.attrs["num_stages"] = spec.num_stages
+        if spec.num_ctas != 1:  # a cluster per program (docs/clusters.md)
+            module.attrs["num_ctas"] = spec.num_ctas
         if self.language.fp_fusion:
             module.attrs["enable_fp_fusion"] = True
         runtime = [(i, name) for i, name in enumerate(self.arg_names)
@@ -310,6 +312,9 @@ class Specialization:
     # ("debug", wait budget in ms), ("timeline", events per warp). Empty for an ordinary
     # kernel.
     instrument: tuple = ()
+    # CTAs per program (Triton's num_ctas): > 1 launches each program as a thread-block
+    # cluster of that many CTAs along x (docs/clusters.md).
+    num_ctas: int = 1
 
     @classmethod
     def from_key(cls, key: tuple, num_warps: int, target: str,

@@ -16,6 +16,7 @@ import numpy as np
 
 from shared_codegen import config
 from shared_codegen.errors import ArgumentError, CompilationError, OutOfResources
+from shared_codegen.frontend.cluster_launch import MAX_CLUSTER_CTAS, check_num_ctas, cluster_grid
 from shared_codegen.frontend.guards import guards_ok, make_check
 from shared_codegen.frontend.jit import Specialization
 from shared_codegen.frontend.relaunch import attach_relaunch
@@ -124,9 +125,11 @@ def _argument_error(jit_fn, values, exc: SpecializationError) -> ArgumentError:
 
 
 def make_specialization(jit_fn, values, num_warps, target,
-                        num_stages=None) -> Specialization:
-    return Specialization.from_key(specialization_key(jit_fn, values), num_warps, target,
+                        num_stages=None, num_ctas=1) -> Specialization:
+    spec = Specialization.from_key(specialization_key(jit_fn, values), num_warps, target,
                                    DEFAULT_NUM_STAGES if num_stages is None else num_stages)
+    spec.num_ctas = num_ctas
+    return spec
 
 
 def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
@@ -138,14 +141,15 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
     if unknown:
         raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
                             f"'{unknown[0]}'")
-    _check_num_ctas(jit_fn, options.get("num_ctas", 1))
+    num_ctas = check_num_ctas(jit_fn, options.get("num_ctas", 1), options.get("cluster_dims"))
     warn_unapplied_options(jit_fn, options.get("maxnreg"))
     check_extern_libs(jit_fn.__name__, options.get("extern_libs"))
     values = [v.value if isinstance(v, constexpr) else v for v in values]
     return _dispatch(jit_fn, values, grid, num_warps, options.get("interpret"),
                      options.get("target"), stream, options.get("warmup", False), fast_key,
                      options.get("cluster_dims"), options.get("num_stages"),
-                     instrumentation(jit_fn, options.get("debug"), options.get("timeline")))
+                     instrumentation(jit_fn, options.get("debug"), options.get("timeline")),
+                     num_ctas)
 
 
 # Launch keywords upstream tests pass that change nothing here: we never insert overflow
@@ -181,7 +185,7 @@ def instrumentation(jit_fn, debug=None, timeline=None) -> tuple:
 
 def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, stream, warmup,
         num_ctas=1, cluster_dims=None, maxnreg=None):
-    _check_num_ctas(jit_fn, num_ctas)
+    num_ctas = check_num_ctas(jit_fn, num_ctas, cluster_dims)
     warn_unapplied_options(jit_fn, maxnreg)
     kwargs = dict(kwargs)
     instrument = instrumentation(jit_fn, kwargs.get("debug"), kwargs.pop("timeline", None))
@@ -195,7 +199,8 @@ def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, st
         num_warps = jit_fn.bind_args(args, kwargs)[jit_fn.arg_names.index("num_warps")]
     values = jit_fn.bind_args(args, kwargs)
     return _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
-                     cluster_dims=cluster_dims, num_stages=num_stages, instrument=instrument)
+                     cluster_dims=cluster_dims, num_stages=num_stages, instrument=instrument,
+                     num_ctas=num_ctas)
 
 
 
@@ -216,20 +221,6 @@ def warn_unapplied_options(jit_fn, maxnreg) -> None:
         warnings.warn(f"{jit_fn.__name__}: maxnreg={maxnreg} is ignored: a per-thread "
                       f"register cap from the launch is not implemented yet (ptxas picks the "
                       f"count from the launch bound)", UserWarning, stacklevel=4)
-
-
-# Thread-block clusters (CUDA guide, "Thread Block Clusters"; sm_90+): at most 8 CTAs is the
-# portable size.
-MAX_CLUSTER_CTAS = 8
-
-
-def _check_num_ctas(jit_fn, num_ctas) -> None:
-    # Triton's num_ctas > 1 makes a cluster one program whose tensors are split across CTAs by
-    # CGA layouts; our layouts have no CTA dimension, so say so rather than run something else.
-    if num_ctas != 1:
-        raise ArgumentError(f"{jit_fn.__name__}: num_ctas={num_ctas!r} is not supported (layouts "
-                            f"here have no CTA split); launch clusters of independent programs "
-                            f"with cluster_dims=(x, y, z)")
 
 
 def check_cluster_dims(jit_fn, cluster_dims, grid3):
@@ -253,7 +244,7 @@ def check_cluster_dims(jit_fn, cluster_dims, grid3):
 
 
 def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
-              fast_key=None, cluster_dims=None, num_stages=None, instrument=()):
+              fast_key=None, cluster_dims=None, num_stages=None, instrument=(), num_ctas=1):
     num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
     num_stages = check_num_stages(jit_fn, num_stages)
     if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
@@ -267,18 +258,19 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
             interpret = not has_gpu()
     if interpret and warmup:
         return attach_relaunch(_compile_without_gpu(jit_fn, values, num_warps, target,
-                                                    num_stages),
-                               jit_fn, values, num_warps, num_stages, target)
+                                                    num_stages, num_ctas),
+                               jit_fn, values, num_warps, num_stages, target, num_ctas)
     if interpret:
         # The interpreter checks bounds and deadlocks always; a timeline it records with a
         # logical clock (runtime/timeline.TimelineRecorder).
         return _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims, num_stages,
-                                timeline="timeline" in dict(instrument))
+                                timeline="timeline" in dict(instrument), num_ctas=num_ctas)
     return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key,
-                    cluster_dims, num_stages, instrument)
+                    cluster_dims, num_stages, instrument, num_ctas)
 
 
-def _compile_without_gpu(jit_fn, values, num_warps, target, num_stages=DEFAULT_NUM_STAGES):
+def _compile_without_gpu(jit_fn, values, num_warps, target, num_stages=DEFAULT_NUM_STAGES,
+                         num_ctas=1):
     """`kernel.warmup(...)` where the kernel would be interpreted (host arrays, no GPU): like
     Triton, compile without running, for `target` (default SC_TARGET, else sm_90a), and
     return the CompiledKernel, whose `.asm` holds every stage."""
@@ -289,13 +281,13 @@ def _compile_without_gpu(jit_fn, values, num_warps, target, num_stages=DEFAULT_N
                    else host_array(v) for i, v in enumerate(values)]
     target = target or config.get("SC_TARGET") or "sm_90a"
     return compile_spec(jit_fn, make_specialization(jit_fn, host_values, num_warps, target,
-                                                    num_stages))
+                                                    num_stages, num_ctas))
 
 
 # ---- interpreter ---------------------------------------------------------------------------
 
 def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
-                     num_stages=DEFAULT_NUM_STAGES, timeline=False):
+                     num_stages=DEFAULT_NUM_STAGES, timeline=False, num_ctas=1):
     from shared_codegen.frontend.sanitize import check_arguments, needs_concurrent_programs
     from shared_codegen.interpreter.memory import Memory, host_array
     from shared_codegen.interpreter.run import run_kernel
@@ -303,8 +295,9 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
 
     meta = dict(zip(jit_fn.arg_names, values))
     grid3 = normalize_grid(jit_fn, grid, meta)
-    # Programs of a cluster are independent here (no distributed shared memory or multicast
-    # yet), so the interpreter runs them as usual once the shape is checked.
+    # `cluster_dims` clusters independent programs (they share nothing the interpreter
+    # models), so they run as usual once the shape is checked; `num_ctas` clusters run their
+    # CTAs co-scheduled (interpreter/cluster.py).
     check_cluster_dims(jit_fn, cluster_dims, grid3)
     host_values = []
     for i, v in enumerate(values):
@@ -317,9 +310,10 @@ def _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims=None,
                                 "the GPU; the CPU interpreter needs host arrays (numpy or CPU "
                                 "torch tensors)")
         host_values.append(arr if arr is not None else v)
-    spec = make_specialization(jit_fn, host_values, num_warps, "interpreter", num_stages)
+    spec = make_specialization(jit_fn, host_values, num_warps, "interpreter", num_stages,
+                               num_ctas)
     # SC_TARGET picks the instructions (tl.dot) of the IR the interpreter runs.
-    cache_key = ("interp", spec.key, num_warps, config.get("SC_TARGET"), num_stages)
+    cache_key = ("interp", spec.key, num_warps, config.get("SC_TARGET"), num_stages, num_ctas)
     # Traced modules of this specialization, newest first; one is reused only while the
     # globals it folded in still hold (frontend/guards.py).
     module = _pick_variant(jit_fn, cache_key,
@@ -411,7 +405,7 @@ def _add_variant(jit_fn, key, variant):
 
 
 def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None,
-             cluster_dims=None, num_stages=DEFAULT_NUM_STAGES, instrument=()):
+             cluster_dims=None, num_stages=DEFAULT_NUM_STAGES, instrument=(), num_ctas=1):
     from shared_codegen.runtime.launcher import PackError, current_stream
 
     # `specialization_key`, inlined: calls the fast path hands over (a callable grid, launch
@@ -420,12 +414,14 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
         spec_key = jit_fn.specializer.key(values)
     except SpecializationError as exc:
         raise _argument_error(jit_fn, values, exc) from None
-    key = (spec_key, num_warps, target, num_stages) + ((instrument,) if instrument else ())
+    key = (spec_key, num_warps, target, num_stages) + ((instrument,) if instrument else ()) \
+        + ((("num_ctas", num_ctas),) if num_ctas != 1 else ())
     variant = _pick_variant(jit_fn, key, lambda v: v.check is None or v.check())
     if variant is None:
         # (Called as before for ordinary kernels: tests replace _compile_variant.)
         variant = _compile_variant(jit_fn, spec_key, num_warps, target, num_stages,
-                                   instrument=instrument) if instrument else \
+                                   instrument=instrument, num_ctas=num_ctas) \
+            if instrument or num_ctas != 1 else \
             _compile_variant(jit_fn, spec_key, num_warps, target, num_stages)
         _add_variant(jit_fn, key, variant)
     # Kernels that need global scratch (tensor maps they write) allocate it per launch, which
@@ -433,7 +429,8 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     # key holds the launch's num_stages as passed (None, 0..n), which fixes the depth
     # compiled here, so any depth may use the fast path.
     scratch = getattr(variant, "scratch", 0)
-    if fast_key is not None and target is None and not scratch and not instrument:
+    if fast_key is not None and target is None and not scratch and not instrument \
+            and num_ctas == 1:
         # Later launches with the same fast key skip this whole function (fastpath.py). A
         # kernel that folded globals in is only served by a launcher that checks them.
         jit_fn._fast_guarded_variants[fast_key] = variant
@@ -445,16 +442,30 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
                 jit_fn._fast_guarded = True
                 jit_fn._fast_launch = None
     if warmup:
-        return attach_relaunch(variant.kernel, jit_fn, values, num_warps, num_stages, target)
+        return attach_relaunch(variant.kernel, jit_fn, values, num_warps, num_stages, target,
+                               num_ctas)
     if callable(grid):
         grid = call_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     if type(grid) is not tuple or not 1 <= len(grid) <= 3 or not all(
             type(g) is int and g >= 0 for g in grid):
         grid = normalize_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     runtime_args = [values[i] for i in variant.runtime_positions]
+    boxes = variant.kernel.metadata.get("tma_boxes", {}) if num_ctas != 1 else {}
+    for index, box in boxes.items():
+        # Multicast loads fetch slices of the block: their maps have the slice's box.
+        arg = runtime_args[int(index)]
+        if not hasattr(arg, "with_box"):
+            name = jit_fn.arg_names[variant.runtime_positions[int(index)]]
+            raise ArgumentError(f"argument `{name}` of {jit_fn.__name__}: a multicast TMA load "
+                                f"needs a TensorDescriptor (the launch encodes its map with "
+                                f"the slice's box {box}), got {type(arg).__name__}")
+        runtime_args[int(index)] = arg.with_box(box)
     stream = current_stream() if stream is None else stream
     if scratch:
         runtime_args.append(_global_scratch(jit_fn, variant, grid, stream))
+    if num_ctas != 1:
+        # One program per cluster: the grid counts clusters, CUDA's counts CTAs.
+        grid, cluster_dims = cluster_grid(grid, num_ctas), (num_ctas, 1, 1)
     if instrument:
         return _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims)
     if cluster_dims is not None:
@@ -462,7 +473,8 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
         from shared_codegen.lowering.backend import parse_target
 
         if parse_target(variant.kernel.metadata["target"])[0] < 90:
-            raise ArgumentError(f"{jit_fn.__name__}: cluster_dims needs sm_90 or newer, the "
+            option = "cluster_dims" if num_ctas == 1 else f"num_ctas={num_ctas}"
+            raise ArgumentError(f"{jit_fn.__name__}: {option} needs sm_90 or newer, the "
                                 f"kernel targets {variant.kernel.metadata['target']}")
         try:
             variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
@@ -548,7 +560,7 @@ def pack_error(jit_fn, variant, error) -> ArgumentError:
 
 
 def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM_STAGES,
-                     instrument=()):
+                     instrument=(), num_ctas=1):
     from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
     from shared_codegen.runtime.driver import target_from_device
     from shared_codegen.runtime.launcher import get_binder
@@ -556,6 +568,7 @@ def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM
     target = target or config.get("SC_TARGET") or target_from_device()
     spec = Specialization.from_key(spec_key, num_warps, target, num_stages)
     spec.instrument = tuple(instrument)
+    spec.num_ctas = num_ctas
     try:
         kernel = compile_spec(jit_fn, spec)
     except OutOfResources:
@@ -584,7 +597,7 @@ def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM
 def compile_for_target(jit_fn, signature: Dict[str, str], constexprs: Dict[str, Any] = None,
                        target: str = "sm_90a", num_warps: int = DEFAULT_NUM_WARPS,
                        num_stages: int = DEFAULT_NUM_STAGES, debug: bool = False,
-                       timeline: bool = False):
+                       timeline: bool = False, num_ctas: int = 1):
     """Compile without a GPU. `signature` maps runtime parameters to Triton-style type strings
     ("*fp32", "i32", "fp16", ...), optionally with a ":16" suffix for 16-byte divisibility;
     `constexprs` gives the constexpr parameters' values. `debug` / `timeline` compile the
@@ -595,6 +608,7 @@ def compile_for_target(jit_fn, signature: Dict[str, str], constexprs: Dict[str, 
     spec = specialization_for_signature(jit_fn, signature, constexprs or {}, num_warps, target,
                                         check_num_stages(jit_fn, num_stages))
     spec.instrument = instrumentation(jit_fn, bool(debug), bool(timeline))
+    spec.num_ctas = check_num_ctas(jit_fn, num_ctas, None)
     return compile_spec(jit_fn, spec)
 
 

@@ -11,15 +11,16 @@ from __future__ import annotations
 from shared_codegen.errors import ArgumentError
 
 
-def attach_relaunch(kernel, jit_fn, values, num_warps, num_stages, target):
-    """Make `kernel[grid](...)` launch `jit_fn` as compiled from `values` (all parameters)."""
+def attach_relaunch(kernel, jit_fn, values, num_warps, num_stages, target, num_ctas=1):
+    """Make `kernel[grid](...)` launch `jit_fn` as compiled from `values` (all parameters);
+    a `num_ctas` kernel launches as clusters again."""
     constants = {i: values[i] for i in jit_fn.constexpr_positions}
 
     def launch(*args, grid, stream=None):
         from shared_codegen.frontend.launch import _dispatch
 
         return _dispatch(jit_fn, _all_values(jit_fn, args, constants), grid, num_warps, None,
-                         target, stream, False, num_stages=num_stages)
+                         target, stream, False, num_stages=num_stages, num_ctas=num_ctas)
 
     kernel.relaunch = launch
     return kernel

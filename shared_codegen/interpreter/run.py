@@ -50,6 +50,10 @@ class Frame:
     program = None
     # The simulated GPU this program runs on when a world of ranks runs (interpreter/world.py).
     rank = None
+    # The cluster this CTA belongs to (interpreter/cluster.py; kernels with num_ctas > 1)
+    # and its rank there.
+    cluster = None
+    cta_rank = 0
 
     def __init__(self, memory: Memory, grid, out=None, num_warps: int = 4):
         self.memory = memory
@@ -68,6 +72,7 @@ class Frame:
         child.partition = partition
         child.program = self.program
         child.rank = self.rank
+        child.cluster, child.cta_rank = self.cluster, self.cta_rank
         return child
 
     def __getitem__(self, v: Value):
@@ -105,7 +110,8 @@ class Frame:
         where = f"{loc.file}:{loc.line}" if loc.line else "<kernel>"
         pid = ", ".join(str(int(p)) for p in self.program_id)
         rank = "" if self.rank is None else f"rank {self.rank}, "
-        text = f"{where}: {message} ({rank}program id ({pid}))"
+        cta = f", CTA {self.cta_rank}" if self.cluster is not None else ""
+        text = f"{where}: {message} ({rank}program id ({pid}){cta})"
         if loc.source_line:
             text += f"\n    {loc.source_line.strip()}"
         # "race: ..." raises a RaceError, "deadlock: ..." a DeadlockError (errors.py).
@@ -131,6 +137,31 @@ def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory,
     body = fn.body.block
     program_ids = ((x, y, z) for z, y, x in
                    itertools.product(range(grid[2]), range(grid[1]), range(grid[0])))
+    num_ctas = int(module.attrs.get("num_ctas", 1))
+    if num_ctas > 1:
+        # The CTAs of each cluster run co-scheduled; clusters one after another.
+        from shared_codegen.interpreter.cluster import run_clusters
+        if concurrent:
+            raise InterpreterError(
+                f"{fn.name}: the interpreter runs the clusters of a num_ctas={num_ctas} launch "
+                f"one after another, so a kernel whose programs wait on each other (a spin "
+                f"loop on an atomic or volatile load) cannot run here")
+
+        def make_cta(pid, _rank):
+            frame = Frame(memory, tuple(grid), num_warps=num_warps)
+            frame.program_id = pid
+            return frame
+
+        def run_cta(frame):
+            frame.run_block(body, list(arg_values))
+            _program_end(frame)
+
+        old = np.seterr(all="ignore")
+        try:
+            run_clusters(list(program_ids), num_ctas, make_cta, run_cta)
+        finally:
+            np.seterr(**old)
+        return
     if grid[0] * grid[1] * grid[2] > 1 and (concurrent or config.get("SC_INTERPRET_CONCURRENT")):
         def make_frame(pid, _):
             frame = Frame(memory, tuple(grid), num_warps=num_warps)

@@ -97,6 +97,32 @@ def _apply_shared_memory_plan(ctx, module: Module) -> None:
     ctx.shared_bytes = max(ctx.shared_bytes, total)
 
 
+def _require_clusters(llmod, lfn, fn, target: str, num_ctas: int) -> None:
+    """A num_ctas kernel: sm_90+, and `.reqnctapercluster num_ctas, 1, 1` (the `cluster_dim`
+    annotations), so the driver refuses a launch with another cluster shape."""
+    from shared_codegen.lowering.backend import parse_target
+    if parse_target(target)[0] < 90:
+        raise LoweringError(f"kernel `{fn.name}`: num_ctas={num_ctas} needs thread-block "
+                            f"clusters (sm_90 or newer); the target is {target}")
+    for axis, size in zip("xyz", (num_ctas, 1, 1)):
+        md = llmod.add_metadata([lfn, ir.MetaDataString(llmod, f"cluster_dim_{axis}"),
+                                 ir.Constant(ir.IntType(32), size)])
+        llmod.add_named_metadata("nvvm.annotations", md)
+
+
+def _tma_boxes(ctx, fn: Function) -> dict:
+    """{kernel parameter index: box} for descriptors whose tensor map the launch must encode
+    with another box than the block (multicast slices, ops/tma/multicast.py)."""
+    boxes = {}
+    for value, box in (getattr(ctx, "tma_boxes", None) or {}).items():
+        if value not in fn.args:
+            raise LoweringError(f"a multicast TMA load needs its descriptor to be a kernel "
+                                f"parameter (the launch encodes its map), got "
+                                f"`{value.name_hint or value}`")
+        boxes[fn.args.index(value)] = list(box)
+    return boxes
+
+
 def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     """Lower the kernel of `module` to an LLVM module with one `ptx_kernel` function."""
     fn = module.kernel
@@ -155,6 +181,10 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
                           target=target,
                           axis_info=module.stage_results["axis_info"],
                           fp_fusion=bool(module.attrs.get("enable_fp_fusion")))
+    # CTAs per program (a cluster each, docs/clusters.md): program ids become cluster ids.
+    ctx.num_ctas = int(module.attrs.get("num_ctas", 1))
+    if ctx.num_ctas > 1:
+        _require_clusters(llmod, lfn, fn, target, ctx.num_ctas)
     for arg, larg in zip(fn.args, lfn.args):
         value = larg
         if isinstance(arg.type, ScalarType) and arg.type.bits == 1:
@@ -195,6 +225,7 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         ctx.builder.ret_void()
     check_shared_limit(ctx, fn, target)
     module.stage_results["barriers"] = ctx.barriers
+    module.stage_results["tma_boxes"] = _tma_boxes(ctx, fn)
     kinds = tuple(param_kind(a.type) for a in fn.args) + (("ptr",) if scratch_bytes else ())
     ptx_version = module.attrs.get("min_ptx_version")
     if getattr(ctx, "ptx_floor", None):  # a lowering rule's need (mbarrier on sm_80)

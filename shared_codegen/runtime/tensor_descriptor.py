@@ -25,6 +25,7 @@ encoded once, here; kernels receive it as a `__grid_constant__` parameter.
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import struct
 import sys
@@ -184,7 +185,21 @@ class TensorDescriptor:
             return bytes(128)
         return self._encode()
 
-    def _encode(self) -> bytes:
+    def with_box(self, box) -> "TensorDescriptor":
+        """This descriptor with its map encoded for `box` instead of the block's own boxes:
+        what a kernel whose multicast loads fetch slices of the block is launched with
+        (`metadata["tma_boxes"]`, ops/tma/multicast.py). Kept until the map changes."""
+        box = tuple(int(b) for b in box)
+        cached = self.__dict__.get("_boxed")
+        if cached is not None and cached[0] == box and cached[1] is self.tensor_map:
+            return cached[2]
+        other = copy.copy(self)
+        other._param_cache = None
+        other.tensor_map = None if self.on_host else other._encode(list(box))
+        self._boxed = (box, self.tensor_map, other)
+        return other
+
+    def _encode(self, box=None) -> bytes:
         from cuda.bindings import driver as cu
 
         from shared_codegen.runtime import driver
@@ -192,7 +207,7 @@ class TensorDescriptor:
         rank = len(self.shape)
         itemsize = self.element.itemsize
         swizzle = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[self.layout.swizzle_byte_width]
-        box = box_shape(self.type)
+        box = box_shape(self.type) if box is None else list(box)
         dtype, shape = TMA_DTYPES[self.element.name], list(self.shape)
         if self.layout.fp4_padded:  # the map counts e2m1 values, two per byte
             dtype, shape[-1], box[-1] = "16U4_ALIGN16B", shape[-1] * 2, box[-1] * 2

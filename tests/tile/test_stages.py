@@ -110,7 +110,7 @@ def test_an_autotune_config_passes_its_options_on_to_the_launch():
     with pytest.raises(Exception, match=r"num_stages must be an int >= 0, got -1"):
         staged[(1,)](x, out, N=64)
     clustered = tile.autotune([tile.Config({}, num_ctas=2)], key=[])(copy_kernel)
-    with pytest.raises(ArgumentError, match=r"num_ctas=2 is not supported"):
+    with pytest.raises(ArgumentError, match=r"num_ctas=2 is supported for Gluon kernels"):
         clustered[(1,)](x, out, N=64)
 
 

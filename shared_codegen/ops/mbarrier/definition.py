@@ -153,9 +153,11 @@ class BarrierState:
             self.phase += 1
             self.pending = self.count
 
-    def arrive(self, count: int, frame, op) -> None:
+    def arrive(self, count: int, frame, op, remote: bool = False) -> None:
         self._require_valid(frame, op)
-        hb = current_hb(frame)
+        # (A peer CTA's arrival: partitions' clocks are per CTA, so it releases nothing
+        # the happens-before detector tracks.)
+        hb = None if remote else current_hb(frame)
         if hb is not None:  # the arriving partition releases what it did so far
             hb.release(frame, op, self)
         if count > self.pending:
@@ -348,8 +350,13 @@ class BarrierExpectOp(OpDef):
 
 
 class ArriveBarrierOp(OpDef):
-    """`ttng.arrive_barrier %bar[, %pred] {count}`: `count` arrivals on the current phase
-    (PTX ISA 9.7.13.15.12 mbarrier.arrive)."""
+    """`ttng.arrive_barrier %bar[, %pred] {count, from_cta?}`: `count` arrivals on the current
+    phase (PTX ISA 9.7.13.15.12 mbarrier.arrive). In a cluster (`num_ctas > 1`), `from_cta`
+    is Triton's mask of the CTA-id bits kept when routing the arrival: CTA r arrives on the
+    barrier at the same offset in CTA `r & from_cta` (`mapa` + `.shared::cluster`); the
+    default, every bit, is the CTA's own barrier. `multicast_cta` (Triton 3.9's Rubin
+    spelling) arrives on the barrier of every CTA c with `c & ~m == r & ~m`, itself included:
+    the CTAs that differ from r only in the bits of m."""
 
     name = ARRIVE
     layout_rule = OWN_LAYOUTS
@@ -357,12 +364,17 @@ class ArriveBarrierOp(OpDef):
     memory_effects = frozenset({WRITE_SHARED})
 
     @staticmethod
-    def build(b, bar, count: int = 1, pred=None):
-        return b.create(ARRIVE, [bar] + ([pred] if pred is not None else []), [],
-                        {"count": int(count), "has_pred": pred is not None})
+    def build(b, bar, count: int = 1, pred=None, from_cta=None, multicast_cta: int = 0):
+        attrs = {"count": int(count), "has_pred": pred is not None}
+        if from_cta is not None:
+            attrs["from_cta"] = int(from_cta)
+        if multicast_cta:
+            attrs["multicast_cta"] = int(multicast_cta)
+        return b.create(ARRIVE, [bar] + ([pred] if pred is not None else []), [], attrs)
 
     def print_attrs(self, op):
-        return format_attrs({"count": op.attrs["count"]})
+        return format_attrs({k: op.attrs[k] for k in ("count", "from_cta", "multicast_cta")
+                             if k in op.attrs})
 
     def verify(self, op):
         _verify_counted_arrival(op, "count", "count")
@@ -371,8 +383,28 @@ class ArriveBarrierOp(OpDef):
         progress(frame)
         if not _active(frame, pred_of(op, 1)):
             return []
-        barrier_state(frame, op, frame[op.operands[0]]).arrive(op.attrs["count"], frame, op)
+        view = frame[op.operands[0]]
+        if frame.cluster is None:
+            barrier_state(frame, op, view).arrive(op.attrs["count"], frame, op)
+            return []
+        for dest in arrival_targets(frame.cta_rank, frame.cluster.size, op.attrs):
+            if dest == frame.cta_rank:
+                barrier_state(frame, op, view).arrive(op.attrs["count"], frame, op)
+                continue
+            from shared_codegen.ops.tma.multicast import peer_view
+            peer = peer_view(frame, op, view, dest, "mbarrier.arrive on a barrier of")
+            state = barrier_state(frame.cluster.frame_of(dest), op, peer)
+            state.arrive(op.attrs["count"], frame, op, remote=True)
         return []
+
+
+def arrival_targets(rank: int, num_ctas: int, attrs) -> List[int]:
+    """The CTAs whose barrier an `arrive_barrier` of CTA `rank` signals (see the op)."""
+    multicast = attrs.get("multicast_cta", 0)
+    if multicast:
+        return [c for c in range(num_ctas) if c & ~multicast == rank & ~multicast]
+    mask = attrs.get("from_cta")
+    return [rank if mask is None else rank & mask]
 
 
 class WaitBarrierOp(OpDef):
@@ -429,6 +461,12 @@ class WaitBarrierOp(OpDef):
                 state.in_flight[0].land()
             if state.phase % 2 != parity:
                 break
+            if frame.partition is None and frame.cluster is not None:
+                # A peer CTA of the cluster may still arrive or multicast onto it: run the
+                # others until the phase can complete (interpreter/cluster.py).
+                frame.cluster.block(frame, _phase_can_end(state, parity),
+                                    _waits_for(op, state, parity))
+                continue
             if frame.partition is None:
                 frame.error(op, f"deadlock: mbarrier.wait for phase {parity} of "
                                 f"{state.describe()} can never return: {lacks(state)}; no "
@@ -443,6 +481,22 @@ class WaitBarrierOp(OpDef):
         if hb is not None:  # the waiter acquires what the phase's arrivals released
             hb.acquire(frame, state)
         return []
+
+
+def _phase_can_end(state: BarrierState, parity: int):
+    """Whether a wait for `parity` on `state` may go on: the phase is over, or an async op in
+    flight will signal it."""
+    return lambda: state.phase % 2 != parity or bool(state.in_flight)
+
+
+def _waits_for(op, state: BarrierState, parity: int):
+    """What a blocked wait says in a deadlock report."""
+    def text() -> str:
+        line = f"waits at {_where(op)} for phase {parity} of {state.describe()}: {lacks(state)}"
+        if op.loc.source_line:
+            line += f"\n      {op.loc.source_line.strip()}"
+        return line
+    return text
 
 
 class InvalBarrierOp(OpDef):

@@ -70,8 +70,13 @@ def lower_init_barrier(op, ctx):
         _asm(ctx, f"@$0 mbarrier.init.shared.b64 [$1], {op.attrs['count']};", "b,l",
              [thread_zero(ctx), bar_address(ctx, op, bar)])
         return None
+    # In a cluster, peers signal the barrier too (multicast loads, remote arrivals): the
+    # init is released to them as well (`fence.mbarrier_init`, PTX ISA 9.7.13.4.18), ahead
+    # of the cluster barrier that makes them wait for it.
+    cluster_fence = "\n@$0 fence.mbarrier_init.release.cluster;" \
+        if getattr(ctx, "num_ctas", 1) > 1 else ""
     _asm(ctx, f"@$0 mbarrier.init.shared::cta.b64 [$1], {op.attrs['count']};\n"
-              "@$0 fence.proxy.async.shared::cta;",
+              "@$0 fence.proxy.async.shared::cta;" + cluster_fence,
          "b,l", [thread_zero(ctx), bar_address(ctx, op, bar)])
     return None
 
@@ -142,9 +147,40 @@ def lower_arrive_barrier(op, ctx):
         _asm(ctx, "{\n.reg .b64 state;\n" + one * op.attrs["count"] + "}", "b,l",
              [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
         return None
+    num_ctas = getattr(ctx, "num_ctas", 1)
+    mask, multicast = op.attrs.get("from_cta"), op.attrs.get("multicast_cta", 0)
+    if num_ctas > 1 and (multicast or mask is not None
+                         and mask & (num_ctas - 1) != num_ctas - 1):
+        _remote_arrivals(op, ctx, bar, num_ctas, mask, multicast)
+        return None
     _asm(ctx, f"@$0 mbarrier.arrive.shared::cta.b64 _, [$1], {op.attrs['count']};",
          "b,l", [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
     return None
+
+
+def _remote_arrivals(op, ctx, bar, num_ctas: int, mask, multicast: int) -> None:
+    """Arrivals on peers' barriers: each one's address in the cluster window (`mapa`, PTX ISA
+    9.7.9.22), then a cluster-scoped release arrival on it (9.7.13.15.12). `from_cta`: one
+    target, `rank & mask`; `multicast_cta`: every CTA c with `c & ~m == rank & ~m`, one
+    predicated arrival per candidate c (sm_90 has no multicast arrive)."""
+    from shared_codegen.ops.cluster.lowering import cta_rank
+    b = ctx.builder
+    rank = cta_rank(ctx)
+    issue = thread_zero(ctx, pred_of(op, 1))
+    if multicast:
+        keep = ctx.i32(~multicast & (num_ctas - 1))
+        mine = b.and_(rank, keep)
+        targets = [(ctx.i32(c), b.and_(issue, b.icmp_unsigned("==", mine,
+                                                               ctx.i32(c & ~multicast))))
+                   for c in range(num_ctas)]
+    else:
+        targets = [(b.and_(rank, ctx.i32(mask)), issue)]
+    for dest, active in targets:
+        _asm(ctx, "{\n.reg .b64 remote;\n"
+                  "@$0 mapa.shared::cluster.u64 remote, $1, $2;\n"
+                  f"@$0 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote], "
+                  f"{op.attrs['count']};\n}}",
+             "b,l,r", [active, bar_address(ctx, op, bar), dest])
 
 
 @lowering_rule(WaitBarrierOp)

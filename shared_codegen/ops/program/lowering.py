@@ -16,6 +16,8 @@ _AXES = "xyz"
 @lowering_rule(ProgramIdOp)
 def lower_program_id(op, ctx):
     sreg = "ctaid" if op.name == "tt.get_program_id" else "nctaid"
+    if getattr(ctx, "num_ctas", 1) > 1:  # a program is a cluster (docs/clusters.md)
+        sreg = "clusterid" if op.name == "tt.get_program_id" else "nclusterid"
     return [ctx.intrinsic(f"llvm.nvvm.read.ptx.sreg.{sreg}.{_AXES[op.attrs['axis']]}", I32, [])]
 
 

@@ -128,6 +128,9 @@ def allocate(op, frame) -> SharedView:
     itemsize = ty.element.itemsize
     buffer = SharedBuffer(m.alloc_elems * itemsize, _where(op))
     buffer.name = op.result.name_hint or ""
+    # Peer CTAs of a cluster find their copy of this allocation through it (multicast TMA
+    # loads and remote mbarrier arrivals, ops/tma/multicast.py).
+    buffer.alloc_op = op
     return SharedView(buffer, itemsize * m.element_offsets())
 
 

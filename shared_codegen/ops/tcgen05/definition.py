@@ -65,10 +65,14 @@ def check_tcgen05_mma(a, b, d) -> None:
     if len(a.shape) != 2 or len(b.shape) != 2 or len(d.shape) != 2:
         raise ValueError(f"tcgen05_mma takes [M, K] x [K, N] -> [M, N], got {list(a.shape)} x "
                          f"{list(b.shape)} -> {list(d.shape)}")
-    (m, k), (k2, n) = a.shape, b.shape
-    if k != k2 or tuple(d.shape) != (m, n):
-        raise ValueError(f"tcgen05_mma shapes do not match: {list(a.shape)} x {list(b.shape)} "
-                         f"-> {list(d.shape)}")
+    if d.layout.two_ctas:  # cta_group::2: this CTA's halves (ops/tcgen05/pair.py)
+        from shared_codegen.ops.tcgen05.pair import check_pair_shapes
+        m, k, n = check_pair_shapes(a, b, d)
+    else:
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2 or tuple(d.shape) != (m, n):
+            raise ValueError(f"tcgen05_mma shapes do not match: {list(a.shape)} x "
+                             f"{list(b.shape)} -> {list(d.shape)}")
     ea, eb, ed = a.element.name, b.element.name, d.element
     if ea not in KINDS or (eb != ea and not (ea.startswith("fp8") and eb.startswith("fp8"))):
         raise ValueError(f"tcgen05_mma supports fp16 or bf16, fp32 (as tf32) and fp8 (e4m3, "
@@ -76,7 +80,7 @@ def check_tcgen05_mma(a, b, d) -> None:
     if not (ed == float32 or (ed == float16 and ea in ("fp16", "fp8e4nv", "fp8e5"))):
         raise ValueError(f"tcgen05_mma accumulates {a.element} in fp32 (or fp16 for fp16 and "
                          f"fp8), got {d.element}")
-    if m not in (64, 128) or d.layout.block[0] != m:
+    if not d.layout.two_ctas and (m not in (64, 128) or d.layout.block[0] != m):
         raise ValueError(f"tcgen05_mma (cta_group::1) computes M = 64 or 128 rows, one per "
                          f"TMEM lane used; acc is {list(d.shape)} with block "
                          f"{list(d.layout.block)}: M and block[0] must be 64 or 128 and equal")
@@ -126,6 +130,19 @@ class _Mma:
         if self.use_acc:
             res = res + self.d_view.read_raw(self.d_ty).astype(np.float32)
         self.d_view.write_raw(res.astype(self.d_ty.element.np), self.d_ty)
+        self.landed = True
+
+
+class _PairMma(_Mma):
+    """A two-CTA MMA: `d_view` is (leader's half, peer's half) of the accumulator."""
+
+    def _compute(self) -> None:
+        res = self.a.astype(np.float32) @ self.b.astype(np.float32)
+        rows = res.shape[0] // 2
+        for half, view in zip((res[:rows], res[rows:]), self.d_view):
+            if self.use_acc:
+                half = half + view.read_raw(self.d_ty).astype(np.float32)
+            view.write_raw(half.astype(self.d_ty.element.np), self.d_ty)
         self.landed = True
 
 
@@ -237,6 +254,31 @@ class Tcgen05Machine:
         state.in_flight.append(commit)
         self.engine.loads.append(commit)
 
+    def issue_pair(self, op, frame, a, b, d_views, d_ty, use_acc, smem_reads) -> None:
+        """Queue a two-CTA MMA (the leader's): as `issue`, with the accumulator halves of
+        both CTAs owned until the commits tracking it are observed."""
+        from shared_codegen.ops.tma.definition import _pending
+        mma = _PairMma(self, self.next_id, _where(op), a, b, d_views, d_ty, use_acc)
+        self.next_id += 1
+        for buf, idx in smem_reads:
+            pending, ident = _pending(buf), frame.cluster.new_id()
+            pending.describe(ident, mma.where, "two-CTA tcgen05_mma", "reading", ADVICE,
+                             reads_only=True)
+            pending.owner[idx] = ident
+            mma.smem.append((pending, idx, ident))
+        d_views[0].order(d_ty.element.itemsize, frame, op, write=True,
+                         what="tcgen05_mma writes", noun="tcgen05 write", engine="tcgen05_mma",
+                         tensor_core=True)
+        for view in d_views:
+            view.check(d_ty.element.itemsize, frame, op, "writes")
+            view.state.owners[mma.id] = f"{mma.what} at {mma.where}"
+            cells = view.cells(d_ty.element.itemsize)
+            view.state.owner[cells] = mma.id
+            mma.tmem.append((view.state.owner, cells))
+        self.queue.append(mma)
+        self.issued.append(mma)
+        self.engine.loads.append(mma)
+
 
 ADVICE = ("wait on the mbarrier its completion is committed to (tcgen05_commit or "
           "mbarriers=[...]) first")
@@ -331,10 +373,15 @@ class TCGen5MMAOp(OpDef):
                 check_barrier(bar.type, "each of mbarriers")
         except ValueError as exc:
             raise VerificationError(str(exc), op) from None
+        if d.type.layout.two_ctas:
+            from shared_codegen.ops.tcgen05.pair import check_one_cta_group
+            check_one_cta_group(op)
 
     def interpret(self, op, frame):
         a_v, b_v, d_v, use_v, pred_v, bars, preds = self.parts(op)
         progress(frame)
+        if d_v.type.layout.two_ctas:
+            return _interpret_pair(op, frame)
         machine = Tcgen05Machine.of(frame)
         if bool(frame[pred_v]):
             smem_reads = []
@@ -352,6 +399,52 @@ class TCGen5MMAOp(OpDef):
                 _release(frame, op, state)
                 machine.commit(state, op)
         return []
+
+
+def _interpret_pair(op, frame):
+    """The leader issues for both CTAs of its pair; the other CTA's call is the same MMA, so
+    it does nothing itself (ops/tcgen05/pair.py)."""
+    from shared_codegen.ops.tcgen05.pair import leader_and_peer, pair_operands, peer_tmem
+    a_v, b_v, d_v, use_v, pred_v, bars, preds = TCGen5MMAOp.parts(op)
+    peer = leader_and_peer(frame, op)
+    if peer is None or not bool(frame[pred_v]):
+        return []
+    machine = Tcgen05Machine.of(frame)
+
+    def read(view, ty):
+        data, idx = _read_smem(view, ty, frame, op)
+        return data, idx.reshape(-1)
+
+    a, b, reads = pair_operands(frame, op, a_v, b_v, peer, read)
+    hb = current_hb(frame)
+    if hb is not None:  # this CTA's partitions: its own operand halves are read
+        for buf, idx in reads[::2]:
+            hb.access(frame, op, buf, idx, write=False, what="tcgen05_mma reads",
+                      noun="tcgen05 read", engine="tcgen05_mma")
+    if b_v.type.element == float32:  # the tensor cores read tf32
+        a, b = _tf32(a), _tf32(b)
+    mine = frame[d_v]
+    machine.issue_pair(op, frame, a, b, (mine, peer_tmem(frame, mine, peer)), d_v.type,
+                       bool(frame[use_v]), reads)
+    for bar, p in zip(bars, preds):
+        if bool(frame[p]):
+            _commit_pair(op, frame, machine, frame[bar], peer)
+    return []
+
+
+def _commit_pair(op, frame, machine, bar_view, peer) -> None:
+    """The leader's multicast commit: one arrival on the barrier at `bar_view`'s offset in
+    both CTAs of the pair once the MMAs issued so far complete."""
+    from shared_codegen.ops.tma.multicast import peer_view
+    for rank in (frame.cta_rank, peer):
+        owner = frame if rank == frame.cta_rank else frame.cluster.frame_of(rank)
+        view = bar_view if rank == frame.cta_rank else \
+            peer_view(frame, op, bar_view, rank, "tcgen05_commit signalling")
+        state = barrier_state(owner, op, view)
+        state._require_valid(frame, op)
+        if rank == frame.cta_rank:
+            _release(frame, op, state)
+        machine.commit(state, op)
 
 
 class TCGen5CommitOp(OpDef):
@@ -384,6 +477,12 @@ class TCGen5CommitOp(OpDef):
         progress(frame)
         pred = op.operands[1] if op.attrs.get("has_pred") else None
         if not _active(frame, pred):
+            return []
+        from shared_codegen.ops.tcgen05.pair import leader_and_peer, pair_program
+        if pair_program(frame, op):  # cta_group::2: the leader commits for the pair
+            peer = leader_and_peer(frame, op)
+            if peer is not None:
+                _commit_pair(op, frame, Tcgen05Machine.of(frame), frame[op.operands[0]], peer)
             return []
         state = barrier_state(frame, op, frame[op.operands[0]])
         state._require_valid(frame, op)

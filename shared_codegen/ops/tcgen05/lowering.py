@@ -32,10 +32,12 @@ from llvmlite import ir
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import SharedMemoryType, TensorMemoryType, float32
 from shared_codegen.lowering.context import I32, VOID, LoweringError
+from shared_codegen.ops.cluster.lowering import cta_rank
 from shared_codegen.ops.mbarrier.lowering import bar_address, sync_barrier
 from shared_codegen.ops.shared_memory.lowering import sync_shared
 from shared_codegen.ops.tcgen05.definition import (KINDS, MAX_INSTR_N, TCGen5CommitOp,
                                                    TCGen5MMAOp)
+from shared_codegen.ops.tcgen05.pair import function_of, pair_kernel
 from shared_codegen.ops.tensor_memory.definition import cell_map
 from shared_codegen.ops.tensor_memory.lowering import require_tcgen05
 from shared_codegen.ops.wgmma.lowering import (SmemPlan, _Descriptors, operand_bits,
@@ -80,14 +82,31 @@ def _fit(bits, itemsize, mn, k, origins, what):
 
 
 def plan_tcgen05(a_ty, b_ty, d_ty) -> Tcgen05Plan:
-    """Steps 1-2 for `d += a @ b` (pure Python; ValueError in the user's terms)."""
+    """Steps 1-2 for `d += a @ b` (pure Python; ValueError in the user's terms). A two-CTA
+    MMA (ops/tcgen05/pair.py) is planned from one CTA's halves: the descriptors address this
+    CTA's [128, K] of A and [K, N/2] of B, the instruction covers M = 256 and all N."""
     elem = a_ty.element
     kind, instr_k, _ = KINDS[elem.name]
     (m, k), n = a_ty.shape, b_ty.shape[1]
+    pair = bool(d_ty.layout.two_ctas)
     _, units, _ = cell_map(d_ty.layout, tuple(d_ty.shape), d_ty.element.bits)
-    if not np.array_equal(units[0], np.arange(n)) or d_ty.element.bits != 32:
+    if not np.array_equal(units[0], np.arange(d_ty.shape[1])) or d_ty.element.bits != 32:
         raise ValueError(f"the accumulator's tensor memory must hold column n of D in TMEM "
                          f"column n (fp32, col_stride=1), got {d_ty.layout!r}")
+    if pair:  # one instruction for the pair's N; B's descriptor covers this CTA's N/2
+        ks = range(0, k, instr_k)
+        b_bits = operand_bits(b_ty, 0)
+        b_plan = _fit(b_bits, elem.itemsize, n, instr_k, [(0, k0) for k0 in ks], "b")
+        a_bits = operand_bits(a_ty, 1)
+        a_plan = _fit(a_bits, elem.itemsize, m, instr_k, [(0, k0) for k0 in ks], "a")
+        if kind != "f16" and (not a_plan.k_major or not b_plan.k_major):
+            raise ValueError(f"tcgen05_mma with {elem} inputs reads a and b K-major (K "
+                             f"contiguous in shared memory)")
+        steps = [Tcgen05Step(0, k0, smem_start(a_bits, a_plan, 0, k0),
+                             smem_start(b_bits, b_plan, 0, k0)) for k0 in ks]
+        idesc = instruction_descriptor(elem, d_ty.element, 2 * m, 2 * n, not a_plan.k_major,
+                                       not b_plan.k_major)
+        return Tcgen05Plan(kind, idesc, 2 * n, steps, a_plan, b_plan)
     instr_n = min(n, MAX_INSTR_N)
     if n % instr_n:
         raise ValueError(f"tcgen05_mma N={n} above {MAX_INSTR_N} must be a multiple of it")
@@ -127,9 +146,32 @@ class _TcDescriptors(_Descriptors):
 
 def commit(ctx, op, bar, pred) -> None:
     """`tcgen05.commit` (PTX ISA "tcgen05.commit"): one arrival on `bar` once the issuing thread's
-    earlier tcgen05 MMAs complete."""
+    earlier tcgen05 MMAs complete. In a two-CTA kernel the leader of each pair commits, to the
+    barrier at `bar`'s offset in both CTAs (`.multicast::cluster`, ctaMask = the pair)."""
+    if pair_mode(ctx, op):
+        rank = cta_rank(ctx)
+        b = ctx.builder
+        mask = b.trunc(b.shl(ctx.i32(3), b.and_(rank, ctx.i32(~1))), ir.IntType(16))
+        _asm(ctx, "@$0 tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster."
+                  "multicast::cluster.b64 [$1], $2;", "b,l,h",
+             [b.and_(pred, is_leader(ctx)), bar_address(ctx, op, bar), mask])
+        return
     _asm(ctx, "@$0 tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 "
               "[$1];", "b,l", [pred, bar_address(ctx, op, bar)])
+
+
+def pair_mode(ctx, op) -> bool:
+    """Whether the kernel's tcgen05 instructions are `cta_group::2` (ops/tcgen05/pair.py)."""
+    mode = getattr(ctx, "tcgen05_pair", None)
+    if mode is None:
+        mode = ctx.tcgen05_pair = pair_kernel(function_of(op))
+    return mode
+
+
+def is_leader(ctx):
+    """The even CTA of a pair (i1)."""
+    b = ctx.builder
+    return b.icmp_unsigned("==", b.and_(cta_rank(ctx), ctx.i32(1)), ctx.i32(0))
 
 
 @lowering_rule(TCGen5MMAOp)
@@ -150,6 +192,9 @@ def lower_tc_gen5_mma(op, ctx):
     ctx.barrier()
     _asm(ctx, "tcgen05.fence::after_thread_sync;", "", [])
     issue = b.and_(ctx.thread_is_zero(), ctx.get(pred))
+    group = 2 if d.type.layout.two_ctas else 1
+    if group == 2:  # the leader issues for the pair
+        issue = b.and_(issue, is_leader(ctx))
     b_desc = _TcDescriptors(ctx, op, bm, plan.b)
     a_desc = _TcDescriptors(ctx, op, a, plan.a) if plan.a is not None else None
     d_addr = ctx.get(d)
@@ -168,12 +213,13 @@ def lower_tc_gen5_mma(op, ctx):
         else:
             a_arg, a_op, a_cons = a_desc.at(step.a_start), "$2", "l"
         _asm(ctx, "{\n.reg .pred en;\nsetp.ne.b32 en, $5, 0;\n"
-                  f"@$0 tcgen05.mma.cta_group::1.kind::{plan.kind} [$1], {a_op}, $3, $4, en;\n}}",
+                  f"@$0 tcgen05.mma.cta_group::{group}.kind::{plan.kind} [$1], {a_op}, $3, $4, "
+                  f"en;\n}}",
              f"b,r,{a_cons},l,r,r",
              [issue, dst, a_arg, b_desc.at(step.b_start), ctx.i32(plan.idesc), enable])
     for bar, p in zip(bars, preds):
         sync_barrier(ctx, op, bar, "read")
-        commit(ctx, op, bar, b.and_(issue, ctx.get(p)))
+        commit(ctx, op, bar, b.and_(issue, ctx.get(p)))  # (issue: the leader's already)
     return []
 
 

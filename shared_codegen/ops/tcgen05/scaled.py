@@ -136,6 +136,10 @@ def check_tcgen05_mma_scaled(a, b, d, a_scale, b_scale, a_type: str, b_type: str
                          f"tensor memory descriptor (allocate_tensor_memory), got {d}")
     if len(d.shape) != 2 or d.element != float32:
         raise ValueError(f"acc must be a [M, N] fp32 tensor memory descriptor, got {d}")
+    if d.layout.two_ctas:
+        raise ValueError("tcgen05_mma_scaled: an accumulator in TensorMemoryLayout("
+                         "two_ctas=True) (a two-CTA MMA) is not supported for the block-scaled "
+                         "MMA; use two_ctas=False")
     (m, ka), (kb, n) = a.shape, b.shape
     k = ka * _per_byte(a_type)
     if kb * _per_byte(b_type) != k or tuple(d.shape) != (m, n):

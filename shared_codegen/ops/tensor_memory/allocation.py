@@ -117,7 +117,10 @@ def plan_tensor_memory(module: Module) -> Notes:
         op.attrs[COL_OFFSET] = col
     total = columns_to_allocate(offsets)
     first = next(iter(offsets), None)
-    module.stage_results["tensor_memory"] = TensorMemoryLowering(total, first) if total else None
+    from shared_codegen.ops.tcgen05.pair import pair_kernel
+    group = 2 if pair_kernel(module.kernel) else 1
+    module.stage_results["tensor_memory"] = \
+        TensorMemoryLowering(total, first, group) if total else None
     return Notes(lambda: f"tensor memory: {total} columns allocated for {len(offsets)} "
                          f"allocations" if total else "no tensor-memory allocations")
 

@@ -66,9 +66,12 @@ class TensorMemoryLowering:
 
     SLOT_BYTES = 16
 
-    def __init__(self, columns: int, first_alloc=None):
+    def __init__(self, columns: int, first_alloc=None, cta_group: int = 1):
         self.columns = columns
         self.first_alloc = first_alloc  # the op errors about the whole allocation name
+        # 2 in a kernel of two-CTA MMAs (ops/tcgen05/pair.py): PTX wants one cta_group for
+        # all of a kernel's tcgen05 instructions; each CTA of a pair allocates the same.
+        self.cta_group = cta_group
 
     def _warp0(self, ctx):
         return ctx.builder.icmp_unsigned("==", ctx.warp_id(), ctx.i32(0))
@@ -81,9 +84,10 @@ class TensorMemoryLowering:
         ctx.static_shared_bytes = at + self.SLOT_BYTES
         ctx.shared_bytes = max(ctx.shared_bytes, ctx.static_shared_bytes)
         slot = b.gep(ctx.shared_base(), [ctx.i32(at)], source_etype=ir.IntType(8))
-        _asm(ctx, f"@$0 tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [$1], "
+        group = self.cta_group
+        _asm(ctx, f"@$0 tcgen05.alloc.cta_group::{group}.sync.aligned.shared::cta.b32 [$1], "
                   f"{self.columns};\n"
-                  "@$0 tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;",
+                  f"@$0 tcgen05.relinquish_alloc_permit.cta_group::{group}.sync.aligned;",
              "b,l,~{memory}", args=[self._warp0(ctx), slot])
         _asm(ctx, "tcgen05.fence::before_thread_sync;", "~{memory}")
         ctx.barrier()
@@ -95,7 +99,8 @@ class TensorMemoryLowering:
         _asm(ctx, "tcgen05.fence::before_thread_sync;", "~{memory}")
         ctx.barrier()
         _asm(ctx, "tcgen05.fence::after_thread_sync;", "~{memory}")
-        _asm(ctx, f"@$0 tcgen05.dealloc.cta_group::1.sync.aligned.b32 $1, {self.columns};",
+        _asm(ctx, f"@$0 tcgen05.dealloc.cta_group::{self.cta_group}.sync.aligned.b32 $1, "
+                  f"{self.columns};",
              "b,r,~{memory}", args=[self._warp0(ctx), ctx.tmem_base])
 
 

@@ -351,9 +351,12 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
     memory_effects = frozenset({READ_GLOBAL, WRITE_SHARED})
 
     @staticmethod
-    def build(b, desc, coords, bar, smem, pred=None):
+    def build(b, desc, coords, bar, smem, pred=None, multicast: bool = False):
         operands = [desc, smem, bar] + list(coords) + ([pred] if pred is not None else [])
-        return b.create(LOAD, operands, [], {"has_pred": pred is not None})
+        attrs = {"has_pred": pred is not None}
+        if multicast:  # each CTA of the cluster loads a slice for all (ops/tma/multicast.py)
+            attrs["multicast"] = True
+        return b.create(LOAD, operands, [], attrs)
 
     @staticmethod
     def parts(op):
@@ -362,7 +365,7 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
         return op.operands[0], op.operands[1], op.operands[2], op.operands[3:3 + rank], pred
 
     def print_attrs(self, op):
-        return ""
+        return format_attrs({"multicast": True}) if op.attrs.get("multicast") else ""
 
     def verify(self, op):
         if not isinstance(op.operands[0].type, TensorDescriptorType):
@@ -379,6 +382,15 @@ class AsyncTMACopyGlobalToLocalOp(OpDef):
         if pred is not None and not bool(frame[pred]):
             return []
         tmap = frame[desc]
+        if op.attrs.get("multicast"):  # each CTA loads a slice for all (ops/tma/multicast.py)
+            from shared_codegen.ops.tma.multicast import interpret_multicast
+            view = frame[smem]
+            if view.buffer.freed_at is not None:
+                frame.error(op, f"TMA load into shared memory allocated at {view.buffer.where} "
+                                f"after ttg.local_dealloc at {view.buffer.freed_at}")
+            interpret_multicast(op, frame, _Engine.of(frame), tmap, desc.type,
+                                _coords(op, frame, coords), view, frame[bar])
+            return []
         addr, inside = tmap.box(_coords(op, frame, coords), desc.type.block_shape)
         issue_load(op, frame, desc.type, tmap, addr, inside, smem, bar)
         return []

@@ -10,8 +10,9 @@ import itertools
 
 from llvmlite import ir
 
-from shared_codegen.ir.core import Operation, lowering_rule
+from shared_codegen.ir.core import Block, Operation, lowering_rule
 from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
+from shared_codegen.ops.cluster.lowering import cta_rank
 from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
 from shared_codegen.ops.shared_memory.definition import offset_map
 from shared_codegen.ops.shared_memory.lowering import sync_shared
@@ -21,6 +22,7 @@ from shared_codegen.ops.tma.definition import (REDUCE, STORE, AsyncTMACopyGlobal
 from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
 from shared_codegen.ops.tma.gather_scatter import SCATTER
 from shared_codegen.ops.tma.tensormap import CREATE, FILL_MODES, REINTERPRET, TensormapCreateOp
+from shared_codegen.ops.tma.multicast import slice_box, slice_rows
 
 
 def _emit(ctx, text, constraints, args) -> None:
@@ -28,19 +30,21 @@ def _emit(ctx, text, constraints, args) -> None:
     ctx.inline_asm(text, constraints, VOID, args, side_effects=True)
 
 
-def _boxes(ctx, op, desc, smem, coords):
+def _boxes(ctx, op, desc, smem, coords, base=None, lowered=None):
     """Per TMA message: the shared address of its box and its coordinates, innermost first.
     Boxes tile the block along every dim that exceeds one box (256 rows, or one swizzle
     width along the contiguous dim); a box's shared offset is the layout's offset of its
-    first element, the XOR of each dim's offset bits."""
+    first element, the XOR of each dim's offset bits. (`base` / `lowered`: a multicast
+    slice's start and coordinates instead of the block's.)"""
     ty = desc.type
     box = box_shape(ty)
-    base, xor = ctx.get(smem)
+    start_base, xor = ctx.get(smem)
     if not (hasattr(xor, "constant") and int(xor.constant) == 0):
         raise LoweringError("TMA needs a shared memory view that starts a whole tile", op)
+    base = start_base if base is None else base
     dims = offset_map(smem.type).dims
     itemsize = ty.element.itemsize
-    lowered = [ctx.get(c) for c in coords]
+    lowered = [ctx.get(c) for c in coords] if lowered is None else lowered
     counts = [size // b for size, b in zip(ty.block_shape, box)]
     out = []
     for index in itertools.product(*(range(n) for n in counts)):
@@ -79,13 +83,61 @@ def _store_sources(op):
     return seen
 
 
+def _check_multicast_use(ctx, op, desc) -> None:
+    """A descriptor some multicast load uses has the slice as its map's box
+    (ops/tma/multicast.py): every TMA op through it must be such a load. Records the box
+    per descriptor for the launch (`ctx.tma_boxes`)."""
+    boxes = getattr(ctx, "tma_boxes", None)
+    if boxes is None:
+        boxes = ctx.tma_boxes = {}
+        for inner in _kernel_ops(op):
+            if isinstance(inner.opdef, AsyncTMACopyGlobalToLocalOp) and \
+                    inner.attrs.get("multicast"):
+                d = inner.operands[0]
+                boxes[_outermost(d)] = slice_box(d.type, getattr(ctx, "num_ctas", 1))
+    desc = _outermost(desc)
+    if desc in boxes and not op.attrs.get("multicast"):
+        raise LoweringError(f"this TMA op uses the descriptor `{desc.name_hint or 'desc'}`, "
+                            f"which a multicast load also uses; its tensor map's box is then "
+                            f"the multicast slice {boxes[desc]}, not the block "
+                            f"{list(desc.type.block_shape)}: pass a second descriptor of the "
+                            f"same tensor for the other copies", op)
+
+
+def _outermost(value):
+    """A descriptor a warp_specialize partition captured, as the value passed in (the kernel
+    parameter the launch encodes)."""
+    from shared_codegen.ops.warp_specialize.definition import WarpSpecializeOp, worker_operands
+    while isinstance(value.owner, Block):
+        region = value.owner.parent
+        op = getattr(region, "parent", None)
+        if not isinstance(op, Operation) or not isinstance(op.opdef, WarpSpecializeOp):
+            break
+        index = op.regions.index(region)
+        if index == 0:
+            break
+        value = worker_operands(op)[index - 1][value.index]
+    return value
+
+
+def _kernel_ops(op):
+    block = op.parent
+    while block is not None and isinstance(getattr(block.parent, "parent", None), Operation):
+        block = block.parent.parent.parent
+    for root in block.ops if block is not None else []:
+        yield from root.walk()
+
+
 @lowering_rule(AsyncTMACopyGlobalToLocalOp)
 def lower_tma_load(op, ctx):
     desc, smem, bar, coords, pred = op.opdef.parts(op)
+    _check_multicast_use(ctx, op, desc)
     # The copy overwrites the buffer: order it after other threads' earlier reads. Its
     # bytes arrive later and are ordered by the mbarrier wait, not by bar.sync.
     sync_shared(ctx, op, smem, "write", record=False)
     sync_shared(ctx, op, bar, "read", mbarrier_use=True)
+    if op.attrs.get("multicast"):
+        return _lower_multicast_load(op, ctx, desc, smem, bar, coords, pred)
     rank = desc.type.rank
     lead = [thread_zero(ctx, pred), ctx.get(desc), bar_address(ctx, op, bar)]
     for dst, box_coords in _boxes(ctx, op, desc, smem, coords):
@@ -96,10 +148,44 @@ def lower_tma_load(op, ctx):
     return None
 
 
+def _lower_multicast_load(op, ctx, desc, smem, bar, coords, pred):
+    """CTA r's slice (rows [r * M/N, (r+1) * M/N)) of the block, one message per box of the
+    slice, into every CTA of the cluster (`.multicast::cluster`, PTX ISA 9.7.9.27.1.2)."""
+    b = ctx.builder
+    num_ctas = ctx.num_ctas
+    rows = slice_rows(desc.type.block_shape, num_ctas)
+    rank = cta_rank(ctx)
+    first_row = b.mul(rank, ctx.i32(rows))
+    # The slice's start in shared memory: the layout's offset of row `first_row`, an XOR of
+    # the row bits' offsets (rows is a power of two, so rank's bits are row bits).
+    row_bits = offset_map(smem.type).dims[0].bits
+    itemsize = desc.type.element.itemsize
+    offset = ctx.i32(0)
+    shift = rows.bit_length() - 1
+    for j in range(num_ctas.bit_length() - 1):
+        vector = row_bits[shift + j] * itemsize if shift + j < len(row_bits) else 0
+        bit = b.and_(b.lshr(rank, ctx.i32(j)), ctx.i32(1))
+        offset = b.xor(offset, b.mul(bit, ctx.i32(vector)))
+    base, _ = ctx.get(smem)
+    base = b.gep(base, [offset], source_etype=I8)
+    lowered = [ctx.get(c) for c in coords]
+    lowered[0] = b.add(lowered[0], first_row)
+    mask = ir.Constant(ir.IntType(16), (1 << num_ctas) - 1)
+    rank_n = desc.type.rank
+    lead = [thread_zero(ctx, pred), ctx.get(desc), bar_address(ctx, op, bar), mask]
+    for dst, box_coords in _boxes(ctx, op, desc, smem, coords, base, lowered):
+        crd = ", ".join(f"${5 + i}" for i in range(rank_n))
+        _emit(ctx, f"@$0 cp.async.bulk.tensor.{rank_n}d.shared::cluster.global."
+                   f"mbarrier::complete_tx::bytes.multicast::cluster [$4], [$1, {{{crd}}}], "
+                   f"[$2], $3;", "b,l,l,h,l" + ",r" * rank_n, lead + [dst] + box_coords)
+    return None
+
+
 def _bulk_from_shared(op, ctx, instruction: str):
     """`instruction` (a cp.async.bulk / cp.reduce.async.bulk tensor form, rank included) from
     the shared buffer to each box of the descriptor, by thread 0, then one bulk group."""
     desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
+    _check_multicast_use(ctx, op, desc)
     # Every thread's writes of the buffer (each followed by its fence_async_shared) must
     # be done before thread 0 hands it to the TMA unit.
     sync_shared(ctx, op, smem, "read")

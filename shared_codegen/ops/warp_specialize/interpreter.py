@@ -153,6 +153,15 @@ class Scheduler:
                     break
                 order = self.partitions[last + 1:] + self.partitions[:last + 1]
                 nxt = next((p for p in order if p.runnable()), None)
+                if nxt is None and self.frame.cluster is not None:
+                    # Every partition waits; a peer CTA of the cluster may still signal one
+                    # of their barriers (interpreter/cluster.py reports the deadlock).
+                    self.frame.cluster.block(
+                        self.frame, lambda: any(p.runnable() for p in self.partitions),
+                        lambda: "\n".join(["has every partition of gl.warp_specialize "
+                                           "blocked:"] + ["  " + line for line in
+                                                         self._partition_lines()]))
+                    continue
                 if nxt is None:
                     raise self._located(DeadlockError(self._deadlock_report()))
                 switches += 1
@@ -187,8 +196,12 @@ class Scheduler:
         return text
 
     def _deadlock_report(self) -> str:
+        return "\n".join([self._where("deadlock: every partition of gl.warp_specialize is "
+                                      "blocked")] + self._partition_lines())
+
+    def _partition_lines(self) -> List[str]:
         from shared_codegen.ops.mbarrier.definition import lacks
-        lines = [self._where("deadlock: every partition of gl.warp_specialize is blocked")]
+        lines = []
         for part in self.partitions:
             if part.status == "done":
                 lines.append(f"  {part.describe()} has returned")
@@ -199,7 +212,7 @@ class Scheduler:
                          f"{state.describe()}: {lacks(state)}")
             if op.loc.source_line:
                 lines.append(f"      {op.loc.source_line.strip()}")
-        return "\n".join(lines)
+        return lines
 
 
 def run_warp_specialize(op, frame) -> List:

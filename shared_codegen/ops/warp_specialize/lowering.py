@@ -123,9 +123,29 @@ class WarpSpecLowering:
         default = ctx.function.append_basic_block("ws.default")
         is_worker = b.icmp_unsigned(">=", ctx.warp_id(), ctx.i32(self.plan.num_warps))
         b.cbranch(is_worker, self.worker_entry, default)
+        self._repeat_cluster_barriers(ctx)
         if self.several:
             self._build_dispatch(ctx)
         b.position_at_end(default)
+
+    def _repeat_cluster_barriers(self, ctx) -> None:
+        """`barrier.cluster` waits for every thread of the cluster: the worker (and padding)
+        warps arrive and wait at the kernel's top-level cluster barriers before the first
+        hand-off, as the default warps do (ops/cluster/definition.check_placement refuses
+        the placements this cannot mirror)."""
+        from shared_codegen.ops.cluster.definition import ClusterArriveOp, ClusterWaitOp
+        top = self.ops[0].parent
+        before = top.ops[:top.ops.index(self.ops[0])]
+        barriers = [o for o in before if isinstance(o.opdef, (ClusterArriveOp, ClusterWaitOp))]
+        if not barriers:
+            return
+        saved = ctx.builder
+        ctx.builder = ir.IRBuilder(self.worker_entry)
+        try:
+            for o in barriers:
+                o.opdef.lower(o, ctx)
+        finally:
+            ctx.builder = saved
 
     def _build_dispatch(self, ctx) -> None:
         """The workers' loop: wait for a hand-off, run the call it names, or return."""

@@ -35,8 +35,9 @@ def test_bad_cluster_shapes_are_named(dims, message):
         _double_ids[(8,)](np.zeros(8, np.int32), cluster_dims=dims)
 
 
-def test_num_ctas_above_one_points_to_cluster_dims():
-    with pytest.raises(ArgumentError, match=r"_double_ids: num_ctas=2 is not supported \(layouts "
-                                            r"here have no CTA split\); launch clusters of "
-                                            r"independent programs with cluster_dims"):
-        _double_ids[(8,)](np.zeros(8, np.int32), num_ctas=2)
+def test_num_ctas_makes_each_program_a_cluster():
+    # Program ids count clusters: both CTAs of each cluster store the same value
+    # (tests/gluon/hopper/test_clusters.py uses the CTAs' ranks).
+    x = np.full(8, -1, np.int32)
+    _double_ids[(4, 2)](x, num_ctas=2)
+    assert x.tolist() == [2 * i for i in range(8)]

@@ -20,12 +20,13 @@ from gluon.language.nvidia.blackwell._tmem import (allocate_tensor_memory, get_t
                                                    tensor_memory_descriptor_type)
 from gluon.language.nvidia.blackwell import float2
 from gluon.language.nvidia.blackwell import tma
-from gluon.language.nvidia.hopper import fence_async_shared, mbarrier
+from gluon.language.nvidia.hopper import cluster, fence_async_shared, mbarrier
 from shared_codegen.layouts import SharedLinearLayout  # noqa: F401 (upstream's namespace)
 from shared_codegen.layouts import TensorMemoryLayout, TensorMemoryScalesLayout
 
 __all__ = ["TensorMemoryLayout", "TensorMemoryScalesLayout", "allocate_tensor_memory",
-           "async_copy", "fence_async_shared", "float2", "get_tmem_reg_layout", "mbarrier", "mma_v2",
-           "tcgen05_commit", "tcgen05_copy", "tcgen05_mma", "tcgen05_mma_scaled",
-           "tensor_memory_descriptor", "tensor_memory_descriptor_type", "tma"]
+           "async_copy", "cluster", "fence_async_shared", "float2", "get_tmem_reg_layout",
+           "mbarrier", "mma_v2", "tcgen05_commit", "tcgen05_copy", "tcgen05_mma",
+           "tcgen05_mma_scaled", "tensor_memory_descriptor", "tensor_memory_descriptor_type",
+           "tma"]
 

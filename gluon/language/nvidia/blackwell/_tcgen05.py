@@ -13,7 +13,8 @@ Types and layouts are checked at the call in the user's terms (`check_tcgen05_mm
 `shared_codegen/ops/tcgen05/definition.py`, `check_tcgen05_mma_scaled` in `scaled.py`); the
 op verifiers repeat them.
 
-Not here yet: `multicast=True` (two-CTA MMA).
+Not here yet: `multicast=True`. Two-CTA MMAs (an accumulator in
+`TensorMemoryLayout(two_ctas=True)`, Triton 3.6's way): ops/tcgen05/pair.py, docs/clusters.md.
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ def tcgen05_mma(a, b, acc, *, use_acc=True, pred=True, multicast=False, mbarrier
         raise NotImplementedError("tcgen05_mma: multicast=True (two-CTA MMA) is not "
                                   "supported yet")
     check_tcgen05_mma(a.type, b.type, acc.type)
+    if acc.type.layout.two_ctas:
+        from gluon.language._core import cluster_size
+        num_ctas = cluster_size(_semantic)
+        if num_ctas % 2:
+            raise ValueError(f"tcgen05_mma: a two-CTA MMA (acc in TensorMemoryLayout("
+                             f"two_ctas=True)) runs on CTA pairs: launch with num_ctas = 2, 4 "
+                             f"or 8 (this kernel has num_ctas={num_ctas})")
     bars, preds = _barriers(mbarriers, mbarrier_preds, _semantic, "tcgen05_mma")
     TCGen5MMAOp.build(_semantic.builder, a.handle, b.handle, acc.handle,
                       _bool(use_acc, _semantic, "use_acc"), _bool(pred, _semantic, "pred"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from gluon.language._newer_names import allocate_mbarrier  # noqa: F401 (Triton 3.8)
 from gluon.language._smem import _checked
 from gluon.language.nvidia.hopper._common import i32_arg, int_arg, pred_arg, smem_arg
-from shared_codegen.frontend.values import builtin
+from shared_codegen.frontend.values import builtin, unwrap
 from shared_codegen.ops.mbarrier.definition import (ArriveBarrierOp, BarrierExpectOp, InitBarrierOp,
                                                     InvalBarrierOp, MBarrierLayout, WaitBarrierOp,
                                                     check_barrier, check_count)
@@ -53,12 +53,41 @@ def expect(mbarrier, bytes, pred=True, _semantic=None):
 
 
 @builtin
-def arrive(mbarrier, *, count=1, pred=True, _semantic=None):
-    """Arrive `count` times on the current phase (`mbarrier.arrive`)."""
+def arrive(mbarrier, *, count=1, pred=True, from_cta=None, multicast_cta=0, _semantic=None):
+    """Arrive `count` times on the current phase (`mbarrier.arrive`). `from_cta` (Triton
+    3.8+, kernels with `num_ctas > 1`): the mask of CTA-id bits kept when routing the
+    arrival, in [0, num_ctas - 1]: CTA r arrives on the barrier of CTA `r & from_cta`
+    (0: every CTA arrives on CTA 0's; the default, num_ctas - 1: on its own).
+    `multicast_cta` (Triton 3.9 spells it on `gl.nvidia.rubin.mbarrier.arrive`): arrive on
+    the barrier of every CTA c of this one's class, `c & ~multicast_cta == rank &
+    ~multicast_cta` (itself included): e.g. a consumer releasing a buffer that every CTA of
+    the cluster multicasts into. Lowered on sm_90 as one remote arrival per CTA."""
+    from gluon.language._core import cluster_size
+
     bar = _barrier(mbarrier, "mbarrier.arrive")
     count = check_count(int_arg(count, "mbarrier.arrive", "count"), "count")
+    from_cta = unwrap(from_cta)
+    if from_cta is not None:
+        num_ctas = cluster_size(_semantic)
+        if isinstance(from_cta, bool) or not isinstance(from_cta, int) or \
+                not 0 <= from_cta <= num_ctas - 1:
+            raise ValueError(f"mbarrier.arrive: from_cta must be a compile-time int in "
+                             f"[0, num_ctas - 1] = [0, {num_ctas - 1}], got {from_cta!r}")
+    multicast_cta = unwrap(multicast_cta)
+    if isinstance(multicast_cta, bool) or not isinstance(multicast_cta, int):
+        raise TypeError(f"mbarrier.arrive: multicast_cta must be a compile-time int, got "
+                        f"{multicast_cta!r}")
+    if multicast_cta:
+        num_ctas = cluster_size(_semantic)
+        if not 0 < multicast_cta <= num_ctas - 1:
+            raise ValueError(f"mbarrier.arrive: multicast_cta must be in [1, num_ctas - 1] = "
+                             f"[1, {num_ctas - 1}] (0: no multicast), got {multicast_cta}")
+        if from_cta is not None and from_cta != num_ctas - 1:
+            raise ValueError(f"mbarrier.arrive: from_cta={from_cta} routes the arrival to "
+                             f"another CTA and cannot be combined with multicast_cta")
     _checked(ArriveBarrierOp.build(_semantic.builder, bar.handle, count,
-                                   pred_arg(pred, _semantic, "mbarrier.arrive")))
+                                   pred_arg(pred, _semantic, "mbarrier.arrive"), from_cta,
+                                   multicast_cta))
 
 
 @builtin

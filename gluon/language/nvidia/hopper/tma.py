@@ -77,15 +77,33 @@ def async_copy_global_to_shared(tensor_desc, coord, barrier, result, pred=True,
     """Start copying the block at `coord` into `result`; when it lands it completes its byte
     count on `barrier` (pair it with `mbarrier.expect(barrier, nbytes)`). Elements outside
     the tensor are zero."""
-    name = "tma.async_copy_global_to_shared"
+    load(tensor_desc, coord, barrier, result, pred, False, _semantic,
+         "tma.async_copy_global_to_shared")
+
+
+def load(tensor_desc, coord, barrier, result, pred, multicast, semantic, name):
+    """The TMA load both spellings make; `multicast` (Triton 3.7's `async_load`) splits the
+    block among the cluster's CTAs, each loading its slice for all (ops/tma/multicast.py)."""
+    from gluon.language._core import cluster_size
+    from shared_codegen.frontend.values import unwrap
+    from shared_codegen.ops.tma.multicast import check_multicast
+
     desc = _desc(tensor_desc, name)
     smem = smem_arg(result, name, "result")
     bar = _barrier(barrier, name)
     _check(desc, smem, name, "result")
-    coords = _coords(coord, desc, _semantic, name)
-    _checked(AsyncTMACopyGlobalToLocalOp.build(_semantic.builder, desc.handle, coords,
+    multicast = unwrap(multicast)
+    if not isinstance(multicast, bool):
+        raise TypeError(f"{name}: multicast must be a compile-time bool, got {multicast!r}")
+    if multicast:
+        try:
+            check_multicast(desc.type, smem.type, cluster_size(semantic))
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    coords = _coords(coord, desc, semantic, name)
+    _checked(AsyncTMACopyGlobalToLocalOp.build(semantic.builder, desc.handle, coords,
                                                bar.handle, smem.handle,
-                                               pred_arg(pred, _semantic, name)))
+                                               pred_arg(pred, semantic, name), multicast))
 
 
 @builtin
