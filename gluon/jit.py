@@ -31,7 +31,7 @@ def _stages():
     return list(GLUON_STAGES)
 
 
-GLUON = Language("gluon", _LazySemantic(), _stages)
+GLUON = Language("gluon", _LazySemantic(), _stages, fp_fusion=True)
 
 
 class GluonJITFunction(JITFunction):

@@ -45,7 +45,7 @@ class Language:
     semantic_class: Any
     stages: Callable[[], list]  # the language's stages file: [(name, fn(module)), ...]
     # Whether a float multiply and an add may fuse into one FMA (Triton's enable_fp_fusion,
-    # on by default there): the tile DSL follows Triton; Gluon kernels keep every rounding.
+    # on by default there for both languages, and so here).
     fp_fusion: bool = False
 
     def passes(self) -> list:
