@@ -14,6 +14,12 @@ allocation used inside a loop lives for the whole loop. Views (index, subslice, 
 reshape, reinterpret) and loop-carried / if-yielded descriptors alias the allocations they
 may come from (`alias_sets`).
 
+Partitions. The regions of a `ttg.warp_specialize` run concurrently, so an allocation made
+inside one of them (a partition-local buffer, as Triton allows) is live for the whole op: it
+gets its own bytes, overlapping no allocation of any partition nor any buffer live across the
+call, for the partition's lifetime (the op's). The total is checked against the target's
+limit like any other allocation.
+
 Packing (the idea of Triton's Allocation.cpp, in a few lines): largest first, each buffer
 goes to the lowest offset, aligned for its layout, that overlaps no already placed buffer
 whose live range intersects its own. Two allocations with disjoint lifetimes can therefore
@@ -152,7 +158,26 @@ def live_ranges(fn: Function, aliases=None) -> Dict[Operation, Tuple[int, int]]:
                     # previous iteration's buffer: live across the back edge, from that use on.
                     lo, hi = min(lo, start[outer]), max(hi, end[outer])
                 ranges[alloc] = (lo, hi)
+    for alloc in ranges:
+        call = _enclosing_partition_call(alloc)
+        if call is not None:
+            lo, hi = ranges[alloc]
+            ranges[alloc] = (min(lo, start[call]), max(hi, end[call]))
     return ranges
+
+
+def _enclosing_partition_call(op: Operation) -> Optional[Operation]:
+    """The outermost `ttg.warp_specialize` whose regions contain `op`; None outside one."""
+    from shared_codegen.ops.warp_specialize.definition import NAME as WARP_SPECIALIZE
+    found = None
+    while op is not None and op.parent is not None:
+        region = op.parent.parent
+        op = region.parent if region is not None else None
+        if not isinstance(op, Operation):
+            break
+        if op.name == WARP_SPECIALIZE:
+            found = op
+    return found
 
 
 def _align_up(x: int, a: int) -> int:

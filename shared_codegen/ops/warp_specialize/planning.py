@@ -5,7 +5,8 @@ registers each warpgroup holds, decided before lowering.
         plan: total_warps = 8, starts = [4, 5], entry_regs = 128, default_regs = 232, ...}
 
 The stage checks what lowering supports (`gl.warp_specialize` calls at the kernel's top level,
-no allocation inside a partition, tensor descriptors only from kernel parameters), records the
+tensor descriptors only from kernel parameters; allocations inside a partition are placed by
+the shared-memory allocator, live for the whole call), records the
 `WarpPlan` on each op (`warp_plan`, which the op's printer shows) and leaves the per-kernel
 lowering state in `module.stage_results["warp_specialization"]`, which `lower_module` reads for
 the launch size, the `.maxnreg` cap and the warp-role branch at the kernel's entry. With
@@ -18,7 +19,6 @@ from __future__ import annotations
 from shared_codegen.ir.core import Module
 from shared_codegen.ir.types import TensorDescriptorType
 from shared_codegen.lowering.context import LoweringError
-from shared_codegen.ops.shared_memory.definition import ALLOC
 from shared_codegen.ops.warp_specialize.definition import NAME, WarpPlan
 from shared_codegen.ops.warp_specialize.lowering import WarpSpecLowering
 
@@ -58,14 +58,6 @@ def _check_supported(fn, op) -> None:
     if op.parent is not fn.body.block:
         raise LoweringError("gl.warp_specialize must be called at the top level of the "
                             "kernel, not inside a loop or branch", op)
-    for region in op.regions:
-        for top in region.block.ops:
-            for inner in top.walk():
-                if inner.name == ALLOC:
-                    raise LoweringError("allocate shared memory before gl.warp_specialize "
-                                        "and pass it to the partitions: partitions run "
-                                        "concurrently, so their buffers cannot share "
-                                        "memory", inner)
     kernel_args = {id(a) for a in fn.args}
     for v in op.operands:
         if isinstance(v.type, TensorDescriptorType) and id(v) not in kernel_args:

@@ -172,30 +172,14 @@ def _stores_one(out_ptr):
 # ---- what lowering refuses -------------------------------------------------------------------
 
 @gluon.jit
-def _alloc_inside():
-    gl.allocate_shared_memory(gl.float32, [32], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-
-
-@gluon.jit
 def _nothing():
     pass
-
-
-@gluon.jit
-def alloc_in_partition_kernel():
-    gl.warp_specialize([(_nothing, ()), (_alloc_inside, ())], [1], [24])
 
 
 @gluon.jit
 def ws_in_loop_kernel(n):
     for _ in range(n):
         gl.warp_specialize([(_nothing, ()), (_nothing, ())], [1], [24])
-
-
-def test_shared_memory_must_be_allocated_before_the_fork():
-    with pytest.raises(LoweringError, match="allocate shared memory before "
-                                            "gl.warp_specialize"):
-        gluon.compile(alloc_in_partition_kernel, {}, target="sm_90a")
 
 
 def test_warp_specialize_must_be_at_the_top_level_for_lowering():
