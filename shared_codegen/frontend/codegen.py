@@ -370,6 +370,11 @@ class CodeGenerator(guards.ExternalReads, ControlFlow, ast.NodeVisitor):
                                      value)
             return value
         except AttributeError as exc:
+            if node.attr == "value" and _is_compile_time_value(obj):
+                # Triton wraps compile-time values in `constexpr`, whose `.value` is the
+                # value itself (upstream's tutorial 06 reads `tmem_block.value`); ours are
+                # kept unwrapped, so `.value` is the identity on them.
+                return obj
             text = str(exc) if missing_names.is_language_module(obj) else \
                 f"{self.describe(obj)} has no attribute `{node.attr}`"
             raise self.error(node, text) from None
@@ -493,3 +498,9 @@ class CodeGenerator(guards.ExternalReads, ControlFlow, ast.NodeVisitor):
 def _is_python_builtin(fn) -> bool:
     return getattr(fn, "__module__", None) == "builtins" or fn in (
         tuple, list, int, float, bool, str, slice, zip, enumerate, reversed, range)
+
+
+def _is_compile_time_value(obj) -> bool:
+    """A value Triton would hold as a `constexpr` (not a tensor, aggregate or module)."""
+    import types
+    return not (is_tensor(obj) or is_aggregate(obj) or isinstance(obj, types.ModuleType))

@@ -128,26 +128,47 @@ def box_shape(ty: TensorDescriptorType) -> List[int]:
     return list(ty.layout.tma_block_shape(list(ty.block_shape)))
 
 
-def check_smem(desc_ty, smem_ty, what: str = "smem") -> None:
-    """ValueError unless `smem_ty` is a view the descriptor's boxes can fill."""
+def check_smem(desc_ty, smem_ty, what: str = "smem", whole_boxes: bool = False) -> None:
+    """ValueError unless `smem_ty` is a view the descriptor's boxes can fill. With
+    `whole_boxes` (a store: upstream's tutorial 08 stores [128, 64] subtiles through a
+    [128, 256] descriptor), `smem_ty` may be smaller than the block as long as it is a whole
+    number of the descriptor's boxes: the messages the kernel issues then move exactly the
+    box the host encoded."""
     if not isinstance(desc_ty, TensorDescriptorType):
         raise ValueError(f"expected a tensor descriptor, got {desc_ty}")
     if not isinstance(smem_ty, SharedMemoryType):
         raise ValueError(f"{what} must be a shared memory descriptor, got {smem_ty}")
-    if list(smem_ty.shape) != list(desc_ty.block_shape) or smem_ty.element != desc_ty.element:
-        raise ValueError(f"{what} is {list(smem_ty.shape)} x {smem_ty.element!r} but the "
-                         f"descriptor moves {list(desc_ty.block_shape)} x "
-                         f"{desc_ty.element!r} blocks")
-    want = SharedMemoryType(tuple(desc_ty.block_shape), desc_ty.element, desc_ty.layout,
-                            tuple(desc_ty.block_shape))
+    shape, block = list(smem_ty.shape), list(desc_ty.block_shape)
+    if (shape != block or smem_ty.element != desc_ty.element) and not (
+            whole_boxes and smem_ty.element == desc_ty.element
+            and _whole_boxes(desc_ty, shape)):
+        boxes = (f" (or a whole number of its {box_shape(desc_ty)} boxes, no larger)"
+                 if whole_boxes else "")
+        raise ValueError(f"{what} is {shape} x {smem_ty.element!r} but the "
+                         f"descriptor moves {block} x {desc_ty.element!r} blocks{boxes}")
+    want = SharedMemoryType(tuple(shape), desc_ty.element, desc_ty.layout, tuple(shape))
     if offset_map(smem_ty).dims != offset_map(want).dims:
         raise ValueError(f"{what} has layout {smem_ty.layout!r}, which places elements "
                          f"differently from the descriptor's {desc_ty.layout!r}")
 
 
-def _verify(op, desc, smem, coords, bar=None, pred=None):
+def _whole_boxes(desc_ty, shape) -> bool:
+    """`shape` fits in the block and is tiled by the descriptor's box, and the layout would
+    cut it into that same box (so lowering issues messages of the encoded size)."""
+    box, block = box_shape(desc_ty), list(desc_ty.block_shape)
+    if len(shape) != len(block) or desc_ty.layout.fp4_padded:
+        return False
+    if any(s > b or s % x for s, b, x in zip(shape, block, box)):
+        return False
     try:
-        check_smem(desc.type, smem.type)
+        return list(desc_ty.layout.tma_block_shape(list(shape))) == box
+    except ValueError:
+        return False
+
+
+def _verify(op, desc, smem, coords, bar=None, pred=None, whole_boxes=False):
+    try:
+        check_smem(desc.type, smem.type, whole_boxes=whole_boxes)
         if bar is not None:
             check_barrier(bar.type)
     except ValueError as exc:
@@ -411,12 +432,13 @@ class AsyncTMACopyLocalToGlobalOp(OpDef):
         if not isinstance(op.operands[0].type, TensorDescriptorType):
             raise VerificationError(f"operand #0 must be a tensor descriptor, got "
                                     f"{op.operands[0].type}", op)
-        _verify(op, op.operands[0], op.operands[1], op.operands[2:])
+        _verify(op, op.operands[0], op.operands[1], op.operands[2:], whole_boxes=True)
 
     def interpret(self, op, frame):
         desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
         _Engine.of(frame).progress()
-        addr, inside = frame[desc].box(_coords(op, frame, coords), desc.type.block_shape)
+        # The source may be a whole number of boxes smaller than the block (check_smem).
+        addr, inside = frame[desc].box(_coords(op, frame, coords), smem.type.shape)
         issue_store(op, frame, desc.type, addr, inside, smem)
         return []
 

@@ -41,11 +41,14 @@ def _boxes(ctx, op, desc, smem, coords, base=None, lowered=None):
     start_base, xor = ctx.get(smem)
     if not (hasattr(xor, "constant") and int(xor.constant) == 0):
         raise LoweringError("TMA needs a shared memory view that starts a whole tile", op)
+    # A store's source may be a whole number of boxes smaller than the block (check_smem);
+    # a multicast slice (`base` given) tiles the block.
+    shape = ty.block_shape if base is not None else smem.type.shape
     base = start_base if base is None else base
     dims = offset_map(smem.type).dims
     itemsize = ty.element.itemsize
     lowered = [ctx.get(c) for c in coords] if lowered is None else lowered
-    counts = [size // b for size, b in zip(ty.block_shape, box)]
+    counts = [size // b for size, b in zip(shape, box)]
     out = []
     for index in itertools.product(*(range(n) for n in counts)):
         starts = [k * b for k, b in zip(index, box)]

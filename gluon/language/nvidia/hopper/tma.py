@@ -64,9 +64,9 @@ def _coords(coord, desc, semantic, name):
     return [i32_arg(c, semantic, name, "each coordinate") for c in coord]
 
 
-def _check(desc, smem, name, what):
+def _check(desc, smem, name, what, whole_boxes=False):
     try:
-        check_smem(desc.type, smem.type, what)
+        check_smem(desc.type, smem.type, what, whole_boxes)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
 
@@ -114,7 +114,7 @@ def async_copy_shared_to_global(tensor_desc, coord, src, _semantic=None):
     name = "tma.async_copy_shared_to_global"
     desc = _desc(tensor_desc, name)
     smem = smem_arg(src, name, "src")
-    _check(desc, smem, name, "src")
+    _check(desc, smem, name, "src", whole_boxes=True)
     coords = _coords(coord, desc, _semantic, name)
     _checked(AsyncTMACopyLocalToGlobalOp.build(_semantic.builder, desc.handle, coords,
                                                smem.handle))
