@@ -80,10 +80,13 @@ def check_tcgen05_mma(a, b, d) -> None:
     if not (ed == float32 or (ed == float16 and ea in ("fp16", "fp8e4nv", "fp8e5"))):
         raise ValueError(f"tcgen05_mma accumulates {a.element} in fp32 (or fp16 for fp16 and "
                          f"fp8), got {d.element}")
-    if not d.layout.two_ctas and (m not in (64, 128) or d.layout.block[0] != m):
+    # M above 128 is several instructions, one per 128-row block of D (as Triton does).
+    if not d.layout.two_ctas and not (m in (64, 128) and d.layout.block[0] == m) and \
+            not (m % 128 == 0 and d.layout.block[0] == 128):
         raise ValueError(f"tcgen05_mma (cta_group::1) computes M = 64 or 128 rows, one per "
                          f"TMEM lane used; acc is {list(d.shape)} with block "
-                         f"{list(d.layout.block)}: M and block[0] must be 64 or 128 and equal")
+                         f"{list(d.layout.block)}: M and block[0] must be 64 or 128 and equal, "
+                         f"or M a multiple of 128 with block[0] = 128")
     if d.layout.col_stride != 1:
         raise ValueError(f"the accumulator's TensorMemoryLayout must have col_stride=1, got "
                          f"{d.layout.col_stride}")
@@ -94,7 +97,7 @@ def check_tcgen05_mma(a, b, d) -> None:
         raise ValueError(f"tcgen05_mma with {a.element} inputs takes K in steps of {instr_k}, "
                          f"got K={k}")
     if isinstance(a, TensorMemoryType):
-        if a.layout.block[0] != m or a.layout.col_stride != 1:
+        if a.layout.block[0] != min(m, 128) or a.layout.col_stride != 1:
             raise ValueError(f"a in tensor memory must be [M, K] on M lanes with packed "
                              f"columns (TensorMemoryLayout(block=({m}, K), col_stride=1)), "
                              f"got {a.layout!r}")

@@ -49,10 +49,11 @@ DESCRIPTOR_VERSION = 1 << 46  # tcgen05 descriptors: bits 46-48 = 0b001
 
 @dataclass(frozen=True)
 class Tcgen05Step:
-    n0: int                 # first column of D (= first N of the tile)
+    n0: int                 # first N of the tile
     k0: int
     a_start: Optional[int]  # bytes from a's view base (shared A), else None
     b_start: int
+    m0: int = 0             # first row of the tile (M above 128: one 128-row block each)
 
 
 @dataclass
@@ -110,6 +111,8 @@ def plan_tcgen05(a_ty, b_ty, d_ty) -> Tcgen05Plan:
     instr_n = min(n, MAX_INSTR_N)
     if n % instr_n:
         raise ValueError(f"tcgen05_mma N={n} above {MAX_INSTR_N} must be a multiple of it")
+    instr_m = min(m, 128)  # M = 256, 384, ...: one instruction per 128-row block of D
+    ms = range(0, m, instr_m)
     ks = range(0, k, instr_k)
     b_bits = operand_bits(b_ty, 0)
     b_plan = _fit(b_bits, elem.itemsize, instr_n, instr_k,
@@ -117,14 +120,15 @@ def plan_tcgen05(a_ty, b_ty, d_ty) -> Tcgen05Plan:
     a_plan = a_bits = None
     if isinstance(a_ty, SharedMemoryType):
         a_bits = operand_bits(a_ty, 1)
-        a_plan = _fit(a_bits, elem.itemsize, m, instr_k, [(0, k0) for k0 in ks], "a")
+        a_plan = _fit(a_bits, elem.itemsize, instr_m, instr_k,
+                      [(m0, k0) for m0 in ms for k0 in ks], "a")
     if kind != "f16" and ((a_plan and not a_plan.k_major) or not b_plan.k_major):
         raise ValueError(f"tcgen05_mma with {elem} inputs reads a and b K-major (K contiguous "
                          f"in shared memory)")
-    steps = [Tcgen05Step(n0, k0, smem_start(a_bits, a_plan, 0, k0) if a_plan else None,
-                         smem_start(b_bits, b_plan, n0, k0))
-             for n0 in range(0, n, instr_n) for k0 in ks]
-    idesc = instruction_descriptor(elem, d_ty.element, m, instr_n,
+    steps = [Tcgen05Step(n0, k0, smem_start(a_bits, a_plan, m0, k0) if a_plan else None,
+                         smem_start(b_bits, b_plan, n0, k0), m0)
+             for m0 in ms for n0 in range(0, n, instr_n) for k0 in ks]
+    idesc = instruction_descriptor(elem, d_ty.element, instr_m, instr_n,
                                    a_plan is not None and not a_plan.k_major,
                                    not b_plan.k_major)
     return Tcgen05Plan(kind, idesc, instr_n, steps, a_plan, b_plan)
@@ -201,14 +205,17 @@ def lower_tc_gen5_mma(op, ctx):
     a_tmem = ctx.get(a) if isinstance(a.type, TensorMemoryType) else None
     first_k = {}
     for step in plan.steps:
-        first_k.setdefault(step.n0, step.k0)
+        first_k.setdefault((step.m0, step.n0), step.k0)
     use = b.zext(ctx.get(use_acc), I32)
+    # D's TMEM column of each tile's first element (rows past 128 sit in later columns).
+    _, d_units, _ = cell_map(d.type.layout, tuple(d.type.shape), d.type.element.bits)
     for step in plan.steps:
-        enable = use if first_k[step.n0] == step.k0 else ctx.i32(1)
-        dst = b.add(d_addr, ctx.i32(step.n0))
-        if a_tmem is not None:  # A's column of (0, k0): K steps along packed columns
+        enable = use if first_k[(step.m0, step.n0)] == step.k0 else ctx.i32(1)
+        d_col = step.n0 if group == 2 else int(d_units[step.m0, step.n0])
+        dst = b.add(d_addr, ctx.i32(d_col))
+        if a_tmem is not None:  # A's column of (m0, k0): K steps along packed columns
             _, a_units, _ = cell_map(a.type.layout, tuple(a.type.shape), a.type.element.bits)
-            a_col = int(a_units[0, step.k0]) * a.type.element.bits // 32
+            a_col = int(a_units[step.m0, step.k0]) * a.type.element.bits // 32
             a_arg, a_op, a_cons = b.add(a_tmem, ctx.i32(a_col)), "[$2]", "r"
         else:
             a_arg, a_op, a_cons = a_desc.at(step.a_start), "$2", "l"
