@@ -69,8 +69,8 @@ from gluon.language.nvidia.blackwell import (TensorMemoryLayout,  # noqa: E402
 from gluon.nvidia.blackwell import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
 from hopper import (_aligned, _is_numpy, _kv_blocks, _nvmma,  # noqa: E402,F401
-                    _tile_coords, allocate_outputs, check_inputs, random_inputs, reference,
-                    transposed_v_descriptor)
+                    _tile_coords, allocate_outputs, check_forward, check_inputs, numpy_dtype,
+                    persistent_grid, random_inputs, reference, transposed_v_descriptor)
 
 HALF_M = gl.constexpr(128)  # query rows per softmax warpgroup: one TMEM lane per row
 BM = gl.constexpr(256)      # query rows per CTA tile
@@ -534,10 +534,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     v_desc = transposed_v_descriptor(v, BN.value) if fp8 else in_block(v, BN.value)
     o_desc = TensorDescriptor.from_tensor(o, [1, 1, HALF_M.value, D], _nvmma(16, D))
     num_tiles = B * H * (-(-N_q // BM.value))
-    if num_programs is None:
-        from hopper import num_sms
-        num_programs = 2 if _is_numpy(q) else num_sms()
-    grid = (max(1, min(num_programs, num_tiles)),)
+    grid = persistent_grid(q, num_tiles, num_programs)
     qk_scale = float(sm_scale) * LOG2E.value * float(q_descale) * float(k_descale)
     launch = attention_kernel[grid]
     st = stages or default_config(D, fp8)
@@ -564,9 +561,7 @@ def compile_for_sm100a(dtype_name="float16", D=128, causal=True, poly_cols=32,
                        poly_degree=3):
     """The kernel compiled for sm_100a as `attention_forward` would launch it on 16 heads of
     4096 rows (the descriptors' shapes do not change the code), for static checks."""
-    import ml_dtypes
-    np_dtype = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-                "float8_e4m3fn": ml_dtypes.float8_e4m3fn}[dtype_name]
+    np_dtype = numpy_dtype(dtype_name)
     fp8 = dtype_name == "float8_e4m3fn"
     x = np.zeros((1, 16, 4096, D), np_dtype)
     out = np.zeros((1, 16, 4096, D), np.float16 if fp8 else np_dtype)
@@ -587,28 +582,15 @@ def compile_for_sm100a(dtype_name="float16", D=128, causal=True, poly_cols=32,
 
 
 def main(gpu=None) -> bool:
-    from _common import to_device, to_host, use_gpu
+    from _common import use_gpu
     gpu = use_gpu() if gpu is None else gpu
     if gpu:
         import torch
         if torch.cuda.get_device_capability()[0] != 10:
             print("no Blackwell GPU: running the interpreter instead")
             gpu = False
-    B, H, H_kv, N, D = (2, 16, 4, 4096, 128) if gpu else (1, 2, 1, 200, 64)
-    ok = True
-    for causal in (False, True):
-        q, k, v = random_inputs(B, H, H_kv, N, N, D)
-        o, lse = attention_forward(*(to_device(x, gpu) for x in (q, k, v)), causal=causal,
-                                   return_lse=True)
-        ref_o, ref_lse = reference(q, k, v, causal)
-        err = float(np.abs(to_host(o).astype(np.float64) - ref_o).max())
-        lerr = float(np.abs(to_host(lse) - ref_lse).max())
-        good = err < 2e-2 and lerr < 1e-3
-        ok &= good
-        print(f"attention fwd (Blackwell) B={B} H={H} H_kv={H_kv} N={N} D={D} "
-              f"causal={causal} on the {'GPU' if gpu else 'CPU interpreter'}: max |o - ref| "
-              f"{err:.1e}, max |lse - ref| {lerr:.1e} ({'ok' if good else 'WRONG'})")
-    return ok
+    return check_forward(attention_forward, (2, 16, 4, 4096, 128) if gpu else (1, 2, 1, 200, 64),
+                         gpu, label="attention fwd (Blackwell)")
 
 
 if __name__ == "__main__":

@@ -400,6 +400,14 @@ def num_sms() -> int:
     return get_device().sm_count
 
 
+def persistent_grid(q, num_tiles: int, num_programs=None):
+    """The launch grid of a persistent kernel over `num_tiles` tiles: `num_programs` programs
+    (default: one per SM on the GPU, 2 in the interpreter), never more than there are tiles."""
+    if num_programs is None:
+        num_programs = 2 if _is_numpy(q) else num_sms()
+    return (max(1, min(num_programs, num_tiles)),)
+
+
 class Problem(NamedTuple):
     """The checked shapes and dtypes of one attention call."""
     B: int
@@ -516,9 +524,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     k_desc = TensorDescriptor.from_tensor(k, [1, 1, bn, D], _nvmma(bits, D))
     o_desc = TensorDescriptor.from_tensor(o, [1, 1, BM_WG.value, D], _nvmma(16, D))
     num_tiles = B * H * (-(-N_q // BM.value))
-    if num_programs is None:
-        num_programs = 2 if _is_numpy(q) else num_sms()
-    grid = (max(1, min(num_programs, num_tiles)),)
+    grid = persistent_grid(q, num_tiles, num_programs)
     qk_scale = float(sm_scale) * LOG2E.value * float(q_descale) * float(k_descale)
     o_scale = float(v_descale)
     if o_in_q is None:
@@ -574,10 +580,15 @@ def reference(q, k, v, causal=False, sm_scale=None, descales=(1.0, 1.0, 1.0)):
     return o, lse
 
 
-def random_inputs(B, H, H_kv, N_q, N_kv, D, dtype_name="float16", seed=0):
+def numpy_dtype(dtype_name: str):
+    """The numpy dtype of an input dtype name (fp16, bf16 and fp8 e4m3 through ml_dtypes)."""
     import ml_dtypes
-    np_dtype = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
-                "float8_e4m3fn": ml_dtypes.float8_e4m3fn}[dtype_name]
+    return {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+            "float8_e4m3fn": ml_dtypes.float8_e4m3fn}[dtype_name]
+
+
+def random_inputs(B, H, H_kv, N_q, N_kv, D, dtype_name="float16", seed=0):
+    np_dtype = numpy_dtype(dtype_name)
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((B, H, N_q, D)).astype(np_dtype)
     k = rng.standard_normal((B, H_kv, N_kv, D)).astype(np_dtype)
@@ -585,10 +596,11 @@ def random_inputs(B, H, H_kv, N_q, N_kv, D, dtype_name="float16", seed=0):
     return q, k, v
 
 
-def main(gpu=None) -> bool:
-    from _common import to_device, to_host, use_gpu
-    gpu = use_gpu() if gpu is None else gpu
-    B, H, H_kv, N, D = (2, 16, 4, 2048, 128) if gpu else (1, 2, 1, 200, 64)
+def check_forward(attention_forward, shape, gpu: bool, label: str = "attention fwd") -> bool:
+    """Run `attention_forward` on random inputs of `shape` (B, H, H_kv, N, D), causal and
+    not, against `reference`; print each check and return whether all passed."""
+    from _common import to_device, to_host
+    B, H, H_kv, N, D = shape
     ok = True
     for causal in (False, True):
         q, k, v = random_inputs(B, H, H_kv, N, N, D)
@@ -599,10 +611,17 @@ def main(gpu=None) -> bool:
         lerr = float(np.abs(to_host(lse) - ref_lse).max())
         good = err < 2e-2 and lerr < 1e-3
         ok &= good
-        print(f"attention fwd B={B} H={H} H_kv={H_kv} N={N} D={D} causal={causal} on the "
+        print(f"{label} B={B} H={H} H_kv={H_kv} N={N} D={D} causal={causal} on the "
               f"{'GPU' if gpu else 'CPU interpreter'}: max |o - ref| {err:.1e}, "
               f"max |lse - ref| {lerr:.1e} ({'ok' if good else 'WRONG'})")
     return ok
+
+
+def main(gpu=None) -> bool:
+    from _common import use_gpu
+    gpu = use_gpu() if gpu is None else gpu
+    return check_forward(attention_forward, (2, 16, 4, 2048, 128) if gpu else (1, 2, 1, 200, 64),
+                         gpu)
 
 
 if __name__ == "__main__":

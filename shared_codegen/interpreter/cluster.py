@@ -20,17 +20,11 @@ from __future__ import annotations
 import threading
 from typing import Callable, List, Optional
 
-import numpy as np
-
 from shared_codegen.errors import DeadlockError, InterpreterError
+from shared_codegen.interpreter.baton import BatonScheduler, run_agent, start_agent_thread
 
 # Hand-overs allowed while one cluster runs: a livelock guard.
 MAX_SWITCHES = 1_000_000
-_THREAD_STACK = 16 << 20
-
-
-class _Abort(BaseException):
-    """Unwinds a CTA thread when the run is over (another CTA failed)."""
 
 
 class ClusterCTA:
@@ -51,33 +45,15 @@ class ClusterCTA:
         return self.status == "blocked" and self.ready()
 
     def _main(self, run) -> None:
-        cluster = self.cluster
-        try:
-            cluster._wait_for_baton(self)
-        except _Abort:  # the run ended before this CTA started
-            return
-        old = np.seterr(all="ignore")
-        try:
-            run(self.frame)
-            status = "done"
-        except _Abort:
-            return
-        except BaseException as exc:  # re-raised by the scheduler on the calling thread
-            self.error = exc
-            status = "failed"
-        finally:
-            np.seterr(**old)
-        cluster._yield_from(self, status, final=True)
+        run_agent(self.cluster, self, run)
 
 
-class Cluster:
+class Cluster(BatonScheduler):
     """The CTAs of one program and what they share: the cluster barrier's arrivals."""
 
     def __init__(self, size: int, make_frame, run):
+        super().__init__()
         self.size = size
-        self.cond = threading.Condition()
-        self.holder: Optional[ClusterCTA] = None
-        self.aborted = False
         self.run_cta = run
         self.ctas: List[ClusterCTA] = []
         for rank in range(size):
@@ -110,41 +86,10 @@ class Cluster:
         self._yield_from(cta, "blocked")
         cta.ready = cta.waiting = cta.op = None
 
-    # ---- baton -------------------------------------------------------------------------------
-    def _wait_for_baton(self, cta: ClusterCTA) -> None:
-        with self.cond:
-            while self.holder is not cta and not self.aborted:
-                self.cond.wait()
-            if self.aborted:
-                raise _Abort()
-            cta.status = "running"
-
-    def _yield_from(self, cta: ClusterCTA, status: str, final: bool = False) -> None:
-        with self.cond:
-            cta.status = status
-            self.holder = None
-            self.cond.notify_all()
-        if not final:
-            self._wait_for_baton(cta)
-
-    def _resume(self, cta: ClusterCTA) -> None:
-        with self.cond:
-            self.holder = cta
-            self.cond.notify_all()
-            while self.holder is cta:
-                self.cond.wait()
-
     # ---- the run -------------------------------------------------------------------------------
     def run(self) -> None:
-        old = threading.stack_size()
-        threading.stack_size(_THREAD_STACK)
-        try:
-            for cta in self.ctas:
-                cta.thread = threading.Thread(target=cta._main, args=(self.run_cta,),
-                                              daemon=True, name=f"cta-{cta.rank}")
-                cta.thread.start()
-        finally:
-            threading.stack_size(old)
+        for cta in self.ctas:
+            start_agent_thread(cta, self.run_cta, name=f"cta-{cta.rank}")
         try:
             last, switches = self.size - 1, 0
             while True:
@@ -165,11 +110,7 @@ class Cluster:
                 last = nxt.rank
                 self._resume(nxt)
         finally:
-            with self.cond:
-                self.aborted = True
-                self.cond.notify_all()
-            for cta in self.ctas:
-                cta.thread.join()
+            self._abort_and_join(self.ctas)
 
     def _deadlock(self) -> DeadlockError:
         pid = ", ".join(str(int(p)) for p in self.ctas[0].frame.program_id)

@@ -29,6 +29,7 @@ from typing import List, Optional
 import numpy as np
 
 from shared_codegen.errors import DeadlockError, InterpreterError
+from shared_codegen.interpreter.baton import BatonScheduler, run_agent, start_agent_thread
 from shared_codegen.ir.core import MemoryEffect
 
 # Consecutive identical observations (per program, with no global write in between) after
@@ -39,12 +40,6 @@ MAX_RESIDENT = 128
 # Hand-overs allowed in one launch before the run is stopped: a livelock guard (programs that
 # keep writing, so no spin looks stuck, but never finish).
 MAX_SWITCHES = 2_000_000
-# Stack of a program's thread: deep enough for nested regions and warp_specialize.
-_THREAD_STACK = 16 << 20
-
-
-class _Abort(BaseException):
-    """Unwinds a program thread when the run is over (another program failed)."""
 
 
 def is_sync_point(op) -> bool:
@@ -97,70 +92,24 @@ class Program:
         self.grid._yield_from(self, "yielded")
 
     def _main(self, run) -> None:
-        grid = self.grid
-        grid._wait_for_baton(self)
-        old = np.seterr(all="ignore")
-        try:
-            run(self.frame)
-            status = "done"
-        except _Abort:
-            return
-        except BaseException as exc:  # re-raised by the scheduler on the calling thread
-            self.error = exc
-            status = "failed"
-        finally:
-            np.seterr(**old)
-        grid._yield_from(self, status, final=True)
+        run_agent(self.grid, self, run)
 
 
-class ConcurrentGrid:
+class ConcurrentGrid(BatonScheduler):
     """Round-robin cooperative scheduling of a grid's programs (see the module docstring)."""
 
     def __init__(self, program_ids, make_frame, run, max_resident: Optional[int] = None):
         # A world of simulated GPUs (interpreter/world.py) gives each rank its own SMs.
+        super().__init__()
         self.max_resident = MAX_RESIDENT if max_resident is None else max_resident
-        self.cond = threading.Condition()
-        self.holder: Optional[Program] = None
-        self.aborted = False
         self.run_program = run
         self.programs: List[Program] = [Program(self, pid, make_frame(pid, None))
                                         for pid in program_ids]
         for prog in self.programs:
             prog.frame.program = prog
 
-    # ---- baton ---------------------------------------------------------------------------
-    def _wait_for_baton(self, prog: Program) -> None:
-        with self.cond:
-            while self.holder is not prog and not self.aborted:
-                self.cond.wait()
-            if self.aborted:
-                raise _Abort()
-            prog.status = "running"
-
-    def _yield_from(self, prog: Program, status: str, final: bool = False) -> None:
-        with self.cond:
-            prog.status = status
-            self.holder = None
-            self.cond.notify_all()
-        if not final:
-            self._wait_for_baton(prog)
-
-    def _resume(self, prog: Program) -> None:
-        with self.cond:
-            self.holder = prog
-            self.cond.notify_all()
-            while self.holder is prog:
-                self.cond.wait()
-
     def _start(self, prog: Program) -> None:
-        old = threading.stack_size()
-        threading.stack_size(_THREAD_STACK)
-        try:
-            prog.thread = threading.Thread(target=prog._main, args=(self.run_program,),
-                                           daemon=True, name=f"program-{prog.pid}")
-            prog.thread.start()
-        finally:
-            threading.stack_size(old)
+        start_agent_thread(prog, self.run_program, name=f"program-{prog.pid}")
         prog.status = "yielded"
 
     # ---- the run ---------------------------------------------------------------------------
@@ -191,12 +140,7 @@ class ConcurrentGrid:
                                     for p in resident):
                     raise self._deadlock(resident, waiting=len(queue))
         finally:
-            with self.cond:
-                self.aborted = True
-                self.cond.notify_all()
-            for prog in self.programs:
-                if prog.thread is not None:
-                    prog.thread.join()
+            self._abort_and_join(self.programs)
 
     def _deadlock(self, spinning: List[Program], waiting: int) -> InterpreterError:
         first = spinning[0].last[0]

@@ -160,15 +160,13 @@ tensor_descriptor = descriptor_value
 tensor_descriptor.register(device_tensor_descriptor)
 
 
-@builtin
-def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero",
-                           _semantic=None):
-    """A descriptor of the tensor at `base` with global `shape` and `strides` (elements; the
-    last stride must be 1) whose accesses move `block_shape` blocks."""
-    fn = "tl.make_tensor_descriptor"
-    sem = _semantic
+def check_descriptor_args(fn: str, base, shape, strides, block_shape, max_rank: int):
+    """The checks of an in-kernel `make_tensor_descriptor` (tile and Gluon alike) on its
+    arguments: matching ranks up to `max_rank`, a contiguous innermost dim (stride the
+    constant 1) and blocks whose rows span at least 16 bytes (TMA's minimum). Returns the
+    block shape as ints."""
     block = B.check_block_args(fn, base, block_shape, (("shape", shape), ("strides", strides)),
-                               max_rank=B.MAX_RANK)
+                               max_rank=max_rank)
     if not (T.is_number(strides[-1]) and int(strides[-1]) == 1):
         raise ValueError(f"{fn}: the last stride must be the compile-time constant 1 (the "
                          f"innermost dim is contiguous), got {T.describe(strides[-1])}")
@@ -177,6 +175,18 @@ def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="ze
         raise ValueError(f"{fn}: the last block dim must span at least 16 bytes, got "
                          f"{block[-1]} x {T.type_name(element)} = "
                          f"{block[-1] * element.itemsize} bytes")
+    return block
+
+
+@builtin
+def make_tensor_descriptor(base, shape, strides, block_shape, padding_option="zero",
+                           _semantic=None):
+    """A descriptor of the tensor at `base` with global `shape` and `strides` (elements; the
+    last stride must be 1) whose accesses move `block_shape` blocks."""
+    fn = "tl.make_tensor_descriptor"
+    sem = _semantic
+    block = check_descriptor_args(fn, base, shape, strides, block_shape, B.MAX_RANK)
+    element = base.dtype.element
     padding = B.check_padding(padding_option, element, fn) or "zero"
     shape = B.scalars(sem, shape, int32, fn, "shape")
     strides = B.scalars(sem, strides, int64, fn, "strides")

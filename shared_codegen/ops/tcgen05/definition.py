@@ -336,6 +336,44 @@ def _tf32(x: np.ndarray) -> np.ndarray:
     return (bits & np.uint32(0xFFFFE000)).view(np.float32)
 
 
+def _split_barrier_operands(op, fixed: int):
+    """An MMA's operands: its `fixed` leading ones, then its mbarriers and their predicates."""
+    n = op.attrs.get("num_barriers", 0)
+    return tuple(op.operands[:fixed]) + (op.operands[fixed:fixed + n],
+                                         op.operands[fixed + n:fixed + 2 * n])
+
+
+def _verify_mma_operands(op, fixed: int, names: str, check_types) -> None:
+    """What every tcgen05 MMA verifies: its operand count (`fixed` ones called `names`, the
+    last two use_acc and pred, then mbarriers and their predicates), i1 predicates,
+    `check_types()` (raises ValueError on operand types that do not fit) and mbarriers."""
+    n = op.attrs.get("num_barriers", 0)
+    if len(op.operands) != fixed + 2 * n:
+        raise VerificationError(f"expected operands [{names}, barriers..., barrier_preds...]",
+                                op)
+    *_, use_acc, pred, bars, preds = _split_barrier_operands(op, fixed)
+    for what, v in [("use_acc", use_acc), ("pred", pred)] + \
+            [("mbarrier_preds", p) for p in preds]:
+        if v.type != int1:
+            raise VerificationError(f"{what} must be an i1 scalar, got {v.type}", op)
+    try:
+        check_types()
+        for bar in bars:
+            check_barrier(bar.type, "each of mbarriers")
+    except ValueError as exc:
+        raise VerificationError(str(exc), op) from None
+
+
+def _commit_to_barriers(frame, op, machine, pred_v, bars, preds) -> None:
+    """An issued MMA's completion arrives on each mbarrier whose predicate holds."""
+    for bar, p in zip(bars, preds):
+        if bool(frame[pred_v]) and bool(frame[p]):
+            state = barrier_state(frame, op, frame[bar])
+            state._require_valid(frame, op)
+            _release(frame, op, state)
+            machine.commit(state, op)
+
+
 # ---- ops -------------------------------------------------------------------------------------
 
 class TCGen5MMAOp(OpDef):
@@ -353,29 +391,15 @@ class TCGen5MMAOp(OpDef):
 
     @staticmethod
     def parts(op):
-        a, bm, d, use_acc, pred = op.operands[:5]
-        n = op.attrs.get("num_barriers", 0)
-        return a, bm, d, use_acc, pred, op.operands[5:5 + n], op.operands[5 + n:5 + 2 * n]
+        return _split_barrier_operands(op, 5)
 
     def print_attrs(self, op):
         return format_attrs(op.attrs)
 
     def verify(self, op):
-        n = op.attrs.get("num_barriers", 0)
-        if len(op.operands) != 5 + 2 * n:
-            raise VerificationError("expected operands [a, b, acc, use_acc, pred, "
-                                    "barriers..., barrier_preds...]", op)
-        a, bm, d, use_acc, pred, bars, preds = self.parts(op)
-        for what, v in [("use_acc", use_acc), ("pred", pred)] + \
-                [("mbarrier_preds", p) for p in preds]:
-            if v.type != int1:
-                raise VerificationError(f"{what} must be an i1 scalar, got {v.type}", op)
-        try:
-            check_tcgen05_mma(a.type, bm.type, d.type)
-            for bar in bars:
-                check_barrier(bar.type, "each of mbarriers")
-        except ValueError as exc:
-            raise VerificationError(str(exc), op) from None
+        _verify_mma_operands(op, 5, "a, b, acc, use_acc, pred",
+                             lambda: check_tcgen05_mma(*(v.type for v in op.operands[:3])))
+        d = op.operands[2]
         if d.type.layout.two_ctas:
             from shared_codegen.ops.tcgen05.pair import check_one_cta_group
             check_one_cta_group(op)
@@ -395,12 +419,7 @@ class TCGen5MMAOp(OpDef):
                 b = _tf32(b)
             machine.issue(op, frame, a, b, frame[d_v], d_v.type, bool(frame[use_v]),
                           smem_reads)
-        for bar, p in zip(bars, preds):
-            if bool(frame[pred_v]) and bool(frame[p]):
-                state = barrier_state(frame, op, frame[bar])
-                state._require_valid(frame, op)
-                _release(frame, op, state)
-                machine.commit(state, op)
+        _commit_to_barriers(frame, op, machine, pred_v, bars, preds)
         return []
 
 

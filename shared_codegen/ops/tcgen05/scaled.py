@@ -38,13 +38,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, format_attrs
-from shared_codegen.ir.types import SharedMemoryType, TensorMemoryType, float32, int1
+from shared_codegen.ir.core import MemoryEffect, OpDef, format_attrs
+from shared_codegen.ir.types import SharedMemoryType, TensorMemoryType, float32
 from shared_codegen.layouts import TensorMemoryLayout, TensorMemoryScalesLayout
 from shared_codegen.layouts.relations import OWN_LAYOUTS
-from shared_codegen.ops.mbarrier.definition import barrier_state, check_barrier, progress
-from shared_codegen.ops.tcgen05.definition import (Tcgen05Machine, _Mma, _read_operand,
-                                                   _release)
+from shared_codegen.ops.mbarrier.definition import progress
+from shared_codegen.ops.tcgen05.definition import (Tcgen05Machine, _commit_to_barriers, _Mma,
+                                                   _read_operand, _split_barrier_operands,
+                                                   _verify_mma_operands)
 
 MMA_SCALED = "ttng.tc_gen5_mma_scaled"
 FORMATS = ("e2m1", "e4m3", "e5m2")
@@ -262,10 +263,7 @@ class TCGen5MMAScaledOp(OpDef):
 
     @staticmethod
     def parts(op):
-        a, bm, d, a_scale, b_scale, use_acc, pred = op.operands[:7]
-        n = op.attrs.get("num_barriers", 0)
-        return (a, bm, d, a_scale, b_scale, use_acc, pred, op.operands[7:7 + n],
-                op.operands[7 + n:7 + 2 * n])
+        return _split_barrier_operands(op, 7)
 
     @staticmethod
     def kind(op) -> ScaledKind:
@@ -277,22 +275,8 @@ class TCGen5MMAScaledOp(OpDef):
         return format_attrs(op.attrs)
 
     def verify(self, op):
-        n = op.attrs.get("num_barriers", 0)
-        if len(op.operands) != 7 + 2 * n:
-            raise VerificationError("expected operands [a, b, acc, a_scale, b_scale, use_acc, "
-                                    "pred, barriers..., barrier_preds...]", op)
-        parts = self.parts(op)
-        use_acc, pred, bars, preds = parts[5:]
-        for what, v in [("use_acc", use_acc), ("pred", pred)] + \
-                [("mbarrier_preds", p) for p in preds]:
-            if v.type != int1:
-                raise VerificationError(f"{what} must be an i1 scalar, got {v.type}", op)
-        try:
-            self.kind(op)
-            for bar in bars:
-                check_barrier(bar.type, "each of mbarriers")
-        except ValueError as exc:
-            raise VerificationError(str(exc), op) from None
+        _verify_mma_operands(op, 7, "a, b, acc, a_scale, b_scale, use_acc, pred",
+                             lambda: self.kind(op))
 
     def interpret(self, op, frame):
         a_v, b_v, d_v, sa_v, sb_v, use_v, pred_v, bars, preds = self.parts(op)
@@ -308,12 +292,7 @@ class TCGen5MMAScaledOp(OpDef):
             machine.issue(op, frame, a, b, frame[d_v], d_v.type, bool(frame[use_v]),
                           smem_reads, kind=functools.partial(_ScaledMma, spec=spec),
                           tmem_reads=scales)
-        for bar, p in zip(bars, preds):
-            if bool(frame[pred_v]) and bool(frame[p]):
-                state = barrier_state(frame, op, frame[bar])
-                state._require_valid(frame, op)
-                _release(frame, op, state)
-                machine.commit(state, op)
+        _commit_to_barriers(frame, op, machine, pred_v, bars, preds)
         return []
 
 

@@ -20,8 +20,7 @@ from shared_codegen.layouts import NVMMASharedLayout
 from shared_codegen.ops.tma.definition import check_block
 from shared_codegen.ops.tma.tensormap import build_tensor_map
 from tile.language import _block_access as B
-from tile.language import _types as T
-from tile.language._descriptors import compile_target
+from tile.language._descriptors import check_descriptor_args, compile_target
 
 MAX_RANK = 5
 
@@ -35,16 +34,8 @@ def make_tensor_descriptor(base, shape, strides, block_shape, layout, padding_op
     `padding_option="nan"`."""
     fn = "tma.make_tensor_descriptor"
     sem = _semantic
-    block = B.check_block_args(fn, base, block_shape, (("shape", shape), ("strides", strides)),
-                               max_rank=MAX_RANK)
-    if not (T.is_number(strides[-1]) and int(strides[-1]) == 1):
-        raise ValueError(f"{fn}: the last stride must be the compile-time constant 1 (the "
-                         f"innermost dim is contiguous), got {T.describe(strides[-1])}")
+    block = check_descriptor_args(fn, base, shape, strides, block_shape, MAX_RANK)
     element = base.dtype.element
-    if block[-1] * element.itemsize < 16:
-        raise ValueError(f"{fn}: the last block dim must span at least 16 bytes, got "
-                         f"{block[-1]} x {T.type_name(element)} = "
-                         f"{block[-1] * element.itemsize} bytes")
     layout = getattr(layout, "value", layout)
     if not isinstance(layout, NVMMASharedLayout):
         raise TypeError(f"{fn}: layout must be a gl.NVMMASharedLayout, got {layout!r}")
