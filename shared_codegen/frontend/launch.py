@@ -406,7 +406,7 @@ def _add_variant(jit_fn, key, variant):
 
 def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None,
              cluster_dims=None, num_stages=DEFAULT_NUM_STAGES, instrument=(), num_ctas=1):
-    from shared_codegen.runtime.launcher import PackError, current_stream
+    from shared_codegen.runtime.launcher import current_stream
 
     # `specialization_key`, inlined: calls the fast path hands over (a callable grid, launch
     # options) come through here on every launch.
@@ -467,8 +467,22 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
         # One program per cluster: the grid counts clusters, CUDA's counts CTAs.
         grid, cluster_dims = cluster_grid(grid, num_ctas), (num_ctas, 1, 1)
     if instrument:
-        return _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims)
-    if cluster_dims is not None:
+        return _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims,
+                                 num_ctas)
+    _launch(jit_fn, variant, grid, stream, runtime_args, cluster_dims, num_ctas)
+    return variant.kernel
+
+
+def _launch(jit_fn, variant, grid, stream, args, cluster_dims, num_ctas):
+    """Queue the launch, as a cluster launch when `cluster_dims` is set (checked against the
+    grid and the target first), with a packing error named in the user's terms."""
+    from shared_codegen.runtime.launcher import PackError
+
+    try:
+        if cluster_dims is None:
+            variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared,
+                                  stream, args)
+            return
         cluster = check_cluster_dims(jit_fn, cluster_dims, tuple(grid) + (1,) * (3 - len(grid)))
         from shared_codegen.lowering.backend import parse_target
 
@@ -476,25 +490,16 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
             option = "cluster_dims" if num_ctas == 1 else f"num_ctas={num_ctas}"
             raise ArgumentError(f"{jit_fn.__name__}: {option} needs sm_90 or newer, the "
                                 f"kernel targets {variant.kernel.metadata['target']}")
-        try:
-            variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
-                                          variant.shared, stream, runtime_args)
-        except PackError as error:
-            raise pack_error(jit_fn, variant, error) from None
-        return variant.kernel
-    try:
-        variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared, stream,
-                              runtime_args)
+        variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
+                                      variant.shared, stream, args)
     except PackError as error:
         raise pack_error(jit_fn, variant, error) from None
-    return variant.kernel
 
 
-def _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims):
+def _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims, num_ctas):
     """A launch of a debug or timeline variant: hidden arguments after the kernel's own, then
     a synchronize and the read-back (runtime/debug_mode.py, runtime/timeline.py)."""
     from shared_codegen.runtime import debug_mode, timeline
-    from shared_codegen.runtime.launcher import PackError
 
     metadata = variant.kernel.metadata
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
@@ -506,17 +511,7 @@ def _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims)
     if "timeline" in metadata:
         events = timeline.EventBuffer(metadata["timeline"], grid3, stream)
         hidden.append(events.address)
-    args = runtime_args + hidden
-    try:
-        if cluster_dims is not None:
-            cluster = check_cluster_dims(jit_fn, cluster_dims, grid3)
-            variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
-                                          variant.shared, stream, args)
-        else:
-            variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared,
-                                  stream, args)
-    except PackError as error:
-        raise pack_error(jit_fn, variant, error) from None
+    _launch(jit_fn, variant, grid, stream, runtime_args + hidden, cluster_dims, num_ctas)
     if "debug" in metadata:
         debug_mode.check_record(jit_fn.__name__, metadata["debug"])
     if events is not None:
