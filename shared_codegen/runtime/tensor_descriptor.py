@@ -18,7 +18,8 @@ bytes (and below 2**40), dims in [1, 2**32], a block whose contiguous dim is at 
 bytes and at least the layout's swizzle width. Block dims above 256 (TMA's box limit) are
 split into several boxes, as in Triton: the map encodes one box, and each copy issues one
 message per box (`ops/tma/lowering._boxes`). For a GPU tensor the 128-byte CUtensorMap is
-encoded once, here; kernels receive it as a `__grid_constant__` parameter.
+encoded here, once for every descriptor over the same memory, block, layout and padding
+(`_ENCODED`); kernels receive it as a `__grid_constant__` parameter.
 
 `padding="nan"` (floating-point tensors) makes out-of-bounds elements of a load read NaN.
 """
@@ -29,7 +30,7 @@ import copy
 import ctypes
 import struct
 import sys
-from typing import Any, List
+from typing import Any, Dict, List
 
 from shared_codegen.ir.types import TensorDescriptorType, from_host_dtype
 from shared_codegen.ops.tma.definition import TMA_DTYPES, TensorMapValue, box_shape, check_block
@@ -39,6 +40,15 @@ __all__ = ["TensorDescriptor"]
 
 MAX_STRIDE_BYTES = 1 << 40
 MAX_DIM = 1 << 32
+
+# Checked and encoded states of GPU descriptors, shared by every descriptor over the same
+# address, dtype, shape, strides, block, layout, padding and launch box: Triton's tutorials
+# build fresh descriptors on every call (tutorial 06's forward makes four per launch), and
+# checking and encoding them again cost more host time than a short attention kernel takes on
+# the GPU. The map depends on nothing else (the address fixes the device), so a hit is exact; a
+# new tensor (a new address) encodes anew. Oldest dropped first.
+_ENCODED: Dict[tuple, dict] = {}
+_MAX_ENCODED = 1024
 
 
 def _is_host(base) -> bool:
@@ -79,23 +89,85 @@ def dataclass_fields(*names: str) -> dict:
 class TensorDescriptor:
     """See the module docstring. Attributes: `base`, `shape`, `strides`, `block_shape`,
     `layout`, `padding`; `type` (the kernel parameter's IR type); `tensor_map` (the
-    encoded 128 bytes, GPU tensors only)."""
+    encoded 128 bytes, GPU tensors only).
+
+    As in Triton (whose descriptors are dataclasses), `block_shape` may be assigned after
+    construction: the checks, the type and the map follow the current block."""
 
     __dataclass_fields__ = dataclass_fields("base", "shape", "strides", "block_shape", "layout",
                                             "padding")
+    _box = None  # the launch's box when it is not the block's own (`with_box`)
 
     def __init__(self, base: Any, shape, strides, block_shape, layout, padding: str = "zero"):
         self.base = base
         self.shape = [int(s) for s in shape]
         self.strides = [int(s) for s in strides]
-        self.block_shape = [int(b) if not isinstance(b, bool) else b for b in block_shape]
         self.layout = layout
         self.padding = padding
         self.on_host = _is_host(base)
-        self.element = self._check()
-        self.type = TensorDescriptorType(tuple(self.block_shape), self.element, layout)
-        self._key = (self.type, "")
-        self.tensor_map = None if self.on_host else self._encode_for_device()
+        self._prepared = {}
+        self.block_shape = block_shape
+        self._state()  # bad input fails here, where the descriptor is made
+
+    @property
+    def block_shape(self) -> List[int]:
+        return list(self._block_shape)
+
+    @block_shape.setter
+    def block_shape(self, value) -> None:
+        block = [int(b) if not isinstance(b, bool) else b for b in value]
+        if len(block) != len(self.shape):
+            raise ValueError(f"TensorDescriptor: block_shape {block} must have the rank of "
+                             f"shape {self.shape} ({len(self.shape)})")
+        self._block_shape = block
+
+    # ---- the checked (and, for a GPU tensor, encoded) state ----------------------------------
+    def _layout_identity(self):
+        """What of the layout the encoded map depends on beyond the other fields (the swizzle,
+        fp4 padding): the layout itself. None when it cannot be a cache key (not an NVMMA
+        layout: the checks refuse it)."""
+        from shared_codegen.layouts import NVMMASharedLayout
+        return self.layout if isinstance(self.layout, NVMMASharedLayout) else None
+
+    def _state(self) -> dict:
+        """The element type, IR type and (GPU) encoded map of the current block shape, checked
+        once per descriptor, and for a GPU tensor shared with every descriptor over the same
+        memory, block, layout and padding (`_ENCODED`)."""
+        key = tuple(self._block_shape)
+        state = self._prepared.get(key)
+        if state is not None:
+            return state
+        identity = None
+        if not self.on_host:
+            layout = self._layout_identity()
+            if layout is not None:
+                identity = (_address(self.base), getattr(self.base, "dtype", None),
+                            tuple(self.shape), tuple(self.strides), key, self.padding, layout,
+                            self._box)
+                state = _ENCODED.get(identity)
+        if state is None:
+            element = self._check()  # reads self.layout and self.block_shape
+            state = {"element": element, "type": TensorDescriptorType(key, element, self.layout),
+                     "tensor_map": None, "param": None}
+            state["key"] = (state["type"], "")
+            self._prepared = {key: state}  # the encoding reads self.type
+            if not self.on_host:
+                try:
+                    state["tensor_map"] = self._encode_for_device()
+                except BaseException:
+                    self._prepared = {}
+                    raise
+                if identity is not None:
+                    if len(_ENCODED) >= _MAX_ENCODED:
+                        _ENCODED.pop(next(iter(_ENCODED)))  # the oldest
+                    _ENCODED[identity] = state
+        self._prepared = {key: state}
+        return state
+
+    element = property(lambda self: self._state()["element"])
+    type = property(lambda self: self._state()["type"])
+    _key = property(lambda self: self._state()["key"])
+    tensor_map = property(lambda self: self._state()["tensor_map"])
 
     @staticmethod
     def from_tensor(tensor: Any, block_shape, layout, padding: str = "zero"):
@@ -165,15 +237,16 @@ class TensorDescriptor:
 
     def param_bytes(self) -> bytes:
         """The kernel parameter (`TensorDescriptorType.param_bytes`): the map, then the base
-        address, shape and strides (elements) and the fill (1: NaN) as 64-bit ints."""
-        tmap = self.tensor_map
-        cached = getattr(self, "_param_cache", None)
-        if cached is None or cached[0] is not tmap:
+        address, shape and strides (elements) and the fill (1: NaN) as 64-bit ints. Kept with
+        the shared state: they hold nothing its identity does not fix."""
+        state = self._state()
+        packed = state["param"]
+        if packed is None:
+            tmap = state["tensor_map"]
             fields = struct.pack(f"<Q{2 * len(self.shape) + 1}q", _address(self.base),
                                  *self.shape, *self.strides, int(self.padding == "nan"))
-            cached = (tmap, (tmap if tmap is not None else bytes(128)) + fields)
-            self._param_cache = cached
-        return cached[1]
+            packed = state["param"] = (tmap if tmap is not None else bytes(128)) + fields
+        return packed
 
     # ---- GPU: the CUtensorMap ---------------------------------------------------------------
     def _encode_for_device(self) -> bytes:
@@ -188,18 +261,18 @@ class TensorDescriptor:
     def with_box(self, box) -> "TensorDescriptor":
         """This descriptor with its map encoded for `box` instead of the block's own boxes:
         what a kernel whose multicast loads fetch slices of the block is launched with
-        (`metadata["tma_boxes"]`, ops/tma/multicast.py). Kept until the map changes."""
+        (`metadata["tma_boxes"]`, ops/tma/multicast.py). Its state is shared like any other
+        (`_ENCODED`, keyed by the box too)."""
         box = tuple(int(b) for b in box)
         cached = self.__dict__.get("_boxed")
-        if cached is not None and cached[0] == box and cached[1] is self.tensor_map:
+        if cached is not None and cached[0] == box and cached[1] is self._state():
             return cached[2]
         other = copy.copy(self)
-        other._param_cache = None
-        other.tensor_map = None if self.on_host else other._encode(list(box))
-        self._boxed = (box, self.tensor_map, other)
+        other._box, other._prepared = box, {}
+        self._boxed = (box, self._state(), other)
         return other
 
-    def _encode(self, box=None) -> bytes:
+    def _encode(self) -> bytes:
         from cuda.bindings import driver as cu
 
         from shared_codegen.runtime import driver
@@ -207,7 +280,7 @@ class TensorDescriptor:
         rank = len(self.shape)
         itemsize = self.element.itemsize
         swizzle = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[self.layout.swizzle_byte_width]
-        box = box_shape(self.type) if box is None else list(box)
+        box = box_shape(self.type) if self._box is None else list(self._box)
         dtype, shape = TMA_DTYPES[self.element.name], list(self.shape)
         if self.layout.fp4_padded:  # the map counts e2m1 values, two per byte
             dtype, shape[-1], box[-1] = "16U4_ALIGN16B", shape[-1] * 2, box[-1] * 2
@@ -233,8 +306,7 @@ class TensorDescriptor:
         tmap = driver.check(cu.cuTensorMapEncodeTiled(*args),
                             f"cuTensorMapEncodeTiled(shape={self.shape}, strides="
                             f"{self.strides}, box={box}, swizzle={swizzle})")
-        self._cu_tensor_map = tmap  # keeps the struct alive
-        return ctypes.string_at(tmap.getPtr(), 128)
+        return ctypes.string_at(tmap.getPtr(), 128)  # a copy: the struct may go
 
     # ---- CPU interpreter ---------------------------------------------------------------------
     def interpreter_value(self, memory, name: str) -> TensorMapValue:

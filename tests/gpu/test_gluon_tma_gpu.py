@@ -76,3 +76,48 @@ def test_reinterpret_reaching_the_next_slot_on_the_gpu(torch):
     out = torch.zeros((32, 64), dtype=torch.float16, device="cuda")
     steal_kernel[(1,)](out, 1)
     np.testing.assert_array_equal(out.cpu().numpy(), expected)
+
+
+def test_fresh_descriptors_reuse_the_map_until_the_storage_changes(torch, monkeypatch):
+    """Fresh Gluon descriptors over the same tensor reuse its encoded map; a new tensor of the
+    same shape gets its own (a stale map would copy the old tensor), and one allocated where a
+    freed one lived may reuse the map, which is exact there."""
+    from test_tma_large_blocks import SWIZZLED, tma_copy_kernel
+
+    from gluon.nvidia.hopper import TensorDescriptor
+    from shared_codegen.runtime import tensor_descriptor as shared
+
+    encoded = []
+    real_encode = shared.TensorDescriptor._encode
+
+    def counting_encode(desc):
+        encoded.append(desc.base.data_ptr())
+        return real_encode(desc)
+
+    monkeypatch.setattr(shared.TensorDescriptor, "_encode", counting_encode)
+    monkeypatch.setattr(shared, "_ENCODED", {})
+    block, grid = [64, 64], (4, 2)
+
+    def copy(x, out):
+        out.fill_(-1)
+        tma_copy_kernel[grid](TensorDescriptor.from_tensor(x, block, SWIZZLED),
+                              TensorDescriptor.from_tensor(out, block, SWIZZLED))
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x, rtol=0, atol=0)
+
+    x = torch.randn((256, 128), device="cuda", dtype=torch.float16)
+    out = torch.empty_like(x)
+    for _ in range(3):
+        copy(x, out)
+    assert encoded == [x.data_ptr(), out.data_ptr()]
+    y, out_y = torch.randn_like(x), torch.empty_like(x)  # new storage, same shape
+    copy(y, out_y)
+    assert encoded[2:] == [y.data_ptr(), out_y.data_ptr()]
+    addresses = {x.data_ptr(), out.data_ptr(), y.data_ptr(), out_y.data_ptr()}
+    del x, out
+    z, out_z = torch.randn_like(y), torch.empty_like(y)  # likely at x's and out's addresses
+    copy(z, out_z)
+    addresses |= {z.data_ptr(), out_z.data_ptr()}
+    assert sorted(encoded) == sorted(addresses)  # each address encoded once
+    copy(y, out_y)  # the older maps still serve
+    assert len(encoded) == len(addresses)

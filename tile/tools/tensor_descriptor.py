@@ -15,25 +15,17 @@ NaN.
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, List
+from typing import Any, List
 
 from shared_codegen.runtime.tensor_descriptor import TensorDescriptor as _SharedTensorDescriptor
-from shared_codegen.runtime.tensor_descriptor import (_address, _is_host, _key, _strides_of,
+from shared_codegen.runtime.tensor_descriptor import (_is_host, _key, _strides_of,
                                                       dataclass_fields)
-from shared_codegen.ir.types import TensorDescriptorType, from_host_dtype
+from shared_codegen.ir.types import from_host_dtype
 from shared_codegen.layouts import NVMMASharedLayout
 from shared_codegen.ops.tma.definition import TMA_DTYPES
 from shared_codegen.runtime.specialize import register_handler
 
 __all__ = ["TensorDescriptor"]
-
-# Checked and encoded states of GPU descriptors, shared by every descriptor over the same
-# address, dtype, shape, strides, box and padding: Triton's tutorials build fresh descriptors
-# on every call (tutorial 06's forward makes four per launch), and checking and encoding them
-# again cost more host time than a short attention kernel takes on the GPU. The map depends
-# on nothing else (the address fixes the device), so a hit is exact. Oldest dropped first.
-_ENCODED: Dict[tuple, dict] = {}
-_MAX_ENCODED = 1024
 
 
 class TensorDescriptor(_SharedTensorDescriptor):
@@ -44,7 +36,7 @@ class TensorDescriptor(_SharedTensorDescriptor):
     As in Triton, `block_shape` may be assigned after construction (tutorial 09's autotune
     pre-hooks set it per config on a descriptor made with a dummy [1, 1] block): the block
     checks, the layout and the encoded map follow the current `block_shape` and are computed
-    when a launch first needs them."""
+    when a launch first needs them. Encoded maps are shared as the base class says."""
 
     __dataclass_fields__ = dataclass_fields("base", "shape", "strides", "block_shape", "padding")
 
@@ -56,69 +48,15 @@ class TensorDescriptor(_SharedTensorDescriptor):
         self.padding = padding
         self.on_host = _is_host(base)
         self._prepared = {}
-        self.block_shape = block_shape
-
-    @property
-    def block_shape(self) -> List[int]:
-        return list(self._block_shape)
-
-    @block_shape.setter
-    def block_shape(self, value) -> None:
-        block = [int(b) if not isinstance(b, bool) else b for b in value]
-        if len(block) != len(self.shape):
-            raise ValueError(f"TensorDescriptor: block_shape {block} must have the rank of "
-                             f"shape {self.shape} ({len(self.shape)})")
-        self._block_shape = block
-
-    def _state(self) -> dict:
-        """IR type and (GPU) encoded map of the current block shape, checked once, and for a
-        GPU tensor shared with every descriptor over the same memory and box (`_ENCODED`)."""
-        key = tuple(self._block_shape)
-        state = self._prepared.get(key)
-        if state is None:
-            identity = None
-            if not self.on_host:
-                identity = (_address(self.base), getattr(self.base, "dtype", None),
-                            tuple(self.shape), tuple(self.strides), key, self.padding)
-                state = _ENCODED.get(identity)
-            if state is None:
-                element = self._check()  # reads self.layout and self.block_shape
-                state = {"type": TensorDescriptorType(key, element, self.layout),
-                         "tensor_map": None}
-                state["key"] = (state["type"], "")
-                self._prepared = {key: state}  # the encoding reads self.type
-                if identity is not None:
-                    try:
-                        state["tensor_map"] = self._encode_for_device()
-                    except BaseException:
-                        self._prepared = {}
-                        raise
-                    if len(_ENCODED) >= _MAX_ENCODED:
-                        _ENCODED.pop(next(iter(_ENCODED)))  # the oldest
-                    _ENCODED[identity] = state
-            self._prepared = {key: state}
-        return state
+        self.block_shape = block_shape  # checked when a launch first needs it
 
     @property
     def layout(self):
         return _default_layout(self.base, self._block_shape)
 
-    @property
-    def element(self):
-        return from_host_dtype(getattr(self.base, "dtype", None))
-
-    def param_bytes(self) -> bytes:
-        """The kernel parameter's bytes, kept with the shared state: they hold nothing the
-        state's identity does not fix (map, address, shape, strides, fill)."""
-        state = self._state()
-        packed = state.get("param")
-        if packed is None:
-            packed = state["param"] = super().param_bytes()
-        return packed
-
-    type = property(lambda self: self._state()["type"])
-    _key = property(lambda self: self._state()["key"])
-    tensor_map = property(lambda self: self._state()["tensor_map"])
+    def _layout_identity(self):
+        # The layout follows from the dtype and the block, both in the state's identity.
+        return "default"
 
     @staticmethod
     def from_tensor(tensor: Any, block_shape: List[int], padding: str = "zero"):
