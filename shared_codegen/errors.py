@@ -4,6 +4,8 @@
     ├── CompilationError           the kernel cannot be compiled (names file, line, source line)
     │     internal classes subclass it: VerificationError, PassError, LoweringError,
     │     BackendError, LayoutAssignmentError, gluon's LayoutError
+    │     └── SourceUnavailableError (ValueError)  a @jit function whose source Python
+    │                                 cannot read (defined through exec() or stdin)
     ├── ArgumentError (TypeError)  bad launch arguments or options (names kernel and argument)
     │     SpecializationError subclasses it
     ├── OutOfResources             shared memory, tensor memory or registers over the limit
@@ -63,6 +65,11 @@ class CompilationError(KernelError):
         # Rebuild from the fields (not from `args`, which holds the formatted text), so the
         # error survives pickling (multiprocessing workers).
         return (_rebuild, (type(self), self.__dict__, self.args))
+
+
+class SourceUnavailableError(CompilationError, ValueError):
+    """A @jit function whose Python source cannot be read (the compiler parses it). A
+    ValueError too, as Triton 3.6 raises one for such functions."""
 
 
 class ArgumentError(KernelError, TypeError):
@@ -158,6 +165,6 @@ def _rebuild(cls, state, args):
     return error
 
 
-__all__ = ["KernelError", "CompilationError", "ArgumentError", "OutOfResources",
-           "InterpreterError", "DeadlockError", "RaceError", "DeviceCheckError",
+__all__ = ["KernelError", "CompilationError", "SourceUnavailableError", "ArgumentError",
+           "OutOfResources", "InterpreterError", "DeadlockError", "RaceError", "DeviceCheckError",
            "DeviceOutOfBoundsError", "DeviceDeadlockError", "interpreter_error_class"]

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional
 # Descriptor arguments are traced as `tensor_descriptor` values (registers the class).
 import shared_codegen.frontend.descriptors  # noqa: F401
 from shared_codegen.frontend.codegen import CodeGenerator
+from shared_codegen.errors import SourceUnavailableError
 from shared_codegen.frontend.errors import ArgumentError, CompilationError
 from shared_codegen.frontend.values import constexpr, wrap
 from shared_codegen.ir.builder import Builder
@@ -55,13 +56,38 @@ class Language:
         return stages[:names.index(EXPLICIT_LAYOUT_STAGE)]
 
 
+def source_unavailable(fn) -> SourceUnavailableError:
+    """The error for a function whose source Python cannot read: defined through exec() of a
+    string or read from stdin, where nothing keeps its lines. Code that registers its lines in
+    `linecache` under the filename it was compiled with (as code generators and IPython do)
+    has a source, as for Triton."""
+    code = fn.__code__
+    return SourceUnavailableError(
+        f"cannot read the source of @jit function `{fn.__qualname__}`, which the compiler "
+        f"parses: Python keeps no source for code defined through exec() of a string or read "
+        f"from stdin. Define the kernel in a .py file, or register its lines in linecache under "
+        f"the filename it was compiled with ({code.co_filename!r})",
+        file=code.co_filename, line=code.co_firstlineno)
+
+
+def has_source(fn) -> bool:
+    """Whether Python keeps lines for the file `fn` was defined in (what inspect reads): asked
+    when the function is decorated, as Triton does, without parsing it (SourceInfo does that
+    at the first compile)."""
+    code = getattr(fn, "__code__", None)
+    return code is None or bool(linecache.getlines(code.co_filename, fn.__globals__))
+
+
 class SourceInfo:
     """A jitted function's source: its AST and where its lines are in its file."""
 
     def __init__(self, fn):
         self.name = fn.__name__
-        self.file = inspect.getsourcefile(fn) or "<unknown>"
-        lines, first = inspect.getsourcelines(fn)
+        try:
+            self.file = inspect.getsourcefile(fn) or "<unknown>"
+            lines, first = inspect.getsourcelines(fn)
+        except OSError:
+            raise source_unavailable(fn) from None
         raw = "".join(lines)
         src = textwrap.dedent(raw)
         self.indent = len(lines[0]) - len(lines[0].lstrip())
@@ -87,6 +113,8 @@ class JITFunction:
 
     def __init__(self, fn, language: Language, do_not_specialize=(), debug=False,
                  noinline=False, repr=None, launch_metadata=None):
+        if not has_source(fn):
+            raise source_unavailable(fn)
         self.fn = fn
         self.language = language
         self.__name__ = fn.__name__
