@@ -1,7 +1,8 @@
 """Cooperative threads that pass one baton: only its holder runs, so a run is deterministic.
 
-The concurrent grid (`grid.py`) and a cluster's CTAs (`cluster.py`) each run their agents
-(programs, CTAs) as threads of this kind; they differ only in whom they hand the baton to
+The concurrent grid (`grid.py`), a cluster's CTAs (`cluster.py`) and the partitions of a
+`gl.warp_specialize` (`ops/warp_specialize/interpreter.py`) each run their agents (programs,
+CTAs, partitions) as threads of this kind; they differ only in whom they hand the baton to
 next. An agent has `status`, `thread` and `error` attributes; the scheduler resumes one
 agent at a time and the agent yields back with its new status.
 """

@@ -26,19 +26,14 @@ from __future__ import annotations
 import threading
 from typing import List, Optional
 
-import numpy as np
-
 from shared_codegen.errors import DeadlockError
+from shared_codegen.interpreter.baton import BatonScheduler, run_agent, start_agent_thread
 from shared_codegen.interpreter.happens_before import HB_KEY, HappensBefore
 from shared_codegen.interpreter.memory import InterpreterError
 
 # Switches between partitions allowed per warp_specialize before the run is stopped (a
 # livelock guard; a real pipeline switches a few times per stage and iteration).
 MAX_SWITCHES = 200_000
-
-
-class _Abort(BaseException):
-    """Unwinds a partition thread when the run is over (another partition failed)."""
 
 
 class Partition:
@@ -74,30 +69,24 @@ class Partition:
         self.scheduler._yield_from(self, "blocked")
         self.wait = None
 
-    def _main(self) -> None:
-        sched = self.scheduler
-        sched._wait_for_baton(self)
-        old = np.seterr(all="ignore")
-        try:
-            self.results = self.frame.run_block(self.region.block, self.args)
-            status = "done"
-        except _Abort:
-            return
-        except BaseException as exc:  # reported by the scheduler on the calling thread
-            self.error = exc
-            status = "failed"
-        finally:
-            np.seterr(**old)
-        sched._yield_from(self, status, final=True)
+    def _main(self, run) -> None:
+        run_agent(self.scheduler, self, run)
 
 
-class Scheduler:
+def _run_partition(frame) -> None:
+    """A partition thread's work (`run_agent` runs it once the partition holds the baton)."""
+    part = frame.partition
+    part.results = frame.run_block(part.region.block, part.args)
+
+
+class Scheduler(BatonScheduler):
+    """Hands the baton (interpreter/baton.py) to the partitions in turn, as the module
+    docstring says."""
+
     def __init__(self, op, frame):
         from shared_codegen.ops.warp_specialize.definition import partition_names, worker_operands
+        super().__init__()
         self.op, self.frame = op, frame
-        self.cond = threading.Condition()
-        self.holder: Optional[Partition] = None   # who holds the baton (None: scheduler)
-        self.aborted = False
         names = partition_names(op)
         self.partitions: List[Partition] = [
             Partition(self, 0, names[0], frame.num_warps, op.regions[0], [])]
@@ -108,30 +97,6 @@ class Scheduler:
         for part in self.partitions:
             part.frame = frame.fork(part)
 
-    # ---- baton -------------------------------------------------------------------------------
-    def _wait_for_baton(self, part: Partition) -> None:
-        with self.cond:
-            while self.holder is not part and not self.aborted:
-                self.cond.wait()
-            if self.aborted:
-                raise _Abort()
-            part.status = "running"
-
-    def _yield_from(self, part: Partition, status: str, final: bool = False) -> None:
-        with self.cond:
-            part.status = status
-            self.holder = None
-            self.cond.notify_all()
-        if not final:
-            self._wait_for_baton(part)
-
-    def _resume(self, part: Partition) -> None:
-        with self.cond:
-            self.holder = part
-            self.cond.notify_all()
-            while self.holder is part:
-                self.cond.wait()
-
     # ---- the run -----------------------------------------------------------------------------
     def run(self) -> List:
         # Vector clocks of the partitions (interpreter/happens_before.py): shared-memory
@@ -139,9 +104,7 @@ class Scheduler:
         values = self.frame.values
         values[HB_KEY] = HappensBefore(self.partitions)
         for part in self.partitions:
-            part.thread = threading.Thread(target=part._main, daemon=True,
-                                           name=f"partition-{part.index}")
-            part.thread.start()
+            start_agent_thread(part, _run_partition, name=f"partition-{part.index}")
         try:
             switches = 0
             last = len(self.partitions) - 1
@@ -172,11 +135,7 @@ class Scheduler:
                 last = nxt.index
                 self._resume(nxt)
         finally:
-            with self.cond:
-                self.aborted = True
-                self.cond.notify_all()
-            for part in self.partitions:
-                part.thread.join()
+            self._abort_and_join(self.partitions)
             values.pop(HB_KEY, None)  # the join orders everything after the partitions
         return self.partitions[0].results
 
