@@ -67,6 +67,7 @@ from gluon.language.nvidia.blackwell import (TensorMemoryLayout,  # noqa: E402
                                              allocate_tensor_memory, fence_async_shared,
                                              get_tmem_reg_layout, mbarrier, tcgen05_mma, tma)
 from gluon.nvidia.blackwell import TensorDescriptor  # noqa: E402
+from gluon.fma_exp2 import exp2_poly  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
 from hopper import (_aligned, _is_numpy, _kv_blocks, _nvmma,  # noqa: E402,F401
                     _tile_coords, allocate_outputs, check_forward, check_inputs, numpy_dtype,
@@ -80,14 +81,6 @@ LOG2E = gl.constexpr(1.4426950408889634)
 RESCALE_THRESHOLD = gl.constexpr(8.0)  # log2(256): P stays <= 256 with a stale row max
 NO_MAX = gl.constexpr(-1.0e30)         # a row max before any key (finite: no inf - inf)
 
-# Minimax (relative error) polynomials for 2^f on [-0.5, 0.5], found by a Remez exchange in
-# float64 and rounded to fp32: max relative error 7.5e-5 (degree 3, below fp16's half ulp)
-# and 2.3e-7 (degree 5, fp32-accurate).
-POLY3 = gl.constexpr((0.9999280571937561, 0.6932609677314758, 0.2426111251115799,
-                     0.0551716685295105))
-POLY5 = gl.constexpr((1.0000001192092896, 0.6931469440460205, 0.24022120237350464,
-                     0.05550713092088699, 0.009675540961325169, 0.0013276472454890609))
-ROUND_MAGIC = gl.constexpr(12582912.0)  # 1.5 * 2^23: x + this rounds x to an integer
 
 
 @gluon.constexpr_function
@@ -219,29 +212,6 @@ def _mma_partition(q_smem, k_ring, v_ring, s_tmem, o_tmem, kpipe, vpipe, q_ready
 # ---- softmax: one warpgroup per 128-row half ------------------------------------------------
 
 @gluon.jit
-def _exp2_poly(x, DEGREE: gl.constexpr):
-    """2^x on the FMA pipe: x = n + f with n = round(x) and f in [-0.5, 0.5]; p(f) ~ 2^f by
-    Horner, then n is added to p's exponent field. x is clamped at -126 so 2^n stays a
-    normal number (the result there, ~1e-38, vanishes in P's 16- or 8-bit type)."""
-    x = gl.maximum(x, -126.0)
-    shifted = x + ROUND_MAGIC          # rounds to nearest: n sits in the low mantissa bits
-    f = x - (shifted - ROUND_MAGIC)
-    if DEGREE == 3:
-        p = gl.fma(f, POLY3[3], POLY3[2])
-        p = gl.fma(p, f, POLY3[1])
-        p = gl.fma(p, f, POLY3[0])
-    else:
-        p = gl.fma(f, POLY5[5], POLY5[4])
-        p = gl.fma(p, f, POLY5[3])
-        p = gl.fma(p, f, POLY5[2])
-        p = gl.fma(p, f, POLY5[1])
-        p = gl.fma(p, f, POLY5[0])
-    n = shifted.to(gl.int32, bitcast=True) - 0x4B400000  # the bits of ROUND_MAGIC
-    bits = p.to(gl.int32, bitcast=True) + (n << 23)
-    return bits.to(gl.float32, bitcast=True)
-
-
-@gluon.jit
 def _masked(s, j, c, n_full, row0, N_KV, off, CAUSAL: gl.constexpr, layout: gl.constexpr):
     """Chunk c of S block j with -inf where a key is past N_kv or (causal) after the query;
     blocks before n_full pass through untouched."""
@@ -260,7 +230,7 @@ def _p_chunk(s, c, m_scaled, qk_scale, POLY_COLS: gl.constexpr, DEGREE: gl.const
     """exp2(S * scale - m) of chunk c: on the FMA pipe for the first POLY_COLS columns."""
     x = gl.fma(s, qk_scale, -gl.expand_dims(m_scaled, 1))
     if c * CHUNK < POLY_COLS:
-        return _exp2_poly(x, DEGREE)
+        return exp2_poly(x, DEGREE)
     return gl.exp2(x)
 
 
