@@ -42,7 +42,11 @@ CTA runs three partitions (gl.warp_specialize):
   last key (FlashAttention's alignment). Rows past N_q are computed and clipped by the
   TMA store; rows that see no key at all give o = 0 and lse = -inf.
 - fp8 (e4m3): the producer loads V^T (V transposed once on the host: fp8 wgmma reads B
-  K-major only) and the per-tensor descales fold into the score scale and the output.
+  K-major only) with the keys of every 32 in FP8_KEY_ORDER, the order in which a thread
+  already holds P's columns, so P packs into the wgmma's A registers without moving between
+  lanes (`_p_operand`); the per-tensor descales fold into the score scale and the output.
+- Between tiles the producer sends the next tile's first K/V block before its Q (KV_AHEAD):
+  ring stages free as the last blocks are consumed, Q's buffer only after the epilogue.
 """
 
 from __future__ import annotations
@@ -109,37 +113,52 @@ def _kv_block(j, rot, n_blocks):
 
 
 @gluon.jit
+def _load_kv(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, j,
+             BN: gl.constexpr, V_T: gl.constexpr):
+    """TMA loads of K_j and V_j into their rings' stages for `item`."""
+    s, ready = pipeline.producer_acquire(kpipe, item)
+    mbarrier.expect(ready, k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [b, hk, j * BN, 0], ready, k_ring.index(s))
+    s, ready = pipeline.producer_acquire(vpipe, item)
+    mbarrier.expect(ready, v_desc.block_type.nbytes)
+    if V_T:
+        tma.async_copy_global_to_shared(v_desc, [b, hk, 0, j * BN], ready, v_ring.index(s))
+    else:
+        tma.async_copy_global_to_shared(v_desc, [b, hk, j * BN, 0], ready, v_ring.index(s))
+
+
+@gluon.jit
 def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready, q_empty,
               N_Q, N_KV, H, GROUP, BH, num_m, num_tiles,
-              BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr):
+              BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
+              KV_AHEAD: gl.constexpr):
     item = 0
     t = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
         hk = h // GROUP
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
+        rot = (m0 // BM) % gl.maximum(n_blocks, 1)
+        pl.enter_scope("load K, V")
+        # The tile's first KV_AHEAD K/V blocks go out before its Q: their ring stages free
+        # while the previous tile's last blocks are consumed, but Q's buffer only once the
+        # consumers are done with the previous tile (with O_IN_Q, once its epilogue's TMA
+        # store has read O out of it). Waiting for Q first would leave the whole ring empty
+        # across every tile boundary.
+        ahead = gl.minimum(n_blocks, KV_AHEAD)
+        for i in range(ahead):
+            _load_kv(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item + i, b, hk,
+                     _kv_block(i, rot, n_blocks), BN, V_T)
         for wg in gl.static_range(2):
             # The warpgroup is done with the previous tile's Q (its last QK^T retired).
             mbarrier.wait(q_empty.index(wg), (t & 1) ^ 1)
             mbarrier.expect(q_ready.index(wg), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [b, h, m0 + wg * BM_WG, 0],
                                             q_ready.index(wg), q_smem.index(wg))
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
-        rot = (m0 // BM) % gl.maximum(n_blocks, 1)
-        pl.enter_scope("load K, V")
-        for i in range(n_blocks):
-            j = _kv_block(i, rot, n_blocks)
-            s, ready = pipeline.producer_acquire(kpipe, item)
-            mbarrier.expect(ready, k_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [b, hk, j * BN, 0], ready, k_ring.index(s))
-            s, ready = pipeline.producer_acquire(vpipe, item)
-            mbarrier.expect(ready, v_desc.block_type.nbytes)
-            if V_T:
-                tma.async_copy_global_to_shared(v_desc, [b, hk, 0, j * BN], ready,
-                                                v_ring.index(s))
-            else:
-                tma.async_copy_global_to_shared(v_desc, [b, hk, j * BN, 0], ready,
-                                                v_ring.index(s))
-            item += 1
+        for i in range(ahead, n_blocks):
+            _load_kv(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item + i, b, hk,
+                     _kv_block(i, rot, n_blocks), BN, V_T)
+        item += n_blocks
         pl.exit_scope("load K, V")
         t += 1
 
@@ -163,6 +182,24 @@ def _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o, OVERLAP: gl.cons
         acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
     return acc, p_run, _v_operand(v_ring, stage, V_T, D, BN)
+
+
+@gluon.jit
+def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, V_T: gl.constexpr):
+    """P as the register A operand of the PV wgmma. For fp8 the columns are first put in
+    FP8_KEY_ORDER (V^T's keys are stored in the same order, so P V is unchanged): within
+    each 32-key group a thread then already holds the four keys that share one operand
+    register, and the conversion packs bytes in place instead of moving them across lanes
+    (S's accumulator gives a thread keys 2q, 2q+1, 2q+8, 2q+9, 2q+16, ... of each 32; the
+    e4m3 A operand wants 4q .. 4q+3 and 16+4q .. 16+4q+3 in its registers)."""
+    if V_T:
+        BM_: gl.constexpr = p.shape[0]
+        BN_: gl.constexpr = p.shape[1]
+        # Column bits c0..c4 (fastest first) of each 32-key group become k0 = c0, k1 = c3,
+        # k2 = c1, k3 = c2, k4 = c4: a permutation of index bits, so no data moves.
+        p = p.reshape([BM_, BN_ // 32, 2, 2, 2, 2, 2]).permute([0, 1, 2, 4, 5, 3, 6])
+        p = p.reshape([BM_, BN_])
+    return gl.convert_layout(p.to(dtype), p_layout)
 
 
 @gluon.jit
@@ -226,7 +263,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             m_i = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
             p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
             l_i = gl.sum(p, axis=1)
-            p_op = gl.convert_layout(p.to(dtype), p_layout)
+            p_op = _p_operand(p, dtype, p_layout, V_T)
             p_run = p_op  # the P an in-flight PV wgmma reads
             alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
             for j in range(1, n_blocks):
@@ -265,7 +302,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
                 l_i = l_i * alpha + gl.sum(p, axis=1)
                 m_i = m_new
-                p_op = gl.convert_layout(p.to(dtype), p_layout)
+                p_op = _p_operand(p, dtype, p_layout, V_T)
                 pl.exit_scope("softmax")
                 item += 1
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
@@ -306,7 +343,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
 def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROUP, BH,
                      num_tiles, qk_scale, o_scale, BN: gl.constexpr, STAGES: gl.constexpr,
                      CAUSAL: gl.constexpr, V_T: gl.constexpr, RETURN_LSE: gl.constexpr,
-                     O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr):
+                     O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr, KV_AHEAD: gl.constexpr):
     num_m = gl.cdiv(N_Q, BM)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_shape, q_desc.layout)
     if O_IN_Q:  # D = 256 with 16-bit inputs: no room for a separate O buffer
@@ -335,7 +372,8 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
          (_consumer, (1, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
                       q_ready, q_empty, turns) + common),
          (_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
-                      q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T))],
+                      q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T,
+                      KV_AHEAD))],
         [4, 1], [240, 24])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
@@ -481,11 +519,22 @@ def allocate_outputs(q, B, H, N_q, D, out_name, return_lse):
     return o, lse
 
 
-def transposed_v_descriptor(v, block_n):
+# Within each group of 32 keys, the key stored at position k of V^T for the Hopper fp8 PV
+# wgmma (see `_p_operand`): bits (k0, k1, k2, k3, k4) of k select key
+# k0 + 8 k1 + 2 k2 + 4 k3 + 16 k4.
+FP8_KEY_ORDER = tuple(((k & 1) | ((k >> 1) & 1) << 3 | ((k >> 2) & 1) << 1 | ((k >> 3) & 1) << 2
+                       | ((k >> 4) & 1) << 4) for k in range(32))
+
+
+def transposed_v_descriptor(v, block_n, key_order=None):
     """A TMA descriptor of V^T (B, H_kv, D, N_kv) with [1, 1, D, block_n] blocks: fp8 MMAs
-    read their B operand K-major only. N_kv is padded to 16 bytes in the copy."""
+    read their B operand K-major only. N_kv is padded to 16 bytes in the copy. With
+    `key_order` (a permutation of range(32), e.g. FP8_KEY_ORDER), position k of every
+    32-key group holds key key_order[k]; N_kv is then padded with zero keys to a multiple of
+    32 and the descriptor covers the padding (masked out of S, so it adds nothing)."""
     B, H_kv, N_kv, D = _shape(v, "v")
-    n_pad = -(-N_kv // 16) * 16
+    group = 16 if key_order is None else 32
+    n_pad = -(-N_kv // group) * group
     if _is_numpy(v):
         vt = np.zeros((B, H_kv, D, n_pad), v.dtype)
         vt[..., :N_kv] = np.swapaxes(v, -1, -2)
@@ -493,19 +542,28 @@ def transposed_v_descriptor(v, block_n):
         import torch
         vt = torch.zeros((B, H_kv, D, n_pad), device=v.device, dtype=v.dtype)
         vt[..., :N_kv] = v.transpose(-1, -2)
-    return TensorDescriptor(vt, [B, H_kv, D, N_kv], _strides(vt), [1, 1, D, block_n],
+    if key_order is not None:
+        index = np.arange(n_pad).reshape(-1, 32)[:, list(key_order)].reshape(-1)
+        if _is_numpy(v):
+            vt = np.ascontiguousarray(vt[..., index])
+        else:
+            import torch
+            vt = vt[..., torch.as_tensor(index, device=v.device)].contiguous()
+    n_desc = N_kv if key_order is None else n_pad
+    return TensorDescriptor(vt, [B, H_kv, D, n_desc], _strides(vt), [1, 1, D, block_n],
                             _nvmma(8, block_n))
 
 
 def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
                        out_dtype=None, q_descale=1.0, k_descale=1.0, v_descale=1.0,
                        block_n=None, stages=None, o_in_q=None, num_programs=None,
-                       overlap=None, launch_options=None):
+                       overlap=None, kv_ahead=1, launch_options=None):
     """A function of no arguments running the forward pass (descriptors built once);
     it returns o, or (o, lse) with `return_lse`. See `attention_forward`. `launch_options`
     go to the kernel launch (`debug=True`, `timeline=True`: docs/debug_mode.md). Tuning
-    options (defaults from `default_config`): `block_n`, `stages`, `o_in_q`, `num_programs`
-    and `overlap` (the PV wgmma under the next softmax; 16-bit inputs only)."""
+    options (defaults from `default_config`): `block_n`, `stages`, `o_in_q`, `num_programs`,
+    `overlap` (the PV wgmma under the next softmax) and `kv_ahead` (K/V blocks of a tile the
+    producer loads before the tile's Q)."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
@@ -515,8 +573,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     o, lse = allocate_outputs(q, B, H, N_q, D, out_name, return_lse)
     bits = 8 if fp8 else 16
     if fp8:
-        # fp8 wgmma reads B K-major: V^T (B, H_kv, D, N_kv).
-        v_desc = transposed_v_descriptor(v, bn)
+        # fp8 wgmma reads B K-major: V^T (B, H_kv, D, N_kv), keys in P's register order.
+        v_desc = transposed_v_descriptor(v, bn, FP8_KEY_ORDER)
     else:
         v = _aligned(v)
         v_desc = TensorDescriptor.from_tensor(v, [1, 1, bn, D], _nvmma(bits, D))
@@ -530,19 +588,19 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     if o_in_q is None:
         o_in_q = D >= 128 and not fp8
     o_in_q = bool(o_in_q) and not fp8
-    # The PV wgmma overlaps the next softmax for 16-bit P; fp8 P (one register a byte until
-    # the wgmma packs it) would need too many registers to keep two of them alive. D = 256
-    # fits with it too (no spills) but measured the same within 2% on the H100, so it stays
-    # off there: it keeps more registers live for no gain.
+    # The PV wgmma overlaps the next softmax for 16-bit P at D <= 128. D = 256 fits with it
+    # too (no spills) but measured the same within 2% on the H100, so it stays off there: it
+    # keeps more registers live for no gain. fp8 P is packed in place (FP8_KEY_ORDER), so
+    # two of them fit too; off by default until it measures faster.
     if overlap is None:
         overlap = not fp8 and D <= 128
-    overlap = bool(overlap) and not fp8
+    overlap = bool(overlap)
     launch = attention_kernel[grid]
 
     def run():
         launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
                qk_scale, o_scale, bn, st, bool(causal), fp8, bool(return_lse), o_in_q,
-               overlap, num_warps=4, **(launch_options or {}))
+               overlap, int(kv_ahead), num_warps=4, **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run
 

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 import hopper  # noqa: E402
 
 import gluon  # noqa: E402
+from gluon import language as gl  # noqa: E402
 
 # Max |o - ref| / max |ref|: P is rounded to the input type before the PV product.
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1.5e-2, "float8_e4m3fn": 8e-2}
@@ -71,6 +72,67 @@ def test_d256_with_the_overlap_inside_a_warpgroup_matches_float64(monkeypatch):
         assert err <= TOLERANCE["float16"], (seed, err)
 
 
+@pytest.mark.parametrize("dtype, options", [
+    ("float8_e4m3fn", {"overlap": True}),   # packed fp8 P leaves room for a second one
+    ("float16", {"kv_ahead": 3}),           # a whole ring of the next tile before its Q
+    ("float16", {"kv_ahead": 0, "o_in_q": False, "stages": 2}),
+])
+def test_launcher_options_match_float64(dtype, options, monkeypatch):
+    # One program walks all four tiles, so each option's hand-over between tiles is run.
+    q, k, v = hopper.random_inputs(1, 2, 1, 200, 200, 128, dtype, seed=11)
+    ref_o, _ = hopper.reference(q, k, v, True)
+    for seed in (0, 1, 2):
+        monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+        o = hopper.attention_forward(q, k, v, causal=True, num_programs=1, **options)
+        err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
+        assert err <= TOLERANCE[dtype], (seed, err)
+
+
+def test_fp8_v_transpose_stores_keys_in_the_operand_order():
+    import ml_dtypes
+    v = np.arange(2 * 40 * 64).reshape(1, 2, 40, 64).astype(ml_dtypes.float8_e4m3fn)
+    desc = hopper.transposed_v_descriptor(v, 64, hopper.FP8_KEY_ORDER)
+    vt = desc.base
+    assert vt.shape == (1, 2, 64, 64) and desc.shape[3] == 64  # 40 keys padded to 64
+    order = list(hopper.FP8_KEY_ORDER) + [32 + k for k in hopper.FP8_KEY_ORDER]
+    expect = np.zeros((1, 2, 64, 64), v.dtype)
+    expect[..., :40] = np.swapaxes(v, -1, -2)
+    assert np.array_equal(vt.view(np.uint8), expect[..., order].view(np.uint8))
+    assert sorted(hopper.FP8_KEY_ORDER) == list(range(32))
+
+
+@gluon.jit
+def _fp8_operand_kernel(x_ptr, y_ptr):
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 128, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 128, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
+    rows = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
+    cols = gl.arange(0, 128, layout=gl.SliceLayout(0, s_layout))
+    s = gl.load(x_ptr + gl.expand_dims(rows, 1) * 128 + gl.expand_dims(cols, 0))
+    p = hopper._p_operand(s, gl.float8e4nv, p_layout, True)
+    rows = gl.arange(0, 64, layout=gl.SliceLayout(1, p_layout))
+    cols = gl.arange(0, 128, layout=gl.SliceLayout(0, p_layout))
+    gl.store(y_ptr + gl.expand_dims(rows, 1) * 128 + gl.expand_dims(cols, 0), p)
+
+
+def test_fp8_p_operand_is_packed_in_place_in_key_order():
+    import ml_dtypes
+    x = np.random.default_rng(3).standard_normal((64, 128)).astype(np.float32)
+    y = np.zeros((64, 128), ml_dtypes.float8_e4m3fn)
+    _fp8_operand_kernel[(1,)](x, y, num_warps=4)
+    order = [32 * g + k for g in range(4) for k in hopper.FP8_KEY_ORDER]
+    assert np.array_equal(y.view(np.uint8), x[:, order].astype(y.dtype).view(np.uint8))
+    # In the wgmma register order, the conversion moves no data between lanes: the one
+    # shuffle broadcasts lane 0's warp index, and nothing goes through shared memory.
+    ptx = gluon.compile(_fp8_operand_kernel, {"x_ptr": "*fp32:16", "y_ptr": "*fp8e4nv:16"},
+                        {}, target="sm_90a", num_warps=4).asm["ptx"]
+    assert re.findall(r"shfl\.sync\.(\w+)\.b32\s+%r\d+, %r\d+, (\w+),", ptx) == [("idx", "0")]
+    assert "st.shared" not in ptx and "ld.shared" not in ptx
+    assert "cvt.rn.satfinite.e4m3x2.f32" in ptx
+
+
 def test_main_runs_in_the_interpreter():
     assert hopper.main(gpu=False)
 
@@ -116,7 +178,7 @@ def compiled_fp16():
          "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
          "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32"},
         {"BN": 128, "STAGES": 3, "CAUSAL": True, "V_T": False, "RETURN_LSE": True,
-         "O_IN_Q": True, "OVERLAP": True}, target="sm_90a", num_warps=4)
+         "O_IN_Q": True, "OVERLAP": True, "KV_AHEAD": 1}, target="sm_90a", num_warps=4)
 
 
 def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):

@@ -65,6 +65,24 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     assert float((lse[fin] - ref_lse[fin]).abs().max()) < 1e-3
 
 
+@pytest.mark.parametrize("dtype, causal, options", [
+    ("float8_e4m3fn", True, {"overlap": True}),
+    ("float16", True, {"kv_ahead": 3}),
+    ("float16", False, {"kv_ahead": 0, "o_in_q": False, "stages": 2}),
+])
+def test_launcher_options_match_float32(torch, dtype, causal, options):
+    # 2 programs over 16 tiles: each walks several, so every option's tile hand-over runs.
+    from hopper import attention_forward
+
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    q, k, v = (torch.randn((2, 4, 500, 128), device="cuda", generator=gen).to(
+        getattr(torch, dtype)) for _ in range(3))
+    o = attention_forward(q, k, v, causal=causal, num_programs=2, **options)
+    ref, _ = _reference(torch, q, k, v, causal)
+    err = float((o.float() - ref).abs().max() / ref.abs().max())
+    assert err <= {"float16": 4e-3, "float8_e4m3fn": 8e-2}[dtype], err
+
+
 def test_every_variant_keeps_setmaxnreg_and_spills_nothing(torch):
     # Each specialization (here at least two: B * H = 8 and 16 specialize differently) loads
     # through the driver JIT, which keeps setmaxnreg: a consumer left with the 168 entry
