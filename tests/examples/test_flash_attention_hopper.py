@@ -163,6 +163,9 @@ def test_bad_inputs_are_named():
         f(q, np.swapaxes(q, 2, 3), q)
     with pytest.raises(ValueError, match=r"out_dtype float32 is not allowed for float16"):
         f(q, q, q, out_dtype="float32")
+    with pytest.raises(ValueError, match=r"kv_ahead \(K/V blocks loaded before a tile's Q\) "
+                                         r"must be an int >= 0, got -1"):
+        f(q, q, q, kv_ahead=-1)
 
 
 @pytest.fixture(scope="module")
