@@ -5,9 +5,13 @@ the exponentials of a softmax are what a kernel waits for (FlashAttention-4's ob
 Blackwell, and Hopper attention at D = 64 or in fp8), computing some of them with a
 polynomial on the FMA pipe shortens that wait:
 
-    from gluon import fma_exp2
-    p = fma_exp2.exp2_poly(x, 3)       # all of x on the FMA pipe (~9 instructions each)
-    p = fma_exp2.exp2_mixed(x, 1, 3)   # x's first quarter of columns there, the rest on MUFU
+    from gluon.fma_exp2 import exp2_poly
+    p = exp2_poly(x, 3)   # ~9 FMA-pipe instructions per element instead of one MUFU.EX2
+
+A kernel chooses which elements take which unit (the Blackwell attention example puts the
+first columns of each S chunk here). On Hopper attention, splitting a wgmma accumulator's
+columns between the two units measured slower (examples/flash_attention/README.md): there
+the softmax waits on instruction issue, not on MUFU.
 
 exp2_poly is Cody-Waite range reduction: x = n + f with n = round(x) (the 1.5 * 2^23
 trick) and f in [-0.5, 0.5], 2^f from a minimax polynomial by Horner, then n added to the
@@ -51,51 +55,4 @@ def exp2_poly(x, DEGREE: gl.constexpr):
     return bits.to(gl.float32, bitcast=True)
 
 
-@gluon.jit
-def _quarters(x):
-    """x [M, N] as its four column quarters (split along the two top column bits), in column
-    order, each [M, N / 4]."""
-    M: gl.constexpr = x.shape[0]
-    N: gl.constexpr = x.shape[1]
-    x = x.reshape([M, 2, 2, N // 4]).permute([0, 3, 1, 2])  # [M, N / 4, top bit, next bit]
-    next0, next1 = x.split()
-    c0, c2 = next0.split()
-    c1, c3 = next1.split()
-    return c0, c1, c2, c3
-
-
-@gluon.jit
-def _from_quarters(c0, c1, c2, c3):
-    M: gl.constexpr = c0.shape[0]
-    N: gl.constexpr = c0.shape[1] * 4
-    x = gl.join(gl.join(c0, c2), gl.join(c1, c3))
-    return x.permute([0, 2, 3, 1]).reshape([M, N])
-
-
-@gluon.jit
-def _exp2_quarter(x, POLY: gl.constexpr, DEGREE: gl.constexpr):
-    if POLY:
-        return exp2_poly(x, DEGREE)
-    return gl.exp2(x)
-
-
-@gluon.jit
-def exp2_mixed(x, FMA_QUARTERS: gl.constexpr, DEGREE: gl.constexpr):
-    """2^x of a 2-D tensor: the first FMA_QUARTERS (0 to 4) quarters of its columns on the
-    FMA pipe (exp2_poly), the others on MUFU. The quarters are split along x's two top column
-    bits: free when those are register bits of x's layout, as in a wgmma accumulator (a
-    `NVMMADistributedLayout` with N >= 32), and a layout conversion otherwise."""
-    if FMA_QUARTERS == 0:
-        return gl.exp2(x)
-    elif FMA_QUARTERS == 4:
-        return exp2_poly(x, DEGREE)
-    else:
-        c0, c1, c2, c3 = _quarters(x)
-        y = _from_quarters(exp2_poly(c0, DEGREE), _exp2_quarter(c1, FMA_QUARTERS > 1, DEGREE),
-                           _exp2_quarter(c2, FMA_QUARTERS > 2, DEGREE), gl.exp2(c3))
-        # Back in x's layout: the split and join reorder the registers, so this conversion
-        # only renames them.
-        return gl.convert_layout(y, x.type.layout)
-
-
-__all__ = ["exp2_poly", "exp2_mixed", "POLY3", "POLY5"]
+__all__ = ["exp2_poly", "POLY3", "POLY5"]

@@ -21,9 +21,6 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 
 import blackwell  # noqa: E402
 
-import gluon  # noqa: E402
-from gluon import language as gl  # noqa: E402
-
 # Max |o - ref| / max |ref|: P is rounded to the input type before the P V product.
 TOLERANCE = {"float16": 2e-3, "bfloat16": 1.5e-2, "float8_e4m3fn": 8e-2}
 # |lse - ref|: a quarter of each row's exponentials come from the degree-3 polynomial

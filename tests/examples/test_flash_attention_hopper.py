@@ -103,11 +103,10 @@ def test_fp8_v_transpose_stores_keys_in_the_operand_order():
 
 @gluon.jit
 def _fp8_operand_kernel(x_ptr, y_ptr):
+    # S and O are both [64, 128] wgmma accumulators at D = 128: one layout.
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 128, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 128, 16])
-    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=4)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=s_layout, k_width=4)
     rows = gl.arange(0, 64, layout=gl.SliceLayout(1, s_layout))
     cols = gl.arange(0, 128, layout=gl.SliceLayout(0, s_layout))
     s = gl.load(x_ptr + gl.expand_dims(rows, 1) * 128 + gl.expand_dims(cols, 0))
