@@ -195,8 +195,6 @@ def _consumer(q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, d
             lse2 = lse2_ring.index(stage).reshape([BM]).load(col_s)
             st = warpgroup_mma_wait(1, deps=[st])
             pt = gl.exp2(gl.fma(st, qk_scale, -gl.expand_dims(lse2, 0)))
-            # Read before the causal branch: a shared read after it would start a new block
-            # with a barrier of its own.
             delta = delta_ring.index(stage).reshape([BM]).load(col_s)
             if CAUSAL:  # only blocks crossing the diagonal pay for the causal mask
                 if m0 + off < n0 + BN - 1:

@@ -392,15 +392,31 @@ class LoweringContext:
         `llvm.nvvm.barrier.cta.sync.aligned.all`), or, when `named_barrier` is set (code of
         a warp-specialized kernel, see ops/warp_specialize/lowering.py), `bar.sync id, nthreads` for just
         the partition's warps."""
-        if self.named_barrier is not None:
-            ident, nthreads = self.named_barrier
-            self.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.count", VOID,
-                           [self.i32(ident), self.i32(nthreads)])
-        else:
-            self.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", VOID, [self.i32(0)])
+        self._emit_barrier(self.builder, self.named_barrier)
         self.barrier_count += 1
         self.barrier_block = self.builder.block
         self.barriers.append((self.current_op, self.named_barrier))
+
+    def barrier_placed_before(self, instruction_or_block, named_barrier, op) -> None:
+        """The barrier `barrier()` would emit, placed afterwards in code already lowered: before
+        `instruction_or_block` (an instruction, or a block's start). For loop-carried hazards
+        found once a loop body is lowered (ops/shared_memory/lowering.py); the code being
+        lowered now is elsewhere, so the hazard state at the insertion point is unchanged."""
+        b = ir.IRBuilder()
+        if isinstance(instruction_or_block, ir.Block):
+            b.position_at_start(instruction_or_block)
+        else:
+            b.position_before(instruction_or_block)
+        self._emit_barrier(b, named_barrier)
+        self.barriers.append((op, named_barrier))
+
+    def _emit_barrier(self, b: ir.IRBuilder, named_barrier) -> None:
+        if named_barrier is not None:
+            ident, nthreads = named_barrier
+            self._call_on(b, "llvm.nvvm.barrier.cta.sync.aligned.count", VOID,
+                          [self.i32(ident), self.i32(nthreads)])
+        else:
+            self._call_on(b, "llvm.nvvm.barrier.cta.sync.aligned.all", VOID, [self.i32(0)])
 
     def shared_accesses_ordered(self, block) -> None:
         """Record that a CTA-wide barrier before `block` ordered every earlier shared-memory

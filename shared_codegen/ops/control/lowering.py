@@ -14,6 +14,7 @@ from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import SharedMemoryType, scalar_of
 from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp
 from shared_codegen.ops.shared_memory.definition import is_whole
+from shared_codegen.ops.shared_memory.lowering import BranchHazards, LoopHazards
 
 
 def _flatten(values: List[Any]) -> Tuple[List[ir.Value], List[int]]:
@@ -72,6 +73,7 @@ def lower_for(op, ctx):
     flat_init, shape = _flatten(inits)
     unsigned = scalar_of(op.operands[0].type).is_int_unsigned()
     pre = b.block
+    hazards = LoopHazards(ctx, op)
     header, body, exit_ = (new_block(ctx, n) for n in ("for.header", "for.body", "for.exit"))
     b.branch(header)
     b.position_at_end(header)
@@ -92,16 +94,19 @@ def lower_for(op, ctx):
         cond = b.select(pos, cmp("<", iv, ub), cmp(">", iv, ub))
     b.cbranch(cond, body, exit_)
     b.position_at_end(body)
+    hazards.enter(body)
     carried = _whole_views_have_no_xor(ctx, _unflatten(phis, shape),
                                        [v.type for v in op.operands[3:]])
     yielded = ctx.lower_block(op.regions[0].block, [iv] + carried)
     flat_next, _ = _flatten(yielded)
     latch = b.block
+    hazards.leave()
     iv.add_incoming(b.add(iv, step), latch)
     for p, v in zip(phis, flat_next):
         p.add_incoming(v, latch)
     b.branch(header)
     b.position_at_end(exit_)
+    hazards.exit()
     return carried
 
 
@@ -117,15 +122,19 @@ def _const_int(c: ir.Constant) -> int:
 def lower_if(op, ctx):
     b = ctx.builder
     cond = ctx.get(op.operands[0])
+    hazards = BranchHazards(ctx, op)
     then_bb, else_bb, merge = (new_block(ctx, n) for n in ("if.then", "if.else", "if.end"))
     b.cbranch(cond, then_bb, else_bb)
     ends = []
     for region, bb in zip(op.regions, (then_bb, else_bb)):
         b.position_at_end(bb)
+        hazards.enter()
         vals = ctx.lower_block(region.block, [])
+        hazards.leave()
         ends.append((b.block, _flatten(vals)))
         b.branch(merge)
     b.position_at_end(merge)
+    hazards.merge()
     if not op.results:
         return None
     (then_end, (tflat, shape)), (else_end, (eflat, _)) = ends

@@ -46,9 +46,10 @@ def thread_zero(ctx, pred=None):
     return first if pred is None else ctx.builder.and_(first, ctx.get(pred))
 
 
-def sync_barrier(ctx, op, bar, kind: str) -> None:
-    """Order the barrier word's access (`kind`: "read" or "write") like any shared memory."""
-    sync_shared(ctx, op, bar, kind, mbarrier_use=kind == "read")
+def sync_barrier(ctx, op, bar, kind: str, one_thread: bool = False) -> None:
+    """Order the barrier word's access (`kind`: "read" or "write") like any shared memory;
+    `one_thread`: only `thread_zero` makes it (init, expect, invalidate)."""
+    sync_shared(ctx, op, bar, kind, mbarrier_use=kind == "read", one_thread=one_thread)
 
 
 def _asm(ctx, text: str, constraints: str, args) -> None:
@@ -62,7 +63,7 @@ def _before_sm90(ctx) -> bool:
 @lowering_rule(InitBarrierOp)
 def lower_init_barrier(op, ctx):
     bar = op.operands[0]
-    sync_barrier(ctx, op, bar, "write")
+    sync_barrier(ctx, op, bar, "write", one_thread=True)
     # The fence makes the initialized word visible to the async proxy, so a TMA load this
     # thread issues next can complete_tx on it (PTX ISA 9.7.13.4.18 membar/fence: proxy
     # fences).
@@ -87,7 +88,7 @@ def lower_barrier_expect(op, ctx):
     if _before_sm90(ctx):
         raise LoweringError(f"mbarrier.expect (transaction bytes, for TMA) needs sm_90 or "
                             f"later; the target is {ctx.target}", op)
-    sync_barrier(ctx, op, bar, "read")
+    sync_barrier(ctx, op, bar, "read", one_thread=True)
     _asm(ctx, f"@$0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [$1], "
               f"{op.attrs['size']};", "b,l",
          [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
@@ -133,14 +134,16 @@ def _ordered_by_last_barrier(op, ctx) -> bool:
 @lowering_rule(ArriveBarrierOp)
 def lower_arrive_barrier(op, ctx):
     bar = op.operands[0]
+    barriers = ctx.barrier_count
     sync_barrier(ctx, op, bar, "read")
     # One thread arrives for all the threads running this code, so each of them must be
     # done with what the arrival releases (typically its reads of a buffer a producer
     # refills next). `ctx.barrier()` syncs exactly those threads: the CTA, or inside a
     # warp-specialized partition only that partition's warps (its named barrier); a
-    # CTA-wide bar.sync there would wait for warps that never come. A barrier a few ops
-    # earlier may already have done it (`_ordered_by_last_barrier`).
-    if not _ordered_by_last_barrier(op, ctx):
+    # CTA-wide bar.sync there would wait for warps that never come. The hazard check just
+    # above, or a barrier a few ops earlier, may already have done it
+    # (`_ordered_by_last_barrier`).
+    if ctx.barrier_count == barriers and not _ordered_by_last_barrier(op, ctx):
         ctx.barrier()
     if _before_sm90(ctx):
         one = "@$0 mbarrier.arrive.shared.b64 state, [$1];\n"
@@ -213,7 +216,7 @@ def lower_wait_barrier(op, ctx):
 @lowering_rule(InvalBarrierOp)
 def lower_inval_barrier(op, ctx):
     bar = op.operands[0]
-    sync_barrier(ctx, op, bar, "write")
+    sync_barrier(ctx, op, bar, "write", one_thread=True)
     space = "shared" if _before_sm90(ctx) else "shared::cta"
     _asm(ctx, f"@$0 mbarrier.inval.{space}.b64 [$1];", "b,l",
          [thread_zero(ctx), bar_address(ctx, op, bar)])

@@ -23,11 +23,15 @@ Barriers. Like Triton's membar analysis (which runs on Gluon kernels too), lower
 `bar.sync 0` (PTX ISA 9.7.13.1) where an access to shared memory may conflict with one
 another thread made since the last barrier: a read after a write, or a write after a read
 or write, of allocations whose bytes overlap (so reusing the bytes of a dead allocation is
-ordered too). Within one basic block the accesses are tracked exactly; at the start of a
-block (loop bodies, code after a branch) the history is unknown and the first access gets a
-barrier, which also covers hazards across loop iterations. `gl.thread_barrier()` and every
-other `ctx.barrier()` reset the history. Ops of other families that touch shared memory
-through descriptors call `sync_shared(ctx, op, descriptor, "read"|"write")`.
+ordered too), by different threads (the one thread that issues mbarrier and TMA operations
+needs no barrier between its own accesses). Within one basic block the accesses are tracked
+exactly. `scf.if` branches start with what was pending before them and the merge with what
+either leaves (`BranchHazards`); a `for` body is checked, once lowered, against what was
+pending before the loop and at the end of its previous iteration, and the barrier placed
+afterwards (`LoopHazards`). Other blocks (`scf.while` bodies, blocks op rules create) start
+with an unknown history, and their first access gets a barrier. `gl.thread_barrier()` and
+every other `ctx.barrier()` reset the history. Ops of other families that touch shared
+memory through descriptors call `sync_shared(ctx, op, descriptor, "read"|"write")`.
 """
 
 from __future__ import annotations
@@ -210,8 +214,52 @@ def _overlap(ctx, a, b) -> bool:
     return oa < ob + alloc_bytes(tb) and ob < oa + alloc_bytes(ta)
 
 
+def _known_pending(ctx, op) -> Optional[Dict]:
+    """The accesses since the last barrier at the current point, or None where unknown."""
+    state = ctx.shared_access_state
+    block = ctx.builder.block
+    if ctx.barrier_block is block and (state is None or state[1] != ctx.barrier_count):
+        return {}  # a barrier in this block since the last record
+    if state is not None and state[0] is block and state[1] == ctx.barrier_count:
+        return state[2]
+    if state is None and not _inside_loop(op):
+        return {}  # the kernel's first shared access, straight-line: nothing to order
+    return None  # entered a new block: any access may be outstanding
+
+
+ONE_THREAD = "@0"  # suffix of a pending kind: only the issuing thread made that access
+
+
+def _kinds_conflict(kind: str, one_thread: bool, kinds) -> bool:
+    """A read after a write, or a write after anything, by different threads. Two accesses
+    of the one issuing thread (`thread_zero`: mbarrier init / expect / invalidate, TMA issue)
+    are ordered by program order."""
+    for other in kinds:
+        other_one = other.endswith(ONE_THREAD)
+        if (kind == "write" or other.startswith("write")) and not (one_thread and other_one):
+            return True
+    return False
+
+
+def _conflicts(ctx, accesses, pending: Optional[Dict]) -> bool:
+    """Whether any of `accesses` ((allocations, kind, settled mbarrier use, one thread)
+    tuples) may conflict with `pending` (None: unknown, so anything may be outstanding)."""
+    for allocs, kind, settled_mbarrier, one_thread in accesses:
+        if pending is None:
+            if not settled_mbarrier:
+                return True
+            continue
+        for other, kinds in pending.items():
+            if isinstance(other, LoopHazards):
+                continue
+            if _kinds_conflict(kind, one_thread, kinds) and any(_overlap(ctx, a, other)
+                                                                for a in allocs):
+                return True
+    return False
+
+
 def sync_shared(ctx, op, desc, kind: str, check: bool = True, record: bool = True,
-                mbarrier_use: bool = False) -> None:
+                mbarrier_use: bool = False, one_thread: bool = False) -> None:
     """Emit `bar.sync` before `op` reads (`kind="read"`) or writes through `desc` when an
     earlier access since the last barrier may conflict (see the module docstring).
 
@@ -223,40 +271,126 @@ def sync_shared(ctx, op, desc, kind: str, check: bool = True, record: bool = Tru
     Those are atomic operations on the barrier word; only `mbarrier.init` / `invalidate`
     write it non-atomically. Inside a warp-specialized partition without init/invalidate
     (`ctx.mbarrier_words_settled`, set by ops/warp_specialize/lowering.py) every init happened
-    before the hand-off `bar.sync`, so an unknown history (a loop header) needs no barrier:
-    without this, each pipelined loop iteration would pay one `bar.sync` before its wait."""
+    before the hand-off `bar.sync`, so such a use needs no barrier even where the history is
+    unknown (the history stays unknown: the block's next other access gets one).
+
+    `one_thread`: only the issuing thread (`ops/mbarrier/lowering.thread_zero`) makes this
+    access, so it needs no barrier after that thread's own earlier ones: an mbarrier's init,
+    expect and a TMA load issued on it in a row, or invalidating a ring's barriers one after
+    the other, need none between them."""
     allocs = ctx.shared_aliases.get(desc) or frozenset(ctx.shared_offsets)
-    state = ctx.shared_access_state
-    block = ctx.builder.block
-    if ctx.barrier_block is block and (state is None or state[1] != ctx.barrier_count):
-        pending: Optional[Dict] = {}  # a barrier in this block since the last record
-    elif state is not None and state[0] is block and state[1] == ctx.barrier_count:
-        pending = state[2]
-    elif state is None and not _inside_loop(op):
-        pending = {}  # the kernel's first shared access, straight-line: nothing to order
-    elif mbarrier_use and ctx.mbarrier_words_settled:
-        pending = {}  # only atomic barrier operations can be outstanding
-    else:
-        pending = None  # entered a new block: any access may be outstanding
-    conflict = pending is None
-    if not check:
-        if pending is None:
-            return  # unknown history: the block's next access gets a barrier anyway
-    elif not conflict:
-        for other, kinds in pending.items():
-            if (kind == "write" or "write" in kinds) and any(_overlap(ctx, a, other)
-                                                           for a in allocs):
-                conflict = True
-                break
-    if conflict and check:
+    settled_mbarrier = mbarrier_use and ctx.mbarrier_words_settled
+    pending = _known_pending(ctx, op)
+    if pending is None and (settled_mbarrier or not check):
+        return  # unknown history: the block's next access gets a barrier anyway
+    access = (allocs, kind, settled_mbarrier, one_thread)
+    if check and (pending is None or _conflicts(ctx, [access], pending)):
         ctx.barrier()
         pending = {}
+    elif check:
+        for loop in pending:
+            if isinstance(loop, LoopHazards):  # no barrier since that loop body's start
+                loop.first_accesses.append(access)
     if not record:
         return
     pending = dict(pending)
+    recorded = kind + ONE_THREAD if one_thread else kind
     for a in allocs:
-        pending[a] = pending.get(a, frozenset()) | {kind}
+        pending[a] = pending.get(a, frozenset()) | {recorded}
     ctx.shared_access_state = (ctx.builder.block, ctx.barrier_count, pending)
+
+
+class LoopHazards:
+    """Shared-memory hazards into a loop body, decided once the body is lowered (what Triton's
+    membar analysis finds by iterating to a fixed point over the CFG).
+
+    The body is lowered as if nothing were pending at its start, except this object as a
+    marker: every access made while the marker is still pending (no barrier on the way from
+    the body's start, through branches and inner loops too) is kept in `first_accesses`.
+    Once the body is lowered: where those may conflict with what is pending where the body
+    ends (the previous iteration), a barrier goes at the body's start; otherwise, where they
+    may conflict with what was pending before the loop, one goes at the end of the block
+    before it (run once). A pipelined loop whose body waits on mbarriers, reads its ring with
+    wgmma and refills it with TMA after a barrier thus needs no `bar.sync` at the top of each
+    iteration. Checking against the previous iteration is enough: every earlier iteration
+    made the same accesses, so a conflict with one is a conflict with the previous one."""
+
+    def __init__(self, ctx, op):
+        self.ctx, self.op = ctx, op
+        self.before = _known_pending(ctx, op)
+        self.preheader = ctx.builder.block
+        self.named_barrier = ctx.named_barrier
+        self.body = None
+        self.at_end: Optional[Dict] = None
+        self.first_accesses: List = []
+
+    def enter(self, body) -> None:
+        """Call with the builder at the start of the body's entry block."""
+        # Outer loops' markers stay: what this body does before a barrier is also done
+        # before one since their bodies' starts.
+        outer = {k: v for k, v in (self.before or {}).items() if isinstance(k, LoopHazards)}
+        self.body = body
+        _start_block(self.ctx, {**outer, self: frozenset()})
+
+    def leave(self) -> None:
+        """Call with the builder at the end of the body (the latch), before its back edge."""
+        self.at_end = _known_pending(self.ctx, self.op)
+
+    def exit(self) -> None:
+        """Call with the builder at the start of the loop's exit block, reached from before
+        the loop or from the end of the body: what either leaves pending is pending there.
+        (Places the barriers found: the builder has left the blocks they go in, so inserting
+        them does not move its insertion point.)"""
+        ctx = self.ctx
+        if _conflicts(ctx, self.first_accesses, self.at_end):
+            # Every iteration syncs first, the first one too: nothing more for `before`.
+            ctx.barrier_placed_before(self.body, self.named_barrier, self.op)
+        elif _conflicts(ctx, self.first_accesses, self.before):
+            ctx.barrier_placed_before(self.preheader.terminator, self.named_barrier, self.op)
+        after = _union(self.before, self.at_end)
+        if after is not None:
+            after.pop(self, None)
+        _start_block(ctx, after)
+
+
+class BranchHazards:
+    """Shared-memory hazards through an `scf.if`: each branch starts with what was pending
+    before it, and the merge block with what either branch leaves pending."""
+
+    def __init__(self, ctx, op):
+        self.ctx, self.op = ctx, op
+        self.before = _known_pending(ctx, op)
+        self.ends: List[Optional[Dict]] = []
+
+    def enter(self) -> None:
+        """Call with the builder at the start of a branch."""
+        _start_block(self.ctx, self.before)
+
+    def leave(self) -> None:
+        """Call with the builder at the end of a branch."""
+        self.ends.append(_known_pending(self.ctx, self.op))
+
+    def merge(self) -> None:
+        """Call with the builder at the start of the merge block."""
+        pending: Optional[Dict] = {}
+        for end in self.ends:
+            pending = _union(pending, end)
+        _start_block(self.ctx, pending)
+
+
+def _union(a: Optional[Dict], b: Optional[Dict]) -> Optional[Dict]:
+    if a is None or b is None:
+        return None
+    merged = dict(a)
+    for alloc, kinds in b.items():
+        merged[alloc] = merged.get(alloc, frozenset()) | kinds
+    return merged
+
+
+def _start_block(ctx, pending: Optional[Dict]) -> None:
+    """The current (empty) block starts with `pending` outstanding (None: unknown)."""
+    if pending is not None:
+        ctx.shared_access_state = (ctx.builder.block, ctx.barrier_count, pending)
 
 
 # ---- loads and stores ------------------------------------------------------------------------

@@ -64,8 +64,8 @@ def _messages(ctx, op, desc, offsets, y_offset, smem):
 @lowering_rule(AsyncTMAGatherOp)
 def lower_tma_gather(op, ctx):
     desc, offsets, y_offset, bar, smem, pred = AsyncTMAGatherOp.parts(op)
-    sync_shared(ctx, op, smem, "write", record=False)  # as a tile TMA load
-    sync_shared(ctx, op, bar, "read", mbarrier_use=True)
+    sync_shared(ctx, op, smem, "write", record=False, one_thread=True)  # as a tile TMA load
+    sync_shared(ctx, op, bar, "read", mbarrier_use=True, one_thread=True)
     lead = [thread_zero(ctx, pred), ctx.get(desc), bar_address(ctx, op, bar)]
     for dst, coords in _messages(ctx, op, desc, offsets, y_offset, smem):
         _emit(ctx, "@$0 cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4."
@@ -77,7 +77,7 @@ def lower_tma_gather(op, ctx):
 @lowering_rule(AsyncTMAScatterOp)
 def lower_tma_scatter(op, ctx):
     desc, offsets, y_offset, smem = op.operands
-    sync_shared(ctx, op, smem, "read")  # every thread's writes are in before thread 0 sends
+    sync_shared(ctx, op, smem, "read", one_thread=True)  # every thread's writes first
     lead = [thread_zero(ctx), ctx.get(desc)]
     for src, coords in _messages(ctx, op, desc, offsets, y_offset, smem):
         _emit(ctx, "@$0 cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group "

@@ -137,8 +137,8 @@ def lower_tma_load(op, ctx):
     _check_multicast_use(ctx, op, desc)
     # The copy overwrites the buffer: order it after other threads' earlier reads. Its
     # bytes arrive later and are ordered by the mbarrier wait, not by bar.sync.
-    sync_shared(ctx, op, smem, "write", record=False)
-    sync_shared(ctx, op, bar, "read", mbarrier_use=True)
+    sync_shared(ctx, op, smem, "write", record=False, one_thread=True)
+    sync_shared(ctx, op, bar, "read", mbarrier_use=True, one_thread=True)
     if op.attrs.get("multicast"):
         return _lower_multicast_load(op, ctx, desc, smem, bar, coords, pred)
     rank = desc.type.rank
@@ -191,7 +191,7 @@ def _bulk_from_shared(op, ctx, instruction: str):
     _check_multicast_use(ctx, op, desc)
     # Every thread's writes of the buffer (each followed by its fence_async_shared) must
     # be done before thread 0 hands it to the TMA unit.
-    sync_shared(ctx, op, smem, "read")
+    sync_shared(ctx, op, smem, "read", one_thread=True)
     rank = desc.type.rank
     lead = [thread_zero(ctx), ctx.get(desc)]
     for src, box_coords in _boxes(ctx, op, desc, smem, coords):

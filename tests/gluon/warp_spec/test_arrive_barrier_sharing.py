@@ -55,8 +55,12 @@ def _between_the_arrivals(num_warps, read_between, pred_second=True):
     lines = compiled.asm["ptx"].splitlines()
     arrives = [i for i, line in enumerate(lines) if "mbarrier.arrive.shared::cta.b64" in line]
     assert len(arrives) == 2, arrives
-    before_first = "\n".join(lines[arrives[0] - 3:arrives[0]])
-    assert "bar.sync" in before_first  # the first arrival always has its barrier
+    # The first arrival is ordered by a barrier: the one before the wgmma reads a and b
+    # after their stores, with only the wgmma's issue between them.
+    last_bar = max(i for i in range(arrives[0]) if "bar.sync" in lines[i])
+    assert not any(re.search(r"\b(ld|st)\.shared|mbarrier\.", line)
+                   for line in lines[last_bar + 1:arrives[0]])
+    assert any("wgmma.mma_async" in line for line in lines[last_bar + 1:arrives[0]])
     return "\n".join(lines[arrives[0]:arrives[1]])
 
 

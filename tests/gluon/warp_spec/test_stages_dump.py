@@ -60,8 +60,13 @@ def test_barrier_insertion_and_axis_analysis_record_their_facts(dumps):
 def test_lowering_lists_the_barriers_it_placed(dumps):
     lowered = dumps["lower_to_llvm"]
     assert "// bar.sync placed while lowering" in lowered
-    # The default partition's barrier before its mbarrier inits: a named one, for its 4 warps.
-    assert "//   bar.sync 1, 128 in ttng.init_barrier at ws_kernels.py:" in lowered
+    # The consumer's barrier before its one-thread arrival on `empty` (its 4 warps are done
+    # reading the stage): a named one, for the default partition's 4 warps, and the only one.
+    # The mbarrier inits before the fork are one thread's, ordered for the others by the
+    # hand-off barrier, which is not listed.
+    assert "// bar.sync placed while lowering (shared-memory hazards, thread_barrier, " \
+           "scratch reuse; not the warp-specialization hand-off and join): 1\n" \
+           "//   bar.sync 1, 128 in ttng.arrive_barrier at ws_kernels.py:63" in lowered
 
 
 def test_the_backend_stages_dump_llvm_ir_ptx_and_the_cubin_size(dumps):

@@ -4,6 +4,7 @@ rings, the barriers and the copies in the IR and PTX; the interpreter's results 
 pipelined IR, its sanitizer watching the slots) do not change, under several seeds."""
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -169,6 +170,16 @@ def test_attention_p_v_stays_in_flight_until_the_next_q_k_wait(causal, num_stage
         assert body.index(waits[0]) < refill < body.index(dots[1])
     else:
         assert body.index(dots[1]) < refill
+    # One bar.sync per iteration, after the wgmma wait and before the refill overwrites
+    # the slot other warps' P V read; none at the top of the body, where only the mbarrier
+    # wait and wgmma reads of landed slots come (as Triton's membar analysis finds).
+    for loop in re.findall(r"\n(\$L__BB\d+_\d+):\n(.*?)\n\s*@%p\d+ bra\s+\1;", ptx, re.S):
+        body_ptx = loop[1]
+        assert body_ptx.count("bar.sync") == 1
+        assert body_ptx.index("mbarrier.try_wait") < body_ptx.index("wgmma.wait_group") \
+            < body_ptx.index("bar.sync") < body_ptx.index("cp.async.bulk.tensor")
+    assert len(re.findall(r"\n(\$L__BB\d+_\d+):\n(.*?)\n\s*@%p\d+ bra\s+\1;", ptx,
+                          re.S)) == (2 if causal else 1)
     # After each loop: the last P V retired before anything reads the accumulator.
     assert ir.count("ttng.warp_group_dot_wait") == (4 if causal else 2)
     assert ptx.count("wgmma.wait_group.sync.aligned 0;") == (4 if causal else 2)
