@@ -391,13 +391,17 @@ def rewrite_dot(op: Operation, plan: DotPlan, convert_operand) -> None:
             generic_writes = True
         if generic_writes:
             _build_before(op, lambda b: FenceAsyncSharedOp.build(b))
-        true = _build_before(op, lambda b: ConstantOp.build(b, True, int1))
+        # A zero accumulator (`tl.dot(a, b)`, or `acc=tl.zeros(...)`) is not read: the first K
+        # step's scale-d is 0 (Triton's accumulator-init optimization), and lowering gives it
+        # undefined input registers instead of a MOV of zero into each, every time it runs.
+        use_acc = not _is_zero_constant(op.operands[2])
+        flag = _build_before(op, lambda b: ConstantOp.build(b, use_acc, int1))
         attrs = {"is_async": False}
         if precision is not None:
             attrs["input_precision"] = precision
         if "max_num_imprecise_acc" in op.attrs:
             attrs["max_num_imprecise_acc"] = op.attrs["max_num_imprecise_acc"]
-        _retarget(op, WarpGroupDotOp, [*op.operands[:3], true], attrs)
+        _retarget(op, WarpGroupDotOp, [*op.operands[:3], flag], attrs)
         return
     k_width = mma_v2_k_width(op.operands[0].type.element) if plan.kind == "mma_v2" else 0
     for i in (0, 1):
@@ -408,6 +412,15 @@ def rewrite_dot(op: Operation, plan: DotPlan, convert_operand) -> None:
                   else {})
     else:
         _retarget(op, DotFmaOp, op.operands, {})
+
+
+def _is_zero_constant(v: Value) -> bool:
+    """Whether `v` is a splat of zero (through layout conversions)."""
+    op = v.owner if isinstance(v.owner, Operation) else None
+    while op is not None and isinstance(op.opdef, ConvertLayoutOp):
+        src = op.operands[0]
+        op = src.owner if isinstance(src.owner, Operation) else None
+    return op is not None and isinstance(op.opdef, ConstantOp) and op.attrs.get("value") == 0
 
 
 def rewrite_dots(plans: Dict[Operation, DotPlan], convert_operand) -> None:

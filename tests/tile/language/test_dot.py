@@ -2,6 +2,8 @@
 each target gets (wgmma on sm_90a, mma.sync on sm_80, FMA where those do not apply), 3-D
 batches, acc and out_dtype, Triton's error messages, and the PTX compiled here."""
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -205,6 +207,23 @@ def _product_ops(sig, consts, target, num_warps=4):
 def test_instruction_per_target_and_shape(target, m, n, k, kind):
     (op,) = _product_ops(SIG, _consts(m, n, k), target)
     assert isinstance(op.opdef, kind)
+
+
+@pytest.mark.parametrize("use_acc", [False, True])
+def test_a_zero_accumulator_is_not_read(use_acc):
+    # tl.dot(a, b) adds to zeros: the wgmma's first K step gets scale-d = 0 (Triton's
+    # accumulator-init optimization) instead of a MOV of zero into each accumulator register.
+    (op,) = _product_ops(SIG, _consts(128, 128, 64, USE_ACC=use_acc), "sm_90a")
+    flag = op.operands[3].owner
+    assert flag.name == "arith.constant" and flag.attrs["value"] is use_acc
+    ptx = triton.compile(dot_kernel, signature=SIG, constexprs=_consts(128, 128, 64,
+                                                                       USE_ACC=use_acc),
+                         target="sm_90a").asm["ptx"]
+    # The first wgmma's scale-d: 0 without an accumulator; the only zero MOV is that flag
+    # (before, the 64 accumulator registers of each thread were zeroed, scale-d 1).
+    flag_reg = re.search(r"setp\.ne\.b32 p, (%r\d+), 0;", ptx).group(1)
+    assert re.search(rf"mov\.b32\s+{flag_reg}, (\d+);", ptx).group(1) == str(int(use_acc))
+    assert len(re.findall(r"mov\.b32\s+%r\d+, 0;", ptx)) == (0 if use_acc else 1)
 
 
 @pytest.mark.parametrize("precision,kind", [("tf32", WarpGroupDotOp), ("ieee", DotFmaOp)])
