@@ -15,6 +15,13 @@
 #   table       the forward against SDPA for the README (D=128 fp16 4k/16k, bf16 and fp8
 #               16k, D=64 and D=256 16k, causal and not) and the hand GEMM in the same rounds
 #   gpu_tests   every GPU test
+#   t6fixed     tutorial 06 at fixed configs against Triton 3.6, unedited PTX only (after
+#               loop bodies stopped opening with a bar.sync; needs .tut06/)
+#   t6ptx       ours' and Triton's PTX of tutorial 06 at fixed configs (T6_PTX_LIST:
+#               "D BM BN stages warps causal;..."; needs .tut06/), dumped under $OUT
+#   t6bwd       tutorial 06 backward, autotuned, against Triton 3.6 (needs .tut06/)
+#   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
+#               same-run experiment (.tut06/exp_arrive.py patches the lowering in-process)
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=.:${PYTHONPATH:-} PYTHONUNBUFFERED=1 SC_CACHE_DIR=$(mktemp -d)
@@ -39,6 +46,20 @@ if has fwd2; then
 fi
 if has t6exp && [ -d .tut06 ]; then
   SC_CACHE_DISABLE=1 step t6exp 240 python3 .tut06/exp_fixed_configs.py --ns 16384 --configs "128,128,3,8;128,64,3,4" --rounds 3 --json "$OUT/t6exp.json"
+fi
+if has t6fixed && [ -d .tut06 ]; then
+  SC_CACHE_DISABLE=1 step t6fixed 240 python3 .tut06/exp_fixed_configs.py --dims ${T6_DIMS:-128} --ns 4096,16384 --configs "${T6_CONFIGS:-128,128,3,8;128,64,3,4}" --variants base --rounds 3 --json "$OUT/t6fixed.json"
+fi
+if has t6ptx && [ -d .tut06 ]; then
+  echo "${T6_PTX_LIST:-64 128 64 3 4 0}" | tr ';' '\n' | while read -r cfg; do
+    [ -n "$cfg" ] && TAIL=2 step t6ptx 120 python3 .tut06/dump_ptx.py $cfg
+  done
+fi
+if has t6bwd && [ -d .tut06 ]; then
+  step t6bwd 300 python3 benchmarks/tutorial06_attention.py --source .tut06/06-fused-attention.py --modes bwd --n-ctx 1024 4096 16384 --rounds 3 --json "$OUT/t6bwd.json"
+fi
+if has arrive && [ -d .tut06 ]; then
+  SC_CACHE_DISABLE=1 step arrive 240 python3 .tut06/exp_arrive.py
 fi
 if has t6split && [ -d .tut06 ]; then
   step t6split 300 python3 benchmarks/tutorial06_split.py .tut06/06-fused-attention.py "$OUT" 64,128 1024,4096,16384
