@@ -15,6 +15,7 @@
 #   table       the forward against SDPA for the README (D=128 fp16 4k/16k, bf16 and fp8
 #               16k, D=64 and D=256 16k, causal and not) and the hand GEMM in the same rounds
 #   gpu_tests   every GPU test
+#   matmul      tutorial 03's matmul structure, ours against Triton 3.6 and cuBLAS
 #   t6fixed     tutorial 06 at fixed configs against Triton 3.6, unedited PTX only (after
 #               loop bodies stopped opening with a bar.sync; needs .tut06/)
 #   t6ptx       ours' and Triton's PTX of tutorial 06 at fixed configs (T6_PTX_LIST:
@@ -71,6 +72,9 @@ if has table; then
   step table128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --json "$OUT/table128.json"
   step table_more 200 python3 $A --dims 128 --ns 16384 --dtypes bf16,fp8 --rounds 3 --no-triton --json "$OUT/table_more.json"
   step table64_256 200 python3 $A --dims 64,256 --ns 16384 --dtypes fp16 --rounds 3 --no-triton --json "$OUT/table64_256.json"
+fi
+if has matmul; then
+  step matmul 200 python3 benchmarks/tile_matmul.py --rounds 6 --json "$OUT/matmul.json"
 fi
 if has gpu_tests; then
   TAIL=3 step gpu_tests ${TEST_LIMIT:-420} python3 -m pytest -m gpu tests -p no:cacheprovider -o addopts="" -q -rf --maxfail=20
