@@ -535,19 +535,18 @@ def transposed_v_descriptor(v, block_n, key_order=None):
     B, H_kv, N_kv, D = _shape(v, "v")
     group = 16 if key_order is None else 32
     n_pad = -(-N_kv // group) * group
+    index = (None if key_order is None
+             else np.arange(n_pad).reshape(-1, 32)[:, list(key_order)].reshape(-1))
     if _is_numpy(v):
         vt = np.zeros((B, H_kv, D, n_pad), v.dtype)
         vt[..., :N_kv] = np.swapaxes(v, -1, -2)
+        if index is not None:
+            vt = np.ascontiguousarray(vt[..., index])
     else:
         import torch
         vt = torch.zeros((B, H_kv, D, n_pad), device=v.device, dtype=v.dtype)
         vt[..., :N_kv] = v.transpose(-1, -2)
-    if key_order is not None:
-        index = np.arange(n_pad).reshape(-1, 32)[:, list(key_order)].reshape(-1)
-        if _is_numpy(v):
-            vt = np.ascontiguousarray(vt[..., index])
-        else:
-            import torch
+        if index is not None:
             vt = vt[..., torch.as_tensor(index, device=v.device)].contiguous()
     n_desc = N_kv if key_order is None else n_pad
     return TensorDescriptor(vt, [B, H_kv, D, n_desc], _strides(vt), [1, 1, D, block_n],

@@ -22,6 +22,7 @@ from shared_codegen.ir.core import Module, Operation, Value
 from shared_codegen.ir.passes import erase_op
 from shared_codegen.ops.arith.definition import BinaryOp, ConstantOp
 from shared_codegen.ops.dot.definition import DotOp
+from shared_codegen.ops.tensor.definition import ConvertLayoutOp
 
 
 def _uses(module: Module) -> Dict[Value, List[Operation]]:
@@ -32,8 +33,12 @@ def _uses(module: Module) -> Dict[Value, List[Operation]]:
     return uses
 
 
-def _zero_constant(value: Value) -> bool:
+def is_zero_constant(value: Value) -> bool:
+    """Whether `value` is a splat of zero, through layout conversions (dot_acceleration asks
+    after layout assignment, which may have put one between the constant and the dot)."""
     op = value.defining_op
+    while op is not None and isinstance(op.opdef, ConvertLayoutOp):
+        op = op.operands[0].defining_op
     return op is not None and isinstance(op.opdef, ConstantOp) and op.attrs.get("value") == 0
 
 
@@ -41,7 +46,7 @@ def _foldable_dot(value: Value, add: Operation, uses) -> Operation:
     dot = value.defining_op
     if dot is None or not isinstance(dot.opdef, DotOp) or dot.parent is not add.parent:
         return None
-    if uses.get(dot.result) != [add] or not _zero_constant(dot.operands[2]):
+    if uses.get(dot.result) != [add] or not is_zero_constant(dot.operands[2]):
         return None
     if dot.attrs.get("max_num_imprecise_acc"):
         return None

@@ -55,6 +55,7 @@ from shared_codegen.ops.tma.definition import AsyncTMACopyGlobalToLocalOp
 from shared_codegen.ops.wgmma.definition import (WGMMA_TYPES, WarpGroupDotOp,
                                                  check_warpgroup_mma, wgmma_instr_k,
                                                  wgmma_k_width)
+from tile.passes.combine_dot_add import is_zero_constant
 
 
 @dataclass
@@ -394,7 +395,7 @@ def rewrite_dot(op: Operation, plan: DotPlan, convert_operand) -> None:
         # A zero accumulator (`tl.dot(a, b)`, or `acc=tl.zeros(...)`) is not read: the first K
         # step's scale-d is 0 (Triton's accumulator-init optimization), and lowering gives it
         # undefined input registers instead of a MOV of zero into each, every time it runs.
-        use_acc = not _is_zero_constant(op.operands[2])
+        use_acc = not is_zero_constant(op.operands[2])
         flag = _build_before(op, lambda b: ConstantOp.build(b, use_acc, int1))
         attrs = {"is_async": False}
         if precision is not None:
@@ -412,15 +413,6 @@ def rewrite_dot(op: Operation, plan: DotPlan, convert_operand) -> None:
                   else {})
     else:
         _retarget(op, DotFmaOp, op.operands, {})
-
-
-def _is_zero_constant(v: Value) -> bool:
-    """Whether `v` is a splat of zero (through layout conversions)."""
-    op = v.owner if isinstance(v.owner, Operation) else None
-    while op is not None and isinstance(op.opdef, ConvertLayoutOp):
-        src = op.operands[0]
-        op = src.owner if isinstance(src.owner, Operation) else None
-    return op is not None and isinstance(op.opdef, ConstantOp) and op.attrs.get("value") == 0
 
 
 def rewrite_dots(plans: Dict[Operation, DotPlan], convert_operand) -> None:

@@ -48,7 +48,8 @@ def thread_zero(ctx, pred=None):
 
 def sync_barrier(ctx, op, bar, kind: str, one_thread: bool = False) -> None:
     """Order the barrier word's access (`kind`: "read" or "write") like any shared memory;
-    `one_thread`: only `thread_zero` makes it (init, expect, invalidate)."""
+    `one_thread`: only `thread_zero` makes it (init, expect, invalidate, a TMA load issued
+    on it)."""
     sync_shared(ctx, op, bar, kind, mbarrier_use=kind == "read", one_thread=one_thread)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.lowering.context import I8, VOID, LoweringError
 from shared_codegen.lowering.cross_thread import register_coords
-from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
+from shared_codegen.ops.mbarrier.lowering import bar_address, sync_barrier, thread_zero
 from shared_codegen.ops.shared_memory.definition import offset_map
 from shared_codegen.ops.shared_memory.lowering import sync_shared
 from shared_codegen.ops.tma.definition import box_shape
@@ -65,7 +65,7 @@ def _messages(ctx, op, desc, offsets, y_offset, smem):
 def lower_tma_gather(op, ctx):
     desc, offsets, y_offset, bar, smem, pred = AsyncTMAGatherOp.parts(op)
     sync_shared(ctx, op, smem, "write", record=False, one_thread=True)  # as a tile TMA load
-    sync_shared(ctx, op, bar, "read", mbarrier_use=True, one_thread=True)
+    sync_barrier(ctx, op, bar, "read", one_thread=True)
     lead = [thread_zero(ctx, pred), ctx.get(desc), bar_address(ctx, op, bar)]
     for dst, coords in _messages(ctx, op, desc, offsets, y_offset, smem):
         _emit(ctx, "@$0 cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4."

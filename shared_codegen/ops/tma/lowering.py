@@ -13,7 +13,7 @@ from llvmlite import ir
 from shared_codegen.ir.core import Block, Operation, lowering_rule
 from shared_codegen.lowering.context import I8, I32, I64, VOID, LoweringError
 from shared_codegen.ops.cluster.lowering import cta_rank
-from shared_codegen.ops.mbarrier.lowering import bar_address, thread_zero
+from shared_codegen.ops.mbarrier.lowering import bar_address, sync_barrier, thread_zero
 from shared_codegen.ops.shared_memory.definition import offset_map
 from shared_codegen.ops.shared_memory.lowering import sync_shared
 from shared_codegen.ops.tma.definition import (REDUCE, STORE, AsyncTMACopyGlobalToLocalOp,
@@ -138,7 +138,7 @@ def lower_tma_load(op, ctx):
     # The copy overwrites the buffer: order it after other threads' earlier reads. Its
     # bytes arrive later and are ordered by the mbarrier wait, not by bar.sync.
     sync_shared(ctx, op, smem, "write", record=False, one_thread=True)
-    sync_shared(ctx, op, bar, "read", mbarrier_use=True, one_thread=True)
+    sync_barrier(ctx, op, bar, "read", one_thread=True)
     if op.attrs.get("multicast"):
         return _lower_multicast_load(op, ctx, desc, smem, bar, coords, pred)
     rank = desc.type.rank
