@@ -21,6 +21,16 @@
 #   t6ptx       ours' and Triton's PTX of tutorial 06 at fixed configs (T6_PTX_LIST:
 #               "D BM BN stages warps causal;..."; needs .tut06/), dumped under $OUT
 #   t6bwd       tutorial 06 backward, autotuned, against Triton 3.6 (needs .tut06/)
+#   t6ws        tutorial 06 forward: ours against Triton 3.6 with warp_specialize False and True
+#               (Triton's tutorial benchmark turns it on for Hopper's non-causal forward)
+#   t6bwdvar    tutorial 06 backward under each SC_WGMMA_SCHEDULE (async, hoist, off), one
+#               process each against Triton 3.6 (a same-day experiment: the knob was a
+#               temporary patch of tile/passes/wgmma_schedule.py, not kept; needs .tut06/)
+#   converted   tutorial 03's matmul against its converted Gluon source
+#   compile     cold compile time of tutorial 03's matmul on the device's host
+#   tutorials   Triton's tutorials 01, 02, 03, 05, 08 and 09 with their imports swapped, and
+#               as written under Triton 3.6, each against torch (needs .tutorials/, kept out
+#               of the repository: upstream code)
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
 #               same-run experiment (.tut06/exp_arrive.py patches the lowering in-process)
 set -uo pipefail
@@ -75,6 +85,25 @@ if has table; then
 fi
 if has matmul; then
   step matmul 200 python3 benchmarks/tile_matmul.py --rounds 6 --json "$OUT/matmul.json"
+fi
+if has t6ws && [ -d .tut06 ]; then
+  step t6ws 400 python3 .tut06/ws_compare.py .tut06/06-fused-attention.py "$OUT" ${T6_DIMS:-64,128} ${T6_NS:-1024,4096,16384} ${T6_CAUSAL:-0,1}
+fi
+if has t6bwdvar && [ -d .tut06 ]; then
+  for mode in ${T6_BWD_MODES:-async hoist off}; do
+    SC_WGMMA_SCHEDULE=$mode SC_CACHE_DISABLE=1 TAIL=8 step t6bwd_$mode 200 python3 benchmarks/tutorial06_attention.py --source .tut06/06-fused-attention.py --modes bwd --head-dims ${T6_BWD_DIMS:-64} --n-ctx 1024 4096 16384 --rounds 3 --json "$OUT/t6bwd_$mode.json"
+  done
+fi
+if has tutorials && [ -d .tutorials ]; then
+  for fe in tile triton; do
+    TAIL=12 step tutorials_$fe 280 python3 .tutorials/run_tutorials.py --frontend $fe --device cuda --configs 4
+  done
+fi
+if has converted; then
+  step converted 200 python3 benchmarks/converted_matmul.py --rounds 10 --json "$OUT/converted.json"
+fi
+if has compile; then
+  step compile 200 python3 benchmarks/compile_time.py --samples 5 --kernel tutorial03
 fi
 if has gpu_tests; then
   TAIL=3 step gpu_tests ${TEST_LIMIT:-420} python3 -m pytest -m gpu tests -p no:cacheprovider -o addopts="" -q -rf --maxfail=20

@@ -15,16 +15,23 @@ memory runs those loads `num_stages - 1` iterations ahead, through `cp.async` in
         wgmma:   warp_group_dot(ring_a[read_slot], ring_b[read_slot], acc, is_async)
                  warp_group_dot_wait(acc, ..., pendings=1)   the previous wgmma retired, so
                  copies for iv + (S-1)*step into ring_j[write_slot]; commit   its slot is free
+        several wgmmas (the attention backward): each async, waited where its result is
+                 first read; copies after the body's first wait (wgmma_schedule.py)
         read_slot, write_slot advance modulo S
     async_wait(0); warp_group_dot_wait(acc, pendings=0)
+
+One ring serves every dot operand a loaded tile feeds: the attention backward reads Q^T once
+as loaded and once transposed (a permuted view of the same slot). The ring keeps the loaded
+tile's contiguous dim, whichever it is (cp.async cannot transpose); wgmma reads fp16 / bf16
+either way, and tf32, fp8 and int8 only where that dim is the operand's K.
 
 Loads past the end are masked off (cp.async reads nothing and zero-fills), so short loops
 need no special case. `bar.sync`s between the copies and the reads of other warps come from
 the shared-memory barrier analysis, as for hand-written Gluon.
 
-Which loops: `scf.for` with a constant positive step whose body holds the dot; every load that
-feeds a dot operand (through its `local_alloc` or `convert_layout`) has `other` absent or
-zero, a 2-D tile and copies of at least 4 bytes (cp.async's minimum), and the ops computing its
+Which loops: `scf.for` with a constant positive step whose body holds the dot; every load whose
+tile is read only by dot operands (through their `local_alloc` or `convert_layout`, maybe
+through a `tl.trans`) is pipelined when it has `other` absent or zero, a 2-D tile and copies of at least 4 bytes (cp.async's minimum), and the ops computing its
 address use only the induction variable, values from outside, and carried values they
 compute themselves (pointer increments). A loop that does not qualify is left as it is.
 Tensor-descriptor (TMA) loads are ringed by tile/passes/tma_pipelining.py, called from here.
@@ -53,6 +60,8 @@ from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalLoad
                                                          MemDescIndexOp, MemDescTransOp)
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp, SplatOp, TransOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
+from tile.passes.wgmma_schedule import (carried_in_flight, retire_after_loop,
+                                        schedule_async_dots)
 
 
 _INT_ADD = operator_op_name("add", floating=False, signed=True)
@@ -63,15 +72,24 @@ def _is(op, cls) -> bool:
     return op is not None and isinstance(op.opdef, cls)
 
 
-class _Operand:
-    """One dot operand fed by a pipelined load: the load, the op that turns its result into
-    the operand (local_alloc for wgmma, convert_layout for mma_v2) and the ring's layout."""
+class _Use:
+    """One dot operand read from a pipelined load's ring: the op that turned the loaded tile
+    into the operand (local_alloc for wgmma, convert_layout for mma_v2), and the `tl.trans`
+    between them when there is one (a permuted view of the ring)."""
 
-    def __init__(self, load: Operation, consumer: Operation, smem_layout, trans=None):
-        self.load = load
+    def __init__(self, consumer: Operation, trans: Optional[Operation] = None):
         self.consumer = consumer
+        self.trans = trans
+
+
+class _Operand:
+    """A pipelined load and the dot operands it feeds: one ring serves them all (the
+    attention backward reads each loaded tile twice, once transposed)."""
+
+    def __init__(self, load: Operation, uses: List[_Use], smem_layout):
+        self.load = load
+        self.uses = uses
         self.smem_layout = smem_layout
-        self.trans = trans  # a tt.trans between the load and the consumer: a view permute
         self.ring: Optional[Value] = None
 
 
@@ -86,9 +104,9 @@ def _uses(block: Block) -> Dict[Value, List[Operation]]:
     return uses
 
 
-def nvmma_shared_layout(shape, elem):
+def nvmma_shared_layout(shape, elem, k_major_dim0: bool = False):
     from tile.passes.dot_acceleration import nvmma_shared_layout as layout_for
-    return layout_for(shape, elem)
+    return layout_for(shape, elem, k_major_dim0)
 
 
 def mma_v2_smem_layout(ty: TensorType) -> SwizzledSharedLayout:
@@ -137,12 +155,10 @@ def _zero_other(load: Operation) -> bool:
     return _is(src, ConstantOp) and src.attrs.get("value") in (0, 0.0, False)
 
 
-def _pipelined_operand(dot: Operation, index: int, block: Block, uses,
-                       width_ctx) -> Optional[_Operand]:
-    """The pipelined load feeding operand `index` of `dot`, or None when it has none (a
-    register A, a value from outside the loop, a load that does not qualify: those stay as
-    they are). A `tl.trans` of the loaded tile (`tl.dot(a, tl.trans(b))`) becomes a permuted
-    view of the ring, as Triton does, so the copy stays untransposed."""
+def _dot_use(dot: Operation, index: int, block: Block, uses) -> Optional[tuple]:
+    """(load, use) when operand `index` of `dot` is a load of this body turned into the
+    operand (through a `tl.trans` or not), else None (a register A, a value from outside the
+    loop: those stay as they are)."""
     consumer = dot.operands[index].owner
     if consumer is None or consumer.parent is not block:
         return None
@@ -159,26 +175,57 @@ def _pipelined_operand(dot: Operation, index: int, block: Block, uses,
         load, trans = load.operands[0].owner, load
     if not _is(load, LoadOp) or load.parent is not block:
         return None
-    if len(uses.get(load.result, [])) != 1:
-        return None
+    return load, _Use(consumer, trans), index
+
+
+def _ring_layout(load: Operation, reads, width_ctx):
+    """The shared layout of `load`'s ring when every read of the loaded tile is a dot operand
+    in `reads` ([(use, operand index)]) that can read it from there, else None. A
+    `tl.trans` of the tile becomes a permuted view of the ring, as Triton does, so the copy
+    stays untransposed: cp.async moves runs contiguous in both memories, so the ring keeps
+    the contiguous dim of the loaded tile."""
     ty = load.result.type
     if len(ty.shape) != 2 or not _zero_other(load) or load.attrs.get("volatile"):
         return None
     if _copy_bytes(load, width_ctx) < 4:
         return None
-    if _is(consumer, LocalAllocOp) and trans is None:
-        layout = consumer.result.type.layout
-    elif _is(consumer, LocalAllocOp):
-        # The loaded [N, K] tile in its own (untransposed) NVMMA layout; the permuted view is
-        # then K-major, which wgmma reads for every type.
-        layout = nvmma_shared_layout(ty.shape, ty.element)
-    else:
-        layout = mma_v2_smem_layout(ty)
-    if _smem_contiguous_dim(layout, len(ty.shape)) != ty.layout.order[0]:
-        # cp.async moves runs contiguous in both memories: no transposing copies (fp8 B read
-        # N-major from global memory but stored K-major for wgmma).
-        return None
-    return _Operand(load, consumer, layout, trans)
+    contiguous = ty.layout.order[0]
+    if not _is(reads[0][0].consumer, LocalAllocOp):  # mma_v2: ldmatrix from a swizzled ring
+        return mma_v2_smem_layout(ty)
+    direct = [use.consumer.result.type.layout for use, _ in reads if use.trans is None]
+    if len(reads) == 1 and direct and _smem_contiguous_dim(direct[0], 2) == contiguous:
+        return direct[0]  # the layout the dot pass chose, when cp.async can fill it
+    if ty.element.bits != 16:
+        # wgmma reads tf32, fp8 and int8 only K-major (K contiguous): each read's view must
+        # have the tile's contiguous dim as its K.
+        for use, index in reads:
+            view_contiguous = contiguous if use.trans is None else 1 - contiguous
+            if view_contiguous != (1 if index == 0 else 0):
+                return None
+    return nvmma_shared_layout(ty.shape, ty.element, k_major_dim0=contiguous == 0)
+
+
+def _pipelined_operands(dots, block: Block, uses, width_ctx) -> List[_Operand]:
+    """The loads every read of which is a dot operand, each with its ring layout."""
+    by_load: Dict[Operation, list] = {}
+    for dot in dots:
+        for index in (0, 1):
+            found = _dot_use(dot, index, block, uses)
+            if found is not None:
+                by_load.setdefault(found[0], []).append(found[1:])
+    operands = []
+    for load, reads in by_load.items():
+        # Every reader of the loaded tile must be one of these uses (a trans or a consumer).
+        readers = {use.trans or use.consumer for use, _ in reads}
+        if len(uses.get(load.result, [])) != len(reads) or \
+                set(uses.get(load.result, [])) != readers:
+            continue
+        if len({_is(use.consumer, LocalAllocOp) for use, _ in reads}) != 1:
+            continue
+        layout = _ring_layout(load, reads, width_ctx)
+        if layout is not None:
+            operands.append(_Operand(load, [use for use, _ in reads], layout))
+    return operands
 
 
 def _may_stay_in_flight(dot: Operation, block: Block, pipelined) -> bool:
@@ -277,6 +324,7 @@ class _Plan:
         self.carried0 = carried0          # indices of iter_args stage 0 owns
         self.num_stages = num_stages
         self.async_dot = async_dot        # the single wgmma that may stay in flight, or None
+        self.num_threads = 128            # of the CTA (the wgmma schedule's register budget)
 
 
 def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
@@ -287,25 +335,21 @@ def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
     if not dots:
         return None
     uses = _uses(block)
-    operands: List[_Operand] = []
-    for dot in dots:
-        for index in (0, 1):
-            found = _pipelined_operand(dot, index, block, uses, width_ctx)
-            if found is not None:
-                operands.append(found)
+    operands = _pipelined_operands(dots, block, uses, width_ctx)
     if not operands:
         return None
     loads = [o.load for o in operands]
     stage0 = _address_ops(block, loads)
     if stage0 is None:
         return None
-    consumers = {o.consumer for o in operands} | {o.trans for o in operands if o.trans}
+    readers = {u.consumer for o in operands for u in o.uses}
+    consumers = readers | {u.trans for o in operands for u in o.uses if u.trans}
     staged = stage_ahead(loop, uses, stage0, consumers)
     if staged is None:
         return None
     keep, carried0 = staged
     plan = _Plan(loop, operands, stage0, carried0, num_stages,
-                 async_dot(dots, {o.consumer for o in operands}, block, uses))
+                 async_dot(dots, readers, block, uses))
     plan.keep = keep
     return plan
 
@@ -523,20 +567,21 @@ def pipeline_loop(plan: _Plan) -> None:
     at.place_before(header_end)
     header_end = block.ops[block.ops.index(header_end) - 1]
     for o in plan.operands:
-        consumer = o.consumer
-        at = _At(consumer.loc)
-        view = views[o]
-        if o.trans is not None:
-            view = MemDescTransOp.build(at.b, view, o.trans.attrs["order"])
-        if _is(consumer, LocalAllocOp):  # wgmma reads the ring's slot itself
-            value = view
-        else:
-            value = LocalLoadOp.build(at.b, view, consumer.result.type.layout)
-        at.place_before(consumer)
-        replace_all_uses(block.ops, consumer.result, value)
-        erase_op(consumer)
-        if o.trans is not None:
-            erase_op(o.trans)
+        for use in o.uses:
+            consumer = use.consumer
+            at = _At(consumer.loc)
+            view = views[o]
+            if use.trans is not None:
+                view = MemDescTransOp.build(at.b, view, use.trans.attrs["order"])
+            if _is(consumer, LocalAllocOp):  # wgmma reads the ring's slot itself
+                value = view
+            else:
+                value = LocalLoadOp.build(at.b, view, consumer.result.type.layout)
+            at.place_before(consumer)
+            replace_all_uses(block.ops, consumer.result, value)
+            erase_op(consumer)
+            if use.trans is not None:
+                erase_op(use.trans)
     for op in reversed(order):
         if op not in plan.keep:  # loop-invariant ops other readers share stay
             erase_op(op)
@@ -559,9 +604,19 @@ def pipeline_loop(plan: _Plan) -> None:
         replace_all_uses([yield_op], dot.result, wait.results[0])
         at.place_after(wait)  # copies overwrite the slot of the wgmma `wait` retired
     else:
-        # Issue first, as a Gluon author would: one barrier after the wait both publishes
-        # the landed copies and retires last iteration's reads of the slot refilled here.
-        at.place_after(header_end)
+        # Several wgmmas: each async, waited where its result is first read
+        # (wgmma_schedule.py). One left in flight across the back edge may still read the
+        # slot refilled here until the body's first wait retires it.
+        first_wait = None
+        if sum(1 for op in block.ops if _is(op, WarpGroupDotOp)) >= 2:
+            first_wait = schedule_async_dots(block, {o.ring for o in plan.operands},
+                                             plan.num_threads)
+        if first_wait is not None:
+            at.place_after(first_wait)
+        else:
+            # Issue first, as a Gluon author would: one barrier after the wait both publishes
+            # the landed copies and retires last iteration's reads of the slot refilled here.
+            at.place_after(header_end)
     for i in plan.carried0:
         yield_op.operands[i] = mapping.get(yield_op.operands[i], yield_op.operands[i])
     yield_op.operands += [next_read, next_write]
@@ -577,7 +632,7 @@ def pipeline_loop(plan: _Plan) -> None:
         replace_all_uses(loop.parent.ops[loop.parent.ops.index(after) + 1:], result,
                          done.results[0])
     else:
-        at.place_after(loop)
+        at.place_after(retire_after_loop(loop, carried_in_flight(loop)))
 
 
 def _drop_dead_values(blocks) -> None:
@@ -620,6 +675,7 @@ def pipeline_module(module: Module) -> None:
             stages = int(loop.attrs.get("num_stages", default))
             plan = plan_loop(loop, stages, width_ctx)
             if plan is not None:
+                plan.num_threads = 32 * int(module.attrs.get("num_warps", 4))
                 plans.append((pipeline_loop, plan))
             elif parse_target(dot_target(module))[0] >= 90:  # TMA: descriptor loads
                 plan = plan_tma_loop(loop, stages)
