@@ -12,12 +12,12 @@ from shared_codegen.frontend.codegen import constexpr_function
 from shared_codegen.errors import (ArgumentError, CompilationError, DeadlockError,
                                    DeviceCheckError, DeviceDeadlockError,
                                    DeviceOutOfBoundsError, InterpreterError, KernelError,
-                                   OutOfResources, RaceError)
+                                   OutOfResources, PerformanceWarning, RaceError)
 
 __all__ = ["jit", "compile", "constexpr_function", "must_use_result", "aggregate", "language",
            "KernelError", "CompilationError", "ArgumentError", "OutOfResources",
            "InterpreterError", "DeadlockError", "RaceError", "DeviceCheckError",
-           "DeviceOutOfBoundsError", "DeviceDeadlockError"]
+           "DeviceOutOfBoundsError", "DeviceDeadlockError", "PerformanceWarning"]
 
 
 def must_use_result(fn, message=True):

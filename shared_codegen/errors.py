@@ -165,6 +165,11 @@ def _rebuild(cls, state, args):
     return error
 
 
-__all__ = ["KernelError", "CompilationError", "SourceUnavailableError", "ArgumentError",
+class PerformanceWarning(UserWarning):
+    """ptxas compiled the kernel, but said the code it made is slower than the PTX asks for
+    (its "Potential Performance Loss" notes, e.g. every wgmma serialized)."""
+
+
+__all__ = ["PerformanceWarning", "KernelError", "CompilationError", "SourceUnavailableError", "ArgumentError",
            "OutOfResources", "InterpreterError", "DeadlockError", "RaceError", "DeviceCheckError",
            "DeviceOutOfBoundsError", "DeviceDeadlockError", "interpreter_error_class"]

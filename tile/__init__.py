@@ -10,7 +10,7 @@ from shared_codegen.frontend.codegen import constexpr_function
 from shared_codegen.errors import (ArgumentError, CompilationError, DeadlockError,
                                    DeviceCheckError, DeviceDeadlockError,
                                    DeviceOutOfBoundsError, InterpreterError, KernelError,
-                                   OutOfResources, RaceError)
+                                   OutOfResources, PerformanceWarning, RaceError)
 from shared_codegen.runtime.allocation import set_allocator
 from tile.autotune import Config, autotune, heuristics
 from tile.jit import compile, jit
@@ -18,7 +18,7 @@ from tile.jit import compile, jit
 __all__ = ["jit", "compile", "autotune", "Config", "heuristics", "constexpr_function",
            "KernelError", "CompilationError", "ArgumentError", "OutOfResources",
            "InterpreterError", "DeadlockError", "RaceError", "DeviceCheckError",
-           "DeviceOutOfBoundsError", "DeviceDeadlockError", "cdiv", "next_power_of_2",
+           "DeviceOutOfBoundsError", "DeviceDeadlockError", "PerformanceWarning", "cdiv", "next_power_of_2",
            "set_allocator", "language", "testing", "runtime", "tools", "profiler"]
 
 # Submodules reachable as attributes (`triton.testing.do_bench` after `import tile as

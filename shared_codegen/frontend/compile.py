@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import re
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from shared_codegen import config
+from shared_codegen.errors import PerformanceWarning
 from shared_codegen.frontend.errors import CompilationError
+from shared_codegen.lowering.backend import performance_losses
 from shared_codegen.ir.passes import run_pipeline
 from shared_codegen.ir.printer import print_module
 from shared_codegen.ir.verifier import verify_module
@@ -184,6 +187,7 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
         if entry is not None:
             return _from_entry(entry, found, start)
     kernel = compile_module(module, jit_fn.language, spec.target)
+    warn_performance_losses(kernel, jit_fn)
     kernel.guards = tuple(found)
     kernel.metadata["globals"] = [g.serialize() for g in found]
     kernel.compile_seconds = time.perf_counter() - start
@@ -194,6 +198,24 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
         first = make_key(source_hash or jit_fn.cache_hash(), spec.key, spec.target, options)
         cache.put(first, kernel.asm, kernel.metadata)
     return kernel
+
+
+def warn_performance_losses(kernel: CompiledKernel, jit_fn) -> None:
+    """One PerformanceWarning per ptxas "Potential Performance Loss" note of a fresh compile
+    (a cached kernel was warned about when it was compiled; its metadata keeps the notes):
+    the note, the PTX line it points at, and where the kernel is defined. ptxas says nothing
+    else when, say, it serializes every wgmma of a kernel written to overlap them."""
+    ptx_lines = kernel.asm.get("ptx", "").splitlines()
+    for note in kernel.metadata.get("performance_losses", ()):
+        where = ""
+        if 0 < note["ptx_line"] <= len(ptx_lines):
+            where = (f"; ptxas points at PTX line {note['ptx_line']}: "
+                     f"`{ptx_lines[note['ptx_line'] - 1].strip()}` (kernel.asm['ptx'])")
+        info = getattr(jit_fn, "source_info", None)
+        defined = f" (defined at {info.file}:{info.first_line})" if info is not None else ""
+        warnings.warn(f"{kernel.name}{defined}: ptxas reports a performance loss "
+                      f"({note['code']}): {note['reason']}{where}", PerformanceWarning,
+                      stacklevel=3)
 
 
 def source_locations(jit_fn) -> str:
@@ -235,6 +257,11 @@ def compile_module(module, language, target: str) -> CompiledKernel:
                 # nvJitLink's ptxas ignores setmaxnreg (C7504): load the PTX through the
                 # driver JIT instead, which keeps it (runtime/driver.load_ptx_module).
                 "driver_jit": _needs_whole_program(asm["ptx"], log)}
+    # ptxas' notes on what it made slower than the PTX asks (wgmmas serialized, ...). Not for
+    # the driver JIT's kernels: nvJitLink's notes describe a build without setmaxnreg, whose
+    # register shortages the whole-program build does not have.
+    metadata["performance_losses"] = [] if metadata["driver_jit"] else \
+        performance_losses(log or "")
     if results.get("tma_boxes"):  # maps the launch encodes with a multicast slice's box
         metadata["tma_boxes"] = {str(k): v for k, v in results["tma_boxes"].items()}
     if lowered.debug_info is not None:

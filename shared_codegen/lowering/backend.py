@@ -209,6 +209,27 @@ def parse_resource_usage(info_log: str) -> dict[str, KernelResources]:
     return {name: KernelResources(**values) for name, values in fields.items()}
 
 
+_PERFORMANCE_LOSS = re.compile(r"\((C\d+)\) Potential Performance Loss: (.*?)"
+                               r"(?: (?:in|for) the function '([^']+)')?(?: in line (\d+))?"
+                               r"\s*$")
+# Notes the compiler answers itself: setmaxnreg dropped by nvJitLink (C7504) sends the kernel
+# through the driver JIT, which keeps it (frontend/compile._needs_whole_program).
+HANDLED_NOTES = frozenset({"C7504"})
+
+
+def performance_losses(info_log: str) -> list[dict]:
+    """ptxas' "Potential Performance Loss" notes in an nvJitLink info log: code (C7515 ...),
+    reason, function, and the PTX line it points at (0 when it names none)."""
+    found = []
+    for line in info_log.splitlines():
+        match = _PERFORMANCE_LOSS.search(line)
+        if match and match.group(1) not in HANDLED_NOTES:
+            code, reason, function, ptx_line = match.groups()
+            found.append({"code": code, "reason": reason.strip(), "function": function or "",
+                          "ptx_line": int(ptx_line or 0)})
+    return found
+
+
 def _nvjitlink_log(nvjitlink, handle, which: str) -> str:
     size = getattr(nvjitlink, f"get_{which}_log_size")(handle)
     if size <= 1:
