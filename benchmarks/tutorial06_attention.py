@@ -28,8 +28,9 @@ than either kernel takes (0.1-0.2 ms). Before that session's changes (descriptor
 cache, Triton's attention wgmma schedule, no async-proxy fence before TMA-written operands,
 FMA contraction): 0.42x-0.98x (geomean 0.72x), kernels 0.85x-1.09x, host 0.5-0.8 ms. The
 launch fast path for autotuned kernels and the cached get_current_target came after that
-measurement. The backward (before the TMA rings, unchanged since): 0.28x-0.59x, its loads
-feeding two dots each, which the pipeliner does not take.
+measurement. The backward: 0.28x-0.59x on 2026-11-25, its loads feeding two dots each, which
+the pipeliner did not take; 0.92x-1.15x (geomean 1.01x) on 2026-11-28 after the multi-dot
+pipelining (README, "Performance").
 """
 
 from __future__ import annotations
