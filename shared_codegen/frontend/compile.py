@@ -213,9 +213,12 @@ def warn_performance_losses(kernel: CompiledKernel, jit_fn) -> None:
                      f"`{ptx_lines[note['ptx_line'] - 1].strip()}` (kernel.asm['ptx'])")
         info = getattr(jit_fn, "source_info", None)
         defined = f" (defined at {info.file}:{info.first_line})" if info is not None else ""
-        warnings.warn(f"{kernel.name}{defined}: ptxas reports a performance loss "
-                      f"({note['code']}): {note['reason']}{where}", PerformanceWarning,
-                      stacklevel=3)
+        message = (f"{kernel.name}{defined}: ptxas reports a performance loss "
+                   f"({note['code']}): {note['reason']}{where}")
+        if info is None:
+            warnings.warn(message, PerformanceWarning, stacklevel=3)
+        else:  # shown at the kernel's definition, not inside the compiler
+            warnings.warn_explicit(message, PerformanceWarning, info.file, info.first_line)
 
 
 def source_locations(jit_fn) -> str:
