@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "tile", "passes"))
-from test_pipelining_shared_loads import SIG, _reference, dkdv_kernel  # noqa: E402
+from test_pipelining_shared_loads import _inputs, _reference, dkdv_kernel  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -19,15 +19,6 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="module")
 def torch():
     return pytest.importorskip("torch")
-
-
-def _inputs(n_q, n_k, hd, seed):
-    rng = np.random.default_rng(seed)
-    q, k, v, do = (rng.standard_normal((n, hd)).astype(np.float16) * 0.5
-                   for n in (n_q, n_k, n_k, n_q))
-    m = rng.standard_normal(n_q).astype(np.float32) + 4.0
-    d = rng.standard_normal(n_q).astype(np.float32)
-    return q, k, v, do, m, d
 
 
 @pytest.mark.parametrize("head_dim,mask", [(64, False), (64, True), (128, False)])

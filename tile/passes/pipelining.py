@@ -29,11 +29,12 @@ Loads past the end are masked off (cp.async reads nothing and zero-fills), so sh
 need no special case. `bar.sync`s between the copies and the reads of other warps come from
 the shared-memory barrier analysis, as for hand-written Gluon.
 
-Which loops: `scf.for` with a constant positive step whose body holds the dot; every load whose
-tile is read only by dot operands (through their `local_alloc` or `convert_layout`, maybe
-through a `tl.trans`) is pipelined when it has `other` absent or zero, a 2-D tile and copies of at least 4 bytes (cp.async's minimum), and the ops computing its
-address use only the induction variable, values from outside, and carried values they
-compute themselves (pointer increments). A loop that does not qualify is left as it is.
+Which loops: `scf.for` with a constant positive step whose body holds the dot. A load whose
+tile only dot operands read (through their `local_alloc` or `convert_layout`, maybe through
+a `tl.trans`) is pipelined when it has `other` absent or zero, a 2-D tile and copies of at
+least 4 bytes (cp.async's minimum), and the ops computing its address use only the
+induction variable, values from outside, and carried values they compute themselves
+(pointer increments). A loop that does not qualify is left as it is.
 Tensor-descriptor (TMA) loads are ringed by tile/passes/tma_pipelining.py, called from here.
 `num_stages` comes from `tl.range(num_stages=)`, else from the launch (module attr, default
 3); 1 turns pipelining off.

@@ -106,16 +106,23 @@ def _run(target, num_stages, monkeypatch, seed=None, mask=False):
     monkeypatch.setenv("SC_TARGET", target)
     if seed is not None:
         monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
-    rng = np.random.default_rng(3)
-    n_q, n_k, hd = 96, 128, 64  # three query steps of 32, two key blocks of 64
+    q, k, v, do, m, d = arrays = _inputs()
+    n_q, n_k, hd = len(q), len(k), q.shape[1]
+    dk, dv = np.zeros((n_k, hd), np.float32), np.zeros((n_k, hd), np.float32)
+    dkdv_kernel[(n_k // 64,)](*arrays, dk, dv, n_q // 32, BLOCK_M=32, BLOCK_N=64,
+                              HEAD_DIM=64, MASK=mask, num_warps=4, num_stages=num_stages)
+    return dk, dv, _reference(*arrays, mask)
+
+
+def _inputs(n_q=96, n_k=128, hd=64, seed=3):
+    """Q, K, V, dO, the row maxima and Delta; three query steps of 32 and two key blocks of
+    64 by default."""
+    rng = np.random.default_rng(seed)
     q, k, v, do = (rng.standard_normal((n, hd)).astype(np.float16) * 0.5
                    for n in (n_q, n_k, n_k, n_q))
     m = rng.standard_normal(n_q).astype(np.float32) + 4.0
     d = rng.standard_normal(n_q).astype(np.float32)
-    dk, dv = np.zeros((n_k, hd), np.float32), np.zeros((n_k, hd), np.float32)
-    dkdv_kernel[(n_k // 64,)](q, k, v, do, m, d, dk, dv, n_q // 32, BLOCK_M=32, BLOCK_N=64,
-                              HEAD_DIM=64, MASK=mask, num_warps=4, num_stages=num_stages)
-    return dk, dv, _reference(q, k, v, do, m, d, mask)
+    return q, k, v, do, m, d
 
 
 @pytest.mark.parametrize("target,mask", [("sm_90a", False), ("sm_90a", True),
@@ -190,3 +197,28 @@ def test_accumulators_past_the_register_budget_stay_synchronous(monkeypatch):
     body = ir[ir.index("scf.for"):ir.index("scf.yield")]
     assert body.count("{is_async = False}") == 4 and "ttng.warp_group_dot_wait" not in body
     assert ir.count("ttg.async_copy_global_to_local") == 6
+
+
+def test_converts_to_gluon_that_computes_the_same(load_source, monkeypatch):
+    # The converter prints the pipelined loop as it is: the rings, the transposed views, the
+    # four async warpgroup_mma with their waits, and the `if` around the loop; the printed
+    # kernel computes what the tile kernel computes and compiles for sm_90a.
+    from tile.convert import to_gluon_for_signature
+    import gluon
+
+    meta = dict(BLOCK_M=32, BLOCK_N=64, HEAD_DIM=64, MASK=False)
+    text = to_gluon_for_signature(dkdv_kernel, SIG, meta, num_warps=4)
+    assert text.count("warpgroup_mma(") == 4 and text.count("is_async=True") == 4
+    assert "warpgroup_mma_wait(num_outstanding=1, deps=[qkT, dv_1, dk])" in text
+    assert "warpgroup_mma_wait(num_outstanding=0, deps=[dv_1, dk])" in text
+    assert text.count(".permute([1, 0])") == 2
+    converted = load_source("converted_dkdv", text)
+    want_dk, want_dv, _ = _run("sm_90a", 3, monkeypatch, seed=1)
+    dk, dv = (np.zeros((128, 64), np.float32) for _ in range(2))
+    converted.dkdv_kernel[(2,)](*_inputs(), dk, dv, 3, num_warps=4)
+    np.testing.assert_array_equal(dk, want_dk)
+    np.testing.assert_array_equal(dv, want_dv)
+    monkeypatch.setenv("SC_CACHE_DISABLE", "1")
+    compiled = gluon.compile(converted.dkdv_kernel, SIG, {}, target="sm_90a", num_warps=4)
+    assert compiled.asm["ptx"].count("wgmma.commit_group") >= 4
+    assert compiled.metadata["performance_losses"] == []  # ptxas keeps them async
