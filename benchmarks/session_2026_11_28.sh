@@ -8,7 +8,8 @@
 #               exp2-on-FMA variants measured that day were removed with their option)
 #   t6exp       tutorial 06 at fixed configs against Triton 3.6 with PTX-edit variants
 #               (needs .tut06/, carried: it holds upstream code and stays out of the repo)
-#   t6split     tutorial 06 forward, autotuned, against Triton 3.6 (needs .tut06/)
+#   t6split     tutorial 06 forward, autotuned, against Triton 3.6 (needs .tut06/); GRAPH=1
+#               adds interleaved CUDA-graph device times (written 2026-11-28, not yet run)
 #   t6test      tutorial 06's own test_op with its imports swapped (needs .tut06/)
 #   paged       paged decode at batch 1 and 4, 8k and 32k keys (a fused-merge variant
 #               measured that day was slower and was not kept)

@@ -13,8 +13,10 @@ Per row (batch 4, 32 heads, fp16, each frontend autotuned over the same shortlis
 - kernel: the kernels' own device time, from torch's profiler (CUPTI);
 - host: ms of Python per call, 20 calls launched without a synchronize.
 
-When host > kernel the GPU waits for the host and the event time is the host's. First, per
-(D, causal): max |O - torch| at N=1024 for both frontends. Writes OUT_DIR/split.json; set
+When host > kernel the GPU waits for the host and the event time is the host's. With GRAPH=1,
+also graph: ms per call of device time, each frontend's 3 calls captured in a CUDA graph and
+the replays interleaved over 5 rounds (kernel time, interleaved; host time left out). First,
+per (D, causal): max |O - torch| at N=1024 for both frontends. Writes OUT_DIR/split.json; set
 HOST_PROFILE=1 to also write a cProfile of our host path (D=128, N=1024) to
 OUT_DIR/host_profile.txt.
 """
@@ -35,7 +37,7 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import tutorial06_attention as t6  # noqa: E402
-from _bench import interleaved_medians  # noqa: E402
+from _bench import graph_medians, interleaved_medians  # noqa: E402
 
 BATCH, HEADS = 4, 32
 
@@ -84,12 +86,23 @@ def row(mods, head_dim, causal, n_ctx) -> dict:
         r["kernel_tflops"] = work / r["kernel_ms"] / 1e9
     out["ratio"] = medians["triton"] / medians["ours"]
     out["kernel_ratio"] = out["triton"]["kernel_ms"] / out["ours"]["kernel_ms"]
+    if os.environ.get("GRAPH"):
+        try:
+            graphs = graph_medians(fns, 5, torch, inner=3)
+            out["graph_ratio"] = graphs["triton"] / graphs["ours"]
+            for name in fns:
+                out[name]["graph_ms"] = graphs[name]
+        except Exception as exc:  # noqa: BLE001 - a frontend that cannot be captured
+            out["graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
     print(f"D={head_dim} causal={causal!s:5} N={n_ctx:5}: event ours {out['ours']['tflops']:6.1f} "
           f"triton {out['triton']['tflops']:6.1f} ratio {out['ratio']:.3f} | kernel ours "
           f"{out['ours']['kernel_tflops']:6.1f} triton {out['triton']['kernel_tflops']:6.1f} "
           f"ratio {out['kernel_ratio']:.3f} | host ms ours {out['ours']['host_ms']:.3f} "
           f"triton {out['triton']['host_ms']:.3f} | {out['ours']['config']} / "
-          f"{out['triton']['config']}", flush=True)
+          f"{out['triton']['config']}"
+          + (f" | graph ratio {out['graph_ratio']:.3f}" if "graph_ratio" in out else "")
+          + (f" | graph failed: {out['graph_error']}" if "graph_error" in out else ""),
+          flush=True)
     return out
 
 
