@@ -170,6 +170,7 @@ class PerformanceWarning(UserWarning):
     (its "Potential Performance Loss" notes, e.g. every wgmma serialized)."""
 
 
-__all__ = ["PerformanceWarning", "KernelError", "CompilationError", "SourceUnavailableError", "ArgumentError",
-           "OutOfResources", "InterpreterError", "DeadlockError", "RaceError", "DeviceCheckError",
-           "DeviceOutOfBoundsError", "DeviceDeadlockError", "interpreter_error_class"]
+__all__ = ["PerformanceWarning", "KernelError", "CompilationError", "SourceUnavailableError",
+           "ArgumentError", "OutOfResources", "InterpreterError", "DeadlockError", "RaceError",
+           "DeviceCheckError", "DeviceOutOfBoundsError", "DeviceDeadlockError",
+           "interpreter_error_class"]

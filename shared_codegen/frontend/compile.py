@@ -16,10 +16,10 @@ from typing import Any, Dict, Optional
 from shared_codegen import config
 from shared_codegen.errors import PerformanceWarning
 from shared_codegen.frontend.errors import CompilationError
-from shared_codegen.lowering.backend import performance_losses
 from shared_codegen.ir.passes import run_pipeline
 from shared_codegen.ir.printer import print_module
 from shared_codegen.ir.verifier import verify_module
+from shared_codegen.lowering.backend import performance_losses
 
 _DISK_CACHE = None
 

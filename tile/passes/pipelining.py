@@ -683,8 +683,9 @@ def pipeline_module(module: Module) -> None:
                 if plan is not None:
                     plans.append((pipeline_tma_loop, plan))
         for rewrite, plan in plans:
+            outer = plan.loop.parent  # the loop may end up inside a guard (wgmma_schedule)
             rewrite(plan)
-            _drop_dead_values([plan.loop.parent, plan.loop.regions[0].block])
+            _drop_dead_values([outer, plan.loop.parent, plan.loop.regions[0].block])
 
 
 __all__ = ["pipeline_module", "plan_loop", "pipeline_loop", "mma_v2_smem_layout"]
