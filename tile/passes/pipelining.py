@@ -61,16 +61,12 @@ from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalLoad
                                                          MemDescIndexOp, MemDescTransOp)
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp, SplatOp, TransOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
-from tile.passes.wgmma_schedule import (carried_in_flight, retire_after_loop,
+from tile.passes.wgmma_schedule import (_is, carried_in_flight, retire_after_loop,
                                         schedule_async_dots)
 
 
 _INT_ADD = operator_op_name("add", floating=False, signed=True)
 _INT_AND = operator_op_name("and", floating=False, signed=True)
-
-
-def _is(op, cls) -> bool:
-    return op is not None and isinstance(op.opdef, cls)
 
 
 class _Use:
@@ -666,6 +662,7 @@ def pipeline_module(module: Module) -> None:
     if parse_target(dot_target(module))[0] < 80:
         return  # cp.async needs sm_80
     default = int(module.attrs.get("num_stages", 3))
+    num_threads = 32 * int(module.attrs.get("num_warps", 4))
     for fn in module.functions.values():
         loops = [op for op in fn.walk() if _is(op, ForOp)]
         if not loops:
@@ -676,7 +673,7 @@ def pipeline_module(module: Module) -> None:
             stages = int(loop.attrs.get("num_stages", default))
             plan = plan_loop(loop, stages, width_ctx)
             if plan is not None:
-                plan.num_threads = 32 * int(module.attrs.get("num_warps", 4))
+                plan.num_threads = num_threads
                 plans.append((pipeline_loop, plan))
             elif parse_target(dot_target(module))[0] >= 90:  # TMA: descriptor loads
                 plan = plan_tma_loop(loop, stages)

@@ -52,6 +52,8 @@ from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWait
 
 
 def _is(op, cls) -> bool:
+    """Whether `op` is an op of family `cls` (False for None and for a block argument's
+    owner, a Block). The tile passes share it (pipelining.py, tma_pipelining.py)."""
     return isinstance(op, Operation) and isinstance(op.opdef, cls)
 
 
