@@ -34,21 +34,27 @@ def _without_return(stmts, like) -> List[ast.stmt]:
     return body or [ast.copy_location(ast.Pass(), like)]
 
 
+def _returns_somewhere(stmts) -> bool:
+    """Whether a bare `return` is reached through `if` branches alone (not inside loops)."""
+    return any(_bare_return(s) or (isinstance(s, ast.If) and (
+        _returns_somewhere(s.body) or _returns_somewhere(s.orelse))) for s in stmts)
+
+
 def fold_early_returns(stmts: List[ast.stmt]) -> List[ast.stmt]:
-    """`stmts` with each `if` branch that ends in a bare `return` folded: the statements after
-    the `if` move into the other branch. Nested `if`s are folded the same way."""
+    """`stmts` with each `if` that returns in a branch folded: the statements after the `if`
+    move into its branches, except after a branch's final `return`. The branches are then
+    folded the same way, so a `return` nested in an inner `if` also skips what follows the
+    outer one (that part is copied into both paths; one of them is traced per constexpr
+    condition)."""
     out: List[ast.stmt] = []
     for i, stmt in enumerate(stmts):
-        if not isinstance(stmt, ast.If):
+        if not (isinstance(stmt, ast.If) and
+                (_returns_somewhere(stmt.body) or _returns_somewhere(stmt.orelse))):
             out.append(stmt)
             continue
         rest = list(stmts[i + 1:])
         body_returns = _ends_in_bare_return(stmt.body)
         else_returns = _ends_in_bare_return(stmt.orelse)
-        if not (body_returns or else_returns):
-            out.append(ast.copy_location(ast.If(stmt.test, fold_early_returns(stmt.body),
-                                                fold_early_returns(stmt.orelse)), stmt))
-            continue
         body = _without_return(stmt.body, stmt) if body_returns else stmt.body + rest
         orelse = _without_return(stmt.orelse, stmt) if else_returns else stmt.orelse + rest
         out.append(ast.copy_location(ast.If(stmt.test, fold_early_returns(body),

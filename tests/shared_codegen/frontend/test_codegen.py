@@ -304,3 +304,31 @@ def test_methods_of_compile_time_values_run_at_compile_time():
     out_i = np.zeros(1, np.int32)
     k_dtype_method[(1,)](np.array([3], np.int32), out_i)
     assert out_i[0] == 103
+
+
+@tile.jit
+def k_nested_return(x_ptr, out_ptr, N: tl.constexpr, SPLIT: tl.constexpr):
+    pid = tl.program_id(0)
+    x = tl.load(x_ptr + pid)
+    cols = tl.arange(0, N)
+    if SPLIT > 1:  # neither branch of this `if` ends in a return; the inner one does
+        if x > 0:
+            tl.store(out_ptr + pid * N + cols, tl.full([N], -1.0, tl.float32))
+            return
+    else:
+        if x > 1:
+            if x > 2:
+                return
+            tl.store(out_ptr + pid * N + cols, tl.full([N], -2.0, tl.float32))
+    tl.store(out_ptr + pid * N + cols, tl.full([N], 7.0, tl.float32))
+
+
+@pytest.mark.parametrize("split", [1, 2])
+def test_return_in_an_inner_runtime_if_skips_what_follows_the_outer_if(split):
+    # The rest of the kernel after the outer `if` must not run on the path that returned
+    # (it used to: the fold moved only the outer branch's own remaining statements).
+    x = np.array([1, 0, 2, 3], np.float32)
+    out = np.zeros(16, np.float32)
+    k_nested_return[(4,)](x, out, N=4, SPLIT=split)
+    want = [-1, 7, -1, -1] if split == 2 else [7, 7, 7, 0]
+    np.testing.assert_array_equal(out, np.repeat(np.array(want, np.float32), 4))
