@@ -5,10 +5,11 @@
     @tile.jit
     def kernel(x_ptr, n, BLOCK: tl.constexpr): ...
 
-On the GPU, the first launch for each value of the `key` arguments times every config (after
-`prune_configs_by`) and remembers the fastest (the near-fastest timed twice, in reverse order
-the second time, so a clock drift does not pick; `_retime_close`); later launches with that
-key reuse it. In the
+On the GPU, the first launch for each value of the `key` arguments (and of the constexpr
+arguments the call passes, `_key`) times every config (after `prune_configs_by`) and
+remembers the fastest (the near-fastest timed in two more passes, reverse order then forward,
+keeping each one's median of three, so a clock drift does not pick; `_retime_close`); later
+launches with that key reuse it. In the
 CPU interpreter timing means nothing, so the first config is used (unless `do_bench` is
 given). A config that fails to compile or launch is skipped; when all fail, the error names
 each config and its own error.
@@ -16,6 +17,7 @@ each config and its own error.
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 import warnings
@@ -98,6 +100,14 @@ class Autotuner:
         self.configs_timings: Dict[Config, Any] = {}
         self.bench_time = 0.0
         self.__name__ = getattr(fn, "__name__", "kernel")
+        # Constexpr parameters the configs do not set, in parameter order (`_key`).
+        config_names = {k for c in configs for k in c.kwargs}
+        jitted = fn
+        while not hasattr(jitted, "constexpr_names") and hasattr(jitted, "fn"):
+            jitted = jitted.fn  # through @heuristics
+        self.constexpr_names = [n for n in arg_names
+                                if n in getattr(jitted, "constexpr_names", ()) and
+                                n not in config_names]
         strangers = [k for k in self.key if k not in arg_names]
         if strangers:
             # Triton leaves key names that are not parameters out of the key (tutorial 08's
@@ -128,6 +138,13 @@ class Autotuner:
         key = [_key_value(named[k]) for k in self.key if k in named]
         key += [str(v.dtype) for k, v in named.items()
                 if k in self.arg_names and hasattr(v, "dtype") and hasattr(v, "shape")]
+        # Then the constexpr arguments the call passes that the key does not name. Triton
+        # leaves them out, so one pick serves kernels that a constexpr makes different: in
+        # tutorial 06 the causal forward (STAGE=3) reused the config timed for STAGE=1, and at
+        # 16k tokens the two want different tiles. Results are the same either way; only
+        # the config (the speed) can differ, at the cost of a tuning per specialization.
+        key += [(k, _key_value(named[k])) for k in self.constexpr_names
+                if k in named and k not in self.key]
         return tuple(key)
 
     def run(self, *args, grid, interpret=None, warmup=False, **kwargs):
@@ -247,8 +264,9 @@ class Autotuner:
         if self.user_do_bench is None:
             again = self._retime_close(candidates, timings, bench, args, kwargs, grid, named)
             if verbose and again:
-                print(f"autotuning {self.__name__} for key {key}: timed {again} configs "
-                      f"within {RETIME_WITHIN:g}x of the best again, in reverse order",
+                print(f"autotuning {self.__name__} for key {key}: timed the {again} configs "
+                      f"within {RETIME_WITHIN:g}x of the best in {RETIME_PASSES} more passes, "
+                      f"reverse order first",
                       file=sys.stderr)
         self.bench_time = time.time() - start
         self.configs_timings = timings
@@ -266,13 +284,14 @@ class Autotuner:
 
     def _retime_close(self, candidates, timings, bench, args, kwargs, grid, named) -> int:
         """Configs timed first and last ran seconds apart, and a GPU's clock drifts under
-        sustained load (the H100 lowers it as it heats), enough to reorder configs a few
-        percent apart: at 16k-token attention, one run of tutorial 06 picked BLOCK_N=64 / 4
-        warps and the next 128 / 8, 16% faster at a fixed clock. So with the default
-        `do_bench` (a user's is trusted as given, as Triton does), the configs within
-        `RETIME_WITHIN` of the best are timed again in reverse order and each keeps the mean
-        of its two medians: a clock drift that favoured the early ones in the first pass
-        favours the late ones in the second."""
+        sustained load (the H100 lowers it as it heats, and at its power cap kernels that do
+        the same work run alike), enough to reorder configs a few percent apart: at
+        16k-token attention, one run of tutorial 06 picked BLOCK_N=64 / 4 warps and the next
+        128 / 8, 16% faster at a fixed clock. So with the default `do_bench` (a user's is
+        trusted as given, as Triton does), the configs within `RETIME_WITHIN` of the best
+        are timed in `RETIME_PASSES` more passes, alternating reverse and forward order, and
+        each keeps the median of its times: a drift that favoured the early configs in one
+        pass favours the late ones in the next, and one disturbed pass does not pick."""
         first = {c: _first(timings[c]) for c in candidates if timings[c] != float("inf")}
         if not first:
             return 0
@@ -280,12 +299,16 @@ class Autotuner:
         close = [c for c in candidates if c in first and first[c] <= best * RETIME_WITHIN]
         if len(close) < 2:
             return 0
-        for config in reversed(close):
-            again = _first(bench(self._kernel_call(config, args, kwargs, grid, named),
-                                 quantiles=(0.5, 0.2, 0.8)))
+        times = {c: [first[c]] for c in close}
+        for number in range(RETIME_PASSES):
+            for config in (reversed(close) if number % 2 == 0 else close):
+                times[config].append(_first(bench(
+                    self._kernel_call(config, args, kwargs, grid, named),
+                    quantiles=(0.5, 0.2, 0.8))))
+        for config in close:
             rest = list(timings[config][1:]) if isinstance(timings[config], (list, tuple)) \
                 else []
-            timings[config] = [(first[config] + again) / 2] + rest
+            timings[config] = [statistics.median(times[config])] + rest
         return len(close)
 
     def _kernel_call(self, config, args, kwargs, grid, named):
@@ -317,8 +340,10 @@ def _print_autotuning() -> bool:
                 sc_config.get("TRITON_PRINT_AUTOTUNING"))
 
 
-# Configs within this factor of the best first-pass time are timed a second time.
+# Configs within this factor of the best first-pass time are timed again, in this many more
+# passes of alternating order (`Autotuner._retime_close`).
 RETIME_WITHIN = 1.15
+RETIME_PASSES = 2
 
 
 def _first(timing) -> float:

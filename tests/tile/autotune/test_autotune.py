@@ -43,6 +43,27 @@ def test_autotune_key_names_that_are_not_parameters_are_left_out_with_a_warning(
     assert tuned._key({"src": x, "dst": y, "n": 40}) == (40, "float32", "float32")
 
 
+@tile.jit
+def scaled_copy(src, dst, n, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+
+def test_autotune_key_also_holds_the_constexprs_the_call_passes():
+    # A constexpr the key does not name makes a different kernel (tutorial 06's causal
+    # STAGE), so each value is tuned on its own; the configs' own BLOCK is not in the key.
+    tuned = tile.autotune(configs=[tile.Config({"BLOCK": 32}), tile.Config({"BLOCK": 64})],
+                          key=["n"])(scaled_copy)
+    x = np.arange(40, dtype=np.float32)
+    y = np.zeros_like(x)
+    assert tuned._key({"src": x, "dst": y, "n": 40, "SCALE": 2}) == \
+        (40, "float32", "float32", ("SCALE", 2))
+    for scale in (2, 3):
+        tuned[(2,)](x, y, 40, SCALE=scale)
+        np.testing.assert_array_equal(y, x * scale)
+    assert len(tuned.cache) == 2
+
+
 def test_autotune_reset_to_zero_must_name_parameters():
     with pytest.raises(ValueError, match=r"autotune reset_to_zero names \['out'\] are not "
                                          r"parameters of tuned_copy"):
