@@ -24,8 +24,8 @@ How the work is laid out:
   tiles are cut into NUM_SPLITS contiguous ranges; every range writes its normalised
   partial output and log-sum-exp, and a second small kernel merges them by their LSE.
 - **CUDA graphs.** The grid is (batch x H_kv, NUM_SPLITS): it depends on shapes only, never
-  on seq_lens. Ranges past a sequence's end exit at once; the merge kernel skips them by the
-  same arithmetic.
+  on seq_lens. Ranges past a sequence's end write an LSE of -inf and exit; the merge kernel
+  skips them by that LSE, without reading seq_lens.
 
 The file is written against Triton's names only (`import tile as triton`): with
 PAGED_DECODE_FRONTEND=triton it imports Triton 3.6 instead, and the same kernels run there
@@ -75,9 +75,6 @@ def _paged_decode_split(
     tiles_per_split = tl.cdiv(num_tiles, NUM_SPLITS)
     first = split * tiles_per_split
     last = tl.minimum(first + tiles_per_split, num_tiles)
-    if NUM_SPLITS > 1:
-        if first >= last:
-            return  # past the sequence's end; _paged_decode_merge skips this range
 
     # Row r of the Q tile is query head kv_head * GROUP + r % GROUP of token r // GROUP.
     rows = tl.arange(0, BLOCK_M)
@@ -86,6 +83,15 @@ def _paged_decode_split(
     row_ok = rows < T * GROUP
     dims = tl.arange(0, HEAD_DIM)
     batch64 = batch.to(tl.int64)
+    # Partial results, row ((batch * T + token) * H + head) * NUM_SPLITS + split.
+    part = ((batch64 * T + token) * (H_kv * GROUP) + head) * NUM_SPLITS + split
+    if NUM_SPLITS > 1:
+        if first >= last:
+            # Past the sequence's end: an LSE of -inf tells _paged_decode_merge to skip this
+            # range, so the merge need not read seq_lens before its loads.
+            tl.store(Part_lse + part, tl.full([BLOCK_M], float("-inf"), tl.float32),
+                     mask=row_ok)
+            return
     q_rows = batch64 * stride_qb + token * stride_qt + head * stride_qh
     q = tl.load(Q + q_rows[:, None] + dims[None, :], mask=row_ok[:, None], other=0.0)
     # Token t is at position seq_len - T + t and sees the keys before and at it.
@@ -122,8 +128,6 @@ def _paged_decode_split(
         tl.store(Out + o_rows[:, None] + dims[None, :], o.to(Out.dtype.element_ty),
                  mask=row_ok[:, None])
     else:
-        # Partial results, row ((batch * T + token) * H + head) * NUM_SPLITS + split.
-        part = ((batch64 * T + token) * (H_kv * GROUP) + head) * NUM_SPLITS + split
         lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.math.log2(l_i))  # base 2
         tl.store(Part_o + part[:, None] * HEAD_DIM + dims[None, :], o, mask=row_ok[:, None])
         tl.store(Part_lse + part, lse, mask=row_ok)
@@ -131,26 +135,28 @@ def _paged_decode_split(
 
 @triton.jit
 def _paged_decode_merge(
-        Part_o, Part_lse, Seq_lens, Out, H,
+        Part_o, Part_lse, Out, H,
         stride_ob, stride_ot, stride_oh,
-        T: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+        T: tl.constexpr, HEAD_DIM: tl.constexpr,
         NUM_SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr):
     """One output row: the live ranges' partial outputs weighted by exp2(lse - max lse)."""
     row = tl.program_id(0)  # (batch * T + token) * H + head
     head = row % H
     token = (row // H) % T
     batch = row // (H * T)
-    seq_len = tl.load(Seq_lens + batch)
-    tiles_per_split = tl.cdiv(tl.cdiv(seq_len, BLOCK_N), NUM_SPLITS)
     splits = tl.arange(0, SPLITS_POW2)
-    # The same arithmetic as _paged_decode_split: ranges that start past the end never ran.
-    live = (splits < NUM_SPLITS) & (splits * tiles_per_split < tl.cdiv(seq_len, BLOCK_N))
+    dims = tl.arange(0, HEAD_DIM)
     part = row.to(tl.int64) * NUM_SPLITS + splits
-    lse = tl.load(Part_lse + part, mask=live, other=float("-inf"))
+    # Both loads go out at once: nothing here depends on seq_lens. A range past the
+    # sequence's end wrote lse = -inf and no output, so its o (never written) is replaced
+    # by 0 after the load, not masked before it.
+    in_range = splits < NUM_SPLITS
+    lse = tl.load(Part_lse + part, mask=in_range, other=float("-inf"))
+    o = tl.load(Part_o + part[:, None] * HEAD_DIM + dims[None, :], mask=in_range[:, None],
+                other=0.0)
     m = tl.max(lse, 0)
     weight = tl.math.exp2(lse - tl.where(m == float("-inf"), 0.0, m))
-    dims = tl.arange(0, HEAD_DIM)
-    o = tl.load(Part_o + part[:, None] * HEAD_DIM + dims[None, :], mask=live[:, None], other=0.0)
+    o = tl.where((lse > float("-inf"))[:, None], o, 0.0)
     total = tl.sum(weight, 0)
     o = tl.sum(o * weight[:, None], 0) / tl.where(total == 0.0, 1.0, total)
     o_row = batch.to(tl.int64) * stride_ob + token * stride_ot + head * stride_oh
@@ -325,7 +331,7 @@ class _Plan:
             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
         self.merge_grid = (batch * T * H,)
         self.merge_args = (H, *o_strides)
-        self.merge_meta = dict(T=T, HEAD_DIM=D, BLOCK_N=block_n, NUM_SPLITS=num_splits,
+        self.merge_meta = dict(T=T, HEAD_DIM=D, NUM_SPLITS=num_splits,
                                SPLITS_POW2=_next_power_of_2(num_splits), num_warps=4)
 
 
@@ -388,8 +394,8 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, *, sm_scale=None,
         q, k_cache, v_cache, block_table, seq_lens, out, part_o, part_lse, scale,
         *plan.split_args, **plan.split_meta)
     if plan.part_shapes is not None:
-        _paged_decode_merge[plan.merge_grid](part_o, part_lse, seq_lens, out,
-                                             *plan.merge_args, **plan.merge_meta)
+        _paged_decode_merge[plan.merge_grid](part_o, part_lse, out, *plan.merge_args,
+                                             **plan.merge_meta)
     return out
 
 
