@@ -14,8 +14,9 @@ read per second as a percentage of the copy's (bytes read + written) per second.
 timed two ways: per call (`paged_decode(...)` from Python, as an eager server would call it:
 host overhead included) and as device time (the same call captured in a CUDA graph and
 replayed: kernels only). The percentages of the copy use device time. --splits adds rows
-with num_splits forced to each value (both frontends), to check the split heuristic. Cases
-whose cache would exceed --max-gb are skipped.
+with num_splits forced to each value (both frontends), to check the split heuristic;
+--breakdown adds the device time of our split kernel and our merge kernel each launched
+alone. Cases whose cache would exceed --max-gb are skipped.
 """
 
 from __future__ import annotations
@@ -58,6 +59,29 @@ def make_case(torch, batch, context, dtype, H, H_kv, D, block_size, seed=0):
     return q, k, v, table, seq_lens
 
 
+def _kernels_alone(module, q, k, v, table, seq_lens, splits) -> dict:
+    """The split kernel and the merge kernel launched on their own (same arguments as a
+    call), to see what each costs in device time."""
+    import torch
+    plan = module._plan(q, k, v, table, seq_lens, splits, None)
+    if plan.part_shapes is None:
+        return {}
+    out = torch.empty(plan.out_shape, device=q.device, dtype=q.dtype)
+    part_o = torch.zeros(plan.part_shapes[0], device=q.device, dtype=torch.float32)
+    part_lse = torch.zeros(plan.part_shapes[1], device=q.device, dtype=torch.float32)
+    scale = plan.default_scale * 1.4426950408889634
+
+    def split():
+        module._paged_decode_split[plan.split_grid](
+            q, k, v, table, seq_lens, out, part_o, part_lse, scale, *plan.split_args,
+            **plan.split_meta)
+
+    def merge():
+        module._paged_decode_merge[plan.merge_grid](part_o, part_lse, out, *plan.merge_args,
+                                                    **plan.merge_meta)
+    return {"split kernel alone": split, "merge kernel alone": merge}
+
+
 def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsize,
              splits=None):
     """One row: ours, Triton and the copy timed interleaved, per call and by CUDA-graph
@@ -85,6 +109,8 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
     if theirs is not None:
         a, b = fns["ours"]().float(), fns["triton"]().float()
         row["max_abs_diff_vs_triton"] = float((a - b).abs().max())
+    if args.breakdown:
+        fns.update(_kernels_alone(ours, q, k, v, table, seq_lens, splits))
     per_call = interleaved_medians(fns, args.rounds, torch)
     device = graph_medians(fns, args.rounds, torch)
     copy_gbs = 2 * copy_elems * itemsize / device["copy"] / 1e6
@@ -97,6 +123,13 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
     tri = row.get("triton")
     if tri:
         row["ours/triton"] = device["triton"] / device["ours"]
+    if args.breakdown:
+        row["breakdown_graph_us"] = {n: device[n] * 1e3 for n in ("split kernel alone",
+                                                                  "merge kernel alone")
+                                     if n in device}
+        row["breakdown_graph_us"]["copy"] = device["copy"] * 1e3
+        print("    device us: " + ", ".join(f"{n} {t:.2f}"
+                                           for n, t in row["breakdown_graph_us"].items()))
     nan = float("nan")
     print(f"{dtype:9s} {batch:5d} {context:7d} {num_splits:5d}{'*' if splits else ' '} "
           f"{row['ours']['us']:8.1f} {tri['us'] if tri else nan:8.1f} "
@@ -121,6 +154,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-triton", action="store_true", help="skip Triton (not installed)")
     p.add_argument("--splits", type=int, nargs="*", default=[],
                    help="also time each case with num_splits forced to these values")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also time our split and merge kernels alone (device time)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     torch = gpu_torch("paged_decode.py")

@@ -11,8 +11,9 @@
 #   t6split     tutorial 06 forward, autotuned, against Triton 3.6 (needs .tut06/); GRAPH=1
 #               adds interleaved CUDA-graph device times (written 2026-11-28, not yet run)
 #   t6test      tutorial 06's own test_op with its imports swapped (needs .tut06/)
-#   paged       paged decode at batch 1 and 4, 8k and 32k keys (a fused-merge variant
-#               measured that day was slower and was not kept)
+#   paged       paged decode at batch 1 and 4, 8k and 32k keys, with the split and merge
+#               kernels' device times alone (a fused-merge variant measured that day was
+#               slower and was not kept)
 #   table       the forward against SDPA for the README (D=128 fp16 4k/16k, bf16 and fp8
 #               16k, D=64 and D=256 16k, causal and not) and the hand GEMM in the same rounds
 #   gpu_tests   every GPU test
@@ -77,7 +78,7 @@ if has t6split && [ -d .tut06 ]; then
   step t6split 300 python3 benchmarks/tutorial06_split.py .tut06/06-fused-attention.py "$OUT" 64,128 1024,4096,16384
 fi
 if has paged; then
-  step paged 120 python3 benchmarks/paged_decode.py --batches 1 4 --contexts 8192 32768 --dtypes float16 --rounds 10 --json "$OUT/paged.json"
+  step paged 150 python3 benchmarks/paged_decode.py --batches 1 4 --contexts 8192 32768 --dtypes float16 --rounds 10 --breakdown --json "$OUT/paged.json"
 fi
 if has table; then
   step table128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --json "$OUT/table128.json"
