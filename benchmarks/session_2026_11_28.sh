@@ -33,6 +33,9 @@
 #   tutorials   Triton's tutorials 01, 02, 03, 05, 08 and 09 with their imports swapped, and
 #               as written under Triton 3.6, each against torch (needs .tutorials/, kept out
 #               of the repository: upstream code)
+#   t9bench     tutorial 09's matmuls (persistent with flatten, TMA with and without
+#               warp_specialize) against Triton 3.6 and cuBLAS at 8192^3 fp16 (needs
+#               .tutorials/: .tutorials/bench09.py loads the upstream source)
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
 #               same-run experiment (.tut06/exp_arrive.py patches the lowering in-process)
 set -uo pipefail
@@ -100,6 +103,9 @@ if has tutorials && [ -d .tutorials ]; then
   for fe in tile triton; do
     TAIL=12 step tutorials_$fe 280 python3 .tutorials/run_tutorials.py --frontend $fe --device cuda --configs 4
   done
+fi
+if has t9bench && [ -d .tutorials ]; then
+  TAIL=20 step t9bench 280 python3 .tutorials/bench09.py --size 8192 --configs 4 --rounds 5
 fi
 if has converted; then
   step converted 200 python3 benchmarks/converted_matmul.py --rounds 10 --json "$OUT/converted.json"
