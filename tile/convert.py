@@ -45,6 +45,7 @@ from shared_codegen.ops.program.definition import (AssertOp, AssumeOp, BarrierOp
 from shared_codegen.ops.reduction.definition import ReduceOp, ScanOp
 from tile.convert_mma import MmaForms
 from tile.convert_tma import MBARRIER_TMA, TmaForms
+from tile.convert_warp_spec import WarpSpecForms
 from shared_codegen.ops.tensor.definition import (BroadcastOp, ConvertLayoutOp, ExpandDimsOp,
                                                   HintOp, MakeRangeOp, ReshapeOp, SplatOp, TransOp)
 from tile.language.extra.cuda import libdevice as libdevice_module
@@ -116,7 +117,7 @@ class _Names:
         return name
 
 
-class GluonPrinter(MmaForms, TmaForms):
+class GluonPrinter(MmaForms, TmaForms, WarpSpecForms):
     dtype = staticmethod(lambda ty: dtype_source(ty))
 
     def __init__(self, module: Module):
@@ -319,7 +320,8 @@ class GluonPrinter(MmaForms, TmaForms):
             self.if_op(op, out, indent)
         elif isinstance(kind, WhileOp):
             self.while_loop(op, out, indent)
-        elif not self.tma_op(op, out, indent) and not self.mma_op(op, out, indent):
+        elif not self.tma_op(op, out, indent) and not self.mma_op(op, out, indent) and \
+                not self.warp_spec_op(op, out, indent):
             raise ConversionError(f"{op.loc}: no Gluon form for `{op.name}`")
 
     # ---- individual forms ----------------------------------------------------------------

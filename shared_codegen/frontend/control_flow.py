@@ -135,12 +135,14 @@ class ControlFlow:
             if not (_is_number(a) and _is_number(b)):
                 raise self.error(node, f"variable `{name}` gets different compile-time values "
                                        f"in the two branches of a runtime `if` ({a!r} and {b!r})")
+        # Two different numbers (1 and 2) each get their own type: equal for equal kinds.
+        numbers = not is_tensor(a) and not is_tensor(b)
         if not is_tensor(a):
             with self.builder.at_end_of(regions[0].block):
-                a = self.materialize(a, like=b)
+                a = self.materialize(a, like=None if numbers else b)
         if not is_tensor(b):
             with self.builder.at_end_of(regions[1].block):
-                b = self.materialize(b, like=a)
+                b = self.materialize(b, like=None if numbers else a)
         if a.type != b.type:
             raise self.error(node, f"variable `{name}` has type {a.type} in the `if` branch but "
                                    f"{b.type} in the `else` branch; both branches must give it "
@@ -176,7 +178,11 @@ class ControlFlow:
                     self.assign(node.target, i)
                     self.visit_statements(node.body)
                 return
-            self.runtime_for(node, bounds, unwrap(getattr(it, "num_stages", None)))
+            self.runtime_for(node, bounds, unwrap(getattr(it, "num_stages", None)),
+                             unwrap(getattr(it, "loop_unroll_factor", None)),
+                             flatten=bool(unwrap(getattr(it, "flatten", False))),
+                             warp_specialize=bool(unwrap(getattr(it, "warp_specialize",
+                                                                 False))))
             return
         if isinstance(it, (tuple, list)):
             for item in it:
@@ -197,7 +203,8 @@ class ControlFlow:
                 names.append(name)
         return names
 
-    def runtime_for(self, node, bounds, num_stages=None):
+    def runtime_for(self, node, bounds, num_stages=None, loop_unroll_factor=None,
+                    flatten=False, warp_specialize=False):
         start, end, step = bounds
         if not is_tensor(step) and step == 0:
             raise self.error(node.iter, "range() step must not be zero")
@@ -216,7 +223,9 @@ class ControlFlow:
 
         def build(inits):
             op = ForOp.build(self.builder, lb.handle, ub.handle, st.handle,
-                             [v.handle for v in inits], iv_name=iv_name, num_stages=num_stages)
+                             [v.handle for v in inits], iv_name=iv_name, num_stages=num_stages,
+                             loop_unroll_factor=loop_unroll_factor, flatten=flatten,
+                             warp_specialize=warp_specialize)
             block = op.regions[0].block
             before = dict(self.scope)
             with self.builder.at_end_of(block):

@@ -40,8 +40,9 @@ SHARED_TAIL = ["explicit_layout_ir", "axis_analysis", "warp_specialization_plann
 
 def test_the_stages_are_the_tile_passes_then_the_shared_backend_stages():
     names = [name for name, _ in TILE_STAGES]
-    assert names == ["combine_dot_add", "layout_assignment", "remove_redundant_conversions",
-                     "cse", "software_pipelining"] + SHARED_TAIL
+    assert names == ["combine_dot_add", "loop_unroll", "layout_assignment",
+                     "remove_redundant_conversions", "cse", "loop_flatten",
+                     "warp_specialization", "software_pipelining"] + SHARED_TAIL
     assert TILE_STAGES[len(TILE_PIPELINE):] == BACKEND_STAGES
 
 
@@ -118,12 +119,14 @@ def test_a_range_asking_for_stages_or_flattening():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert tl.range(0, 8, num_stages=2).num_stages == 2  # the pipeliner reads it
-    with pytest.warns(UserWarning, match=r"tl.range\(flatten=True\) is ignored"):
-        tl.range(0, 8, flatten=True)
+        # tile/passes/loop_flatten.py warns at the loop's line about a nest it cannot
+        # flatten (tests/tile/passes/test_loop_flatten.py).
+        assert tl.range(0, 8, flatten=True).flatten
 
 
-def test_a_range_asking_for_unrolling_or_warp_specialization_says_it_is_ignored():
-    with pytest.warns(UserWarning, match=r"tl.range\(loop_unroll_factor=4\) is ignored"):
-        tl.range(0, 8, loop_unroll_factor=4)
-    with pytest.warns(UserWarning, match=r"tl.range\(warp_specialize=True\) is ignored"):
-        tl.range(0, 8, warp_specialize=True)
+def test_a_range_asking_for_warp_specialization_leaves_the_decision_to_the_pass():
+    # tile/passes/warp_specialize.py warns at the loop's line where it cannot split it
+    # (tests/tile/passes/test_warp_specialize.py).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tl.range(0, 8, warp_specialize=True).warp_specialize

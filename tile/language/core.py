@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins as _py
 import enum
-import warnings
 
 from shared_codegen.frontend.values import builtin, tensor
 from shared_codegen.ir.types import bfloat16, float32
@@ -348,6 +347,16 @@ class static_range:
         return f"static_range({self.start}, {self.end}, {self.step})"
 
 
+def _unroll_factor(factor):
+    """tl.range's `loop_unroll_factor`: None or an int >= 1 (a constexpr of one); 1 and None
+    leave the loop as it is."""
+    value = factor.value if hasattr(factor, "value") else factor
+    if value is not None and (type(value) is not int or value < 1):
+        raise ValueError(f"tl.range loop_unroll_factor must be a compile-time int >= 1, got "
+                         f"{value!r}")
+    return value
+
+
 class range:
     """`for i in tl.range(start, end, step, num_stages=...)`: a runtime loop. `start`, `end`
     and `step` may be ints or scalar tensors; the options are hints for the pipeliner."""
@@ -368,24 +377,17 @@ class range:
         if stages is not None and (type(stages) is not int or stages < 0):
             raise ValueError(f"tl.range num_stages must be an int >= 0, got {stages!r}")
         self.num_stages = stages
-        self.loop_unroll_factor = loop_unroll_factor
+        self.loop_unroll_factor = _unroll_factor(loop_unroll_factor)
         self.disallow_acc_multi_buffer = disallow_acc_multi_buffer
         self.flatten = flatten
         self.warp_specialize = warp_specialize
         self.disable_licm = disable_licm
-        # num_stages: the loop's software-pipelining depth (tile/passes/pipelining.py).
-        # Hints for passes that do not exist yet: a request that cannot run says so.
-        if self.flatten:
-            warnings.warn("tl.range(flatten=True) is ignored: nested loops are not flattened",
-                          UserWarning, stacklevel=2)
-        if isinstance(self.loop_unroll_factor, int) and self.loop_unroll_factor > 1:
-            warnings.warn(f"tl.range(loop_unroll_factor={self.loop_unroll_factor}) is ignored: "
-                          f"the loop is not unrolled (LLVM may still unroll it)", UserWarning,
-                          stacklevel=2)
-        if self.warp_specialize:
-            warnings.warn("tl.range(warp_specialize=True) is ignored: automatic warp "
-                          "specialization is not implemented yet (write the partitions with "
-                          "gluon's gl.warp_specialize)", UserWarning, stacklevel=2)
+        # num_stages: the loop's software-pipelining depth (tile/passes/pipelining.py);
+        # loop_unroll_factor: copies of the body per iteration (tile/passes/loop_unroll.py);
+        # flatten: the nest becomes one loop (tile/passes/loop_flatten.py, which warns about
+        # the nests it leaves as they are); warp_specialize: a TMA producer partition and a
+        # wgmma consumer on sm_90a (tile/passes/warp_specialize.py, which warns about the
+        # loops it leaves as they are).
 
     def __iter__(self):
         raise RuntimeError("tl.range can only be used in a @jit function")

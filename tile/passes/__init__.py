@@ -11,15 +11,22 @@ from tile.passes.cleanup import cse, remove_redundant_conversions
 from tile.passes.combine_dot_add import combine_dot_add
 from tile.passes.coalesce import blocked_layout_for
 from tile.passes.layout_assignment import LayoutAssignmentError, assign_layouts
+from tile.passes.loop_flatten import flatten_loops
+from tile.passes.loop_unroll import unroll_loops
 from tile.passes.pipelining import pipeline_module
+from tile.passes.warp_specialize import warp_specialize_module
 
 TILE_PIPELINE = [
     ("combine_dot_add", combine_dot_add),
+    ("loop_unroll", unroll_loops),
     ("layout_assignment", assign_layouts),
     ("remove_redundant_conversions", remove_redundant_conversions),
     ("cse", cse),
+    ("loop_flatten", flatten_loops),
+    ("warp_specialization", warp_specialize_module),
     ("software_pipelining", pipeline_module),
 ]
 
 __all__ = ["TILE_PIPELINE", "combine_dot_add", "assign_layouts", "remove_redundant_conversions", "cse",
-           "blocked_layout_for", "LayoutAssignmentError", "pipeline_module"]
+           "blocked_layout_for", "LayoutAssignmentError", "pipeline_module", "unroll_loops",
+           "flatten_loops", "warp_specialize_module"]

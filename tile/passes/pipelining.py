@@ -36,6 +36,16 @@ least 4 bytes (cp.async's minimum), and the ops computing its address use only t
 induction variable, values from outside, and carried values they compute themselves
 (pointer increments). A loop that does not qualify is left as it is.
 Tensor-descriptor (TMA) loads are ringed by tile/passes/tma_pipelining.py, called from here.
+
+A flattened nest (tile/passes/loop_flatten.py) arrives as one loop whose addresses come out
+of the prologue's `scf.if` (the next tile's offsets): an `if` whose branches only compute
+joins stage 0 whole and runs ahead with it. What stage 0 computes from carried values and the
+rest of the body also reads (the epilogue's test of the step's place in its tile, the tile's
+coordinates) reaches those readers S-1 iterations late, through S-1 more iter_args
+(`carry_delayed`), as Triton's expander carries values between stages. The wgmma stays in
+flight when its result goes back to its accumulator through `if`s (the epilogue restarts it
+from zeros): a branch that reads it waits for it first (Triton's rule: reads under an `if`
+may wait there).
 `num_stages` comes from `tl.range(num_stages=)`, else from the launch (module attr, default
 3); 1 turns pipelining off.
 """
@@ -54,15 +64,17 @@ from shared_codegen.ops.arith.definition import (INT_COMPARE, BinaryOp, CastOp, 
                                                  ConstantOp, SelectOp, operator_op_name)
 from shared_codegen.ops.async_copy.definition import (AsyncCommitGroupOp,
                                                       AsyncCopyGlobalToLocalOp, AsyncWaitOp)
-from shared_codegen.ops.control.definition import ForOp, YieldOp
+from shared_codegen.ops.control.definition import ForOp, IfOp, YieldOp
 from shared_codegen.ops.dot.definition import MmaV2Op
 from shared_codegen.ops.memory.definition import LoadOp
 from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalLoadOp,
                                                          MemDescIndexOp, MemDescTransOp)
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp, SplatOp, TransOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
-from tile.passes.wgmma_schedule import (_is, carried_in_flight, retire_after_loop,
-                                        schedule_async_dots)
+from tile.passes.loop_unroll import _clone as clone_op
+from tile.passes.wgmma_schedule import (_is, _top_level, carried_in_flight, in_flight_slot,
+                                        retire_after_loop, schedule_async_dots,
+                                        wait_in_branches)
 
 
 _INT_ADD = operator_op_name("add", floating=False, signed=True)
@@ -252,20 +264,42 @@ def _index_load(op: Operation, block: Block) -> bool:
     return _is(op, LoadOp) and not op.attrs.get("volatile") and not _writes_global(block)
 
 
+def _reads(op: Operation) -> List[Value]:
+    """The values `op` reads: its operands and, for an op with regions, what the ops nested
+    in it read from outside it."""
+    if not op.regions:
+        return op.operands
+    inside = {r for nested in op.walk() for r in nested.results}
+    inside.update(a for nested in op.walk() for region in nested.regions
+                  for a in region.block.args)
+    return [v for nested in op.walk() for v in nested.operands if v not in inside]
+
+
+def _computes_only(op: Operation) -> bool:
+    """An `scf.if` whose branches only compute (a flattened loop's prologue, which
+    computes the next tile's offsets): it may run ahead like a pure op."""
+    return _is(op, IfOp) and all(
+        _is(nested, YieldOp) or (not nested.regions and (nested.opdef.is_pure(nested)
+                                                         or _is(nested, CastOp)))
+        for nested in op.walk() if nested is not op)
+
+
 def _deps(block: Block, roots, stage0: Set[Operation], allowed) -> bool:
     """Add `roots` and the body ops they depend on to `stage0`; False when one has side
-    effects or regions (only `allowed`, the loads, and index loads may)."""
+    effects or regions (only `allowed`, the loads, index loads and `if`s that only compute
+    may)."""
     work = list(roots)
     while work:
         op = work.pop()
         if op in stage0:
             continue
         # Casts count as pure here (CSE keeps them apart only for their rounding modes).
-        if op.regions or (op not in allowed and not op.opdef.is_pure(op)
-                          and not _is(op, CastOp) and not _index_load(op, block)):
+        if not _computes_only(op) and (op.regions or (
+                op not in allowed and not op.opdef.is_pure(op) and not _is(op, CastOp)
+                and not _index_load(op, block))):
             return False
         stage0.add(op)
-        for v in op.operands:
+        for v in _reads(op):
             if v.owner is not None and v.owner.parent is block:
                 work.append(v.owner)
     return True
@@ -281,7 +315,7 @@ def _address_ops(block: Block, loads: List[Operation],
         return None
     yield_op = block.ops[-1]
     while True:
-        read = {v for op in stage0 for v in op.operands if v in block.args[1:]}
+        read = {v for op in stage0 for v in _reads(op) if v in block.args[1:]}
         nexts = [yield_op.operands[block.args.index(a) - 1].owner for a in read]
         nexts = [op for op in nexts if op is not None and op.parent is block
                  and op not in stage0]
@@ -300,7 +334,7 @@ def _carried_dependent(block: Block, stage0: Set[Operation]) -> Set[Operation]:
     carried = set(block.args[1:])
     dependent: Set[Operation] = set()
     for op in block.ops:  # program order: operands come first
-        if op in stage0 and any(v in carried or (v.owner in dependent) for v in op.operands):
+        if op in stage0 and any(v in carried or (v.owner in dependent) for v in _reads(op)):
             dependent.add(op)
     return dependent
 
@@ -344,35 +378,40 @@ def plan_loop(loop: Operation, num_stages: int, width_ctx) -> Optional[_Plan]:
     staged = stage_ahead(loop, uses, stage0, consumers)
     if staged is None:
         return None
-    keep, carried0 = staged
-    plan = _Plan(loop, operands, stage0, carried0, num_stages,
+    plan = _Plan(loop, operands, stage0, staged[1], num_stages,
                  async_dot(dots, readers, block, uses))
-    plan.keep = keep
+    plan.keep, plan.delayed = staged[0], staged[2]
+    if plan.async_dot is not None:
+        plan.async_slot = in_flight_slot(plan.async_dot, block, uses)
     return plan
 
 
 def stage_ahead(loop: Operation, uses, stage0: Set[Operation], consumers):
-    """(keep, carried0) for running `stage0` S-1 iterations ahead, or None when it cannot:
-    `keep`, the stage-0 ops other readers share (they stay in place too); `carried0`, the
-    iter_args stage 0 alone reads and advances."""
+    """(keep, carried0, delayed) for running `stage0` S-1 iterations ahead, or None when it
+    cannot: `keep`, the stage-0 ops other readers share (they stay in place too);
+    `carried0`, the iter_args stage 0 alone reads and advances; `delayed`, the stage-0
+    values computed from carried values that the rest of the body reads (`carry_delayed`)."""
     block = loop.regions[0].block
+    yield_op = block.ops[-1]
     dependent = _carried_dependent(block, stage0)
-    # Nothing but the consumers may read stage-0 values computed from carried values: they
-    # run S-1 iterations ahead. The others stay in place for their other readers.
+    # Stage-0 values computed from carried values run S-1 iterations ahead: other readers
+    # than the consumers get them S-1 iterations late (`delayed`). The others stay in place
+    # for their other readers.
     shared: Set[Operation] = set()
-    for op in stage0:
+    delayed: List[Value] = []
+    for op in (op for op in block.ops if op in stage0):
         for res in op.results:
-            for user in uses.get(res, []):
-                if user not in stage0 and user not in consumers and not _is(user, YieldOp):
-                    if op in dependent:
-                        return None
+            tops = {_top_level(user, block) for user in uses.get(res, [])}
+            if tops - stage0 - consumers - {yield_op}:
+                if op in dependent:
+                    delayed.append(res)
+                else:
                     shared.add(op)
     _deps(block, list(shared), keep := set(), set())
-    yield_op = block.ops[-1]
     args = block.args[1:]
     carried0 = []
     for i, arg in enumerate(args):
-        users = uses.get(arg, [])
+        users = {_top_level(user, block) for user in uses.get(arg, [])}
         in0 = [u for u in users if u in stage0]
         if not in0:
             src = yield_op.operands[i].owner
@@ -387,23 +426,21 @@ def stage_ahead(loop: Operation, uses, stage0: Set[Operation], consumers):
         if uses_after(loop, i):
             return None  # its final value would be S-1 iterations ahead
         carried0.append(i)
-    return keep, carried0
+    return keep, carried0, delayed
 
 
 def async_dot(dots, pipelined, block: Block, uses) -> Optional[Operation]:
-    yield_op = block.ops[-1]
     args = block.args[1:]
     # One wgmma may stay in flight across iterations: its result only carried back into its
-    # own accumulator (nothing else reads the registers the tensor cores are still writing).
+    # own accumulator (nothing else reads the registers the tensor cores are still writing,
+    # but for branches that wait for it first: `in_flight_slot`).
     wgmmas = [d for d in dots if _is(d, WarpGroupDotOp)]
     async_dot = None
     if len(wgmmas) == 1:
         dot = wgmmas[0]
-        users = uses.get(dot.result, [])
-        slots = [i for i, v in enumerate(yield_op.operands) if v is dot.result]
-        if users and all(_is(u, YieldOp) for u in users) and len(slots) == 1 \
-                and uses.get(args[slots[0]], []) == [dot] and dot.operands[2] is args[slots[0]] \
-                and _may_stay_in_flight(dot, block, pipelined):
+        slot = in_flight_slot(dot, block, uses)
+        if slot is not None and uses.get(args[slot], []) == [dot] \
+                and dot.operands[2] is args[slot] and _may_stay_in_flight(dot, block, pipelined):
             async_dot = dot
     return async_dot
 
@@ -445,12 +482,11 @@ class _At:
 
 
 def _clone(op: Operation, mapping: Dict[Value, Value], b: Builder) -> Operation:
-    new = b.create(op.name, [mapping.get(v, v) for v in op.operands],
-                   [r.type for r in op.results], dict(op.attrs))
-    for old, res in zip(op.results, new.results):
-        res.name_hint = old.name_hint
-        mapping[old] = res
-    return new
+    """A copy of `op` (with its regions: a flattened loop's prologue `if`) at `b`, operands
+    read through `mapping`, which records the copy's results."""
+    new = clone_op(op, mapping)
+    new.loc = b.loc
+    return b.insert(new)
 
 
 def _predicated_mask(at: _At, load: Operation, mapping, pred: Value) -> Value:
@@ -539,11 +575,13 @@ def pipeline_loop(plan: _Plan) -> None:
                                                            shape))
     # Prologue: iterations 0 .. S-2, carried stage-0 values threaded through.
     carried = {block.args[1 + i]: loop.operands[3 + i] for i in plan.carried0}
+    early = []
     for p in range(S - 1):
         mapping = dict(carried)
         iv_p = _iv_at(at, lb, step, p)
         mapping[iv] = iv_p
         _issue(at, plan, order, mapping, at.const(p), _less(at, iv_p, ub))
+        early.append([mapping[v] for v in plan.delayed])
         carried = {block.args[1 + i]: mapping.get(yield_op.operands[i], yield_op.operands[i])
                    for i in plan.carried0}
     at.place_before(loop)
@@ -553,6 +591,7 @@ def pipeline_loop(plan: _Plan) -> None:
     at.place_before(loop)
     read_slot = _add_carried(loop, zero, "read_slot")
     write_slot = _add_carried(loop, last, "write_slot")
+    delays = carry_delayed(plan, early)
 
     # The body: wait, read this iteration's slot, then (or first, for mma_v2) issue ahead.
     at = _At(loop.loc)
@@ -598,7 +637,9 @@ def pipeline_loop(plan: _Plan) -> None:
         deps = [dot.result] + [v for v in dot.operands[:2]]
         wait = WarpGroupDotWaitOp.build(wait_at.b, deps, 1)
         wait_at.place_after(dot)
-        replace_all_uses([yield_op], dot.result, wait.results[0])
+        later = block.ops[block.ops.index(wait) + 1:]
+        replace_all_uses(later, dot.result, wait.results[0])
+        wait_in_branches(later, wait.results[0])
         at.place_after(wait)  # copies overwrite the slot of the wgmma `wait` retired
     else:
         # Several wgmmas: each async, waited where its result is first read
@@ -616,20 +657,43 @@ def pipeline_loop(plan: _Plan) -> None:
             at.place_after(header_end)
     for i in plan.carried0:
         yield_op.operands[i] = mapping.get(yield_op.operands[i], yield_op.operands[i])
-    yield_op.operands += [next_read, next_write]
+    yield_op.operands += [next_read, next_write, *delayed_yields(plan, delays, mapping)]
 
     # After the loop: no copy or wgmma may still be in flight.
     at = _At(loop.loc)
     AsyncWaitOp.build(at.b, 0)
     if plan.async_dot is not None:
-        index = list(yield_op.operands).index(wait.results[0])
-        result = loop.results[index]
+        result = loop.results[plan.async_slot]
         done = WarpGroupDotWaitOp.build(at.b, [result], 0)
         after = at.place_after(loop)
         replace_all_uses(loop.parent.ops[loop.parent.ops.index(after) + 1:], result,
                          done.results[0])
     else:
         at.place_after(retire_after_loop(loop, carried_in_flight(loop)))
+
+
+def carry_delayed(plan, early: List[List[Value]]) -> List[List[Value]]:
+    """Give each of `plan.delayed` (stage-0 values the rest of the body reads) S-1 more
+    iter_args: the n-th holds the value of iteration iv + n, so the body reads the first,
+    the value of its own iteration, while stage 0 computes the value S-1 iterations ahead
+    (`delayed_yields` shifts them). `early[p]`: the values the prologue computed for
+    iteration p. Returns the iter_args of each value. A flattened loop's epilogue reads its
+    tile's position and offsets this way (Triton's pipeline expander carries them alike)."""
+    loop = plan.loop
+    block = loop.regions[0].block
+    readers = [op for op in block.ops[:-1] if op not in plan.stage0]
+    slots = []
+    for n, value in enumerate(plan.delayed):
+        args = [_add_carried(loop, values[n], value.name_hint) for values in early]
+        replace_all_uses(readers, value, args[0])
+        slots.append(args)
+    return slots
+
+
+def delayed_yields(plan, slots: List[List[Value]], mapping) -> List[Value]:
+    """What the yield hands on for the delayed values: each one's iter_args shifted by one
+    iteration, then the value stage 0 computed ahead (in `mapping`)."""
+    return [v for args, value in zip(slots, plan.delayed) for v in (*args[1:], mapping[value])]
 
 
 def _drop_dead_values(blocks) -> None:

@@ -32,7 +32,9 @@ Copies past the end are predicated off, so no copy is in flight after the loop. 
 those `pipelining.plan_loop` leaves alone, with a constant positive step, whose TMA loads (one
 buffer and barrier each, the barrier used only by that load's init/expect/copy/wait/inval/
 dealloc) feed a wgmma directly or through a transposed view, with coordinates computed from
-the induction variable, loop invariants and carried values only stage 0 advances.
+the induction variable, loop invariants and carried values only stage 0 advances (through a
+flattened nest's prologue `if` too; stage-0 values other ops read are delayed as in
+pipelining.py).
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeal
 from shared_codegen.ops.tma.definition import AsyncTMACopyGlobalToLocalOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
 from tile.passes.pipelining import (_At, _address_ops, _add_carried, _clone, _constant_step,
-                                    _is, _iv_at, _less, _next_slot, _uses, async_dot,
+                                    _is, _iv_at, _less, _next_slot, _top_level, _uses,
+                                    async_dot, carry_delayed, delayed_yields,
                                     operator_op_name, stage_ahead)
+from tile.passes.wgmma_schedule import in_flight_slot, wait_in_branches
 
 _INT_XOR = operator_op_name("xor", floating=False, signed=True)
 _BARRIER_OPS = (InitBarrierOp, BarrierExpectOp, WaitBarrierOp, InvalBarrierOp, LocalDeallocOp)
@@ -135,10 +139,14 @@ def plan_tma_loop(loop: Operation, num_stages: int) -> Optional[_TMAPlan]:
     staged = stage_ahead(loop, uses, stage0, set())
     if staged is None:
         return None
-    keep, carried0 = staged
+    keep, carried0, delayed = staged
     dot = async_dot(dots, views, block, uses)
-    return _TMAPlan(loop, loads, stage0, keep, carried0, num_stages, dot,
+    plan = _TMAPlan(loop, loads, stage0, keep, carried0, num_stages, dot,
                     None if dot is not None else _carried_dot(dots, views, block, uses))
+    plan.delayed = delayed
+    if dot is not None:
+        plan.async_slot = in_flight_slot(dot, block, uses)
+    return plan
 
 
 def _carried_dot(dots, views, block, uses):
@@ -166,14 +174,6 @@ def _carried_dot(dots, views, block, uses):
         if top is None or position[top] <= position[first]:
             return None
     return dot, slots[0], first
-
-
-def _top_level(op: Operation, block) -> Optional[Operation]:
-    """The op of `block` that holds `op` (itself, or the region op it is nested in)."""
-    while op is not None and op.parent is not block:
-        region = op.parent.parent if op.parent is not None else None
-        op = region.parent if isinstance(getattr(region, "parent", None), Operation) else None
-    return op
 
 
 def _issue(at: _At, plan: _TMAPlan, order, mapping: Dict[Value, Value], bars: Value,
@@ -215,11 +215,13 @@ def pipeline_tma_loop(plan: _TMAPlan) -> None:
     for s in range(S):
         InitBarrierOp.build(at.b, MemDescIndexOp.build(at.b, bars, at.const(s)), 1)
     carried = {block.args[1 + i]: loop.operands[3 + i] for i in plan.carried0}
+    early = []
     for p in range(S - 1):
         mapping = dict(carried)
         iv_p = _iv_at(at, lb, step, p)
         mapping[iv] = iv_p
         _issue(at, plan, order, mapping, bars, at.const(p), _less(at, iv_p, ub))
+        early.append([mapping[v] for v in plan.delayed])
         carried = {block.args[1 + i]: mapping.get(yield_op.operands[i], yield_op.operands[i])
                    for i in plan.carried0}
     at.place_before(loop)
@@ -229,6 +231,7 @@ def pipeline_tma_loop(plan: _TMAPlan) -> None:
     write_slot = _add_carried(loop, at.const(S - 1), "write_slot")
     phase = _add_carried(loop, at.const(0), "phase")
     at.place_before(loop)
+    delays = carry_delayed(plan, early)
 
     # This iteration's boxes: one wait where the first load waited, the slot's views read.
     at = _At(first_wait.loc)
@@ -262,7 +265,9 @@ def pipeline_tma_loop(plan: _TMAPlan) -> None:
         wait_at = _At(dot.loc)
         wait = WarpGroupDotWaitOp.build(wait_at.b, [dot.result] + list(dot.operands[:2]), 1)
         wait_at.place_after(dot)
-        replace_all_uses([yield_op], dot.result, wait.results[0])
+        later = block.ops[block.ops.index(wait) + 1:]
+        replace_all_uses(later, dot.result, wait.results[0])
+        wait_in_branches(later, wait.results[0])
         at.place_after(wait)  # the copies overwrite the slot of the wgmma `wait` retired
     elif plan.carried_dot is not None:
         dot, index, first = plan.carried_dot
@@ -289,13 +294,14 @@ def pipeline_tma_loop(plan: _TMAPlan) -> None:
         at.place_after(wait_end)
     for i in plan.carried0:
         yield_op.operands[i] = mapping.get(yield_op.operands[i], yield_op.operands[i])
-    yield_op.operands += [next_read, next_write, next_phase]
+    yield_op.operands += [next_read, next_write, next_phase,
+                          *delayed_yields(plan, delays, mapping)]
 
     # After the loop: the last wgmma retired, the barriers invalidated.
     at = _At(loop.loc)
     done = None
     if plan.async_dot is not None:
-        result = loop.results[list(yield_op.operands).index(wait.results[0])]
+        result = loop.results[plan.async_slot]
         done = WarpGroupDotWaitOp.build(at.b, [result], 0)
     elif plan.carried_dot is not None:
         result = loop.results[plan.carried_dot[1]]

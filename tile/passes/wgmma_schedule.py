@@ -57,6 +57,14 @@ def _is(op, cls) -> bool:
     return isinstance(op, Operation) and isinstance(op.opdef, cls)
 
 
+def _top_level(op: Operation, block) -> Optional[Operation]:
+    """The op of `block` that holds `op` (itself, or the region op it is nested in)."""
+    while op is not None and op.parent is not block:
+        region = op.parent.parent if op.parent is not None else None
+        op = region.parent if isinstance(getattr(region, "parent", None), Operation) else None
+    return op
+
+
 # Op families whose ops only compute on registers (no memory, no synchronization).
 _REGISTER_ONLY = ("shared_codegen.ops.arith.", "shared_codegen.ops.math.",
                   "shared_codegen.ops.tensor.")
@@ -278,6 +286,48 @@ def retire_after_loop(loop: Operation, indices: List[int]) -> Operation:
     return guard
 
 
+def in_flight_slot(dot: Operation, block: Block, uses) -> Optional[int]:
+    """The iter_arg the result of the wgmma `dot` goes back to, straight or handed on by the
+    branches of `if`s in the loop body `block`, when nothing in the body reads it outside
+    an `if` (a flattened loop's epilogue reads it in one); else None. `uses`: every op of
+    the body (nested ones too) that reads each value. Triton's rule: reads under an `if`
+    may wait there (`wait_in_branches`), so the wgmma still stays in flight."""
+    yield_op = block.ops[-1]
+    slots, work = set(), [dot.result]
+    while work:
+        value = work.pop()
+        for user in uses.get(value, []):
+            if user is yield_op:
+                slots.update(i for i, v in enumerate(user.operands) if v is value)
+                continue
+            top = _top_level(user, block)
+            if top is user or not _is(top, IfOp):
+                return None
+            if _is(user, YieldOp) and any(user.parent is r.block for r in top.regions):
+                work += [top.results[i] for i, v in enumerate(user.operands) if v is value]
+    return slots.pop() if len(slots) == 1 else None
+
+
+def wait_in_branches(ops: List[Operation], value: Value) -> None:
+    """The branches of the `if`s among `ops` that read `value`, the result of a wgmma still in
+    flight, other than to hand it on, wait for it first: a `wait(0)` before their first
+    reader (only one that yields it on needs none)."""
+    for top in ops:
+        if not _is(top, IfOp):
+            continue
+        for region in top.regions:
+            ops_in = region.block.ops
+            first = next((op for op in ops_in[:-1]
+                          if any(value in nested.operands for nested in op.walk())), None)
+            if first is None:
+                continue
+            scratch = Block()
+            wait = WarpGroupDotWaitOp.build(Builder(scratch, first.loc), [value], 0)
+            scratch.ops.clear()
+            insert_before(first, wait)
+            replace_all_uses(ops_in[ops_in.index(wait) + 1:], value, wait.results[0])
+
+
 def carried_in_flight(loop: Operation) -> List[int]:
     """The iter_arg indices of the loop whose wgmma results are still in flight at its end."""
     block = loop.regions[0].block
@@ -286,4 +336,5 @@ def carried_in_flight(loop: Operation) -> List[int]:
             if _is(v.owner, WarpGroupDotOp) and v.owner.parent is block]
 
 
-__all__ = ["schedule_async_dots", "carried_in_flight", "retire_after_loop"]
+__all__ = ["schedule_async_dots", "carried_in_flight", "retire_after_loop", "in_flight_slot",
+           "wait_in_branches"]

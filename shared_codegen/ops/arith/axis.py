@@ -8,15 +8,18 @@ import math
 
 import numpy as np
 
-from shared_codegen.analysis.axis_info import (AxisInfo, div_at, elem_bytes, every_element_div,
-                                               fold_constant, full_constancy, gcd_all, is_const,
-                                               mul_div, rule_elementwise, rule_passthrough,
-                                               shape_of, with_constant)
+from shared_codegen.analysis.axis_info import (MAX_DIVISOR, AxisInfo, div_at, elem_bytes,
+                                               every_element_div, fold_constant, full_constancy,
+                                               gcd_all, is_const, mul_div, rule_elementwise,
+                                               rule_passthrough, shape_of, with_constant)
 from shared_codegen.ir.types import ScalarType, TensorType, scalar_of
 
 
 def rule_constant(op, ins):
     shape = shape_of(op.result)
+    if op.attrs.get("undef"):  # never read: every fact holds (Triton's ub.poison)
+        top = (MAX_DIVISOR,) * max(len(shape), 1)
+        return [AxisInfo(top, top, top)]
     value = op.attrs["value"]
     elem = scalar_of(op.result.type)
     if isinstance(elem, ScalarType) and elem.is_int() and isinstance(

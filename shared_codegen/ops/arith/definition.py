@@ -22,7 +22,13 @@ from shared_codegen.ops.arith.axis import (binary_axis_rule, cast_axis_rule, com
 
 
 class ConstantOp(OpDef):
-    """`arith.constant {value}`: a scalar, or a tensor filled with one value (a splat)."""
+    """`arith.constant {value}`: a scalar, or a tensor filled with one value (a splat).
+
+    `{undef}`: a stand-in no path reads, such as the initial value of a loop-carried value
+    that the first iteration sets before reading it (tile/passes/loop_flatten.py). It is a
+    zero everywhere (ptxas prefers that to an undefined register, as Triton found), but the
+    axis analysis knows everything of it, as Triton's does of `ub.poison`, so a merge keeps
+    what the values actually read say."""
 
     name = "arith.constant"
     layout_rule = ANY_LAYOUT
@@ -31,8 +37,9 @@ class ConstantOp(OpDef):
     user_name = "gl.full"
 
     @staticmethod
-    def build(b, value, ty: IRType):
-        return b.create("arith.constant", [], [ty], {"value": value}).result
+    def build(b, value, ty: IRType, undef: bool = False):
+        attrs = {"value": value, "undef": True} if undef else {"value": value}
+        return b.create("arith.constant", [], [ty], attrs).result
 
     def verify(self, op):
         if op.operands:

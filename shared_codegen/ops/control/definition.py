@@ -71,11 +71,19 @@ class ForOp(OpDef):
     axis_region_rule = staticmethod(AxisAnalysis.visit_for)
 
     @staticmethod
-    def build(b, lb, ub, step, inits, iv_name="", num_stages=None):
+    def build(b, lb, ub, step, inits, iv_name="", num_stages=None, loop_unroll_factor=None,
+              flatten=False, warp_specialize=False):
         region = Region([lb.type] + [v.type for v in inits])
         region.block.args[0].name_hint = iv_name
-        # num_stages: tl.range's software-pipelining depth for this loop, checked there.
+        # num_stages: tl.range's software-pipelining depth for this loop; loop_unroll_factor:
+        # how many copies of the body tile/passes/loop_unroll.py makes; tl.range checks both.
         attrs = {} if num_stages is None else {"num_stages": num_stages}
+        if loop_unroll_factor is not None and loop_unroll_factor > 1:
+            attrs["loop_unroll_factor"] = loop_unroll_factor
+        if flatten:  # tl.range(flatten=True): tile/passes/loop_flatten.py fuses the nest
+            attrs["flatten"] = True
+        if warp_specialize:  # tl.range(warp_specialize=True): tile/passes/warp_specialize.py
+            attrs["warp_specialize"] = True
         return b.create("scf.for", [lb, ub, step] + list(inits), [v.type for v in inits],
                         attrs, regions=[region])
 

@@ -5,10 +5,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tile" / "passes"))
 
+import pytest  # noqa: E402
 from kernel_kit import Kernel, ptr, vector_add  # noqa: E402
 
 from shared_codegen.analysis import MAX_DIVISOR, AxisInfo  # noqa: E402
-from shared_codegen.ir.types import float16, float32, int32  # noqa: E402
+from shared_codegen.ir.types import TensorType, float16, float32, int32  # noqa: E402
+from shared_codegen.ops.arith.definition import ConstantOp  # noqa: E402
 
 
 def _facts(info, v):
@@ -161,6 +163,22 @@ def test_loop_carried_offsets_lose_what_the_step_breaks():
     (final,) = k.for_(k.const(0), k["n"], k.const(1), [k.arange(32)], body)
     info = AxisInfo.analyze(k.fn)
     assert _facts(info, final) == ((32,), (1,), (1,))
+
+
+@pytest.mark.parametrize("undef,contiguity", [(True, 32), (False, 1)])
+def test_an_undef_initial_value_leaves_the_join_to_the_values_read(undef, contiguity):
+    """A flattened loop's offsets start as `arith.constant {undef}`, never read: the join
+    keeps what the yielded offsets say, where a zero that is read breaks their runs."""
+    k = Kernel([("n", int32)])
+    init = ConstantOp.build(k.b, 0, TensorType((32,), int32), undef=undef)
+
+    def body(iv, off):
+        return [k.add(k.splat(k.mul(iv, k.const(32)), [32]), k.arange(32))]
+
+    (final,) = k.for_(k.const(0), k["n"], k.const(1), [init], body)
+    info = AxisInfo.analyze(k.fn)
+    assert info[final].contiguity == (contiguity,)
+    assert info[final].divisibility == (32,)
 
 
 def test_if_results_join_both_branches():

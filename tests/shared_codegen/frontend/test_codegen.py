@@ -111,6 +111,26 @@ def test_runtime_and_static_control_flow(n, flag):
     assert out.tolist() == [acc, float(j), 6 + (100 if flag else 200)]
 
 
+@tile.jit
+def branch_numbers_kernel(out_ptr, n, B: tl.constexpr):
+    if n > 3:
+        x = 1
+    else:
+        x = B
+    tl.store(out_ptr, x)
+
+
+def test_a_runtime_if_may_give_a_variable_another_number_in_each_branch():
+    # The converter prints constants as literals, so converted kernels do this a lot.
+    out = np.zeros(1, np.int32)
+    for n, want in ((5, 1), (2, 7)):
+        branch_numbers_kernel[(1,)](out, n, B=7)
+        assert out.tolist() == [want]
+    with pytest.raises(CompilationError, match=r"variable `x` has type i32 in the `if` branch "
+                                               r"but fp32 in the `else` branch"):
+        branch_numbers_kernel[(1,)](np.zeros(1, np.float32), 5, B=2.5)
+
+
 def test_runtime_loops_become_scf_ops_and_static_loops_unroll():
     out = np.zeros(3, np.float32)
     text = ir_of(control_flow_kernel, [out, 5, True])

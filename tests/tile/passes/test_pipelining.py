@@ -18,14 +18,15 @@ from shared_codegen.ir.printer import print_module
 @triton.jit
 def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
               stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-              LOOP_STAGES: tl.constexpr, OTHER: tl.constexpr, SCALE_IN_LOOP: tl.constexpr):
+              LOOP_STAGES: tl.constexpr, OTHER: tl.constexpr, SCALE_IN_LOOP: tl.constexpr,
+              UNROLL: tl.constexpr = 1):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
     a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
     b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in tl.range(0, tl.cdiv(K, BK), num_stages=LOOP_STAGES):
+    for k in tl.range(0, tl.cdiv(K, BK), num_stages=LOOP_STAGES, loop_unroll_factor=UNROLL):
         a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k * BK), other=OTHER)
         b = tl.load(b_ptrs, mask=(rk[:, None] < K - k * BK) & (rn[None, :] < N), other=0.0)
         acc = tl.dot(a, b, acc)
@@ -42,9 +43,9 @@ SIG = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M": "i32:
        "stride_cm": "i32:16"}
 
 
-def _consts(bm=128, bn=128, bk=64, loop_stages=None, other=0.0, scale=False):
+def _consts(bm=128, bn=128, bk=64, loop_stages=None, other=0.0, scale=False, unroll=1):
     return dict(stride_ak=1, stride_bn=1, stride_cn=1, BM=bm, BN=bn, BK=bk,
-                LOOP_STAGES=loop_stages, OTHER=other, SCALE_IN_LOOP=scale)
+                LOOP_STAGES=loop_stages, OTHER=other, SCALE_IN_LOOP=scale, UNROLL=unroll)
 
 
 def _ir(target="sm_90a", num_stages=3, **kw):
