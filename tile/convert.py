@@ -36,6 +36,7 @@ from shared_codegen.ops.arith.definition import (BITCAST, NAN_PROPAGATING, AddPt
                                                  CastOp, CompareOp, ConstantOp, SelectOp)
 from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp, YieldOp
 from shared_codegen.ops.extern.definition import ExternElementwiseOp
+from shared_codegen.ops.griddepcontrol.definition import GdcLaunchDependentsOp, GdcWaitOp
 from shared_codegen.ops.map_elementwise.definition import MapElementwiseOp, MapElementwiseReturnOp
 from shared_codegen.ops.math.definition import AbsIntOp, FmaOp, UnaryFloatOp
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
@@ -304,6 +305,11 @@ class GluonPrinter(MmaForms, TmaForms, WarpSpecForms):
             out.append(pad + f"gl.device_assert({args[0]}, {op.attrs['message']!r})")
         elif isinstance(kind, AssumeOp):
             out.append(pad + f"gl.assume({args[0]})")
+        elif isinstance(kind, (GdcWaitOp, GdcLaunchDependentsOp)):
+            # Upstream Gluon has no names of its own for these; its kernels call the
+            # triton.language ones, as ours call tile's.
+            self.imports.add("from tile.language.extra import cuda")
+            out.append(pad + f"cuda.{kind.user_name}()")
         elif isinstance(kind, ExternElementwiseOp):
             self.uses_libdevice = True
             name = _LIBDEVICE_NAMES[op.attrs["symbol"]]

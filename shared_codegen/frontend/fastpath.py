@@ -56,7 +56,8 @@ def arg_code(a):
 
 def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
     """Generate `launch(<kernel params>, *, grid, num_warps=None, stream=None,
-    num_stages=None, **options)`; the key covers num_warps and num_stages."""
+    num_stages=None, launch_pdl=False, **options)`; the key covers num_warps and num_stages,
+    and `launch_pdl` picks the launch call."""
     if NUM_WARPS_PARAM in jit_fn.constexpr_names:
         return _num_warps_param_launcher(jit_fn, slow)
     params = jit_fn.params
@@ -101,9 +102,21 @@ def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
     key_expr = "(" + ", ".join(key_parts + ["_sc_num_warps"] +
                                (["num_stages"] if stages else [])) + ",)"
     stages_param = "num_stages=None, " if stages else ""
-    # The full path reads num_stages from the options, as when it came in `**options`.
-    stages_option = ("\n        if num_stages is not None:\n"
+    # The full path reads num_stages (and launch_pdl) from the options, as when they came in
+    # `**options`.
+    full_path_options = ("\n        if num_stages is not None:\n"
                      "            _sc_options['num_stages'] = num_stages") if stages else ""
+    # `launch_pdl` (programmatic dependent launch) changes no code, only the launch call, so
+    # it stays out of the key: True and False launch the same variant, through the binder's
+    # `launch_pdl` or `launch`. Anything else takes the full path, which names the option in
+    # its error. As with num_stages, a kernel parameter of that name leaves it to the options.
+    pdl = "launch_pdl" not in names
+    pdl_param = "launch_pdl=False, " if pdl else ""
+    pdl_test = " or (launch_pdl is not False and launch_pdl is not True)" if pdl else ""
+    full_path_options += ("\n        if launch_pdl is not False:\n"
+                      "            _sc_options['launch_pdl'] = launch_pdl") if pdl else ""
+    launch_call = ("_sc_v.binder.launch_pdl if launch_pdl else _sc_v.binder.launch" if pdl
+                   else "_sc_v.binder.launch")
     # Kernels that folded globals in (frontend/guards.py) check them on every launch; the
     # others get the launcher without the test.
     guarded = jit_fn._fast_guarded
@@ -114,7 +127,7 @@ def build_fast_launcher(jit_fn, slow: Callable) -> Callable:
                            else f"{n!r}: {n}" for i, n in enumerate(names)) + "}"
     src = f"""
 def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None, stream=None,
-           {stages_param}**_sc_options):
+           {stages_param}{pdl_param}**_sc_options):
     _sc_num_warps = num_warps
     if (_sc_type(grid) is not _sc_tuple and _sc_callable(grid)
             and not (_sc_options or _sc_extra{missing_test})):
@@ -123,7 +136,7 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
         except _sc_KernelError as _sc_error:
             raise _sc_user_facing(_sc_error, _sc_kernel)
     if (_sc_options or _sc_extra or _sc_type(grid) is not _sc_tuple or _sc_len(grid) > 3
-            {missing_test}):{stages_option}
+            {missing_test}{pdl_test}):{full_path_options}
         try:
             return _sc_slow_call({args_tuple} + _sc_extra, _sc_options, grid, num_warps, stream)
         except _sc_KernelError as _sc_error:
@@ -133,15 +146,15 @@ def launch({", ".join(sig)}{", " if sig else ""}*_sc_extra, grid, num_warps=None
         _sc_v = _sc_variants.get(_sc_key)
     except TypeError:  # an unhashable constexpr: the full path names the argument
         _sc_v = _sc_key = None
-    if _sc_v is None{guard_test}:{stages_option}
+    if _sc_v is None{guard_test}:{full_path_options}
         try:
             return _sc_slow({args_tuple}, _sc_options, grid, num_warps, stream,
                             fast_key=_sc_key)
         except _sc_KernelError as _sc_error:
             raise _sc_user_facing(_sc_error, _sc_kernel)
     try:
-        _sc_v.binder.launch(_sc_v.function, grid, _sc_v.num_warps, _sc_v.shared,
-                            _sc_current_stream() if stream is None else stream, {runtime_tuple})
+        ({launch_call})(_sc_v.function, grid, _sc_v.num_warps, _sc_v.shared,
+                        _sc_current_stream() if stream is None else stream, {runtime_tuple})
     except _sc_PackError as _sc_error:  # names the argument (frontend/launch.py)
         raise _sc_user_facing(_sc_pack_error(_sc_kernel, _sc_v, _sc_error), _sc_kernel)
     return _sc_v.kernel

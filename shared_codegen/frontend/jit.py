@@ -250,13 +250,14 @@ class JITFunction:
 
     def run(self, *args, grid, num_warps=None, num_stages=None, num_ctas=1, interpret=None,
             target=None, stream=None, warmup=False, cluster_dims=None, maxnreg=None,
-            **kwargs):
+            launch_pdl=False, **kwargs):
         from shared_codegen.errors import KernelError
         from shared_codegen.frontend import launch as launch_mod
         from shared_codegen.tracebacks import user_facing
         try:
             return launch_mod.run(self, args, kwargs, grid, num_warps, num_stages, interpret,
-                                  target, stream, warmup, num_ctas, cluster_dims, maxnreg)
+                                  target, stream, warmup, num_ctas, cluster_dims, maxnreg,
+                                  launch_pdl)
         except KernelError as error:
             raise user_facing(error, self)  # ends at the kernel line (shared_codegen/tracebacks.py)
 

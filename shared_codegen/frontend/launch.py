@@ -136,12 +136,13 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
     """The full path for the fast launcher: `values` are already in parameter order."""
     options = dict(options)
     known = {"num_stages", "num_ctas", "interpret", "target", "warmup", "maxnreg",
-             "cluster_dims", "extern_libs", "timeline"} | IGNORED_LAUNCH_OPTIONS
+             "cluster_dims", "extern_libs", "timeline", "launch_pdl"} | IGNORED_LAUNCH_OPTIONS
     unknown = [k for k in options if k not in known]
     if unknown:
         raise ArgumentError(f"{jit_fn.__name__}() got an unexpected keyword argument "
                             f"'{unknown[0]}'")
     num_ctas = check_num_ctas(jit_fn, options.get("num_ctas", 1), options.get("cluster_dims"))
+    launch_pdl = check_launch_pdl(jit_fn, options.get("launch_pdl", False))
     warn_unapplied_options(jit_fn, options.get("maxnreg"))
     check_extern_libs(jit_fn.__name__, options.get("extern_libs"))
     values = [v.value if isinstance(v, constexpr) else v for v in values]
@@ -149,7 +150,7 @@ def run_bound(jit_fn, values, options, grid, num_warps, stream, fast_key=None):
                      options.get("target"), stream, options.get("warmup", False), fast_key,
                      options.get("cluster_dims"), options.get("num_stages"),
                      instrumentation(jit_fn, options.get("debug"), options.get("timeline")),
-                     num_ctas)
+                     num_ctas, launch_pdl)
 
 
 # Launch keywords upstream tests pass that change nothing here: we never insert overflow
@@ -184,8 +185,9 @@ def instrumentation(jit_fn, debug=None, timeline=None) -> tuple:
 
 
 def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, stream, warmup,
-        num_ctas=1, cluster_dims=None, maxnreg=None):
+        num_ctas=1, cluster_dims=None, maxnreg=None, launch_pdl=False):
     num_ctas = check_num_ctas(jit_fn, num_ctas, cluster_dims)
+    launch_pdl = check_launch_pdl(jit_fn, launch_pdl)
     warn_unapplied_options(jit_fn, maxnreg)
     kwargs = dict(kwargs)
     instrument = instrumentation(jit_fn, kwargs.get("debug"), kwargs.pop("timeline", None))
@@ -200,7 +202,7 @@ def run(jit_fn, args, kwargs, grid, num_warps, num_stages, interpret, target, st
     values = jit_fn.bind_args(args, kwargs)
     return _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
                      cluster_dims=cluster_dims, num_stages=num_stages, instrument=instrument,
-                     num_ctas=num_ctas)
+                     num_ctas=num_ctas, launch_pdl=launch_pdl)
 
 
 
@@ -212,6 +214,19 @@ def check_num_stages(jit_fn, num_stages) -> int:
         raise ArgumentError(f"{jit_fn.__name__}: num_stages must be an int >= 0, got "
                             f"{num_stages!r}")
     return max(1, num_stages)  # 0 and 1 both mean no pipelining
+
+
+def check_launch_pdl(jit_fn, launch_pdl) -> bool:
+    """The launch's `launch_pdl` (Triton 3.6's programmatic dependent launch option, default
+    False): the kernel may start while the previous kernel on the stream still runs, and
+    waits for it at `tl.extra.cuda.gdc_wait()`. Only a bool: a truthy stand-in (1, "yes")
+    would silently change how the launch synchronizes."""
+    if launch_pdl is True or launch_pdl is False:
+        return launch_pdl
+    if isinstance(launch_pdl, np.bool_):
+        return bool(launch_pdl)
+    raise ArgumentError(f"{jit_fn.__name__}: launch_pdl must be True or False, got "
+                        f"{launch_pdl!r}")
 
 
 def warn_unapplied_options(jit_fn, maxnreg) -> None:
@@ -244,7 +259,8 @@ def check_cluster_dims(jit_fn, cluster_dims, grid3):
 
 
 def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup,
-              fast_key=None, cluster_dims=None, num_stages=None, instrument=(), num_ctas=1):
+              fast_key=None, cluster_dims=None, num_stages=None, instrument=(), num_ctas=1,
+              launch_pdl=False):
     num_warps = DEFAULT_NUM_WARPS if num_warps is None else num_warps
     num_stages = check_num_stages(jit_fn, num_stages)
     if not isinstance(num_warps, int) or num_warps < 1 or num_warps & (num_warps - 1):
@@ -259,14 +275,16 @@ def _dispatch(jit_fn, values, grid, num_warps, interpret, target, stream, warmup
     if interpret and warmup:
         return attach_relaunch(_compile_without_gpu(jit_fn, values, num_warps, target,
                                                     num_stages, num_ctas),
-                               jit_fn, values, num_warps, num_stages, target, num_ctas)
+                               jit_fn, values, num_warps, num_stages, target, num_ctas,
+                               launch_pdl)
     if interpret:
         # The interpreter checks bounds and deadlocks always; a timeline it records with a
-        # logical clock (runtime/timeline.TimelineRecorder).
+        # logical clock (runtime/timeline.TimelineRecorder). `launch_pdl` changes nothing
+        # there: launches run one after another, each to completion.
         return _run_interpreted(jit_fn, values, grid, num_warps, cluster_dims, num_stages,
                                 timeline="timeline" in dict(instrument), num_ctas=num_ctas)
     return _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key,
-                    cluster_dims, num_stages, instrument, num_ctas)
+                    cluster_dims, num_stages, instrument, num_ctas, launch_pdl)
 
 
 def _compile_without_gpu(jit_fn, values, num_warps, target, num_stages=DEFAULT_NUM_STAGES,
@@ -405,7 +423,8 @@ def _add_variant(jit_fn, key, variant):
 
 
 def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=None,
-             cluster_dims=None, num_stages=DEFAULT_NUM_STAGES, instrument=(), num_ctas=1):
+             cluster_dims=None, num_stages=DEFAULT_NUM_STAGES, instrument=(), num_ctas=1,
+             launch_pdl=False):
     from shared_codegen.runtime.launcher import current_stream
 
     # `specialization_key`, inlined: calls the fast path hands over (a callable grid, launch
@@ -427,7 +446,8 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
     # Kernels that need global scratch (tensor maps they write) allocate it per launch, which
     # the fast path does not do; instrumented launches pass hidden arguments too. The fast
     # key holds the launch's num_stages as passed (None, 0..n), which fixes the depth
-    # compiled here, so any depth may use the fast path.
+    # compiled here, so any depth may use the fast path. `launch_pdl` is not in the key: it
+    # changes no code, and the fast launcher picks the launch call by it on every launch.
     scratch = getattr(variant, "scratch", 0)
     if fast_key is not None and target is None and not scratch and not instrument \
             and num_ctas == 1:
@@ -443,7 +463,7 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
                 jit_fn._fast_launch = None
     if warmup:
         return attach_relaunch(variant.kernel, jit_fn, values, num_warps, num_stages, target,
-                               num_ctas)
+                               num_ctas, launch_pdl)
     if callable(grid):
         grid = call_grid(jit_fn, grid, dict(zip(jit_fn.arg_names, values)))
     if type(grid) is not tuple or not 1 <= len(grid) <= 3 or not all(
@@ -468,20 +488,21 @@ def _run_gpu(jit_fn, values, grid, num_warps, target, stream, warmup, fast_key=N
         grid, cluster_dims = cluster_grid(grid, num_ctas), (num_ctas, 1, 1)
     if instrument:
         return _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims,
-                                 num_ctas)
-    _launch(jit_fn, variant, grid, stream, runtime_args, cluster_dims, num_ctas)
+                                 num_ctas, launch_pdl)
+    _launch(jit_fn, variant, grid, stream, runtime_args, cluster_dims, num_ctas, launch_pdl)
     return variant.kernel
 
 
-def _launch(jit_fn, variant, grid, stream, args, cluster_dims, num_ctas):
+def _launch(jit_fn, variant, grid, stream, args, cluster_dims, num_ctas, launch_pdl=False):
     """Queue the launch, as a cluster launch when `cluster_dims` is set (checked against the
-    grid and the target first), with a packing error named in the user's terms."""
+    grid and the target first), with programmatic dependent launch when `launch_pdl` is, and
+    with a packing error named in the user's terms."""
     from shared_codegen.runtime.launcher import PackError
 
     try:
         if cluster_dims is None:
-            variant.binder.launch(variant.function, grid, variant.num_warps, variant.shared,
-                                  stream, args)
+            launch = variant.binder.launch_pdl if launch_pdl else variant.binder.launch
+            launch(variant.function, grid, variant.num_warps, variant.shared, stream, args)
             return
         cluster = check_cluster_dims(jit_fn, cluster_dims, tuple(grid) + (1,) * (3 - len(grid)))
         from shared_codegen.lowering.backend import parse_target
@@ -491,12 +512,13 @@ def _launch(jit_fn, variant, grid, stream, args, cluster_dims, num_ctas):
             raise ArgumentError(f"{jit_fn.__name__}: {option} needs sm_90 or newer, the "
                                 f"kernel targets {variant.kernel.metadata['target']}")
         variant.binder.launch_cluster(variant.function, grid, cluster, variant.num_warps,
-                                      variant.shared, stream, args)
+                                      variant.shared, stream, args, pdl=launch_pdl)
     except PackError as error:
         raise pack_error(jit_fn, variant, error) from None
 
 
-def _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims, num_ctas):
+def _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims, num_ctas,
+                      launch_pdl=False):
     """A launch of a debug or timeline variant: hidden arguments after the kernel's own, then
     a synchronize and the read-back (runtime/debug_mode.py, runtime/timeline.py)."""
     from shared_codegen.runtime import debug_mode, timeline
@@ -511,7 +533,8 @@ def _run_instrumented(jit_fn, variant, grid, stream, runtime_args, cluster_dims,
     if "timeline" in metadata:
         events = timeline.EventBuffer(metadata["timeline"], grid3, stream)
         hidden.append(events.address)
-    _launch(jit_fn, variant, grid, stream, runtime_args + hidden, cluster_dims, num_ctas)
+    _launch(jit_fn, variant, grid, stream, runtime_args + hidden, cluster_dims, num_ctas,
+            launch_pdl)
     if "debug" in metadata:
         debug_mode.check_record(jit_fn.__name__, metadata["debug"])
     if events is not None:

@@ -11,16 +11,19 @@ from __future__ import annotations
 from shared_codegen.errors import ArgumentError
 
 
-def attach_relaunch(kernel, jit_fn, values, num_warps, num_stages, target, num_ctas=1):
+def attach_relaunch(kernel, jit_fn, values, num_warps, num_stages, target, num_ctas=1,
+                    launch_pdl=False):
     """Make `kernel[grid](...)` launch `jit_fn` as compiled from `values` (all parameters);
-    a `num_ctas` kernel launches as clusters again."""
+    a `num_ctas` kernel launches as clusters again, a `launch_pdl` one with programmatic
+    dependent launch (Triton 3.6 keeps `launch_pdl` in the compiled kernel's metadata)."""
     constants = {i: values[i] for i in jit_fn.constexpr_positions}
 
     def launch(*args, grid, stream=None):
         from shared_codegen.frontend.launch import _dispatch
 
         return _dispatch(jit_fn, _all_values(jit_fn, args, constants), grid, num_warps, None,
-                         target, stream, False, num_stages=num_stages, num_ctas=num_ctas)
+                         target, stream, False, num_stages=num_stages, num_ctas=num_ctas,
+                         launch_pdl=launch_pdl)
 
     kernel.relaunch = launch
     return kernel

@@ -8,9 +8,9 @@ Adding a family: a new folder here, its name in `FAMILIES`, and its tests (docs/
 import importlib
 
 FAMILIES = ("arith", "async_copy", "cluster", "control", "distributed", "dot", "extern",
-            "fence", "inline_asm", "map_elementwise", "math", "mbarrier", "memory", "movement",
-            "profile", "program", "reduction", "shared_memory", "tcgen05", "tensor",
-            "tensor_memory", "tma", "warp_specialize", "wgmma")
+            "fence", "griddepcontrol", "inline_asm", "map_elementwise", "math", "mbarrier",
+            "memory", "movement", "profile", "program", "reduction", "shared_memory", "tcgen05",
+            "tensor", "tensor_memory", "tma", "warp_specialize", "wgmma")
 
 # Importing a family registers its op definitions and lowering rules.
 for _family in FAMILIES:

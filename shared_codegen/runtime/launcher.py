@@ -10,6 +10,10 @@ int, so cuda-python uses it as-is. Nothing is constructed per call except the pa
     binder = get_binder(("ptr", "ptr", "ptr", "i32"))
     binder.launch(function, (blocks,), num_warps=4, shared_mem_bytes=0,
                   stream=current_stream(), arg_values=(x, y, out, n))
+
+Launches with attributes (thread-block clusters, programmatic dependent launch) go through
+cuLaunchKernelEx with a `CUlaunchConfig` that `launch_config` builds, once per binder and
+attribute set.
 """
 
 from __future__ import annotations
@@ -287,7 +291,7 @@ class Binder:
         self.params_address = ctypes.addressof(self._pointer_array)
         self.pack = _make_packer(self.param_kinds, self.layout, self._window)
         self._lock = threading.Lock()
-        self._cluster_config = None
+        self._configs = {}  # (cluster, pdl) -> CUlaunchConfig (see `launch_config`)
 
     def launch(self, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
         """Launch `function` on `grid` (1-3 ints) with num_warps*32 threads per block.
@@ -309,48 +313,82 @@ class Binder:
             _raise_launch_error(error, "cuLaunchKernel", (gx, gy, gz), block_x, shared_mem_bytes)
 
     def launch_cluster(self, function, grid, cluster, num_warps, shared_mem_bytes, stream,
-                       arg_values):
+                       arg_values, pdl=False):
         """Launch with thread-block clusters (sm_90+): `cluster` is (cx, cy, cz) blocks, and
         each grid dimension must be a multiple of it (CUDA guide, "Thread Block Clusters").
         Clusters of more than 8 blocks additionally need the function attribute
-        CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED."""
+        CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED. `pdl`: as `launch_pdl`."""
         gx, gy, gz = _grid_dims(grid)
         if gx * gy * gz == 0:
             return
         cx, cy, cz = _grid_dims(cluster)
         if gx % cx or gy % cy or gz % cz:
             raise ValueError(f"grid {(gx, gy, gz)} is not a multiple of the cluster {(cx, cy, cz)}")
+        self._launch_ex(function, (gx, gy, gz), (cx, cy, cz), pdl, num_warps, shared_mem_bytes,
+                        stream, arg_values)
+
+    def launch_pdl(self, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
+        """`launch` with programmatic dependent launch: the kernel may start before the one
+        before it on the stream has finished (its `gdc_wait` waits for that one)."""
+        gx, gy, gz = _grid_dims(grid)
+        if gx * gy * gz == 0:
+            return
+        self._launch_ex(function, (gx, gy, gz), None, True, num_warps, shared_mem_bytes,
+                        stream, arg_values)
+
+    def _launch_ex(self, function, grid3, cluster, pdl, num_warps, shared_mem_bytes, stream,
+                   arg_values):
         if _cuLaunchKernelEx is None:
             _resolve_driver()
         block_x = num_warps * WARP_SIZE
         with self._lock:
-            config = self._launch_config((cx, cy, cz))
-            config.gridDimX, config.gridDimY, config.gridDimZ = gx, gy, gz
+            # One CUlaunchConfig per attribute set, built on first use: the driver reads it
+            # during the call only, so later launches just refill the dimensions.
+            config = self._configs.get((cluster, pdl))
+            if config is None:
+                config = self._configs[(cluster, pdl)] = launch_config(cluster, pdl)
+            config.gridDimX, config.gridDimY, config.gridDimZ = grid3
             config.blockDimX = block_x
             config.sharedMemBytes = shared_mem_bytes
             config.hStream = stream
             self.pack(arg_values)
             error, = _cuLaunchKernelEx(config, function, self.params_address, 0)
         if error:
-            _raise_launch_error(error, "cuLaunchKernelEx", (gx, gy, gz), block_x, shared_mem_bytes)
+            _raise_launch_error(error, "cuLaunchKernelEx", grid3, block_x, shared_mem_bytes)
 
-    def _launch_config(self, cluster):
-        # One CUlaunchConfig per binder, rebuilt only when the cluster shape changes.
-        cached = self._cluster_config
-        if cached is not None and cached[0] == cluster:
-            return cached[1]
-        from cuda.bindings import driver
 
+def launch_config(cluster=None, pdl: bool = False):
+    """A `CUlaunchConfig` carrying the launch attributes, its grid, block size, shared memory
+    and stream left for the launch to fill in:
+
+    - `cluster` (cx, cy, cz): CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, thread-block clusters;
+    - `pdl`: CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 1, programmatic
+      dependent launch (CUDA guide, "Programmatic Dependent Launch and Synchronization"): the
+      kernel may be scheduled before the previous kernel on the stream has completed, as soon
+      as every CTA of that one has issued `griddepcontrol.launch_dependents` or exited; its
+      `griddepcontrol.wait` waits for the rest. Triton's launcher sets the same attribute for
+      `launch_pdl=True`.
+    """
+    from cuda.bindings import driver
+
+    ids = driver.CUlaunchAttributeID
+    attributes = []
+    if cluster is not None:
         attribute = driver.CUlaunchAttribute()
-        attribute.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attribute.id = ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
         attribute.value.clusterDim.x, attribute.value.clusterDim.y, \
             attribute.value.clusterDim.z = cluster
-        config = driver.CUlaunchConfig()
-        config.blockDimY = config.blockDimZ = 1
-        config.attrs = [attribute]
-        config.numAttrs = 1
-        self._cluster_config = (cluster, config)
-        return config
+        attributes.append(attribute)
+    if pdl:
+        attribute = driver.CUlaunchAttribute()
+        attribute.id = ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attribute.value.programmaticStreamSerializationAllowed = 1
+        attributes.append(attribute)
+    config = driver.CUlaunchConfig()
+    config.blockDimY = config.blockDimZ = 1
+    config.attrs = attributes
+    config.numAttrs = len(attributes)
+    return config
 
 
 @lru_cache(maxsize=None)

@@ -4,10 +4,10 @@ this way once their config is chosen (tutorial 06's forward did two full launche
 The driver is replaced by a recorder, so this runs without a GPU."""
 
 import pytest
+from fake_gpu import DevicePointer, forbid_the_full_path, install
 
 import tile
 import tile.language as tl
-from shared_codegen.runtime.specialize import register_handler
 
 
 @tile.jit
@@ -21,13 +21,6 @@ def _tuned_kernel(Y, n, BLOCK: tl.constexpr):
     tl.store(Y + tl.program_id(0), n * BLOCK)
 
 
-class _DevicePointer:
-    """Stands in for a device tensor (a pointer argument that is not host data)."""
-
-
-register_handler(_DevicePointer, lambda arg: ("*fp32", "D"))
-
-
 class _RecordingBinder:
     def __init__(self, launches):
         self.launches = launches
@@ -39,39 +32,15 @@ class _RecordingBinder:
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """(compiles, launches) recorded; full_path() makes the full path fail from then on."""
-    from shared_codegen.frontend import launch as launch_mod
-    from shared_codegen.runtime import driver, launcher
-
-    compiles, launches = [], []
-
-    def compile_variant(jit_fn, spec_key, num_warps, target, num_stages=3):
-        compiles.append(jit_fn.__name__)
-        variant = launch_mod._Variant()
-        variant.kernel, variant.function, variant.check = object(), None, None
-        variant.binder = _RecordingBinder(launches)
-        variant.runtime_positions = [i for i, (name, _) in enumerate(spec_key)
-                                     if name != "constexpr"]
-        variant.shared, variant.num_warps = 0, num_warps
-        return variant
-
-    monkeypatch.setattr(launch_mod, "_compile_variant", compile_variant)
-    monkeypatch.setattr(driver, "has_gpu", lambda: True)
-    monkeypatch.setattr(launcher, "current_stream", lambda: 0)
-    for kernel in (_grid_kernel, _tuned_kernel.fn):
-        for name in ("_fast_launch", "_fast_variants", "_fast_guarded_variants", "_variants"):
-            monkeypatch.setattr(kernel, name, None if name == "_fast_launch" else {})
-
-    def full_path():
-        def fail(*args, **kwargs):
-            raise AssertionError("the launch took the full path")
-        monkeypatch.setattr(launch_mod, "_run_gpu", fail)
-
-    return compiles, launches, full_path
+    launches = []
+    compiles = install(monkeypatch, (_grid_kernel, _tuned_kernel.fn),
+                       lambda num_stages: _RecordingBinder(launches))
+    return compiles, launches, lambda: forbid_the_full_path(monkeypatch)
 
 
 def test_a_grid_function_is_served_by_the_fast_path(fake_gpu):
     compiles, launches, full_path = fake_gpu
-    y = _DevicePointer()
+    y = DevicePointer()
     seen = []
 
     def grid(meta):
@@ -81,14 +50,14 @@ def test_a_grid_function_is_served_by_the_fast_path(fake_gpu):
     _grid_kernel[grid](y, 256, BLOCK=64)
     full_path()
     _grid_kernel[grid](y, 512, BLOCK=64)
-    assert compiles == ["_grid_kernel"]
+    assert compiles == [("_grid_kernel", 3)]
     assert launches == [((4,), 4), ((8,), 4)]
     assert seen[-1] == {"Y": y, "n": 512, "BLOCK": 64}
 
 
 def test_a_grid_function_asking_for_a_missing_name_is_reported(fake_gpu):
     _compiles, _launches, full_path = fake_gpu
-    y = _DevicePointer()
+    y = DevicePointer()
     _grid_kernel[(1,)](y, 256, BLOCK=64)
     full_path()
     with pytest.raises(tile.ArgumentError, match=r"asks for META\['BLOCK_M'\], which is not a "
@@ -98,11 +67,11 @@ def test_a_grid_function_asking_for_a_missing_name_is_reported(fake_gpu):
 
 def test_an_autotuned_launch_takes_the_fast_path_once_tuned(fake_gpu):
     compiles, launches, full_path = fake_gpu
-    y = _DevicePointer()
+    y = DevicePointer()
     grid = lambda meta: (meta["n"] // meta["BLOCK"],)  # noqa: E731
     _tuned_kernel[grid](y, 256)
     full_path()
     _tuned_kernel[grid](y, 256)
     _tuned_kernel[grid](y, 128)
-    assert compiles == ["_tuned_kernel"]
+    assert compiles == [("_tuned_kernel", 3)]
     assert launches == [((4,), 4), ((4,), 4), ((2,), 4)]

@@ -158,6 +158,72 @@ def test_cluster_launch_sets_the_cluster_attribute(monkeypatch):
         binder.launch_cluster("fn", (3,), (2, 1, 1), 4, 0, 0, (9,))
 
 
+def _attributes(config):
+    # The attributes are views into the config's memory: keep the config alive while reading.
+    return {attribute.id: attribute for attribute in config.attrs[:config.numAttrs]}
+
+
+def test_launch_config_sets_programmatic_stream_serialization_for_pdl():
+    from cuda.bindings import driver
+
+    ids = driver.CUlaunchAttributeID
+    assert launcher.launch_config().numAttrs == 0
+    pdl_config = launcher.launch_config(pdl=True)
+    pdl = _attributes(pdl_config)
+    assert list(pdl) == [ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION]
+    assert pdl[ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION] \
+        .value.programmaticStreamSerializationAllowed == 1
+    both_config = launcher.launch_config((2, 1, 1), pdl=True)
+    both = _attributes(both_config)
+    assert set(both) == {ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                         ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION}
+    assert both[ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION].value.clusterDim.x == 2
+
+
+@pytest.fixture
+def record_ex(monkeypatch):
+    """The cuLaunchKernelEx calls: (attribute ids, grid, block, shared, stream)."""
+    calls = []
+
+    def launch_ex(config, function, params, extra):
+        calls.append((list(_attributes(config)),
+                      (config.gridDimX, config.gridDimY, config.gridDimZ),
+                      config.blockDimX, config.sharedMemBytes, config.hStream))
+        return (0,)
+
+    monkeypatch.setattr(launcher, "_cuLaunchKernelEx", launch_ex)
+    return calls
+
+
+def test_pdl_launch_goes_through_cuLaunchKernelEx_with_the_attribute(record, record_ex):
+    from cuda.bindings import driver
+
+    pdl_id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    binder = Binder(("i32",))
+    plain = record(binder)
+    for _ in range(3):  # the cached config keeps its attribute launch after launch
+        binder.launch_pdl("fn", (5, 2), 4, 512, 0, (1,))
+    binder.launch_pdl("fn", (0,), 4, 512, 0, (1,))  # an empty grid launches nothing
+    assert plain.calls == [] and len(record_ex) == 3
+    attributes, grid, block_x, shared, _ = record_ex[-1]
+    assert attributes == [pdl_id] and grid == (5, 2, 1) and block_x == 128
+    assert shared == 512
+    binder.launch("fn", (1,), 4, 0, 0, (1,))  # a plain launch stays cuLaunchKernel
+    assert len(plain.calls) == 1 and len(record_ex) == 3
+
+
+def test_a_cluster_launch_with_pdl_carries_both_attributes(record_ex):
+    from cuda.bindings import driver
+
+    ids = driver.CUlaunchAttributeID
+    binder = Binder(("i32",))
+    binder.launch_cluster("fn", (4,), (2, 1, 1), 4, 0, 0, (9,), pdl=True)
+    binder.launch_cluster("fn", (4,), (2, 1, 1), 4, 0, 0, (9,))
+    assert set(record_ex[0][0]) == {ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                                    ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION}
+    assert set(record_ex[1][0]) == {ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION}
+
+
 def test_data_ptr_of_every_argument_form():
     assert data_ptr_of(FakeTensor(0x10)) == 0x10
     assert data_ptr_of(CudaArray(0x20)) == 0x20
