@@ -16,7 +16,7 @@ host overhead included) and as device time (the same call captured in a CUDA gra
 replayed: kernels only). The percentages of the copy use device time. --splits adds rows
 with num_splits forced to each value (both frontends), to check the split heuristic;
 --breakdown adds the device time of our split kernel and our merge kernel each launched
-alone. Cases whose cache would exceed --max-gb are skipped.
+alone, and of our call without programmatic dependent launch. Cases whose cache would exceed --max-gb are skipped.
 """
 
 from __future__ import annotations
@@ -111,6 +111,8 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
         row["max_abs_diff_vs_triton"] = float((a - b).abs().max())
     if args.breakdown:
         fns.update(_kernels_alone(ours, q, k, v, table, seq_lens, splits))
+        fns["ours without PDL"] = lambda: ours.paged_decode(q, k, v, table, seq_lens,
+                                                            num_splits=splits, pdl=False)
     per_call = interleaved_medians(fns, args.rounds, torch)
     device = graph_medians(fns, args.rounds, torch)
     copy_gbs = 2 * copy_elems * itemsize / device["copy"] / 1e6
@@ -124,9 +126,8 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
     if tri:
         row["ours/triton"] = device["triton"] / device["ours"]
     if args.breakdown:
-        row["breakdown_graph_us"] = {n: device[n] * 1e3 for n in ("split kernel alone",
-                                                                  "merge kernel alone")
-                                     if n in device}
+        row["breakdown_graph_us"] = {n: device[n] * 1e3 for n in (
+            "ours without PDL", "split kernel alone", "merge kernel alone") if n in device}
         row["breakdown_graph_us"]["copy"] = device["copy"] * 1e3
         print("    device us: " + ", ".join(f"{n} {t:.2f}"
                                            for n, t in row["breakdown_graph_us"].items()))
@@ -155,7 +156,8 @@ def main(argv=None) -> int:
     p.add_argument("--splits", type=int, nargs="*", default=[],
                    help="also time each case with num_splits forced to these values")
     p.add_argument("--breakdown", action="store_true",
-                   help="also time our split and merge kernels alone (device time)")
+                   help="also time our split and merge kernels alone, and our call without "
+                        "PDL (device time)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     torch = gpu_torch("paged_decode.py")

@@ -64,8 +64,13 @@ def _paged_decode_split(
         stride_tb,
         stride_ob, stride_ot, stride_oh,
         T: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
-        BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr):
+        BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
+        USE_PDL: tl.constexpr = False):
     """One (sequence, KV head, key range): online softmax over the range's tiles."""
+    if USE_PDL:
+        # The merge kernel (launched with launch_pdl) may be scheduled now: its gdc_wait
+        # still waits for this whole grid, but its launch and prologue overlap this one.
+        tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     split = tl.program_id(1)
     batch = pid // H_kv
@@ -138,7 +143,7 @@ def _paged_decode_merge(
         Part_o, Part_lse, Out, H,
         stride_ob, stride_ot, stride_oh,
         T: tl.constexpr, HEAD_DIM: tl.constexpr,
-        NUM_SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr):
+        NUM_SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr, USE_PDL: tl.constexpr = False):
     """One output row: the live ranges' partial outputs weighted by exp2(lse - max lse)."""
     row = tl.program_id(0)  # (batch * T + token) * H + head
     head = row % H
@@ -151,6 +156,8 @@ def _paged_decode_merge(
     # sequence's end wrote lse = -inf and no output, so its o (never written) is replaced
     # by 0 after the load, not masked before it.
     in_range = splits < NUM_SPLITS
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # the split kernel's partials, complete and visible
     lse = tl.load(Part_lse + part, mask=in_range, other=float("-inf"))
     o = tl.load(Part_o + part[:, None] * HEAD_DIM + dims[None, :], mask=in_range[:, None],
                 other=0.0)
@@ -222,6 +229,17 @@ def _sm_count(x) -> int:
         count = _SM_COUNTS[x.device] = \
             torch.cuda.get_device_properties(x.device).multi_processor_count
     return count
+
+
+_CAPABILITIES: dict = {}  # device -> compute capability major, asked once per device
+
+
+def _compute_capability(x) -> int:
+    major = _CAPABILITIES.get(x.device)
+    if major is None:
+        import torch
+        major = _CAPABILITIES[x.device] = torch.cuda.get_device_capability(x.device)[0]
+    return major
 
 
 def _check(q, k_cache, v_cache, block_table, seq_lens):
@@ -300,7 +318,8 @@ class _Plan:
     reuse it across calls with the same key (`_plan`), so a call only allocates and
     launches."""
 
-    def __init__(self, q, k_cache, v_cache, block_table, seq_lens, num_splits, config):
+    def __init__(self, q, k_cache, v_cache, block_table, seq_lens, num_splits, config,
+                 pdl=None):
         batch, T, H, D, block_size, H_kv = _check(q, k_cache, v_cache, block_table, seq_lens)
         cfg = dict(default_config(D), **(config or {}))
         block_n = cfg["BLOCK_N"]
@@ -325,14 +344,21 @@ class _Plan:
         self.split_grid = (batch * H_kv, num_splits)
         self.split_args = (H_kv, *q_strides, *sk[:3], *sv[:3], _strides(block_table)[0],
                            *o_strides)
+        # Programmatic dependent launch of the merge (sm_90+, CUDA tensors): its launch and
+        # index math overlap the split kernel's tail, its gdc_wait orders its loads.
+        if pdl is None:
+            pdl = (not _is_numpy(q) and num_splits > 1 and
+                   _compute_capability(q) >= 9)
+        self.pdl = bool(pdl) and num_splits > 1
         self.split_meta = dict(
             T=T, GROUP=H // H_kv, BLOCK_M=max(16, _next_power_of_2(T * (H // H_kv))),
             HEAD_DIM=D, BLOCK_SIZE=block_size, BLOCK_N=block_n, NUM_SPLITS=num_splits,
-            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], USE_PDL=self.pdl)
         self.merge_grid = (batch * T * H,)
         self.merge_args = (H, *o_strides)
         self.merge_meta = dict(T=T, HEAD_DIM=D, NUM_SPLITS=num_splits,
-                               SPLITS_POW2=_next_power_of_2(num_splits), num_warps=4)
+                               SPLITS_POW2=_next_power_of_2(num_splits), num_warps=4,
+                               USE_PDL=self.pdl, launch_pdl=self.pdl)
 
 
 _PLANS: dict = {}
@@ -340,22 +366,22 @@ _MAX_PLANS = 256  # a server whose block tables keep growing must not grow this 
 _PLACEHOLDERS: dict = {}  # device -> the never-touched part buffer of unsplit launches
 
 
-def _plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config) -> _Plan:
+def _plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config, pdl=None) -> _Plan:
     """The call's _Plan; for CUDA tensors cached by everything the checks and launches read
     (numpy inputs are checked every call: the seq_lens check reads their values)."""
     if config is not None or _is_numpy(q):
-        return _Plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config)
+        return _Plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config, pdl)
     try:
         key = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(),
                k_cache.dtype, v_cache.shape, v_cache.stride(), v_cache.dtype,
                block_table.shape, block_table.stride(), block_table.dtype, seq_lens.shape,
                seq_lens.dtype, type(k_cache), type(v_cache), type(block_table),
-               type(seq_lens), num_splits)
+               type(seq_lens), num_splits, pdl)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):  # not all tensors (or an odd num_splits): no cache
-        return _Plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config)
+        return _Plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config, pdl)
     if plan is None:
-        plan = _Plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config)
+        plan = _Plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config, pdl)
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = plan
@@ -363,15 +389,17 @@ def _plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config) -> _Pl
 
 
 def paged_decode(q, k_cache, v_cache, block_table, seq_lens, *, sm_scale=None,
-                 num_splits=None, config=None):
+                 num_splits=None, config=None, pdl=None):
     """softmax(q k^T * sm_scale) v over each sequence's first seq_lens[b] cached keys.
 
     numpy arrays run in the CPU interpreter, CUDA tensors on the GPU. `sm_scale` defaults
     to 1/sqrt(D); `num_splits` (key ranges per sequence and KV head) to
     `choose_num_splits`; `config` overrides `default_config` (BLOCK_N, num_warps,
-    num_stages). A sequence with seq_len 0 gets o = 0. No host syncs: CUDA-graph safe.
+    num_stages); `pdl` launches the merge with programmatic dependent launch (default: on
+    for CUDA tensors on sm_90+ when the keys are split). A sequence with seq_len 0 gets
+    o = 0. No host syncs: CUDA-graph safe.
     """
-    plan = _plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config)
+    plan = _plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config, pdl)
     numpy_inputs = _is_numpy(q)
     if numpy_inputs:
         out = _empty(q, plan.out_shape, _dtype_name(q))

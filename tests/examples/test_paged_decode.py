@@ -174,6 +174,30 @@ SIGNATURE = dict(
                                    "stride_oh")})
 
 
+def test_merge_by_programmatic_dependent_launch_matches_numpy():
+    # pdl=True in the interpreter: the kernels' gdc_launch_dependents / gdc_wait run (as
+    # no-ops) and the result is the same.
+    q, k, v, table, lens = pd.random_inputs(3, 8, 2, 64, 32, [5, 100, 300], seed=4)
+    o = pd.paged_decode(q, k, v, table, lens, num_splits=3, pdl=True)
+    ref = pd.reference(q, k, v, table, lens)
+    assert float(np.abs(o.astype(np.float64) - ref).max() / np.abs(ref).max()) <= \
+        TOLERANCE["float16"]
+
+
+def test_ptx_with_pdl_releases_the_merge_first_and_waits_before_its_loads():
+    split = tile.compile(pd._paged_decode_split, signature=SIGNATURE, constexprs=dict(
+        T=1, GROUP=8, BLOCK_M=16, HEAD_DIM=128, BLOCK_SIZE=16, BLOCK_N=64, NUM_SPLITS=4,
+        USE_PDL=True), target="sm_90a", num_warps=4, num_stages=3).asm["ptx"]
+    body = split[split.index(".entry"):]
+    assert body.index("griddepcontrol.launch_dependents;") < body.index("ld.global")
+    merge = tile.compile(pd._paged_decode_merge, signature={
+        "Part_o": "*fp32:16", "Part_lse": "*fp32:16", "Out": "*fp16:16", "H": "i32",
+        "stride_ob": "i32:16", "stride_ot": "i32:16", "stride_oh": "i32:16"},
+        constexprs=dict(T=1, HEAD_DIM=128, NUM_SPLITS=33, SPLITS_POW2=64, USE_PDL=True),
+        target="sm_90a", num_warps=4).asm["ptx"]
+    assert merge.index("griddepcontrol.wait;") < merge.index("ld.global")
+
+
 def test_ptx_for_sm_90a_pipelines_the_gathered_tiles():
     kernel = tile.compile(pd._paged_decode_split, signature=SIGNATURE, constexprs=dict(
         T=1, GROUP=8, BLOCK_M=16, HEAD_DIM=128, BLOCK_SIZE=16, BLOCK_N=64, NUM_SPLITS=4),
@@ -203,6 +227,7 @@ class _FakeCudaTensor:
 def test_plan_is_cached_per_shape_for_cuda_tensors(monkeypatch):
     monkeypatch.setattr(pd, "_PLANS", {})
     monkeypatch.setitem(pd._SM_COUNTS, "cuda:0", 132)
+    monkeypatch.setitem(pd._CAPABILITIES, "cuda:0", 9)
     built = []
     monkeypatch.setattr(pd, "_check", lambda *a: built.append(a) or (4, 1, 32, 128, 16, 8))
 
@@ -221,3 +246,6 @@ def test_plan_is_cached_per_shape_for_cuda_tensors(monkeypatch):
     assert first.out_shape == (4, 32, 128) and first.split_args[1:4] == (4096, 0, 128)
     assert plan(64).num_splits == 8 and len(built) == 2  # a narrower table: new plan
     assert plan(2048, num_splits=3).num_splits == 3 and len(built) == 3
+    # sm_90+: the merge is launched with programmatic dependent launch, both kernels guarded.
+    assert first.pdl and first.merge_meta["launch_pdl"] and first.split_meta["USE_PDL"]
+    assert not plan(2048, num_splits=1).pdl  # nothing to merge
