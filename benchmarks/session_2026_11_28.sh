@@ -33,6 +33,7 @@
 #   tutorials   Triton's tutorials 01, 02, 03, 05, 08 and 09 with their imports swapped, and
 #               as written under Triton 3.6, each against torch (needs .tutorials/, kept out
 #               of the repository: upstream code)
+#   wsbench     tl.range(warp_specialize=True): benchmarks/tutorial09_warp_spec.py at 8192^3
 #   t9bench     tutorial 09's matmuls (persistent with flatten, TMA with and without
 #               warp_specialize) against Triton 3.6 and cuBLAS at 8192^3 fp16 (needs
 #               .tutorials/: .tutorials/bench09.py loads the upstream source)
@@ -103,6 +104,9 @@ if has tutorials && [ -d .tutorials ]; then
   for fe in tile triton; do
     TAIL=12 step tutorials_$fe 280 python3 .tutorials/run_tutorials.py --frontend $fe --device cuda --configs 4
   done
+fi
+if has wsbench; then
+  TAIL=20 step wsbench 200 python3 benchmarks/tutorial09_warp_spec.py --sizes 8192 --json "$OUT/wsbench.json"
 fi
 if has t9bench && [ -d .tutorials ]; then
   TAIL=20 step t9bench 280 python3 .tutorials/bench09.py --size 8192 --configs 4 --rounds 5
