@@ -22,7 +22,9 @@ How the work is laid out:
   block table (position -> block, slot), so small cache blocks still give 64-key tiles.
 - **Split-KV.** When batch x H_kv programs are too few to fill the GPU, each sequence's
   tiles are cut into NUM_SPLITS contiguous ranges; every range writes its normalised
-  partial output and log-sum-exp, and a second small kernel merges them by their LSE.
+  partial output and log-sum-exp, and a second small kernel merges them by their LSE
+  (launched with programmatic dependent launch on sm_90+: it may start during the split
+  kernel's tail, and waits for it with gdc_wait before its loads).
 - **CUDA graphs.** The grid is (batch x H_kv, NUM_SPLITS): it depends on shapes only, never
   on seq_lens. Ranges past a sequence's end write an LSE of -inf and exit; the merge kernel
   skips them by that LSE, without reading seq_lens.

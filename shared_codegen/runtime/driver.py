@@ -138,8 +138,11 @@ def get_device(index: int = 0) -> Device:
 
 def _torch_if_initialized():
     # Only look at torch if the user imported it: importing torch ourselves costs seconds.
+    # is_initialized() alone: torch initializes CUDA only where it is available, and
+    # is_available() (asked first before) costs an environment read and a device count on
+    # every launch that asks for the current device (tutorials ask several times per call).
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch is not None and torch.cuda.is_initialized():
         return torch
     return None
 
