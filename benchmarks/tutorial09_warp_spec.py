@@ -12,8 +12,8 @@ Each row: milliseconds (medians of interleaved rounds) and TFLOP/s for ours and 
 WS off and on, then the ratios that answer the questions: does specialization help us
 (ours WS / ours no-WS), and where do we stand (ours WS / Triton WS, ours WS / cuBLAS); above
 1 means the first is faster. The default config is the tutorial's usual winner on the H100
-(128 x 256 x 64, 3 stages, 8 warps: with WS, 8 consumer warps plus the producer warp);
-Triton's WS rows run at num_warps=4, the only count its Hopper pass specializes (`_warps`).
+(128 x 256 x 64, 3 stages, 8 warps); the WS rows of both run at num_warps=4, the only count
+Triton's Hopper pass specializes, which both give 8 consumer warps (`_warps`).
 
 Not yet run on a GPU when written. Triton may refuse warp specialization with host
 descriptors on Hopper (the tutorial skips that case there): a variant that fails to compile
@@ -49,12 +49,13 @@ def load_kernels(frontend: str):
     return types.SimpleNamespace(**runpy.run_path(os.path.join(HERE, "tutorial09_kernels.py")))
 
 
-def _warps(config: dict, frontend: str, ws: bool) -> dict:
-    """Triton 3.6 specializes on Hopper only at num_warps=4, which is then its producer
-    warpgroup; it adds two 4-warp consumer warpgroups (BLOCK_M split between them). Ours
-    keeps num_warps for the consumers and adds one producer warp. So Triton's WS rows run
-    at num_warps=4 (12 warps, 8 of them on the wgmmas) against ours at the config's."""
-    return dict(config, num_warps=4) if frontend == "triton" and ws else config
+def _warps(config: dict, ws: bool) -> dict:
+    """Triton 3.6 specializes on Hopper only at num_warps=4, which then runs two 4-warp
+    consumer warpgroups (BLOCK_M split between them) beside a producer warpgroup; ours
+    gives num_warps=4 the same two consumer warpgroups (tile/passes/warp_specialize.py's
+    `warp_specialize_warps`) beside one producer warp. So the WS rows of both run at
+    num_warps=4 (12 warps launched, 8 of them on the wgmmas)."""
+    return dict(config, num_warps=4) if ws else config
 
 
 def _allocators(torch):
@@ -107,7 +108,7 @@ def main(argv=None) -> int:
                 for ws in (False, True):
                     c = torch.empty((size, size), device="cuda", dtype=torch.float16)
                     key = f"{name}{' ws' if ws else ''}"
-                    fns[key] = module.launcher(kind, a, b, c, _warps(config, name, ws), ws, sms)
+                    fns[key] = module.launcher(kind, a, b, c, _warps(config, ws), ws, sms)
                     outs[key] = c
             errors = {}
             for key in list(outs):

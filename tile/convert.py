@@ -622,6 +622,19 @@ def _describe_type(ty, key: str) -> str:
     return key
 
 
+def _launch_warps(module, spec) -> str:
+    """The num_warps the printed kernel is launched with: the module's, which the tile
+    passes make 8 for a num_warps=4 kernel whose wgmma consumer they warp-specialize."""
+    from tile.passes.warp_specialize import REQUESTED_WARPS
+
+    num_warps = int(module.attrs.get("num_warps", spec.num_warps))
+    if module.attrs.get(REQUESTED_WARPS) is None:
+        return str(num_warps)
+    return (f"{num_warps} (the tile kernel's num_warps={module.attrs[REQUESTED_WARPS]}: "
+            f"tl.range(warp_specialize=True) runs its wgmma consumer, the default partition, "
+            f"on two warpgroups, as Triton 3.6 does)")
+
+
 def _convert(kernel, spec) -> str:
     module = explicit_layout_module(kernel, spec)
     path = kernel.source_info.file
@@ -632,7 +645,8 @@ def _convert(kernel, spec) -> str:
         path = os.path.basename(path)
     header = (f"Gluon source converted from the tile kernel `{kernel.__name__}` "
               f"({path}).\n\nSpecialization: {_describe_spec(kernel, spec)}."
-              f"\nLaunch with num_warps={spec.num_warps}; constexpr parameters are folded in"
+              f"\nLaunch with num_warps={_launch_warps(module, spec)}; constexpr parameters "
+              f"are folded in"
               + (f"; loops feeding tl.dot pipelined {spec.num_stages} stages deep"
                  if spec.num_stages > 1 else "") + ".\n")
     return module_to_gluon(module, header)

@@ -9,6 +9,10 @@ the ones every frontend shares (`shared_codegen/stages.py`):
     loop_unroll                   tl.range(loop_unroll_factor=N) loops: a remainder loop for
                                   trip % N iterations, then N copies of the body per
                                   iteration (tile/passes/loop_unroll.py)
+    warp_specialize_warps         num_warps=4 with a loop warp_specialization will take:
+                                  8 warps (two wgmma consumer warpgroups, as Triton 3.6),
+                                  decided before any layout is made for them
+                                  (tile/passes/warp_specialize.py)
     layout_assignment             a layout for every tensor (coalesced accesses, mma operand
                                   layouts, reductions), `ttg.convert_layout` where they differ;
                                   each `tl.dot` becomes wgmma / mma_v2 / dot_fma for the target
@@ -41,7 +45,7 @@ planning and backend stages add what they decided or produced (attributes on the
 from shared_codegen.stages import BACKEND_STAGES
 from tile.passes import TILE_PIPELINE
 
-# The tile passes (combine_dot_add, loop_unroll, layout_assignment,
+# The tile passes (combine_dot_add, loop_unroll, warp_specialize_warps, layout_assignment,
 # remove_redundant_conversions, cse, loop_flatten, warp_specialization,
 # software_pipelining),
 # then the shared tail;

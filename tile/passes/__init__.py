@@ -14,11 +14,12 @@ from tile.passes.layout_assignment import LayoutAssignmentError, assign_layouts
 from tile.passes.loop_flatten import flatten_loops
 from tile.passes.loop_unroll import unroll_loops
 from tile.passes.pipelining import pipeline_module
-from tile.passes.warp_specialize import warp_specialize_module
+from tile.passes.warp_specialize import warp_specialize_module, warp_specialize_warps
 
 TILE_PIPELINE = [
     ("combine_dot_add", combine_dot_add),
     ("loop_unroll", unroll_loops),
+    ("warp_specialize_warps", warp_specialize_warps),
     ("layout_assignment", assign_layouts),
     ("remove_redundant_conversions", remove_redundant_conversions),
     ("cse", cse),
@@ -29,4 +30,4 @@ TILE_PIPELINE = [
 
 __all__ = ["TILE_PIPELINE", "combine_dot_add", "assign_layouts", "remove_redundant_conversions", "cse",
            "blocked_layout_for", "LayoutAssignmentError", "pipeline_module", "unroll_loops",
-           "flatten_loops", "warp_specialize_module"]
+           "flatten_loops", "warp_specialize_module", "warp_specialize_warps"]

@@ -28,31 +28,42 @@ both sides, so the next tile's operands stream in while the consumer runs the ep
 which stays in the default partition with everything else in the tile loop.
 
 Registers and warps follow `ttg.warp_specialize`'s lowering (WarpPlan): the producer is one
-extra warp on top of num_warps (padded to a warpgroup), its warpgroup drops to setmaxnreg's
-minimum of 24 registers (it holds a few scalars: the tile, the K step, the slot), and the
-default warps take what it leaves. Triton 3.6's Hopper pass (`NVGPUWarpSpecialization`,
-third_party/nvidia/hopper) specializes only at num_warps=4: that warpgroup, the default
-region, is its producer (with the registers the others leave, 40), and it adds one or two
-4-warp consumer partitions of 232 registers (two split BLOCK_M). Its Blackwell pass shrinks
-a partition without tensor work to one warp, which is the split here: a Triton config with
-num_warps=4 and warp_specialize has 8 warps on the wgmmas, ours with num_warps=8 does.
+extra warp on top of the default warps (padded to a warpgroup), its warpgroup drops to
+setmaxnreg's minimum of 24 registers (it holds a few scalars: the tile, the K step, the
+slot), and the default warps take what it leaves.
+
+How many default warps: Triton 3.6's Hopper pass (`NVGPUWarpSpecialization`,
+third_party/nvidia/hopper, WarpSpecialization.cpp) specializes only at num_warps=4 and then
+runs the wgmmas on two 4-warp consumer warpgroups of 232 registers each, BLOCK_M split
+between them, beside a producer warpgroup: 12 warps for a launch that asked for 4. The
+`warp_specialize_warps` pass, before layout assignment, gives the same launch the same
+consumer: when a marked loop passes `check_marked_loop` (the acceptance test this pass
+runs first, too) and num_warps is 4, the module's num_warps becomes 8 if each of the loop's
+tl.dots would then be a wgmma split [8, 1] over two warpgroups (BLOCK_M a multiple of 128;
+with 64 rows the kernel keeps 4 warps). Every layout is then made for 8 warps, and the
+WarpPlan gives 8 default warps + 1 producer = 12 (8 + 1 padded), 240 registers for the
+consumer; `requested_num_warps` on the module keeps the launch's 4. num_warps=8 is two
+warpgroups already and stays as it is.
 
 Which loops: those the TMA pipeliner handles (tma_pipelining.py), at the kernel's top level,
 on sm_90a, with num_stages >= 2. A marked loop outside that keeps today's software
-pipelining, and a UserWarning at the loop's line says why.
+pipelining, and a UserWarning at the loop's line says why (and, when the kernel was already
+widened to 8 warps, that it runs on them).
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import List, Set
+from typing import List, Set, Tuple
 
 from shared_codegen.ir.core import Module, Operation, Value
 from shared_codegen.ir.types import TensorDescriptorType, TensorType
 from shared_codegen.ops.arith.definition import CastOp, ConstantOp
 from shared_codegen.ops.control.definition import ForOp
-from shared_codegen.ops.dot.definition import DotFmaOp, MmaV2Op
+from shared_codegen.ops.dot.definition import DotFmaOp, DotOp, MmaV2Op
 from shared_codegen.ops.memory.definition import LoadOp
+from shared_codegen.ops.shared_memory.definition import LocalLoadOp, MemDescTransOp
+from shared_codegen.ops.tensor.definition import TransOp
 from shared_codegen.ops.tma.definition import AsyncTMACopyGlobalToLocalOp
 from shared_codegen.ops.tma.tensormap import ReinterpretTensorDescriptorOp
 from shared_codegen.ops.warp_specialize.definition import WarpPlan, check_capture
@@ -67,6 +78,14 @@ PRODUCER_WARPS = 1
 PRODUCER_REGS = 24
 PARTITION_NAMES = ("consumer", "producer")
 _DOTS = (WarpGroupDotOp, MmaV2Op, DotFmaOp)
+# What a dot operand passes through from the ring buffer a descriptor load fills: a permuted
+# view (after layout assignment), or the transpose and the load of the buffer (before it).
+_OPERAND_VIEWS = (MemDescTransOp, TransOp, LocalLoadOp)
+# Triton 3.6 specializes a num_warps=4 launch with two consumer warpgroups (see above).
+TRITON_WS_NUM_WARPS = 4
+CONSUMER_WARPS = 8
+REQUESTED_WARPS = "requested_num_warps"  # module attr: the launch's num_warps when widened
+FLATTEN = "flatten"  # loop_flatten's attribute (tile/passes/loop_flatten.py)
 
 
 class Decline(Exception):
@@ -101,26 +120,49 @@ class WarpSpecPlan:
 
 # ---- which loops -----------------------------------------------------------------------------
 
+def _wgmma_candidate(op) -> bool:
+    """A wgmma, or before layout assignment a tl.dot (the warp-count decision then asks
+    dot_acceleration whether it becomes one)."""
+    return _is(op, WarpGroupDotOp) or _is(op, DotOp)
+
+
 def _dot_loop(loop: Operation) -> Operation:
     """The loop whose body holds the wgmma: `loop` itself, or the one loop directly in its
     body that does (the persistent form)."""
     body = loop.regions[0].block
-    if any(_is(op, WarpGroupDotOp) for op in body.ops):
+    if any(_wgmma_candidate(op) for op in body.ops):
         return loop
     holders = [op for op in body.ops if _is(op, ForOp)
-               and any(_is(inner, WarpGroupDotOp) for inner in op.walk())]
-    if len(holders) == 1 and any(_is(op, WarpGroupDotOp)
+               and any(_wgmma_candidate(inner) for inner in op.walk())]
+    if len(holders) == 1 and any(_wgmma_candidate(op)
                                  for op in holders[0].regions[0].block.ops):
         return holders[0]
-    dots = [op for op in loop.walk() if isinstance(op.opdef, _DOTS)]
+    dots = [op for op in loop.walk() if isinstance(op.opdef, _DOTS + (DotOp,))]
     if not dots:
         raise Decline("the loop has no tl.dot")
-    wgmma = [op for op in dots if _is(op, WarpGroupDotOp)]
+    wgmma = [op for op in dots if _wgmma_candidate(op)]
     if not wgmma:
         raise Decline(f"its tl.dot runs as {dots[0].name}, not wgmma")
     raise Decline("its tl.dot is neither in the loop's body nor in one loop directly inside "
                   "it (the K loop of a persistent tile loop); a loop nest of another shape, "
                   "or a tl.dot under a branch, is not split into partitions")
+
+
+def _descriptor_fed(k_loop: Operation) -> bool:
+    """Whether a dot directly in the K loop's body reads a buffer that a descriptor load of
+    the same body fills (the TMA plan's precondition, before and after layout assignment)."""
+    block = k_loop.regions[0].block
+    filled = {AsyncTMACopyGlobalToLocalOp.parts(op)[1] for op in block.ops
+              if _is(op, AsyncTMACopyGlobalToLocalOp)}
+    for dot in block.ops:
+        if not _wgmma_candidate(dot):
+            continue
+        for v in dot.operands[:2]:
+            while _is(v.owner, _OPERAND_VIEWS):
+                v = v.owner.operands[0]
+            if v in filled:
+                return True
+    return False
 
 
 def _why_not_tma(k_loop: Operation) -> str:
@@ -252,13 +294,14 @@ def _nested_reason(loop: Operation) -> str:
             "kernel's top level")
 
 
-def plan_warp_specialization(loop: Operation, module: Module,
-                             default_stages: int) -> WarpSpecPlan:
-    """The plan for the marked `loop`, or Decline with the reason."""
+def check_marked_loop(loop: Operation, module: Module,
+                      default_stages: int) -> Tuple[Operation, int]:
+    """The acceptance test of a marked loop that needs no layouts, run by the warp-count
+    decision before layout assignment and by the pass after it: (the K loop, num_stages),
+    or Decline with the reason."""
     from shared_codegen.lowering.backend import parse_target
     from tile.passes.layout_assignment import dot_target
 
-    fn = module.kernel
     target = dot_target(module)
     if parse_target(target) != (90, "a"):
         raise Decline(f"automatic warp specialization is implemented for sm_90a (TMA "
@@ -268,14 +311,25 @@ def plan_warp_specialization(loop: Operation, module: Module,
         WarpPlan.make(num_warps, [PRODUCER_WARPS], [PRODUCER_REGS], [PARTITION_NAMES[1]])
     except ValueError as exc:
         raise Decline(str(exc)) from None
-    if loop.parent is not fn.body.block:
+    if loop.parent is not module.kernel.body.block:
         raise Decline(_nested_reason(loop))
+    if loop.attrs.get(FLATTEN):  # before loop_flatten (after it, _nested_reason says it)
+        raise Decline("tl.range(flatten=True) puts the loop under a guard")
     k_loop = _dot_loop(loop)
     stages = int(k_loop.attrs.get("num_stages", loop.attrs.get("num_stages",
                                                                default_stages)))
     if stages < 2:
         raise Decline(f"num_stages={stages} turns pipelining off; the producer and the "
                       f"consumer share a ring of num_stages >= 2 slots")
+    if _constant_step(k_loop) is None or not _descriptor_fed(k_loop):
+        raise Decline(_why_not_tma(k_loop))
+    return k_loop, stages
+
+
+def plan_warp_specialization(loop: Operation, module: Module,
+                             default_stages: int) -> WarpSpecPlan:
+    """The plan for the marked `loop`, or Decline with the reason."""
+    k_loop, stages = check_marked_loop(loop, module, default_stages)
     tma = plan_tma_loop(k_loop, stages)
     if tma is None:
         raise Decline(_why_not_tma(k_loop))
@@ -286,16 +340,59 @@ def plan_warp_specialization(loop: Operation, module: Module,
     if getattr(tma, "delayed", None):
         raise Decline("the loop body reads values computed from what its loads advance (a "
                       "flattened nest's tile offsets); only the producer advances them")
-    producer = _producer_slice(loop, k_loop, tma, set(fn.args))
+    producer = _producer_slice(loop, k_loop, tma, set(module.kernel.args))
     return WarpSpecPlan(loop, k_loop, tma, stages, producer)
+
+
+# ---- how many warps the consumer runs on (before layout assignment) --------------------------
+
+def _marked_loops(module: Module) -> List[Operation]:
+    return [op for op in module.kernel.walk() if _is(op, ForOp)
+            and op.attrs.get("warp_specialize")]
+
+
+def _splits_over_two_warpgroups(dot: Operation, target: str) -> bool:
+    """Whether `dot` on 8 warps is a wgmma whose warpgroups each own half of BLOCK_M."""
+    from tile.passes.dot_acceleration import plan_dot
+
+    plan = plan_dot(dot, target, CONSUMER_WARPS)
+    return plan.kind == "wgmma" and list(plan.acc_layout.warps_per_cta) == [CONSUMER_WARPS, 1]
+
+
+def warp_specialize_warps(module: Module) -> None:
+    """The `warp_specialize_warps` pass (before layout assignment): a num_warps=4 kernel
+    whose marked loop the warp-specialization pass will take runs its consumer on two
+    warpgroups, as Triton 3.6 does (see the module docstring); the module's num_warps,
+    which layouts, the warp plan, the launch and the interpreter read, becomes 8."""
+    from tile.passes.layout_assignment import dot_target
+
+    if int(module.attrs.get("num_warps", 4)) != TRITON_WS_NUM_WARPS:
+        return
+    default = int(module.attrs.get("num_stages", 3))
+    k_loops = []
+    for loop in _marked_loops(module):
+        try:
+            k_loops.append(check_marked_loop(loop, module, default)[0])
+        except Decline:
+            continue  # the pass says why, after layout assignment
+    target = dot_target(module)
+    dots = [op for k_loop in k_loops for op in k_loop.regions[0].block.ops if _is(op, DotOp)]
+    if dots and all(_splits_over_two_warpgroups(dot, target) for dot in dots):
+        module.attrs[REQUESTED_WARPS] = TRITON_WS_NUM_WARPS
+        module.attrs["num_warps"] = CONSUMER_WARPS
 
 
 # ---- the pass --------------------------------------------------------------------------------
 
-def _warn(loop: Operation, fn_name: str, reason: str) -> None:
+def _warn(loop: Operation, module: Module, reason: str) -> None:
     loc = loop.loc
-    text = (f"{loc.file}:{loc.line}: tl.range(warp_specialize=True) in `{fn_name}` is not "
-            f"applied: {reason}; the loop is software-pipelined as without it")
+    text = (f"{loc.file}:{loc.line}: tl.range(warp_specialize=True) in `{module.kernel.name}` "
+            f"is not applied: {reason}; the loop is software-pipelined as without it")
+    requested = module.attrs.get(REQUESTED_WARPS)
+    if requested is not None:
+        text += (f", on {module.attrs['num_warps']} warps: the kernel launched with "
+                 f"num_warps={requested} was given two consumer warpgroups before layout "
+                 f"assignment, as Triton's warp specialization does")
     if loc.source_line:
         text += f"\n    {loc.source_line.strip()}"
     warnings.warn_explicit(text, UserWarning, loc.file, loc.line or 1)
@@ -306,8 +403,7 @@ def warp_specialize_module(module: Module) -> None:
     producer partition and a wgmma consumer partition (see the module docstring)."""
     from tile.passes.warp_specialize_rewrite import specialize
 
-    fn = module.kernel
-    marked = [op for op in fn.walk() if _is(op, ForOp) and op.attrs.get("warp_specialize")]
+    marked = _marked_loops(module)
     if not marked:
         return
     default = int(module.attrs.get("num_stages", 3))
@@ -323,12 +419,13 @@ def warp_specialize_module(module: Module) -> None:
             # One warning a source loop (a pass before may have copied it, flattening).
             if (loop.loc.file, loop.loc.line) not in warned:
                 warned.add((loop.loc.file, loop.loc.line))
-                _warn(loop, fn.name, str(why))
+                _warn(loop, module, str(why))
             continue
         blocks = specialize(plan)
         _drop_dead_values(blocks)
         done.append(loop)
 
 
-__all__ = ["warp_specialize_module", "plan_warp_specialization", "WarpSpecPlan", "Decline",
-           "PRODUCER_WARPS", "PRODUCER_REGS"]
+__all__ = ["warp_specialize_module", "warp_specialize_warps", "plan_warp_specialization",
+           "check_marked_loop", "WarpSpecPlan", "Decline", "PRODUCER_WARPS", "PRODUCER_REGS",
+           "REQUESTED_WARPS"]

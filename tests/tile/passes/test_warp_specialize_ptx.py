@@ -2,7 +2,7 @@
 producer warpgroup releases registers down to 24 with setmaxnreg and issues the TMA loads
 after its mbarrier waits, the default warps run the wgmmas and the releases; worker warps
 come on top of num_warps, padded to a warpgroup, and the default warps take the registers
-the producer leaves (WarpPlan)."""
+the producer leaves (WarpPlan); a num_warps=4 kernel with 128 rows has 8 default warps."""
 
 import os
 import re
@@ -62,10 +62,13 @@ def test_the_producer_issues_the_loads_and_the_consumer_the_wgmmas(kernel, const
     assert "bar.sync \t1, 128;" in consumer
 
 
-@pytest.mark.parametrize("num_warps,total,entry,default", [(4, 8, 255, None),
-                                                           (8, 12, 168, 240)])
-def test_worker_warps_come_on_top_of_num_warps(num_warps, total, entry, default):
-    block = (128, 128, 64)
+@pytest.mark.parametrize("num_warps,block_m,total,entry,default", [
+    (4, 64, 8, 255, None),   # 64 rows: one consumer warpgroup, the launch's 4 warps
+    (4, 128, 12, 168, 240),  # 128 rows: two, as Triton 3.6 (test_warp_specialize_warps.py)
+    (8, 128, 12, 168, 240),
+])
+def test_worker_warps_come_on_top_of_num_warps(num_warps, block_m, total, entry, default):
+    block = (block_m, 128, 64)
     compiled = _compile(persistent_matmul, num_warps, block, _persistent(block))
     ptx = compiled.asm["ptx"]
     assert compiled.num_warps == total
