@@ -228,9 +228,14 @@ def _consume(plan: WarpSpecPlan, ring: _Ring, item_init: Value) -> Dict[Value, V
                                     "item"))
     at.place_before(yield_op)
 
-    if tma.async_dot is None:
+    if tma.async_dot is None or S < 3:
         # Several wgmmas (or one whose result the body reads) stay synchronous, as the
         # producer runs ahead of them anyway: the slot is free once the last has read it.
+        # So does one wgmma over a two-slot ring: kept in flight, it would hold the slot
+        # the producer must fill next, so each K step would wait out a whole TMA load;
+        # retired at once, its slot is refilled while the next step computes. (Tutorial
+        # 09's descriptor-persistent configs with 2 stages ran at 0.67x Triton 3.6's
+        # warp-specialized kernel with the wgmma in flight, on the H100.)
         at = _At(k_loop.loc)
         ArriveBarrierOp.build(at.b, MemDescIndexOp.build(at.b, ring.empty, slot), 1)
         at.place_after(_ring_readers(block, views)[-1])
