@@ -143,7 +143,7 @@ class Autotuner:
         # tutorial 06 the causal forward (STAGE=3) reused the config timed for STAGE=1, and at
         # 16k tokens the two want different tiles. Results are the same either way; only
         # the config (the speed) can differ, at the cost of a tuning per specialization.
-        key += [(k, _key_value(named[k])) for k in self.constexpr_names
+        key += [(k, _hashable(_key_value(named[k]))) for k in self.constexpr_names
                 if k in named and k not in self.key]
         return tuple(key)
 
@@ -396,6 +396,15 @@ def _cudagraph_bench(rep):
 def _key_value(v):
     if hasattr(v, "dtype") and hasattr(v, "shape"):
         return (str(v.dtype),)
+    return v
+
+
+def _hashable(v):
+    """`v`, or its repr when it cannot be a dict key (a constexpr list, say)."""
+    try:
+        hash(v)
+    except TypeError:
+        return repr(v)
     return v
 
 

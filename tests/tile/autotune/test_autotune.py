@@ -62,6 +62,9 @@ def test_autotune_key_also_holds_the_constexprs_the_call_passes():
         tuned[(2,)](x, y, 40, SCALE=scale)
         np.testing.assert_array_equal(y, x * scale)
     assert len(tuned.cache) == 2
+    # An unhashable constexpr (a list) keys by its repr instead of failing the lookup.
+    assert tuned._key({"src": x, "dst": y, "n": 40, "SCALE": [2]}) == \
+        (40, "float32", "float32", ("SCALE", "[2]"))
 
 
 def test_autotune_reset_to_zero_must_name_parameters():
