@@ -359,6 +359,22 @@ def _splits_over_two_warpgroups(dot: Operation, target: str) -> bool:
     return plan.kind == "wgmma" and list(plan.acc_layout.warps_per_cta) == [CONSUMER_WARPS, 1]
 
 
+def _chained_dots(k_loop: Operation) -> bool:
+    """Whether a tl.dot of the K loop's body reads, through the body's ops, another one's
+    result (its A or B operand; the accumulator chain of one dot does not count)."""
+    block = k_loop.regions[0].block
+    dots = [op for op in block.ops if _is(op, DotOp)]
+    reached = set()
+    for op in block.ops:  # program order: a value's producer comes before its readers
+        if any(v.owner in dots or v in reached for v in op.operands if v.owner is not None):
+            if _is(op, DotOp) and any(v.owner in dots or v in reached
+                                      for v in op.operands[:2] if v.owner is not None):
+                return True
+            if not _is(op, DotOp):
+                reached.update(op.results)
+    return False
+
+
 def warp_specialize_warps(module: Module) -> None:
     """The `warp_specialize_warps` pass (before layout assignment): a num_warps=4 kernel
     whose marked loop the warp-specialization pass will take runs its consumer on two
@@ -376,6 +392,10 @@ def warp_specialize_warps(module: Module) -> None:
         except Decline:
             continue  # the pass says why, after layout assignment
     target = dot_target(module)
+    # A K loop whose dots feed one another (attention: S = Q K^T, then P V) keeps its last
+    # wgmma in flight across iterations, which the pass declines after layout assignment:
+    # widened for nothing, the kernel would run unspecialized on twice its warps.
+    k_loops = [k_loop for k_loop in k_loops if not _chained_dots(k_loop)]
     dots = [op for k_loop in k_loops for op in k_loop.regions[0].block.ops if _is(op, DotOp)]
     if dots and all(_splits_over_two_warpgroups(dot, target) for dot in dots):
         module.attrs[REQUESTED_WARPS] = TRITON_WS_NUM_WARPS

@@ -187,6 +187,40 @@ def test_a_loop_declined_before_layouts_keeps_four_warps(fresh):
     assert "num_warps = 4," in _module_attrs(kernel.asm["ttgir"]) and kernel.num_warps == 4
 
 
+@tile.jit
+def attention_loop(q_desc, k_desc, v_desc, o_ptr, N, BM: tl.constexpr, BN: tl.constexpr,
+                   D: tl.constexpr):
+    q = q_desc.load([tl.program_id(0) * BM, 0])
+    m_i = tl.full([BM], float("-inf"), tl.float32)
+    l_i = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, D], tl.float32)
+    for start in tl.range(0, N, BN, warp_specialize=True):
+        s = tl.dot(q, k_desc.load([start, 0]).T)
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(tl.float16), v_desc.load([start, 0]), acc * alpha[:, None])
+        m_i = m_new
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.arange(0, D)
+    tl.store(o_ptr + rows[:, None] * D + cols[None, :], acc / l_i[:, None])
+
+
+def test_an_attention_loop_keeps_four_warps(fresh):
+    # Its P V wgmma reads what S = Q K^T computed and stays in flight across iterations,
+    # which the pass declines: the warp-count decision sees the chain and does not widen.
+    x = np.zeros((512, 64), np.float16)
+    q_desc, kv_desc, _ = descriptors(x, x, x, 128, 64, 64)
+    sig = {"q_desc": q_desc, "k_desc": kv_desc, "v_desc": kv_desc, "o_ptr": "*fp32",
+           "N": "i32"}
+    kernel, text = _warning(lambda: tile.compile(attention_loop, sig, target="sm_90a",
+                                                 constexprs=dict(BM=128, BN=64, D=64)))
+    assert "its last tl.dot stays in flight across iterations" in text
+    assert "8 warps" not in text
+    assert "num_warps = 4," in _module_attrs(kernel.asm["ttgir"]) and kernel.num_warps == 4
+
+
 def test_a_loop_declined_after_the_kernel_was_widened_says_so(fresh, monkeypatch):
     consts = dict(BM=128, BN=128, BK=64, NUM_SMS=2)
     kernel, text = _warning(lambda: _compile(carried_tile_matmul, 128, consts))
