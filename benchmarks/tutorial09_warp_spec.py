@@ -18,7 +18,7 @@ Triton's Hopper pass specializes, which both give 8 consumer warps (`_warps`).
 Triton 3.6 refuses warp specialization with host descriptors on Hopper (the tutorial skips
 that case there; its NVGPUWarpSpecialization pass fails on `matmul_tma`): a variant that
 fails to compile or run is reported and left out of the timing. Measured numbers (H100,
-2026-11-28, before the WS rows ran at num_warps=4) are in the README.
+2026-11-28) are in the README.
 """
 
 from __future__ import annotations
