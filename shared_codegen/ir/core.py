@@ -329,6 +329,29 @@ def replace_all_uses(root_ops: List[Operation], old: Value, new: Value) -> None:
                     op.operands[i] = new
 
 
+def clone_op(op: Operation, mapping: Dict[Value, Value]) -> Operation:
+    """A copy of `op` and of everything nested in it, not yet in a block: operands read
+    through `mapping` (values without an entry are shared with the original), fresh results
+    and block arguments, which `mapping` records."""
+    regions = []
+    for region in op.regions:
+        copy = Region([a.type for a in region.block.args])
+        for old, new in zip(region.block.args, copy.block.args):
+            new.name_hint = old.name_hint
+            mapping[old] = new
+        for inner in region.block.ops:
+            nested = clone_op(inner, mapping)
+            nested.parent = copy.block
+            copy.block.ops.append(nested)
+        regions.append(copy)
+    new = Operation(op.name, [mapping.get(v, v) for v in op.operands],
+                    [r.type for r in op.results], dict(op.attrs), regions, op.loc)
+    for old, result in zip(op.results, new.results):
+        result.name_hint = old.name_hint
+        mapping[old] = result
+    return new
+
+
 def walk_block(block: Block) -> Iterator[Operation]:
     for op in block.ops:
         yield from op.walk()

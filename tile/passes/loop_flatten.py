@@ -58,14 +58,15 @@ import warnings
 from typing import Dict, List, Optional, Sequence, Set
 
 from shared_codegen.ir.builder import Builder
-from shared_codegen.ir.core import Block, Module, Operation, Value, replace_all_uses
+from shared_codegen.ir.core import (Block, Module, Operation, Value, clone_op,
+                                    replace_all_uses)
 from shared_codegen.ir.passes import insert_after, insert_before
 from shared_codegen.ir.types import IRType, PointerType, ScalarType, TensorType, scalar_of
 from shared_codegen.ops.arith.definition import (INT_COMPARE, BinaryOp, CastOp, CompareOp,
                                                  ConstantOp, SelectOp, cast_op_name,
                                                  operator_op_name)
 from shared_codegen.ops.control.definition import ForOp, IfOp, YieldOp
-from tile.passes.loop_unroll import _clone, _known, _trip_count
+from tile.passes.loop_unroll import _known, _trip_count
 from tile.passes.pipelining import _At
 from tile.passes.wgmma_schedule import _is
 
@@ -292,7 +293,7 @@ def _fuse_guarded(outer: Operation, inner: Operation) -> None:
 
 def _without_inner_loop(outer: Operation, inner: Operation) -> Operation:
     """A copy of the nest whose inner loop is gone: its results are its initial values."""
-    copy = _clone(outer, {})
+    copy = clone_op(outer, {})
     copy.attrs.pop("warp_specialize", None)  # no loop left to specialize (as Triton does)
     block = copy.regions[0].block
     gone = block.ops[outer.regions[0].block.ops.index(inner)]

@@ -47,7 +47,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from shared_codegen.ir.builder import Builder
-from shared_codegen.ir.core import Block, Module, Operation, Region, Value
+from shared_codegen.ir.core import Block, Module, Operation, Value, clone_op
 from shared_codegen.ir.passes import insert_before
 from shared_codegen.ir.types import scalar_of
 from shared_codegen.ops.arith.definition import (INT_COMPARE, BinaryOp, CompareOp, ConstantOp,
@@ -168,29 +168,6 @@ class _Index:
 
 # ---- the loops -------------------------------------------------------------------------------
 
-def _clone(op: Operation, mapping: Dict[Value, Value]) -> Operation:
-    """A copy of `op` and of everything nested in it, not yet in a block: operands read
-    through `mapping` (values without an entry are shared with the original), fresh results
-    and block arguments, which `mapping` records."""
-    regions = []
-    for region in op.regions:
-        copy = Region([a.type for a in region.block.args])
-        for old, new in zip(region.block.args, copy.block.args):
-            new.name_hint = old.name_hint
-            mapping[old] = new
-        for inner in region.block.ops:
-            nested = _clone(inner, mapping)
-            nested.parent = copy.block
-            copy.block.ops.append(nested)
-        regions.append(copy)
-    new = Operation(op.name, [mapping.get(v, v) for v in op.operands],
-                    [r.type for r in op.results], dict(op.attrs), regions, op.loc)
-    for old, result in zip(op.results, new.results):
-        result.name_hint = old.name_hint
-        mapping[old] = result
-    return new
-
-
 def _iv_is_read(loop: Operation) -> bool:
     iv = loop.regions[0].block.args[0]
     return any(iv in op.operands for top in loop.regions[0].block.ops for op in top.walk())
@@ -199,7 +176,7 @@ def _iv_is_read(loop: Operation) -> bool:
 def _peel_remainder(loop: Operation, start: Value) -> Operation:
     """A copy of `loop` before it for the iterations up to `start` (same step, same inits),
     whose results the loop, now starting at `start`, continues from."""
-    remainder = _clone(loop, {})
+    remainder = clone_op(loop, {})
     remainder.operands[1] = start
     remainder.attrs["num_stages"] = 1  # never pipelined, as Triton's epilogue loop
     insert_before(loop, remainder)
@@ -225,7 +202,7 @@ def _replicate_body(loop: Operation, factor: int, offsets: List[Value]) -> None:
             mapping[iv] = BinaryOp.build(b, add, iv, offsets[j - 1])
             mapping[iv].name_hint = iv.name_hint
         for op in ops:
-            b.insert(_clone(op, mapping))
+            b.insert(clone_op(op, mapping))
         yielded = [mapping.get(v, v) for v in original]
     term.operands = yielded
     b.insert(term)

@@ -55,7 +55,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Set
 
 from shared_codegen.ir.builder import Builder
-from shared_codegen.ir.core import (Block, MemoryEffect, Module, Operation, Value,
+from shared_codegen.ir.core import (Block, MemoryEffect, Module, Operation, Value, clone_op,
                                     replace_all_uses)
 from shared_codegen.ir.passes import erase_op, insert_after, insert_before
 from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32
@@ -71,7 +71,6 @@ from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalLoad
                                                          MemDescIndexOp, MemDescTransOp)
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp, SplatOp, TransOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
-from tile.passes.loop_unroll import _clone as clone_op
 from tile.passes.wgmma_schedule import (_is, _top_level, carried_in_flight, in_flight_slot,
                                         retire_after_loop, schedule_async_dots,
                                         wait_in_branches)
