@@ -219,29 +219,24 @@ def choose_num_splits(batch: int, kv_heads: int, max_tiles: int, sm_count: int,
     return max(1, min(max(occupied, short), 64))
 
 
-_SM_COUNTS: dict = {}  # device -> multiprocessor count, asked once per device
+_DEVICES: dict = {}  # device -> (multiprocessor count, compute capability major), asked once
+
+
+def _device_facts(x) -> tuple:
+    facts = _DEVICES.get(x.device)
+    if facts is None:
+        import torch
+        props = torch.cuda.get_device_properties(x.device)
+        facts = _DEVICES[x.device] = (props.multi_processor_count, props.major)
+    return facts
 
 
 def _sm_count(x) -> int:
-    if _is_numpy(x):
-        return DEFAULT_SM_COUNT
-    count = _SM_COUNTS.get(x.device)
-    if count is None:
-        import torch
-        count = _SM_COUNTS[x.device] = \
-            torch.cuda.get_device_properties(x.device).multi_processor_count
-    return count
-
-
-_CAPABILITIES: dict = {}  # device -> compute capability major, asked once per device
+    return DEFAULT_SM_COUNT if _is_numpy(x) else _device_facts(x)[0]
 
 
 def _compute_capability(x) -> int:
-    major = _CAPABILITIES.get(x.device)
-    if major is None:
-        import torch
-        major = _CAPABILITIES[x.device] = torch.cuda.get_device_capability(x.device)[0]
-    return major
+    return _device_facts(x)[1]
 
 
 def _check(q, k_cache, v_cache, block_table, seq_lens):

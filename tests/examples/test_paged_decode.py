@@ -226,8 +226,7 @@ class _FakeCudaTensor:
 
 def test_plan_is_cached_per_shape_for_cuda_tensors(monkeypatch):
     monkeypatch.setattr(pd, "_PLANS", {})
-    monkeypatch.setitem(pd._SM_COUNTS, "cuda:0", 132)
-    monkeypatch.setitem(pd._CAPABILITIES, "cuda:0", 9)
+    monkeypatch.setitem(pd._DEVICES, "cuda:0", (132, 9))  # SMs, compute capability major
     built = []
     monkeypatch.setattr(pd, "_check", lambda *a: built.append(a) or (4, 1, 32, 128, 16, 8))
 
