@@ -133,6 +133,10 @@ _DECLARED = (
     EnvVar("SC_DRIVER_JIT", "bool", True,
            "Load a kernel whose setmaxnreg nvJitLink dropped (ptxas warning C7504) from its PTX "
            "through the driver JIT, which keeps it; 0 always loads nvJitLink's cubin."),
+    EnvVar("SC_PERSISTENT", "bool", True,
+           "Let the tile compiler run a GEMM-like kernel launched with more programs than fit "
+           "on the GPU as persistent programs (tile/passes/persistent.py); 0 keeps one program "
+           "per program id."),
     EnvVar("SC_FULL_TRACEBACK", "bool", False,
            "Show every frame of the compiler in the traceback of a compile, argument or "
            "interpreter error (by default they are hidden and the traceback ends at the "

@@ -636,7 +636,7 @@ def _launch_warps(module, spec) -> str:
 
 
 def _convert(kernel, spec) -> str:
-    module = explicit_layout_module(kernel, spec)
+    module = explicit_layout_module(kernel, spec, persistent=False)
     path = kernel.source_info.file
     try:
         relative = os.path.relpath(path)

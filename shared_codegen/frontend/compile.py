@@ -162,6 +162,8 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages,
                "language": jit_fn.language.name,
                "constants": repr(spec.constants)}
+    if not config.get("SC_PERSISTENT"):  # tile/passes/persistent.py turned off
+        options["persistent"] = False
     if spec.num_ctas != 1:  # cluster kernels only: ordinary keys stay as they were
         options["num_ctas"] = spec.num_ctas
     if spec.instrument:  # only instrumented variants: ordinary keys stay as they were
@@ -265,6 +267,8 @@ def compile_module(module, language, target: str) -> CompiledKernel:
     # register shortages the whole-program build does not have.
     metadata["performance_losses"] = [] if metadata["driver_jit"] else \
         performance_losses(log or "")
+    if module.attrs.get("persistent_programs"):  # tile/passes/persistent.py
+        metadata["persistent_programs"] = True
     if results.get("tma_boxes"):  # maps the launch encodes with a multicast slice's box
         metadata["tma_boxes"] = {str(k): v for k, v in results["tma_boxes"].items()}
     if lowered.debug_info is not None:
@@ -284,10 +288,12 @@ def _needs_whole_program(ptx: str, log: Optional[str]) -> bool:
     return "(C7504)" in (log or "") or re.search(r"\bsetmaxnreg\.", ptx) is not None
 
 
-def explicit_layout_module(jit_fn, spec, verify: bool = True):
+def explicit_layout_module(jit_fn, spec, verify: bool = True, persistent: bool = True):
     """The module after the language's passes: what the converter prints as Gluon and what
-    the CPU interpreter runs."""
+    the CPU interpreter runs. `persistent=False` leaves kernels one program per tile (the
+    converter's form: tile/passes/persistent.py needs a hidden launch parameter)."""
     module = trace(jit_fn, spec)
+    module.stage_results["allow_persistent"] = persistent
     return run_pipeline(module, jit_fn.language.passes(), verify=verify)
 
 

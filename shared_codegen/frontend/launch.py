@@ -581,7 +581,7 @@ def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM
                      instrument=(), num_ctas=1):
     from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
     from shared_codegen.runtime.driver import target_from_device
-    from shared_codegen.runtime.launcher import get_binder
+    from shared_codegen.runtime.launcher import PersistentBinder, get_binder
 
     target = target or config.get("SC_TARGET") or target_from_device()
     spec = Specialization.from_key(spec_key, num_warps, target, num_stages)
@@ -601,6 +601,8 @@ def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM
     variant.kernel = kernel
     variant.function = kernel.function()
     variant.binder = get_binder(kernel.param_kinds)
+    if kernel.metadata.get("persistent_programs"):  # tile/passes/persistent.py
+        variant.binder = PersistentBinder(variant.binder)
     variant.runtime_positions = [i for i, t in enumerate(spec.arg_types) if t is not None]
     variant.pointer_positions = [k for k, i in enumerate(variant.runtime_positions)
                                  if isinstance(spec.arg_types[i], PointerType)]

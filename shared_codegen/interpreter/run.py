@@ -54,6 +54,8 @@ class Frame:
     # and its rank there.
     cluster = None
     cta_rank = 0
+    # The grid the launch asked for when fewer programs run it (a persistent kernel).
+    requested_grid = None
 
     def __init__(self, memory: Memory, grid, out=None, num_warps: int = 4):
         self.memory = memory
@@ -73,6 +75,7 @@ class Frame:
         child.program = self.program
         child.rank = self.rank
         child.cluster, child.cta_rank = self.cluster, self.cta_rank
+        child.requested_grid = self.requested_grid
         return child
 
     def __getitem__(self, v: Value):
@@ -135,6 +138,11 @@ def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory,
     fn = module.kernel
     num_warps = int(module.attrs.get("num_warps", 4))
     body = fn.body.block
+    requested = None
+    if module.attrs.get("persistent_programs") and grid[1] == grid[2] == 1 and grid[0] > 2:
+        # A persistent kernel (tile/passes/persistent.py): two programs walk the requested
+        # ids, as the GPU's launcher caps the grid at what fits on the device.
+        requested, grid = tuple(grid), (2, 1, 1)
     program_ids = ((x, y, z) for z, y, x in
                    itertools.product(range(grid[2]), range(grid[1]), range(grid[0])))
     num_ctas = int(module.attrs.get("num_ctas", 1))
@@ -166,6 +174,7 @@ def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory,
         def make_frame(pid, _):
             frame = Frame(memory, tuple(grid), num_warps=num_warps)
             frame.program_id = pid
+            frame.requested_grid = requested
             return frame
 
         def run_program(frame):
@@ -175,6 +184,7 @@ def run_kernel(module: Module, arg_values: Sequence[Any], grid, memory: Memory,
         ConcurrentGrid(list(program_ids), make_frame, run_program).run()
         return
     frame = Frame(memory, tuple(grid), num_warps=num_warps)
+    frame.requested_grid = requested
     old = np.seterr(all="ignore")
     try:
         for pid in program_ids:

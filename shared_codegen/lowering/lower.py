@@ -151,6 +151,10 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     param_types = [_param_llvm_type(a.type) for a in fn.args]
     if scratch_bytes:
         param_types.append(ir.PointerType(addrspace=1))
+    # A persistent kernel (tile/passes/persistent.py) takes the grid its launch asked for.
+    persistent = bool(module.attrs.get("persistent_programs"))
+    if persistent:
+        param_types.append(ir.IntType(32))
     # Instrumented variants: their hidden parameters come last.
     ftype = ir.FunctionType(VOID, param_types + [ir.IntType(64)] * len(hidden_kinds))
     lfn = ir.Function(llmod, ftype, fn.name)
@@ -195,7 +199,10 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         scratch_arg.name = "global_scratch"
         ctx.global_scratch, ctx.global_scratch_bytes = scratch_arg, scratch_bytes
     _apply_shared_memory_plan(ctx, module)
-    hidden = list(lfn.args[len(fn.args) + (1 if scratch_bytes else 0):])
+    if persistent:
+        ctx.launch_grid = lfn.args[len(fn.args) + (1 if scratch_bytes else 0)]
+        ctx.launch_grid.name = "launch_grid"
+    hidden = list(lfn.args[len(fn.args) + (1 if scratch_bytes else 0) + persistent:])
     for i, larg in enumerate(hidden):
         larg.name = f"sc_hidden{i}"
     if "debug" in instrument:
@@ -226,7 +233,8 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
     check_shared_limit(ctx, fn, target)
     module.stage_results["barriers"] = ctx.barriers
     module.stage_results["tma_boxes"] = _tma_boxes(ctx, fn)
-    kinds = tuple(param_kind(a.type) for a in fn.args) + (("ptr",) if scratch_bytes else ())
+    kinds = tuple(param_kind(a.type) for a in fn.args) + (("ptr",) if scratch_bytes else ()) \
+        + (("i32",) if persistent else ())
     ptx_version = module.attrs.get("min_ptx_version")
     if getattr(ctx, "ptx_floor", None):  # a lowering rule's need (mbarrier on sm_80)
         ptx_version = max(tuple(ptx_version or (0, 0)), ctx.ptx_floor)

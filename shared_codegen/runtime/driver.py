@@ -257,6 +257,14 @@ def function_attribute(function, attribute_name: str) -> int:
                                            function), f"cuFuncGetAttribute({attribute_name})")
 
 
+def max_active_blocks(function, threads: int, dynamic_shared: int) -> int:
+    """How many CTAs of `threads` threads and `dynamic_shared` bytes of dynamic shared memory
+    one multiprocessor holds at once (cuOccupancyMaxActiveBlocksPerMultiprocessor)."""
+    return check(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(function, threads,
+                                                                        dynamic_shared),
+                 "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+
+
 def set_dynamic_shared_memory(function, nbytes: int, device_index: int | None = None,
                               kernel_name: str = "kernel") -> None:
     """Let `function` use `nbytes` of dynamic shared memory. Needed only above 48 KB; raises

@@ -391,6 +391,43 @@ def launch_config(cluster=None, pdl: bool = False):
     return config
 
 
+class PersistentBinder:
+    """The launches of a persistent kernel (tile/passes/persistent.py): at most as many
+    programs as the GPU holds at once (occupancy x SMs, found on the first launch: a loaded
+    function belongs to one device), and the grid the launch asked for as the hidden last
+    argument, which the kernel's programs walk. A 2-D or 3-D grid, or a cluster launch, runs
+    as asked (the kernel then runs each program id once)."""
+
+    def __init__(self, binder: Binder):
+        self.binder = binder
+        self.programs = 0  # the most programs resident at once; 0 until the first launch
+
+    def _capped(self, function, grid, num_warps, shared_mem_bytes):
+        if len(grid) > 1 and any(g != 1 for g in grid[1:]):
+            return grid
+        if not self.programs:
+            from shared_codegen.runtime import driver
+
+            per_sm = driver.max_active_blocks(function, num_warps * 32, shared_mem_bytes)
+            self.programs = max(1, per_sm) * driver.get_device(
+                driver.current_device_index()).sm_count
+        return grid if grid[0] <= self.programs else (self.programs,)
+
+    def launch(self, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
+        self.binder.launch(function, self._capped(function, grid, num_warps, shared_mem_bytes),
+                           num_warps, shared_mem_bytes, stream, (*arg_values, grid[0]))
+
+    def launch_pdl(self, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
+        self.binder.launch_pdl(function, self._capped(function, grid, num_warps,
+                                                      shared_mem_bytes),
+                               num_warps, shared_mem_bytes, stream, (*arg_values, grid[0]))
+
+    def launch_cluster(self, function, grid, cluster, num_warps, shared_mem_bytes, stream,
+                       arg_values, pdl=False):
+        self.binder.launch_cluster(function, grid, cluster, num_warps, shared_mem_bytes,
+                                   stream, (*arg_values, grid[0]), pdl=pdl)
+
+
 @lru_cache(maxsize=None)
 def get_binder(param_kinds: tuple) -> Binder:
     """The shared binder for a signature; built on first use."""

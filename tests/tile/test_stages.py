@@ -42,7 +42,8 @@ def test_the_stages_are_the_tile_passes_then_the_shared_backend_stages():
     names = [name for name, _ in TILE_STAGES]
     assert names == ["combine_dot_add", "loop_unroll", "warp_specialize_warps",
                      "layout_assignment",
-                     "remove_redundant_conversions", "cse", "loop_flatten",
+                     "remove_redundant_conversions", "cse", "persistent_programs",
+                     "loop_flatten",
                      "warp_specialization", "software_pipelining"] + SHARED_TAIL
     assert TILE_STAGES[len(TILE_PIPELINE):] == BACKEND_STAGES
 

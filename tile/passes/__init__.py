@@ -13,6 +13,7 @@ from tile.passes.coalesce import blocked_layout_for
 from tile.passes.layout_assignment import LayoutAssignmentError, assign_layouts
 from tile.passes.loop_flatten import flatten_loops
 from tile.passes.loop_unroll import unroll_loops
+from tile.passes.persistent import make_persistent
 from tile.passes.pipelining import pipeline_module
 from tile.passes.warp_specialize import warp_specialize_module, warp_specialize_warps
 
@@ -23,6 +24,7 @@ TILE_PIPELINE = [
     ("layout_assignment", assign_layouts),
     ("remove_redundant_conversions", remove_redundant_conversions),
     ("cse", cse),
+    ("persistent_programs", make_persistent),
     ("loop_flatten", flatten_loops),
     ("warp_specialization", warp_specialize_module),
     ("software_pipelining", pipeline_module),
@@ -30,4 +32,4 @@ TILE_PIPELINE = [
 
 __all__ = ["TILE_PIPELINE", "combine_dot_add", "assign_layouts", "remove_redundant_conversions", "cse",
            "blocked_layout_for", "LayoutAssignmentError", "pipeline_module", "unroll_loops",
-           "flatten_loops", "warp_specialize_module", "warp_specialize_warps"]
+           "flatten_loops", "warp_specialize_module", "warp_specialize_warps", "make_persistent"]

@@ -67,6 +67,7 @@ from shared_codegen.ops.async_copy.definition import (AsyncCommitGroupOp,
 from shared_codegen.ops.control.definition import ForOp, IfOp, YieldOp
 from shared_codegen.ops.dot.definition import MmaV2Op
 from shared_codegen.ops.memory.definition import LoadOp
+from shared_codegen.ops.program.definition import AssumeOp
 from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalLoadOp,
                                                          MemDescIndexOp, MemDescTransOp)
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp, SplatOp, TransOp
@@ -276,10 +277,13 @@ def _reads(op: Operation) -> List[Value]:
 
 def _computes_only(op: Operation) -> bool:
     """An `scf.if` whose branches only compute (a flattened loop's prologue, which
-    computes the next tile's offsets): it may run ahead like a pure op."""
+    computes the next tile's offsets): it may run ahead like a pure op. `tl.assume` counts
+    as computing: it states a fact about the values it reads, true whenever they are
+    computed (tutorial 03's `tl.assume(row >= 0)` sits in that prologue)."""
     return _is(op, IfOp) and all(
         _is(nested, YieldOp) or (not nested.regions and (nested.opdef.is_pure(nested)
-                                                         or _is(nested, CastOp)))
+                                                         or _is(nested, CastOp)
+                                                         or _is(nested, AssumeOp)))
         for nested in op.walk() if nested is not op)
 
 

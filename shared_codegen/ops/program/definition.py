@@ -12,10 +12,13 @@ from shared_codegen.layouts.relations import NO_RELATION, OWN_LAYOUTS, SAME_LAYO
 
 
 PROGRAM_ID, NUM_PROGRAMS = "tt.get_program_id", "tt.get_num_programs"
+# The grid the launch asked for, which a persistent kernel's launcher caps (tile/passes/
+# persistent.py): its programs walk the requested program ids in steps of the launched count.
+LAUNCH_GRID = "sc.launch_grid"
 
 
 class ProgramIdOp(OpDef):
-    names = (PROGRAM_ID, NUM_PROGRAMS)
+    names = (PROGRAM_ID, NUM_PROGRAMS, LAUNCH_GRID)
     spelling = {"tt.get_program_id": "program_id", "tt.get_num_programs": "num_programs"}
     layout_rule = OWN_LAYOUTS
 
@@ -29,7 +32,12 @@ class ProgramIdOp(OpDef):
 
     def interpret(self, op, frame):
         axis = op.attrs["axis"]
-        source = frame.program_id if op.name == "tt.get_program_id" else frame.grid
+        if op.name == PROGRAM_ID:
+            source = frame.program_id
+        elif op.name == LAUNCH_GRID:  # a capped launch records what it was asked for
+            source = frame.requested_grid or frame.grid
+        else:
+            source = frame.grid
         return [np.int32(source[axis])]
 
 

@@ -8,13 +8,19 @@ from llvmlite import ir
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.lowering.context import I1, I32, LoweringError
 from shared_codegen.ops.control.lowering import new_block
-from shared_codegen.ops.program.definition import AssertOp, AssumeOp, BarrierOp, ProgramIdOp
+from shared_codegen.ops.program.definition import (LAUNCH_GRID, AssertOp, AssumeOp, BarrierOp,
+                                                   ProgramIdOp)
 
 _AXES = "xyz"
 
 
 @lowering_rule(ProgramIdOp)
 def lower_program_id(op, ctx):
+    if op.name == LAUNCH_GRID:  # the hidden last parameter (lowering/lower.py)
+        if getattr(ctx, "launch_grid", None) is None:
+            raise LoweringError(f"{LAUNCH_GRID} in a kernel without the module attribute "
+                                f"persistent_programs (tile/passes/persistent.py sets both)")
+        return [ctx.launch_grid]
     sreg = "ctaid" if op.name == "tt.get_program_id" else "nctaid"
     if getattr(ctx, "num_ctas", 1) > 1:  # a program is a cluster (docs/clusters.md)
         sreg = "clusterid" if op.name == "tt.get_program_id" else "nclusterid"

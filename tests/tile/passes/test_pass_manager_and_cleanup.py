@@ -23,8 +23,8 @@ def test_pipeline_dumps_the_ir_after_every_named_pass(tmp_path):
     assert names == ["00-input.mlir", "01-combine_dot_add.mlir", "02-loop_unroll.mlir",
                      "03-warp_specialize_warps.mlir", "04-layout_assignment.mlir",
                      "05-remove_redundant_conversions.mlir", "06-cse.mlir",
-                     "07-loop_flatten.mlir", "08-warp_specialization.mlir",
-                     "09-software_pipelining.mlir"]
+                     "07-persistent_programs.mlir", "08-loop_flatten.mlir",
+                     "09-warp_specialization.mlir", "10-software_pipelining.mlir"]
     assert "#blocked0" not in (tmp_path / "01-combine_dot_add.mlir").read_text()
     assert "#blocked0" in (tmp_path / "06-cse.mlir").read_text()
 

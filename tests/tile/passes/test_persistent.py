@@ -1,0 +1,209 @@
+"""tile/passes/persistent.py: a one-program-per-tile matmul (tutorial 03's structure) compiled
+for sm_90a runs as persistent programs: its body inside `for pid in range(program_id,
+launch_grid, num_programs)`, flattened and pipelined across tiles, with the requested grid as
+a hidden last parameter that `PersistentBinder` fills while it caps the launched grid. The
+interpreter runs the same IR with two programs and matches numpy; kernels whose programs
+may not be independent or equal are left alone; the converter prints the one-tile form."""
+
+import re
+
+import numpy as np
+import pytest
+
+import tile as triton
+import tile.language as tl
+from shared_codegen.frontend.compile import explicit_layout_module
+from shared_codegen.frontend.launch import specialization_for_signature
+from shared_codegen.ir.printer import print_module
+from shared_codegen.runtime import driver
+from shared_codegen.runtime.launcher import PersistentBinder
+from tile.convert import to_gluon_for_signature
+
+
+@triton.jit
+def grouped_mm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+    """One BM x BN tile of c = a @ b per program, grouped along M (tutorial 03's shape)."""
+    pid = tl.program_id(0)
+    row_tiles = tl.cdiv(M, BM)
+    col_tiles = tl.cdiv(N, BN)
+    per_group = GROUP * col_tiles
+    first = (pid // per_group) * GROUP
+    rows_here = min(row_tiles - first, GROUP)
+    row = first + (pid % per_group) % rows_here
+    col = (pid % per_group) // rows_here
+    tl.assume(row >= 0)
+    rows = (row * BM + tl.arange(0, BM)) % M
+    cols = (col * BN + tl.arange(0, BN)) % N
+    ks = tl.arange(0, BK)
+    a_tile = a_ptr + rows[:, None] * stride_am + ks[None, :]
+    b_tile = b_ptr + ks[:, None] * stride_bk + cols[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for step in range(0, tl.cdiv(K, BK)):
+        k_left = K - step * BK
+        a = tl.load(a_tile, mask=ks[None, :] < k_left, other=0.0)
+        b = tl.load(b_tile, mask=ks[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_tile += BK
+        b_tile += BK * stride_bk
+    out_rows = row * BM + tl.arange(0, BM)
+    out_cols = col * BN + tl.arange(0, BN)
+    mask = (out_rows[:, None] < M) & (out_cols[None, :] < N)
+    tl.store(c_ptr + out_rows[:, None] * stride_cm + out_cols[None, :], acc.to(tl.float16),
+             mask=mask)
+
+
+@triton.jit
+def counted_mm(a_ptr, b_ptr, c_ptr, count_ptr, K, BM: tl.constexpr, BK: tl.constexpr):
+    """A matmul tile per program that also counts its programs with an atomic."""
+    pid = tl.program_id(0)
+    rows = pid * BM + tl.arange(0, BM)
+    ks = tl.arange(0, BK)
+    acc = tl.zeros((BM, BM), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rows[:, None] * K + k + ks[None, :])
+        b = tl.load(b_ptr + (k + ks[:, None]) * BM + tl.arange(0, BM)[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rows[:, None] * BM + tl.arange(0, BM)[None, :], acc)
+    tl.atomic_add(count_ptr, 1)
+
+
+@triton.jit
+def triangle_mm(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BK: tl.constexpr):
+    """Program i sums i + 1 K blocks: unequal work (a causal attention's shape)."""
+    pid = tl.program_id(0)
+    rows = pid * BM + tl.arange(0, BM)
+    ks = tl.arange(0, BK)
+    acc = tl.zeros((BM, BM), dtype=tl.float32)
+    for k in range(0, (pid + 1) * BK, BK):
+        a = tl.load(a_ptr + rows[:, None] * K + k + ks[None, :])
+        b = tl.load(b_ptr + (k + ks[:, None]) * BM + tl.arange(0, BM)[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rows[:, None] * BM + tl.arange(0, BM)[None, :], acc)
+
+
+SIG = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M": "i32", "N": "i32",
+       "K": "i32:16", "stride_am": "i32:16", "stride_bk": "i32:16", "stride_cm": "i32:16"}
+TILE = dict(BM=128, BN=128, BK=64, GROUP=8)
+SMALL_SIG = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "K": "i32:16"}
+
+
+def _module(kernel, signature, constexprs, target="sm_90a", num_warps=8, persistent=True):
+    spec = specialization_for_signature(kernel, signature, constexprs, num_warps, target, 3)
+    module = explicit_layout_module(kernel, spec, persistent=persistent)
+    return module, print_module(module)
+
+
+def test_tutorial03_shape_becomes_persistent_and_pipelined():
+    module, text = _module(grouped_mm, SIG, TILE)
+    assert module.attrs.get("persistent_programs") is True
+    assert text.count("sc.launch_grid") == 1
+    # The tile loop and the K loop are one flattened loop (behind the empty-K guard, whose
+    # branch keeps a tile loop without the K loop), and the loads became cp.async rings.
+    assert text.count("scf.for") == 2
+    assert "ttg.async_copy_global_to_local" in text
+    assert "tt.get_program_id" in text and "tt.get_num_programs" in text
+
+
+def test_ptx_takes_the_requested_grid_last():
+    kernel = triton.compile(grouped_mm, SIG, TILE, target="sm_90a", num_warps=8)
+    assert kernel.metadata["persistent_programs"] is True
+    assert kernel.param_kinds[-1] == "i32" and len(kernel.param_kinds) == len(SIG) + 1
+    ptx = kernel.asm["ptx"]
+    params = re.findall(r"\.param \.(\w+)[^\n]*_param_(\d+)", ptx)
+    assert len(params) == len(SIG) + 1 and params[-1] == ("u32", str(len(SIG)))
+    assert len(re.findall(r"cp\.async\.cg\.shared\.global", ptx)) > 0
+    assert "wgmma.mma_async" in ptx
+
+
+@pytest.mark.parametrize("M,N,K", [(256, 384, 128), (300, 260, 72)])
+def test_interpreter_two_programs_walk_every_tile(M, N, K):
+    rng = np.random.default_rng(M + N + K)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float16)
+    tiles = triton.cdiv(M, 64) * triton.cdiv(N, 64)
+    assert tiles > 2  # more programs requested than the interpreter runs
+    grouped_mm[(tiles,)](a, b, c, M, N, K, K, N, N, BM=64, BN=64, BK=32, GROUP=2,
+                         num_warps=4)
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("kernel,why", [(counted_mm, "atomics"), (triangle_mm, "unequal work")])
+def test_left_alone(kernel, why):
+    sig = dict(SMALL_SIG, **({"count_ptr": "*i32"} if kernel is counted_mm else {}))
+    module, text = _module(kernel, sig, dict(BM=64, BK=64), num_warps=4)
+    assert "persistent_programs" not in module.attrs, why
+    assert "sc.launch_grid" not in text
+
+
+def test_left_alone_below_sm90_and_when_turned_off(monkeypatch):
+    module, _ = _module(grouped_mm, SIG, TILE, target="sm_80", num_warps=4)
+    assert "persistent_programs" not in module.attrs
+    monkeypatch.setenv("SC_PERSISTENT", "0")
+    module, _ = _module(grouped_mm, SIG, TILE)
+    assert "persistent_programs" not in module.attrs
+
+
+def test_converter_prints_one_program_per_tile():
+    source = to_gluon_for_signature(grouped_mm, SIG, TILE, num_warps=8)
+    assert "launch_grid" not in source
+    assert re.search(r"def grouped_mm\(([^)]*)\)", source).group(1).count(",") == len(SIG) - 1
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def launch(self, function, grid, num_warps, shared, stream, args):
+        self.calls.append(("launch", tuple(grid), tuple(args)))
+
+    def launch_pdl(self, function, grid, num_warps, shared, stream, args):
+        self.calls.append(("pdl", tuple(grid), tuple(args)))
+
+    def launch_cluster(self, function, grid, cluster, num_warps, shared, stream, args,
+                       pdl=False):
+        self.calls.append(("cluster", tuple(grid), tuple(args)))
+
+
+def test_binder_caps_the_grid_and_passes_the_request(monkeypatch):
+    class Device:
+        sm_count = 132
+
+    asked = []
+    monkeypatch.setattr(driver, "current_device_index", lambda: 0)
+    monkeypatch.setattr(driver, "get_device", lambda index=0: Device)
+    monkeypatch.setattr(driver, "max_active_blocks",
+                        lambda function, threads, shared: asked.append((threads, shared)) or 1)
+    inner = _Recorder()
+    binder = PersistentBinder(inner)
+    binder.launch("f", (512,), 8, 200_000, 0, (1, 2))
+    binder.launch_pdl("f", (100,), 8, 200_000, 0, (1, 2))
+    binder.launch("f", (512, 2), 8, 200_000, 0, (1, 2))
+    binder.launch_cluster("f", (512,), (2, 1, 1), 8, 200_000, 0, (1, 2))
+    assert inner.calls == [("launch", (132,), (1, 2, 512)), ("pdl", (100,), (1, 2, 100)),
+                           ("launch", (512, 2), (1, 2, 512)),
+                           ("cluster", (512,), (1, 2, 512))]
+    assert asked == [(256, 200_000)]  # occupancy asked once, on the first launch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K", [(2000, 3000, 256), (4096, 4096, 512), (96, 80, 64)])
+def test_gpu_persistent_matches_torch(M, N, K):
+    """More tiles than programs fit on the GPU (the launcher caps the grid and the programs
+    walk the rest), and fewer (each program one tile), ragged edges included."""
+    torch = pytest.importorskip("torch")
+    if not driver.has_gpu() or not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    gen = torch.Generator(device="cuda").manual_seed(M + N)
+    a = torch.randn((M, K), device="cuda", dtype=torch.float16, generator=gen)
+    b = torch.randn((K, N), device="cuda", dtype=torch.float16, generator=gen)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    tiles = triton.cdiv(M, 128) * triton.cdiv(N, 128)
+    kernel = grouped_mm[(tiles,)](a, b, c, M, N, K, K, N, N, BM=128, BN=128, BK=64, GROUP=8,
+                                  num_warps=8)
+    assert kernel.metadata["persistent_programs"] is True
+    ref = a.float() @ b.float()
+    err = float((c.float() - ref).abs().max() / ref.abs().max())
+    assert err < 2e-3, err
