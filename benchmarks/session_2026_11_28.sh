@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# 2026-11-28 device calls. STEPS picks what runs (space-separated), logs under $OUT:
+# 2026-11-28 device calls (H100 `nvidia-h100-x1` until about 08:45 UTC, then H200 `nvidia-h200`,
+# the only kind lent from the fifth session on). STEPS picks what runs (space-separated), logs under $OUT:
 #   fwd_tests   the Hopper forward's GPU tests
 #   fwd         the forward against SDPA: the launcher options this session added, as
 #               same-run variants (kv_ahead, O outside Q's buffer, fp8 overlap)
@@ -37,6 +38,7 @@
 #   t9bench     tutorial 09's matmuls (persistent with flatten, TMA with and without
 #               warp_specialize) against Triton 3.6 and cuBLAS at 8192^3 fp16 (needs
 #               .tutorials/: .tutorials/bench09.py loads the upstream source)
+#   bwd         the Hopper backward against SDPA (D=128 fp16, 4k and 16k, causal and not)
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
 #               same-run experiment (.tut06/exp_arrive.py patches the lowering in-process)
 set -uo pipefail
@@ -81,6 +83,9 @@ fi
 if has t6split && [ -d .tut06 ]; then
   step t6split 300 python3 benchmarks/tutorial06_split.py .tut06/06-fused-attention.py "$OUT" 64,128 1024,4096,16384
 fi
+if has bwd; then
+  step bwd 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 3 --json "$OUT/bwd.json"
+fi
 if has paged; then
   step paged 150 python3 benchmarks/paged_decode.py --batches 1 4 --contexts 8192 32768 --dtypes float16 --rounds 10 --breakdown --json "$OUT/paged.json"
 fi
@@ -89,8 +94,10 @@ if has table; then
   step table_more 200 python3 $A --dims 128 --ns 16384 --dtypes bf16,fp8 --rounds 3 --no-triton --json "$OUT/table_more.json"
   step table64_256 200 python3 $A --dims 64,256 --ns 16384 --dtypes fp16 --rounds 3 --no-triton --json "$OUT/table64_256.json"
 fi
-if has matmul; then
-  step matmul 200 python3 benchmarks/tile_matmul.py --rounds 6 --json "$OUT/matmul.json"
+if has matmul; then  # MATMUL_RUNS separate runs (the 4096^3 fp16 ratio moves from run to run)
+  for i in $(seq ${MATMUL_RUNS:-1}); do
+    TAIL=${MATMUL_TAIL:-30} step matmul$i 200 python3 benchmarks/tile_matmul.py --rounds ${MATMUL_ROUNDS:-6} ${MATMUL_ARGS:-} --json "$OUT/matmul$i.json"
+  done
 fi
 if has t6ws && [ -d .tut06 ]; then
   step t6ws 400 python3 .tut06/ws_compare.py .tut06/06-fused-attention.py "$OUT" ${T6_DIMS:-64,128} ${T6_NS:-1024,4096,16384} ${T6_CAUSAL:-0,1}
@@ -101,7 +108,7 @@ if has t6bwdvar && [ -d .tut06 ]; then
   done
 fi
 if has tutorials && [ -d .tutorials ]; then
-  for fe in tile triton; do
+  for fe in ${TUT_FRONTENDS:-tile triton}; do
     TAIL=12 step tutorials_$fe 280 python3 .tutorials/run_tutorials.py --frontend $fe --device cuda --configs 4
   done
 fi

@@ -4,9 +4,13 @@ and torch._scaled_mm (cuBLASLt) for fp8 e4m3, timed interleaved in one process.
 
     python3 benchmarks/tile_matmul.py                  # 4096^3 and 8192^3, fp16 and fp8
     python3 benchmarks/tile_matmul.py --sizes 4096 --dtypes fp16 --rounds 20 --json out.json
+    python3 benchmarks/tile_matmul.py --graph     # also device time from CUDA-graph replays
 
 Each row: milliseconds (medians of interleaved rounds), TFLOP/s, and the ratios ours/Triton
-and ours/cuBLAS (above 1 means ours is faster). The configs are the tutorial's best for the
+and ours/cuBLAS (above 1 means ours is faster). The default timing is CUDA events around 5
+back-to-back calls, so the host time of the first call in each group counts (about 1/5 of a
+call's launch cost, a few percent of a 0.2 ms matmul); `--graph` adds the kernels' device
+time alone, from CUDA-graph replays interleaved the same way. The configs are the tutorial's best for the
 H100 (128x256x64, 3 stages, 8 warps for fp16; 128x256x128 for fp8), the same for both
 compilers; `--config M,N,K,stages,warps` overrides them.
 
@@ -28,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from _bench import gpu_torch, interleaved_medians  # noqa: E402
+from _bench import gpu_torch, graph_medians, interleaved_medians  # noqa: E402
 
 CONFIGS = {
     "fp16": dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8,
@@ -80,6 +84,12 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--config", help="M,N,K,stages,warps for every dtype")
     p.add_argument("--no-triton", action="store_true", help="skip Triton (not installed)")
+    p.add_argument("--graph", action="store_true",
+                   help="also time device time alone: each function's calls replayed from a "
+                        "CUDA graph, interleaved (no host time in the ratio)")
+    p.add_argument("--compare-persistent", action="store_true",
+                   help="also time our kernel compiled with SC_PERSISTENT=0 (one program per "
+                        "tile: tile/passes/persistent.py turned off), row 'ours_plain'")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     torch = gpu_torch("tile_matmul.py")
@@ -87,6 +97,9 @@ def main(argv=None) -> int:
         return 0
     ours = load_kernel_module("tile")
     theirs = None if args.no_triton else load_kernel_module("triton")
+    # A second copy of our kernel (its own JIT function and variants), compiled with the
+    # persistent-programs pass off on its first launch of each problem.
+    plain = load_kernel_module("tile") if args.compare_persistent else None
     results = []
     print(f"device: {torch.cuda.get_device_name()}")
     for dtype in args.dtypes:
@@ -101,6 +114,13 @@ def main(argv=None) -> int:
             fns = {"ours": lambda: ours.matmul(a, b, config), "cublas": cublas(torch, dtype, a, b)}
             if theirs is not None:
                 fns["triton"] = lambda: theirs.matmul(a, b, config)
+            if plain is not None:
+                os.environ["SC_PERSISTENT"] = "0"
+                try:
+                    plain.matmul(a, b, config)  # compiles this problem's variant
+                finally:
+                    del os.environ["SC_PERSISTENT"]
+                fns["ours_plain"] = lambda: plain.matmul(a, b, config)
             ref = fns["cublas"]()
             errors = {name: check(torch, fn(), ref, name) for name, fn in fns.items()
                       if name != "cublas"}
@@ -111,11 +131,29 @@ def main(argv=None) -> int:
                 row[name] = {"ms": ms, "tflops": flops / ms / 1e9}
                 print(f"  {name:7s} {ms:8.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s")
             row["ours/cublas"] = med["cublas"] / med["ours"]
+            if "ours_plain" in med:
+                row["ours/ours_plain"] = med["ours_plain"] / med["ours"]
+                print(f"  persistent vs one program per tile {row['ours/ours_plain']:.3f}x")
             line = f"  ours vs cuBLAS {row['ours/cublas']:.3f}x"
             if "triton" in med:
                 row["ours/triton"] = med["triton"] / med["ours"]
                 line += f", ours vs Triton {row['ours/triton']:.3f}x"
             print(line)
+            if args.graph:
+                dev = graph_medians(fns, args.rounds, torch)
+                for name, ms in dev.items():
+                    row[name]["graph_ms"] = ms
+                    print(f"  {name:7s} {ms:8.3f} ms {flops / ms / 1e9:7.1f} TFLOP/s (graph)")
+                row["graph ours/cublas"] = dev["cublas"] / dev["ours"]
+                if "ours_plain" in dev:
+                    row["graph ours/ours_plain"] = dev["ours_plain"] / dev["ours"]
+                    print(f"  graph: persistent vs one program per tile "
+                          f"{row['graph ours/ours_plain']:.3f}x")
+                line = f"  graph: ours vs cuBLAS {row['graph ours/cublas']:.3f}x"
+                if "triton" in dev:
+                    row["graph ours/triton"] = dev["triton"] / dev["ours"]
+                    line += f", ours vs Triton {row['graph ours/triton']:.3f}x"
+                print(line)
             results.append(row)
     if args.json:
         with open(args.json, "w") as f:
