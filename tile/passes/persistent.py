@@ -48,9 +48,9 @@ from shared_codegen.lowering.backend import parse_target
 from shared_codegen.ops.control.definition import ForOp, WhileOp, YieldOp
 from shared_codegen.ops.dot.definition import DotOp
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp
-from shared_codegen.ops.wgmma.definition import WarpGroupDotOp
 from shared_codegen.ops.program.definition import (LAUNCH_GRID, NUM_PROGRAMS, PROGRAM_ID,
                                                    ProgramIdOp)
+from shared_codegen.ops.wgmma.definition import WarpGroupDotOp
 from tile.passes.layout_assignment import dot_target
 from tile.passes.loop_flatten import flatten_nest
 from tile.passes.pipelining import _At
@@ -166,7 +166,8 @@ def _main_loop(fn, body: List[Operation]) -> Optional[Operation]:
 
 
 def _depends_on(values: List[Value], sources: set) -> bool:
-    """Whether any of `values` is computed from `sources` (through the top-level ops)."""
+    """Whether any of `values` is computed from `sources` (through the ops computing them,
+    the reads inside an `if` or loop that yields one included)."""
     seen = set()
     stack = list(values)
     while stack:

@@ -15,6 +15,7 @@ import tile.language as tl
 from shared_codegen.frontend.compile import explicit_layout_module
 from shared_codegen.frontend.launch import specialization_for_signature
 from shared_codegen.ir.printer import print_module
+from shared_codegen.ir.verifier import verify_module
 from shared_codegen.runtime import driver
 from shared_codegen.runtime.launcher import PersistentBinder
 from tile.convert import to_gluon_for_signature
@@ -82,6 +83,21 @@ def triangle_mm(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BK: tl.constexpr):
     tl.store(c_ptr + rows[:, None] * BM + tl.arange(0, BM)[None, :], acc)
 
 
+@triton.jit
+def fixed_b_mm(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BK: tl.constexpr):
+    """B loaded once before the K loop: its shared-memory copy would cross the flattened
+    loop, which loop_flatten declines."""
+    pid = tl.program_id(0)
+    rows = pid * BM + tl.arange(0, BM)
+    ks = tl.arange(0, BK)
+    b = tl.load(b_ptr + ks[:, None] * BM + tl.arange(0, BM)[None, :])
+    acc = tl.zeros((BM, BM), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rows[:, None] * K + k + ks[None, :])
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rows[:, None] * BM + tl.arange(0, BM)[None, :], acc)
+
+
 SIG = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M": "i32", "N": "i32",
        "K": "i32:16", "stride_am": "i32:16", "stride_bk": "i32:16", "stride_cm": "i32:16"}
 TILE = dict(BM=128, BN=128, BK=64, GROUP=8)
@@ -136,6 +152,22 @@ def test_left_alone(kernel, why):
     module, text = _module(kernel, sig, dict(BM=64, BK=64), num_warps=4)
     assert "persistent_programs" not in module.attrs, why
     assert "sc.launch_grid" not in text
+
+
+def test_a_nest_loop_flatten_declines_is_put_back():
+    module, text = _module(fixed_b_mm, SMALL_SIG, dict(BM=64, BK=64), num_warps=4)
+    verify_module(module)
+    assert "persistent_programs" not in module.attrs
+    assert text.count("scf.for") == 1 and "sc.launch_grid" not in text
+    assert "tt.get_program_id" in text
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((192, 128)).astype(np.float16)
+    b = rng.standard_normal((64, 64)).astype(np.float16)
+    c = np.zeros((192, 64), np.float32)
+    fixed_b_mm[(3,)](a, b, c, 128, BM=64, BK=64, num_warps=4)
+    a32 = a.astype(np.float32)
+    ref = a32[:, :64] @ b.astype(np.float32) + a32[:, 64:] @ b.astype(np.float32)
+    np.testing.assert_allclose(c, ref, rtol=1e-3, atol=1e-3)
 
 
 def test_left_alone_below_sm90_and_when_turned_off(monkeypatch):
