@@ -10,9 +10,9 @@ Each row: milliseconds (medians of interleaved rounds), TFLOP/s, and the ratios 
 and ours/cuBLAS (above 1 means ours is faster). The default timing is CUDA events around 5
 back-to-back calls, so the host time of the first call in each group counts (about 1/5 of a
 call's launch cost, a few percent of a 0.2 ms matmul); `--graph` adds the kernels' device
-time alone, from CUDA-graph replays interleaved the same way. The configs are the tutorial's best for the
-H100 (128x256x64, 3 stages, 8 warps for fp16; 128x256x128 for fp8), the same for both
-compilers; `--config M,N,K,stages,warps` overrides them.
+time alone, from CUDA-graph replays interleaved the same way. The configs are the
+tutorial's best for the H100 (128x256x64, 3 stages, 8 warps for fp16; 128x256x128 for fp8),
+the same for both compilers; `--config M,N,K,stages,warps` overrides them.
 
 Measured on the H100 (2026-11-25, one run, interleaved, 10 rounds; ours / Triton 3.6 /
 cuBLAS TFLOP/s): fp16 4096^3 628 / 644 / 698 (0.975x Triton, 0.90x cuBLAS), fp16 8192^3
@@ -115,11 +115,15 @@ def main(argv=None) -> int:
             if theirs is not None:
                 fns["triton"] = lambda: theirs.matmul(a, b, config)
             if plain is not None:
+                before = os.environ.get("SC_PERSISTENT")
                 os.environ["SC_PERSISTENT"] = "0"
                 try:
                     plain.matmul(a, b, config)  # compiles this problem's variant
                 finally:
-                    del os.environ["SC_PERSISTENT"]
+                    if before is None:
+                        del os.environ["SC_PERSISTENT"]
+                    else:
+                        os.environ["SC_PERSISTENT"] = before
                 fns["ours_plain"] = lambda: plain.matmul(a, b, config)
             ref = fns["cublas"]()
             errors = {name: check(torch, fn(), ref, name) for name, fn in fns.items()
