@@ -199,10 +199,11 @@ def lower_module(module: Module, target: Optional[str] = None) -> LoweredKernel:
         scratch_arg.name = "global_scratch"
         ctx.global_scratch, ctx.global_scratch_bytes = scratch_arg, scratch_bytes
     _apply_shared_memory_plan(ctx, module)
+    after_scratch = len(fn.args) + (1 if scratch_bytes else 0)
     if persistent:
-        ctx.launch_grid = lfn.args[len(fn.args) + (1 if scratch_bytes else 0)]
+        ctx.launch_grid = lfn.args[after_scratch]
         ctx.launch_grid.name = "launch_grid"
-    hidden = list(lfn.args[len(fn.args) + (1 if scratch_bytes else 0) + persistent:])
+    hidden = list(lfn.args[after_scratch + persistent:])
     for i, larg in enumerate(hidden):
         larg.name = f"sc_hidden{i}"
     if "debug" in instrument:

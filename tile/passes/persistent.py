@@ -47,7 +47,7 @@ from typing import List, Optional
 from shared_codegen import config
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Module, Operation, Value, replace_all_uses
-from shared_codegen.ir.passes import insert_before
+from shared_codegen.ir.passes import erase_op, insert_before
 from shared_codegen.lowering.backend import parse_target
 from shared_codegen.ops.control.definition import ForOp, WhileOp, YieldOp
 from shared_codegen.ops.dot.definition import DotOp
@@ -56,7 +56,7 @@ from shared_codegen.ops.program.definition import (LAUNCH_GRID, NUM_PROGRAMS, PR
                                                    ProgramIdOp)
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp
 from tile.passes.layout_assignment import dot_target
-from tile.passes.loop_flatten import flatten_nest
+from tile.passes.loop_flatten import _move, flatten_nest
 from tile.passes.pipelining import _At
 from tile.passes.wgmma_schedule import _is
 
@@ -116,9 +116,7 @@ def _rewrite(fn) -> bool:
     built = list(at.block.ops)
     at.place_before(body[0])
     loop_body = outer.regions[0].block
-    for op in body:
-        block.ops.remove(op)
-        Builder(loop_body, op.loc).insert(op)
+    _move(body, loop_body)
     YieldOp.build(Builder(loop_body, outer.loc), [])
     iv = loop_body.args[0]
     for op in ids:
@@ -127,8 +125,8 @@ def _rewrite(fn) -> bool:
         replace_all_uses(loop_body.ops, op.results[0], requested)
     reason = flatten_nest(outer)
     if reason is None:
-        for op in ids + grids:
-            _erase(op)
+        for op in ids + grids:  # read by nothing now
+            erase_op(op)
         return True
     # Not a nest loop_flatten takes (a value of another kind crosses the loop, ...): put the
     # body back as it was.
@@ -188,12 +186,6 @@ def _depends_on(values: List[Value], sources: set) -> bool:
                 for inner in region.block.ops:
                     stack.extend(inner.operands)
     return False
-
-
-def _erase(op: Operation) -> None:
-    parent = op.parent
-    if parent is not None and op in parent.ops:
-        parent.ops.remove(op)
 
 
 __all__ = ["make_persistent", "PERSISTENT"]

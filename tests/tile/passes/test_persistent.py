@@ -1,10 +1,11 @@
-"""tile/passes/persistent.py: a one-program-per-tile matmul (tutorial 03's structure) compiled
+"""tile/passes/persistent.py: a one-program-per-tile matmul (tutorial 03's kernel) compiled
 for sm_90a runs as persistent programs: its body inside `for pid in range(program_id,
 launch_grid, num_programs)`, flattened and pipelined across tiles, with the requested grid as
 a hidden last parameter that `PersistentBinder` fills while it caps the launched grid. The
 interpreter runs the same IR with two programs and matches numpy; kernels whose programs
 may not be independent or equal are left alone; the converter prints the one-tile form."""
 
+import os
 import re
 
 import numpy as np
@@ -20,38 +21,8 @@ from shared_codegen.runtime import driver
 from shared_codegen.runtime.launcher import PersistentBinder
 from tile.convert import to_gluon_for_signature
 
-
-@triton.jit
-def grouped_mm(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
-               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
-    """One BM x BN tile of c = a @ b per program, grouped along M (tutorial 03's shape)."""
-    pid = tl.program_id(0)
-    row_tiles = tl.cdiv(M, BM)
-    col_tiles = tl.cdiv(N, BN)
-    per_group = GROUP * col_tiles
-    first = (pid // per_group) * GROUP
-    rows_here = min(row_tiles - first, GROUP)
-    row = first + (pid % per_group) % rows_here
-    col = (pid % per_group) // rows_here
-    tl.assume(row >= 0)
-    rows = (row * BM + tl.arange(0, BM)) % M
-    cols = (col * BN + tl.arange(0, BN)) % N
-    ks = tl.arange(0, BK)
-    a_tile = a_ptr + rows[:, None] * stride_am + ks[None, :]
-    b_tile = b_ptr + ks[:, None] * stride_bk + cols[None, :]
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for step in range(0, tl.cdiv(K, BK)):
-        k_left = K - step * BK
-        a = tl.load(a_tile, mask=ks[None, :] < k_left, other=0.0)
-        b = tl.load(b_tile, mask=ks[:, None] < k_left, other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_tile += BK
-        b_tile += BK * stride_bk
-    out_rows = row * BM + tl.arange(0, BM)
-    out_cols = col * BN + tl.arange(0, BN)
-    mask = (out_rows[:, None] < M) & (out_cols[None, :] < N)
-    tl.store(c_ptr + out_rows[:, None] * stride_cm + out_cols[None, :], acc.to(tl.float16),
-             mask=mask)
+os.environ.pop("MATMUL_FRONTEND", None)  # the file's default: our tile DSL
+from benchmarks.tutorial03_matmul import matmul_kernel  # noqa: E402
 
 
 @triton.jit
@@ -100,7 +71,10 @@ def fixed_b_mm(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BK: tl.constexpr):
 
 SIG = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M": "i32", "N": "i32",
        "K": "i32:16", "stride_am": "i32:16", "stride_bk": "i32:16", "stride_cm": "i32:16"}
-TILE = dict(BM=128, BN=128, BK=64, GROUP=8)
+# Tutorial 03's kernel (benchmarks/tutorial03_matmul.py), specialized as Triton's launcher
+# does (unit strides folded), with 128x128x64 tiles.
+UNIT_STRIDES = dict(stride_ak=1, stride_bn=1, stride_cn=1, ACTIVATION="")
+TILE = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, **UNIT_STRIDES)
 SMALL_SIG = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "K": "i32:16"}
 
 
@@ -111,7 +85,7 @@ def _module(kernel, signature, constexprs, target="sm_90a", num_warps=8, persist
 
 
 def test_tutorial03_shape_becomes_persistent_and_pipelined():
-    module, text = _module(grouped_mm, SIG, TILE)
+    module, text = _module(matmul_kernel, SIG, TILE)
     assert module.attrs.get("persistent_programs") is True
     assert text.count("sc.launch_grid") == 1
     # The tile loop and the K loop are one flattened loop (behind the empty-K guard, whose
@@ -122,7 +96,7 @@ def test_tutorial03_shape_becomes_persistent_and_pipelined():
 
 
 def test_ptx_takes_the_requested_grid_last():
-    kernel = triton.compile(grouped_mm, SIG, TILE, target="sm_90a", num_warps=8)
+    kernel = triton.compile(matmul_kernel, SIG, TILE, target="sm_90a", num_warps=8)
     assert kernel.metadata["persistent_programs"] is True
     assert kernel.param_kinds[-1] == "i32" and len(kernel.param_kinds) == len(SIG) + 1
     ptx = kernel.asm["ptx"]
@@ -140,8 +114,9 @@ def test_interpreter_two_programs_walk_every_tile(M, N, K):
     c = np.full((M, N), np.nan, np.float16)
     tiles = triton.cdiv(M, 64) * triton.cdiv(N, 64)
     assert tiles > 2  # more programs requested than the interpreter runs
-    grouped_mm[(tiles,)](a, b, c, M, N, K, K, N, N, BM=64, BN=64, BK=32, GROUP=2,
-                         num_warps=4)
+    matmul_kernel[(tiles,)](a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=64,
+                            BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=2, ACTIVATION="",
+                            num_warps=4)
     ref = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2e-2, atol=2e-2)
 
@@ -171,17 +146,17 @@ def test_a_nest_loop_flatten_declines_is_put_back():
 
 
 def test_left_alone_below_sm90_and_when_turned_off(monkeypatch):
-    module, _ = _module(grouped_mm, SIG, TILE, target="sm_80", num_warps=4)
+    module, _ = _module(matmul_kernel, SIG, TILE, target="sm_80", num_warps=4)
     assert "persistent_programs" not in module.attrs
     monkeypatch.setenv("SC_PERSISTENT", "0")
-    module, _ = _module(grouped_mm, SIG, TILE)
+    module, _ = _module(matmul_kernel, SIG, TILE)
     assert "persistent_programs" not in module.attrs
 
 
 def test_converter_prints_one_program_per_tile():
-    source = to_gluon_for_signature(grouped_mm, SIG, TILE, num_warps=8)
+    source = to_gluon_for_signature(matmul_kernel, SIG, TILE, num_warps=8)
     assert "launch_grid" not in source
-    assert re.search(r"def grouped_mm\(([^)]*)\)", source).group(1).count(",") == len(SIG) - 1
+    assert re.search(r"def matmul_kernel\(([^)]*)\)", source).group(1).count(",") == len(SIG) - 1
 
 
 class _Recorder:
@@ -233,8 +208,9 @@ def test_gpu_persistent_matches_torch(M, N, K):
     b = torch.randn((K, N), device="cuda", dtype=torch.float16, generator=gen)
     c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
     tiles = triton.cdiv(M, 128) * triton.cdiv(N, 128)
-    kernel = grouped_mm[(tiles,)](a, b, c, M, N, K, K, N, N, BM=128, BN=128, BK=64, GROUP=8,
-                                  num_warps=8)
+    kernel = matmul_kernel[(tiles,)](a, b, c, M, N, K, K, 1, N, 1, N, 1, BLOCK_SIZE_M=128,
+                                     BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8,
+                                     ACTIVATION="", num_warps=8)
     assert kernel.metadata["persistent_programs"] is True
     ref = a.float() @ b.float()
     err = float((c.float() - ref).abs().max() / ref.abs().max())
