@@ -39,6 +39,13 @@
 #               warp_specialize) against Triton 3.6 and cuBLAS at 8192^3 fp16 (needs
 #               .tutorials/: .tutorials/bench09.py loads the upstream source)
 #   bwd         the Hopper backward against SDPA (D=128 fp16, 4k and 16k, causal and not)
+#   fwdvar      the forward's options of the day's sixth session as same-run variants:
+#               3 consumer warpgroups at D=64, Q in registers, D=256 without ping-pong
+#               and with a 3-deep K ring
+#   fwdvar2     the new defaults (3 warpgroups at D=64, D=256 without ping-pong) against
+#               the old ones and further options, same-run variants; fp8 at D=64 and 256
+#   ncu_src     ncu with per-SASS-instruction stall samples (SourceCounters) of the forward's
+#               defaults at N=16k: D=128 and D=256 fp16 (NCU_SPECS), details and SASS as text
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
 #               same-run experiment (.tut06/exp_arrive.py patches the lowering in-process)
 set -uo pipefail
@@ -56,6 +63,26 @@ if has fwd; then
   step fwd128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "ka0:kv_ahead=0;o2:o_in_q=0,stages=2" --json "$OUT/fwd128.json"
   step fwd8 150 python3 $A --dims 128 --ns 4096,16384 --dtypes fp8 --rounds 3 --no-triton --variants "ov:overlap=1;ka0:kv_ahead=0" --json "$OUT/fwd8.json"
   step fwd64_256 150 python3 $A --dims 64,256 --ns 16384 --causal 0 --dtypes fp16 --rounds 3 --no-triton --variants "ka0:kv_ahead=0" --json "$OUT/fwd64_256.json"
+fi
+if has fwdvar; then
+  step fwdvar64 240 python3 $A --dims 64 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "wg3:warpgroups=3,overlap=0;wg3n64:warpgroups=3,block_n=64;qr:q_in_regs=1" --json "$OUT/fwdvar64.json"
+  step fwdvar256 200 python3 $A --dims 256 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "pp0:pingpong=0,overlap=1;ks3:k_stages=3;pp0ks3:pingpong=0,overlap=1,k_stages=3" --json "$OUT/fwdvar256.json"
+  step fwdvar128 240 python3 $A --dims 128 --ns 16384 --dtypes fp16,fp8 --rounds 3 --no-triton --variants "qr:q_in_regs=1;qr0:q_in_regs=1,overlap=0" --json "$OUT/fwdvar128.json"
+fi
+if has fwdvar2; then
+  step fwdvar2_64 300 python3 $A --dims 64 --ns 4096,16384 --dtypes fp16,bf16 --rounds 3 --no-triton --variants "old:warpgroups=2,overlap=1;st4:stages=4;ka2:kv_ahead=2;pp0:pingpong=0" --json "$OUT/fwdvar2_64.json"
+  step fwdvar2_256 200 python3 $A --dims 256 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "old:pingpong=1,overlap=0,k_stages=2;ka2:kv_ahead=2;ka0:kv_ahead=0" --json "$OUT/fwdvar2_256.json"
+  step fwdvar2_8_64 150 python3 $A --dims 64 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --variants "wg3:warpgroups=3" --json "$OUT/fwdvar2_8_64.json"
+  step fwdvar2_8_256 150 python3 $A --dims 256 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --variants "pp0:pingpong=0;ks2:k_stages=2;st3:stages=3" --json "$OUT/fwdvar2_8_256.json"
+fi
+if has ncu_src; then
+  for spec in ${NCU_SPECS:-128:16384:0:fp16 256:16384:0:fp16}; do
+    name=ncu_$(echo $spec | tr ':=' '__')
+    step $name 240 ncu -k regex:attention_kernel -c 1 --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section WarpStateStats --section SchedulerStats --section InstructionStats --section SourceCounters -f -o /tmp/$name python3 benchmarks/attention_profile_target.py $spec
+    ncu -i /tmp/$name.ncu-rep --page details > "$OUT/$name.details.txt" 2>&1
+    ncu -i /tmp/$name.ncu-rep --page source --csv --print-source sass > "$OUT/$name.sass.csv" 2>&1 || true
+    gzip -f "$OUT/$name.sass.csv"
+  done
 fi
 if has fwd_ncu; then
   step fwd_ncu 200 ncu -k regex:attention_kernel -c 2 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section InstructionStats python3 benchmarks/attention_profile_target.py 128:16384:0:fp16 128:16384:0:fp8

@@ -5,7 +5,9 @@ FlashAttention-3 does it.
     q: (B, H, N_q, D), k and v: (B, H_kv, N_kv, D), H a multiple of H_kv (GQA)
 
 One CTA per SM walks (batch*head, 128-row Q block) tiles, longest first when causal. Each
-CTA runs three partitions (gl.warp_specialize):
+CTA runs three partitions (gl.warp_specialize), drawn here for D = 128 (`default_config`
+gives D = 64 a third consumer warpgroup and 192-row tiles, and lets the two warpgroups of
+D = 256 issue their GEMMs without taking turns):
 
   producer: 1 warp, 24 regs       consumer WG0 (rows 0-63)        consumer WG1 (rows 64-127)
   per tile:                       per tile:                       per tile:
@@ -71,7 +73,6 @@ from gluon.warp_spec import pingpong, pipeline  # noqa: E402
 import tile.profiler.language as pl  # noqa: E402  (timeline regions: nothing unless recorded)
 
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
-BM = gl.constexpr(128)    # query rows per CTA tile (two consumer warpgroups)
 LOG2E = gl.constexpr(1.4426950408889634)
 
 
@@ -132,6 +133,8 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
               N_Q, N_KV, H, GROUP, BH, num_m, num_tiles,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
               KV_AHEAD: gl.constexpr):
+    NUM_WG: gl.constexpr = q_smem.shape[0]
+    BM: gl.constexpr = NUM_WG * BM_WG
     item = 0
     t = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
@@ -149,7 +152,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
         for i in range(ahead):
             _load_kv(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item + i, b, hk,
                      _kv_block(i, rot, n_blocks), BN, V_T)
-        for wg in gl.static_range(2):
+        for wg in gl.static_range(NUM_WG):
             # The warpgroup is done with the previous tile's Q (its last QK^T retired).
             mbarrier.wait(q_empty.index(wg), (t & 1) ^ 1)
             mbarrier.expect(q_ready.index(wg), q_desc.block_type.nbytes)
@@ -221,9 +224,11 @@ def _masked(s, j, n_full, row0, N_KV, off, BN: gl.constexpr, CAUSAL: gl.constexp
 def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
               q_ready, q_empty, turns, N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
-              RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr):
+              RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr,
+              Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr):
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
+    BM: gl.constexpr = q_smem.shape[0] * BM_WG
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -232,11 +237,13 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
         operand_index=0, parent=o_layout, k_width=32 // dtype.primitive_bitwidth)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    q = q_smem.index(WG).reshape([BM_WG, D])
+    q_view = q_smem.index(WG).reshape([BM_WG, D])
     s_zero = gl.zeros([BM_WG, BN], gl.float32, s_layout)
     item = 0
     t = 0
-    turn = pingpong.start(turns, WG)
+    turn = 0
+    if PINGPONG:
+        turn = pingpong.start(turns, WG)
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
         n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
@@ -247,13 +254,20 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
         l_i = gl.zeros([BM_WG], gl.float32, row_s)
         acc = gl.zeros([BM_WG, D], gl.float32, o_layout)
         mbarrier.wait(q_ready.index(WG), t & 1)
+        if Q_IN_REGS:  # the register A operand of every QK^T wgmma of the tile
+            q = q_view.load(gl.DotOperandLayout(operand_index=0, parent=s_layout,
+                                                k_width=32 // dtype.primitive_bitwidth))
+        else:
+            q = q_view
         if n_blocks > 0:
             # Block 0: S_0 = Q K_0^T, then its softmax.
             sk = pipeline.consumer_wait(kpipe, item)
-            pingpong.wait_turn(turns, WG, turn)
+            if PINGPONG:
+                pingpong.wait_turn(turns, WG, turn)
             s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
                               use_acc=False, is_async=True)
-            turn = pingpong.pass_turn(turns, WG, turn)
+            if PINGPONG:
+                turn = pingpong.pass_turn(turns, WG, turn)
             s = warpgroup_mma_wait(0, deps=[s])
             pipeline.consumer_release(kpipe, item)
             # Scores stay unscaled: max(S) * scale = max(S * scale) (scale > 0), and
@@ -276,14 +290,16 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 # registers stay untouched until here.
                 acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o,
                                              OVERLAP, V_T, D, BN)
-                pl.enter_scope("wait turn")
-                pingpong.wait_turn(turns, WG, turn)
-                pl.exit_scope("wait turn")
+                if PINGPONG:
+                    pl.enter_scope("wait turn")
+                    pingpong.wait_turn(turns, WG, turn)
+                    pl.exit_scope("wait turn")
                 s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
                                   use_acc=False, is_async=True)
                 acc = warpgroup_mma(p_op, v, acc, is_async=True)
                 p_run = p_op
-                turn = pingpong.pass_turn(turns, WG, turn)
+                if PINGPONG:
+                    turn = pingpong.pass_turn(turns, WG, turn)
                 # A predicate, not a branch: the turn's arrival, this release and K's below
                 # stay in one basic block and share one partition barrier (mbarrier lowering).
                 pipeline.consumer_release(vpipe, item - 1, pred=j > 1)
@@ -309,9 +325,11 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 mbarrier.arrive(q_empty.index(WG))
             acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o,
                                          OVERLAP, V_T, D, BN)
-            pingpong.wait_turn(turns, WG, turn)
+            if PINGPONG:
+                pingpong.wait_turn(turns, WG, turn)
             acc = warpgroup_mma(p_op, v, acc, is_async=True)
-            turn = pingpong.pass_turn(turns, WG, turn)
+            if PINGPONG:
+                turn = pingpong.pass_turn(turns, WG, turn)
             pipeline.consumer_release(vpipe, item - 1, pred=n_blocks > 1)
             acc, p_op = warpgroup_mma_wait(0, deps=[acc, p_op])
             pipeline.consumer_release(vpipe, item)
@@ -343,42 +361,47 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
 def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROUP, BH,
                      num_tiles, qk_scale, o_scale, BN: gl.constexpr, STAGES: gl.constexpr,
                      CAUSAL: gl.constexpr, V_T: gl.constexpr, RETURN_LSE: gl.constexpr,
-                     O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr, KV_AHEAD: gl.constexpr):
-    num_m = gl.cdiv(N_Q, BM)
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_shape, q_desc.layout)
+                     O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr, KV_AHEAD: gl.constexpr,
+                     NUM_WG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                     Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, K_STAGES: gl.constexpr):
+    num_m = gl.cdiv(N_Q, NUM_WG * BM_WG)
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [NUM_WG] + q_desc.block_shape,
+                                       q_desc.layout)
     if O_IN_Q:  # D = 256 with 16-bit inputs: no room for a separate O buffer
         o_smem = q_smem
     else:
-        o_smem = gl.allocate_shared_memory(o_desc.dtype, [2] + o_desc.block_shape,
+        o_smem = gl.allocate_shared_memory(o_desc.dtype, [NUM_WG] + o_desc.block_shape,
                                            o_desc.layout)
-    k_ring = gl.allocate_shared_memory(k_desc.dtype, [STAGES] + k_desc.block_shape,
+    k_ring = gl.allocate_shared_memory(k_desc.dtype, [K_STAGES] + k_desc.block_shape,
                                        k_desc.layout)
     v_ring = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_shape,
                                        v_desc.layout)
-    q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for wg in gl.static_range(2):
+    q_ready = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
+    for wg in gl.static_range(NUM_WG):
         mbarrier.init(q_ready.index(wg), count=1)
         mbarrier.init(q_empty.index(wg), count=1)
-    # Both consumer warpgroups read every K and V stage: two arrivals free one.
-    kpipe = pipeline.create(STAGES, 2)
-    vpipe = pipeline.create(STAGES, 2)
-    turns = pingpong.create()
+    # Every consumer warpgroup reads every K and V stage: NUM_WG arrivals free one.
+    kpipe = pipeline.create(K_STAGES, NUM_WG)
+    vpipe = pipeline.create(STAGES, NUM_WG)
+    turns = pingpong.create(NUM_WG)
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
-              RETURN_LSE, O_IN_Q, OVERLAP)
+              RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG)
+    shared = (q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe, q_ready, q_empty,
+              turns) + common
+    consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
+    if NUM_WG == 3:  # D = 64: FA3's 192-row tiles
+        consumers = consumers + [(_consumer, (2,) + shared)]
     gl.warp_specialize(
-        [(_consumer, (0, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
-                      q_ready, q_empty, turns) + common),
-         (_consumer, (1, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
-                      q_ready, q_empty, turns) + common),
-         (_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
+        consumers +
+        [(_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
                       q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T,
                       KV_AHEAD))],
-        [4, 1], [240, 24])
+        [4] * (NUM_WG - 1) + [1], [CONSUMER_REGS] * (NUM_WG - 1) + [24])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
     pingpong.invalidate(turns)
-    for wg in gl.static_range(2):
+    for wg in gl.static_range(NUM_WG):
         mbarrier.invalidate(q_ready.index(wg))
         mbarrier.invalidate(q_empty.index(wg))
 
@@ -425,12 +448,31 @@ def _nvmma(bits: int, inner: int) -> gl.NVMMASharedLayout:
     return gl.NVMMASharedLayout(min(128, inner * bits // 8), bits, rank=4)
 
 
-def default_config(head_dim: int, dtype_name: str):
-    """(BN, STAGES): KV block rows and ring depth that fit the registers and 227 KB of
-    shared memory with two 64-row consumer warpgroups."""
-    if head_dim == 256:
-        return 64, 2
-    return 128, 3
+def default_config(head_dim: int, dtype_name: str) -> dict:
+    """The launcher's tuning options for a head dim and input dtype, each measured against
+    its alternatives as same-run variants (examples/flash_attention/README.md):
+
+    - `block_n`, `stages`, `k_stages`: KV block rows and the V and K ring depths, within
+      the registers and the 227 KB of shared memory;
+    - `warpgroups`: 3 consumer warpgroups (192-row tiles, 160 registers each, as FA3 at
+      D = 64) where the accumulators fit in 160 registers and the softmax is as long as
+      the GEMMs (D = 64: 1.01-1.19x the 2-warpgroup kernel on the H200, fp8 1.06-1.20x),
+      else 2;
+    - `overlap`: the PV wgmma under the next softmax (16-bit, D = 128; D = 64 with 3
+      warpgroups spills with it; fp8 measured 0.85-0.90x with it);
+    - `pingpong`: the warpgroups take turns issuing wgmmas, except at D = 256, where the
+      GEMMs outlast the softmax and FA3 drops its scheduler barrier too (1.04-1.06x
+      together with the overlap and a 3-deep K ring);
+    - `o_in_q`: O's epilogue goes through Q's buffer (16-bit, D >= 128: room for the ring).
+    """
+    fp8 = dtype_name == "float8_e4m3fn"
+    cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
+               pingpong=True, o_in_q=head_dim >= 128 and not fp8)
+    if head_dim == 64:
+        cfg.update(warpgroups=3, overlap=False)
+    if head_dim == 256:  # fp8: K and V^T stages are half the size, 3 of each fit
+        cfg.update(block_n=64, stages=3 if fp8 else 2, k_stages=3, pingpong=fp8)
+    return cfg
 
 
 def num_sms() -> int:
@@ -555,22 +597,40 @@ def transposed_v_descriptor(v, block_n, key_order=None):
 
 def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
                        out_dtype=None, q_descale=1.0, k_descale=1.0, v_descale=1.0,
-                       block_n=None, stages=None, o_in_q=None, num_programs=None,
-                       overlap=None, kv_ahead=1, launch_options=None):
+                       num_programs=None, kv_ahead=1, q_in_regs=False, launch_options=None,
+                       **tuning):
     """A function of no arguments running the forward pass (descriptors built once);
     it returns o, or (o, lse) with `return_lse`. See `attention_forward`. `launch_options`
     go to the kernel launch (`debug=True`, `timeline=True`: docs/debug_mode.md). Tuning
-    options (defaults from `default_config`): `block_n`, `stages`, `o_in_q`, `num_programs`,
-    `overlap` (the PV wgmma under the next softmax) and `kv_ahead` (K/V blocks of a tile the
-    producer loads before the tile's Q)."""
+    options: `num_programs`, `kv_ahead` (K/V blocks of a tile the producer loads before the
+    tile's Q), `q_in_regs` (Q as the register A operand of QK^T, loaded from shared memory
+    once per tile), and, defaulting to `default_config`: `block_n`, `stages` (V's ring),
+    `k_stages` (K's ring; `stages` when only that is given), `warpgroups` (consumer
+    warpgroups of 64 query rows each, 2 or 3), `overlap` (the PV wgmma under the next
+    softmax), `pingpong` (the consumer warpgroups take turns issuing their wgmmas) and
+    `o_in_q`."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if isinstance(kv_ahead, bool) or not isinstance(kv_ahead, int) or kv_ahead < 0:
         raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
                          f"must be an int >= 0, got {kv_ahead!r}")
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
-    bn, st = default_config(D, dt)
-    bn, st = block_n or bn, stages or st
+    cfg = default_config(D, dt)
+    unknown = sorted(set(tuning) - set(cfg))
+    if unknown:
+        raise TypeError(f"attention_forward: unknown option {unknown[0]!r}; tuning options: "
+                        f"{', '.join(cfg)}")
+    if "stages" in tuning and "k_stages" not in tuning:
+        tuning["k_stages"] = tuning["stages"]
+    cfg.update({name: value for name, value in tuning.items() if value is not None})
+    bn, st, warpgroups = cfg["block_n"], cfg["stages"], cfg["warpgroups"]
+    if warpgroups not in (2, 3):
+        raise ValueError(f"attention_forward: warpgroups (consumer warpgroups of 64 query "
+                         f"rows) must be 2 or 3, got {warpgroups!r}")
+    block_m = BM_WG.value * warpgroups
+    # 2 consumer warpgroups and the producer's: 240 registers a consumer thread; 3 and the
+    # producer's: the CTA's 64K registers leave 160 (the producer warpgroup keeps 24).
+    consumer_regs = 240 if warpgroups == 2 else 160
     q, k = _aligned(q), _aligned(k)
     o, lse = allocate_outputs(q, B, H, N_q, D, out_name, return_lse)
     bits = 8 if fp8 else 16
@@ -583,26 +643,19 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     q_desc = TensorDescriptor.from_tensor(q, [1, 1, BM_WG.value, D], _nvmma(bits, D))
     k_desc = TensorDescriptor.from_tensor(k, [1, 1, bn, D], _nvmma(bits, D))
     o_desc = TensorDescriptor.from_tensor(o, [1, 1, BM_WG.value, D], _nvmma(16, D))
-    num_tiles = B * H * (-(-N_q // BM.value))
+    num_tiles = B * H * (-(-N_q // block_m))
     grid = persistent_grid(q, num_tiles, num_programs)
     qk_scale = float(sm_scale) * LOG2E.value * float(q_descale) * float(k_descale)
     o_scale = float(v_descale)
-    if o_in_q is None:
-        o_in_q = D >= 128 and not fp8
-    o_in_q = bool(o_in_q) and not fp8
-    # The PV wgmma overlaps the next softmax for 16-bit P at D <= 128. D = 256 fits with it
-    # too (no spills) but measured the same within 2% on the H100, so it stays off there: it
-    # keeps more registers live for no gain. fp8 P is packed in place (FP8_KEY_ORDER), so
-    # two of them fit too, but it measured 0.85-0.90x of no overlap (H200, 2026-11-28).
-    if overlap is None:
-        overlap = not fp8 and D <= 128
-    overlap = bool(overlap)
+    o_in_q = bool(cfg["o_in_q"]) and not fp8  # fp8: Q's buffer is too small for O
     launch = attention_kernel[grid]
 
     def run():
         launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
                qk_scale, o_scale, bn, st, bool(causal), fp8, bool(return_lse), o_in_q,
-               overlap, kv_ahead, num_warps=4, **(launch_options or {}))
+               bool(cfg["overlap"]), kv_ahead, warpgroups, consumer_regs, bool(q_in_regs),
+               bool(cfg["pingpong"]), cfg["k_stages"], num_warps=4,
+               **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run
 

@@ -60,26 +60,30 @@ def test_the_interpreter_matches_float64(dtype, D, causal, B, H, H_kv, N_q, N_kv
     _check(dtype, D, causal, B, H, H_kv, N_q, N_kv, programs, (0, 1, 2), monkeypatch)
 
 
-def test_d256_with_the_overlap_inside_a_warpgroup_matches_float64(monkeypatch):
-    # Off by default at D = 256 (no faster on the H100), but it fits the registers: keep it
-    # race-free for the launcher's `overlap=True`.
+def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
+    # D = 256's schedule until 2026-11-28 (turns, no overlap, 2-deep K ring), still an option.
     q, k, v = hopper.random_inputs(1, 1, 1, 130, 130, 256, "float16", seed=7)
     ref_o, _ = hopper.reference(q, k, v, True)
     for seed in (0, 1, 2):
         monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
-        o = hopper.attention_forward(q, k, v, causal=True, overlap=True, num_programs=1)
+        o = hopper.attention_forward(q, k, v, causal=True, pingpong=True, overlap=False,
+                                     k_stages=2, num_programs=1)
         err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
         assert err <= TOLERANCE["float16"], (seed, err)
 
 
-@pytest.mark.parametrize("dtype, options", [
-    ("float8_e4m3fn", {"overlap": True}),   # packed fp8 P leaves room for a second one
-    ("float16", {"kv_ahead": 3}),           # a whole ring of the next tile before its Q
-    ("float16", {"kv_ahead": 0, "o_in_q": False, "stages": 2}),
+@pytest.mark.parametrize("dtype, D, options", [
+    ("float8_e4m3fn", 128, {"overlap": True}),   # packed fp8 P leaves room for a second one
+    ("float16", 128, {"kv_ahead": 3}),           # a whole ring of the next tile before its Q
+    ("float16", 128, {"kv_ahead": 0, "o_in_q": False, "stages": 2}),
+    ("float16", 128, {"q_in_regs": True}),       # QK^T with Q as a register A operand
+    ("bfloat16", 128, {"warpgroups": 3, "overlap": False, "pingpong": False}),
+    ("float16", 128, {"k_stages": 2}),           # rings of different depths
+    ("float16", 64, {"warpgroups": 2, "overlap": True}),  # D = 64's old schedule
 ])
-def test_launcher_options_match_float64(dtype, options, monkeypatch):
-    # One program walks all four tiles, so each option's hand-over between tiles is run.
-    q, k, v = hopper.random_inputs(1, 2, 1, 200, 200, 128, dtype, seed=11)
+def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
+    # One program walks all the tiles, so each option's hand-over between tiles is run.
+    q, k, v = hopper.random_inputs(1, 2, 1, 200, 200, D, dtype, seed=11)
     ref_o, _ = hopper.reference(q, k, v, True)
     for seed in (0, 1, 2):
         monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
@@ -165,6 +169,13 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"kv_ahead \(K/V blocks loaded before a tile's Q\) "
                                          r"must be an int >= 0, got -1"):
         f(q, q, q, kv_ahead=-1)
+    with pytest.raises(ValueError, match=r"warpgroups \(consumer warpgroups of 64 query rows\) "
+                                         r"must be 2 or 3, got 4"):
+        f(q, q, q, warpgroups=4)
+    with pytest.raises(TypeError, match=r"unknown option 'stage'; tuning options: block_n, "
+                                        r"stages, k_stages, warpgroups, overlap, pingpong, "
+                                        r"o_in_q"):
+        f(q, q, q, stage=2)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +191,8 @@ def compiled_fp16():
          "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
          "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32"},
         {"BN": 128, "STAGES": 3, "CAUSAL": True, "V_T": False, "RETURN_LSE": True,
-         "O_IN_Q": True, "OVERLAP": True, "KV_AHEAD": 1}, target="sm_90a", num_warps=4)
+         "O_IN_Q": True, "OVERLAP": True, "KV_AHEAD": 1, "NUM_WG": 2, "CONSUMER_REGS": 240,
+         "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3}, target="sm_90a", num_warps=4)
 
 
 def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):
@@ -218,5 +230,47 @@ def test_whole_program_ptxas_keeps_setmaxnreg_and_barely_spills(compiled_fp16, t
     # the main loop. D = 64, D = 256 and fp8 do not spill at all.
     stores = int(re.search(r"(\d+) bytes spill stores", log).group(1))
     assert stores <= 128, log
+    for warning in ("C7507", "C7508", "C7511", "C7512"):
+        assert warning not in log, log
+
+
+@pytest.fixture(scope="module")
+def compiled_d64():
+    # D = 64's default schedule: three consumer warpgroups of 160 registers taking turns.
+    from gluon.nvidia.hopper import TensorDescriptor
+
+    cfg = hopper.default_config(64, "float16")
+    assert (cfg["warpgroups"], cfg["overlap"], cfg["pingpong"]) == (3, False, True)
+    x = np.zeros((1, 16, 4096, 64), np.float16)
+    block = lambda rows: TensorDescriptor.from_tensor(x, [1, 1, rows, 64],  # noqa: E731
+                                                      hopper._nvmma(16, 64))
+    return gluon.compile(
+        hopper.attention_kernel,
+        {"q_desc": block(64), "k_desc": block(128), "v_desc": block(128), "o_desc": block(64),
+         "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
+         "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32"},
+        {"BN": 128, "STAGES": 3, "CAUSAL": False, "V_T": False, "RETURN_LSE": False,
+         "O_IN_Q": False, "OVERLAP": False, "KV_AHEAD": 1, "NUM_WG": 3, "CONSUMER_REGS": 160,
+         "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3}, target="sm_90a", num_warps=4)
+
+
+def test_three_consumer_warpgroups_at_d64(compiled_d64, tmp_path):
+    ptx = compiled_d64.asm["ptx"]
+    # 16 warps: 3 consumer warpgroups and the producer's; 64K registers leave 168 for the
+    # default warpgroup and 160 for the two others once the producer's drops to 24.
+    assert re.search(r"\.maxntid 512\s+\.maxnreg 128\b", ptx)
+    assert re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32\s+(\d+)", ptx) == \
+        [("dec", "24"), ("inc", "168"), ("inc", "160"), ("inc", "160")]
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in ptx   # S = Q K^T
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx    # O += P V
+    if shutil.which("ptxas") is None:
+        pytest.skip("needs ptxas (CUDA toolkit) for the spill check")
+    src = tmp_path / "fa64.ptx"
+    src.write_text(ptx)
+    out = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o",
+                          str(tmp_path / "fa64.cubin")], capture_output=True, text=True)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
     for warning in ("C7507", "C7508", "C7511", "C7512"):
         assert warning not in log, log

@@ -6,7 +6,7 @@ rejected at trace time with the user's numbers."""
 import numpy as np
 import pytest
 from ws_kernels import (arange2d, bad_regs_kernel, deadlock_kernel, desc, line_of,
-                        pipeline_sum_kernel, producer_consumer_kernel, racy_kernel,
+                        pingpong_order_kernel, pipeline_sum_kernel, producer_consumer_kernel, racy_kernel,
                         register_pipeline_kernel, results_kernel, tensor_capture_kernel,
                         two_workers_kernel)
 
@@ -36,6 +36,16 @@ def test_the_pipeline_helper_counts_stages_and_phases():
     out = np.zeros((64, 64), np.float32)
     pipeline_sum_kernel[(1,)](desc(a, [64, 64]), out, 7, 3)
     np.testing.assert_allclose(out, a.astype(np.float32).reshape(7, 64, 64).sum(0))
+
+
+@pytest.mark.parametrize("num", [2, 3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pingpong_turns_go_round_robin(num, seed, monkeypatch):
+    monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+    log = np.zeros(1, np.int64)
+    pingpong_order_kernel[(1,)](log, num, 3)
+    digits = [int(d) for d in np.base_repr(int(log[0]), num).rjust(3 * num, "0")]
+    assert digits == list(range(num)) * 3
 
 
 def test_a_register_producer_commits_stages_with_arrivals():

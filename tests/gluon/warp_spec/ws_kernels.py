@@ -11,7 +11,7 @@ import gluon
 from gluon import language as gl
 from gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from gluon.nvidia.hopper import TensorDescriptor
-from gluon.warp_spec import pipeline
+from gluon.warp_spec import pingpong, pipeline
 
 BLOCKED = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])       # 4 warps
 BLOCKED_1W = gl.BlockedLayout([1, 8], [4, 8], [1, 1], [1, 0])    # 1 warp
@@ -293,3 +293,29 @@ def ws_matmul_kernel(a_desc, b_desc, out_ptr, K_TILES: gl.constexpr, STAGES: gl.
     gl.warp_specialize([(_mma_consumer, (a_ring, b_ring, pipe, out_ptr, K_TILES)),
                         (_mma_loader, (a_desc, b_desc, a_ring, b_ring, pipe, K_TILES))],
                        [1], [24])
+
+
+# ---- the ping-pong helper ----------------------------------------------------------------------
+
+@gluon.jit
+def _take_turns(turns, log_ptr, WG: gl.constexpr, ROUNDS: gl.constexpr):
+    # In its turn a partition appends its index to a base-NUM number: only the turn order
+    # makes the read-modify-write of `log_ptr` safe and the digits come out 0, 1, .., NUM-1.
+    NUM: gl.constexpr = turns.shape[0]
+    turn = pingpong.start(turns, WG)
+    for _ in range(ROUNDS):
+        pingpong.wait_turn(turns, WG, turn)
+        gl.store(log_ptr, gl.load(log_ptr) * NUM + WG)
+        turn = pingpong.pass_turn(turns, WG, turn)
+
+
+@gluon.jit
+def pingpong_order_kernel(log_ptr, NUM: gl.constexpr, ROUNDS: gl.constexpr):
+    """NUM partitions take ROUNDS turns each through gluon.warp_spec.pingpong."""
+    turns = pingpong.create(NUM)
+    parts = [(_take_turns, (turns, log_ptr, 0, ROUNDS)),
+             (_take_turns, (turns, log_ptr, 1, ROUNDS))]
+    if NUM == 3:
+        parts = parts + [(_take_turns, (turns, log_ptr, 2, ROUNDS))]
+    gl.warp_specialize(parts, [1] * (NUM - 1), [24] * (NUM - 1))
+    pingpong.invalidate(turns)
