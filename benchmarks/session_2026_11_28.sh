@@ -44,6 +44,12 @@
 #               and with a 3-deep K ring
 #   fwdvar2     the new defaults (3 warpgroups at D=64, D=256 without ping-pong) against
 #               the old ones and further options, same-run variants; fp8 at D=64 and 256
+#   fwdvar3     the producer loading K_j with V_{j-1} (v_lag=1, the consumers' order) as a
+#               same-run variant at every head dim, fp16 and fp8
+#   fwdvar4     ring depths with v_lag=1 (a shallower K ring, a deeper V ring) at every head
+#               dim, after D=256's 2-deep K / 3-deep V ring with v_lag=1 measured 1.27-1.37x
+#   table2      the forward's table after the sixth session's defaults: D=128 fp16/bf16 at
+#               4k and 16k, fp8 at 16k, D=64 and D=256 fp16 at 4k and 16k and bf16 at 16k
 #   ncu_src     ncu with per-SASS-instruction stall samples (SourceCounters) of the forward's
 #               defaults at N=16k: D=128 and D=256 fp16 (NCU_SPECS), details and SASS as text
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
@@ -74,6 +80,18 @@ if has fwdvar2; then
   step fwdvar2_256 200 python3 $A --dims 256 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "old:pingpong=1,overlap=0,k_stages=2;ka2:kv_ahead=2;ka0:kv_ahead=0" --json "$OUT/fwdvar2_256.json"
   step fwdvar2_8_64 150 python3 $A --dims 64 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --variants "wg3:warpgroups=3" --json "$OUT/fwdvar2_8_64.json"
   step fwdvar2_8_256 150 python3 $A --dims 256 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --variants "pp0:pingpong=0;ks2:k_stages=2;st3:stages=3" --json "$OUT/fwdvar2_8_256.json"
+fi
+if has fwdvar3; then
+  step fwdvar3_128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "vl1:v_lag=1" --json "$OUT/fwdvar3_128.json"
+  step fwdvar3_64 150 python3 $A --dims 64 --ns 16384 --dtypes fp16 --rounds 3 --no-triton --variants "vl1:v_lag=1" --json "$OUT/fwdvar3_64.json"
+  step fwdvar3_256 200 python3 $A --dims 256 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "vl1:v_lag=1;vl1k2v3:v_lag=1,k_stages=2,stages=3" --json "$OUT/fwdvar3_256.json"
+  step fwdvar3_8 150 python3 $A --dims 128 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --variants "vl1:v_lag=1" --json "$OUT/fwdvar3_8.json"
+fi
+if has fwdvar4; then
+  step fwdvar4_128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "vl1k2v4:v_lag=1,k_stages=2,stages=4;k2v4:k_stages=2,stages=4" --json "$OUT/fwdvar4_128.json"
+  step fwdvar4_64 200 python3 $A --dims 64 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "vl1k2v4:v_lag=1,k_stages=2,stages=4;vl1k3v5:v_lag=1,k_stages=3,stages=5" --json "$OUT/fwdvar4_64.json"
+  step fwdvar4_8 200 python3 $A --dims 128,256 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --variants "vl1k2v4:v_lag=1,k_stages=2,stages=4;vl1k3v5:v_lag=1,k_stages=3,stages=5" --json "$OUT/fwdvar4_8.json"
+  step fwdvar4_256 150 python3 $A --dims 256 --ns 16384 --dtypes bf16 --rounds 3 --no-triton --json "$OUT/fwdvar4_256.json"
 fi
 if has ncu_src; then
   for spec in ${NCU_SPECS:-128:16384:0:fp16 256:16384:0:fp16}; do
@@ -120,6 +138,12 @@ if has table; then
   step table128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --json "$OUT/table128.json"
   step table_more 200 python3 $A --dims 128 --ns 16384 --dtypes bf16,fp8 --rounds 3 --no-triton --json "$OUT/table_more.json"
   step table64_256 200 python3 $A --dims 64,256 --ns 16384 --dtypes fp16 --rounds 3 --no-triton --json "$OUT/table64_256.json"
+fi
+if has table2; then
+  step table2_128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16,bf16 --rounds 3 --no-triton --json "$OUT/table2_128.json"
+  step table2_8 100 python3 $A --dims 128 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --json "$OUT/table2_8.json"
+  step table2_64_256 200 python3 $A --dims 64,256 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --json "$OUT/table2_64_256.json"
+  step table2_bf 150 python3 $A --dims 64,256 --ns 16384 --dtypes bf16 --rounds 3 --no-triton --json "$OUT/table2_bf.json"
 fi
 if has matmul; then  # MATMUL_RUNS separate runs (the 4096^3 fp16 ratio moves from run to run)
   for i in $(seq ${MATMUL_RUNS:-1}); do

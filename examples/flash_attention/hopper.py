@@ -24,9 +24,10 @@ D = 256 issue their GEMMs without taking turns):
                                   wait; O *= alpha; O += P V        ...
                                   O /= l; O -> smem (Q's buffer) -> TMA store; lse -> global
 
-- K and V live in separate `STAGES`-deep shared-memory rings (gluon.warp_spec.pipeline), so
-  K_j frees as soon as S_j is computed and V_j after its PV product; both consumer
-  warpgroups must release a stage (2 arrivals) before the producer refills it.
+- K and V live in separate shared-memory rings (gluon.warp_spec.pipeline), so K_j frees as
+  soon as S_j is computed and V_j after its PV product; every consumer warpgroup must
+  release a stage before the producer refills it. At D = 256 the producer loads V_{j-1}
+  after K_j (V_LAG, the consumers' order) into a ring one stage deeper than K's.
 - The ping-pong (gluon.warp_spec.pingpong): each warpgroup waits for its turn before issuing
   its wgmmas and hands the turn over right after, so one warpgroup's softmax (exp2 on the
   MUFU unit) runs while the other's GEMMs keep the tensor cores busy.
@@ -114,12 +115,16 @@ def _kv_block(j, rot, n_blocks):
 
 
 @gluon.jit
-def _load_kv(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, j,
-             BN: gl.constexpr, V_T: gl.constexpr):
-    """TMA loads of K_j and V_j into their rings' stages for `item`."""
+def _load_k(k_desc, k_ring, kpipe, item, b, hk, j, BN: gl.constexpr):
+    """TMA load of K_j into its ring's stage for `item`."""
     s, ready = pipeline.producer_acquire(kpipe, item)
     mbarrier.expect(ready, k_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [b, hk, j * BN, 0], ready, k_ring.index(s))
+
+
+@gluon.jit
+def _load_v(v_desc, v_ring, vpipe, item, b, hk, j, BN: gl.constexpr, V_T: gl.constexpr):
+    """TMA load of V_j (V_j^T for fp8) into its ring's stage for `item`."""
     s, ready = pipeline.producer_acquire(vpipe, item)
     mbarrier.expect(ready, v_desc.block_type.nbytes)
     if V_T:
@@ -129,10 +134,23 @@ def _load_kv(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, j,
 
 
 @gluon.jit
+def _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, i, rot, n_blocks,
+               BN: gl.constexpr, V_T: gl.constexpr, V_LAG: gl.constexpr):
+    """The producer's i-th step of a tile: K of the i-th block visited, then V of the
+    (i - V_LAG)-th. With V_LAG = 1 the loads come in the order the consumers use them
+    (S_j = Q K_j^T is issued with O += P_{j-1} V_{j-1}), so a full V ring never holds back
+    a K that the K ring has room for."""
+    _load_k(k_desc, k_ring, kpipe, item + i, b, hk, _kv_block(i, rot, n_blocks), BN)
+    if i >= V_LAG:
+        _load_v(v_desc, v_ring, vpipe, item + i - V_LAG, b, hk,
+                _kv_block(i - V_LAG, rot, n_blocks), BN, V_T)
+
+
+@gluon.jit
 def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready, q_empty,
               N_Q, N_KV, H, GROUP, BH, num_m, num_tiles,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
-              KV_AHEAD: gl.constexpr):
+              KV_AHEAD: gl.constexpr, V_LAG: gl.constexpr):
     NUM_WG: gl.constexpr = q_smem.shape[0]
     BM: gl.constexpr = NUM_WG * BM_WG
     item = 0
@@ -150,8 +168,8 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
         # across every tile boundary.
         ahead = gl.minimum(n_blocks, KV_AHEAD)
         for i in range(ahead):
-            _load_kv(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item + i, b, hk,
-                     _kv_block(i, rot, n_blocks), BN, V_T)
+            _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, i, rot,
+                       n_blocks, BN, V_T, V_LAG)
         for wg in gl.static_range(NUM_WG):
             # The warpgroup is done with the previous tile's Q (its last QK^T retired).
             mbarrier.wait(q_empty.index(wg), (t & 1) ^ 1)
@@ -159,8 +177,11 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
             tma.async_copy_global_to_shared(q_desc, [b, h, m0 + wg * BM_WG, 0],
                                             q_ready.index(wg), q_smem.index(wg))
         for i in range(ahead, n_blocks):
-            _load_kv(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item + i, b, hk,
-                     _kv_block(i, rot, n_blocks), BN, V_T)
+            _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, i, rot,
+                       n_blocks, BN, V_T, V_LAG)
+        for i in range(gl.maximum(n_blocks - V_LAG, 0), n_blocks):  # the lagging V blocks
+            _load_v(v_desc, v_ring, vpipe, item + i, b, hk, _kv_block(i, rot, n_blocks), BN,
+                    V_T)
         item += n_blocks
         pl.exit_scope("load K, V")
         t += 1
@@ -363,7 +384,8 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      CAUSAL: gl.constexpr, V_T: gl.constexpr, RETURN_LSE: gl.constexpr,
                      O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr, KV_AHEAD: gl.constexpr,
                      NUM_WG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                     Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, K_STAGES: gl.constexpr):
+                     Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, K_STAGES: gl.constexpr,
+                     V_LAG: gl.constexpr):
     num_m = gl.cdiv(N_Q, NUM_WG * BM_WG)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [NUM_WG] + q_desc.block_shape,
                                        q_desc.layout)
@@ -396,7 +418,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         consumers +
         [(_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
                       q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T,
-                      KV_AHEAD))],
+                      KV_AHEAD, V_LAG))],
         [4] * (NUM_WG - 1) + [1], [CONSUMER_REGS] * (NUM_WG - 1) + [24])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
@@ -456,22 +478,28 @@ def default_config(head_dim: int, dtype_name: str) -> dict:
       the registers and the 227 KB of shared memory;
     - `warpgroups`: 3 consumer warpgroups (192-row tiles, 160 registers each, as FA3 at
       D = 64) where the accumulators fit in 160 registers and the softmax is as long as
-      the GEMMs (D = 64: 1.01-1.19x the 2-warpgroup kernel on the H200, fp8 1.06-1.20x),
+      the GEMMs (D = 64: 1.01-1.24x the 2-warpgroup kernel on the H200, fp8 1.06-1.20x),
       else 2;
     - `overlap`: the PV wgmma under the next softmax (16-bit, D = 128; D = 64 with 3
       warpgroups spills with it; fp8 measured 0.85-0.90x with it);
     - `pingpong`: the warpgroups take turns issuing wgmmas, except at D = 256, where the
       GEMMs outlast the softmax and FA3 drops its scheduler barrier too (1.04-1.06x
       together with the overlap and a 3-deep K ring);
-    - `o_in_q`: O's epilogue goes through Q's buffer (16-bit, D >= 128: room for the ring).
+    - `o_in_q`: O's epilogue goes through Q's buffer (16-bit, D >= 128: room for the ring);
+    - `v_lag`: 1 loads V_{j-1} after K_j, the order the consumers read them in, 0 loads
+      V_j after K_j. At D = 256 (16-bit) 1 with a 2-deep K ring and a 3-deep V ring
+      measured 1.27-1.37x the 3-deep K, 2-deep V ring with 0: the producer had sat on a full
+      V ring while the consumers waited for K (ncu: 12% of the consumers' stall samples at
+      K's mbarrier). At D = 64 and 128 and in fp8 neither order nor other depths gained.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
-               pingpong=True, o_in_q=head_dim >= 128 and not fp8)
+               pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0)
     if head_dim == 64:
         cfg.update(warpgroups=3, overlap=False)
     if head_dim == 256:  # fp8: K and V^T stages are half the size, 3 of each fit
-        cfg.update(block_n=64, stages=3 if fp8 else 2, k_stages=3, pingpong=fp8)
+        cfg.update(block_n=64, stages=3, k_stages=3 if fp8 else 2, pingpong=fp8,
+                   v_lag=0 if fp8 else 1)
     return cfg
 
 
@@ -654,7 +682,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
         launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
                qk_scale, o_scale, bn, st, bool(causal), fp8, bool(return_lse), o_in_q,
                bool(cfg["overlap"]), kv_ahead, warpgroups, consumer_regs, bool(q_in_regs),
-               bool(cfg["pingpong"]), cfg["k_stages"], num_warps=4,
+               bool(cfg["pingpong"]), cfg["k_stages"], int(cfg["v_lag"]), num_warps=4,
                **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run

@@ -61,13 +61,14 @@ def test_the_interpreter_matches_float64(dtype, D, causal, B, H, H_kv, N_q, N_kv
 
 
 def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
-    # D = 256's schedule until 2026-11-28 (turns, no overlap, 2-deep K ring), still an option.
+    # D = 256's schedule until 2026-11-28 (turns, no overlap, K_j with V_j, 3-deep K ring and
+    # 2-deep V ring), still options.
     q, k, v = hopper.random_inputs(1, 1, 1, 130, 130, 256, "float16", seed=7)
     ref_o, _ = hopper.reference(q, k, v, True)
     for seed in (0, 1, 2):
         monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
         o = hopper.attention_forward(q, k, v, causal=True, pingpong=True, overlap=False,
-                                     k_stages=2, num_programs=1)
+                                     v_lag=0, k_stages=3, stages=2, num_programs=1)
         err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
         assert err <= TOLERANCE["float16"], (seed, err)
 
@@ -80,6 +81,7 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("bfloat16", 128, {"warpgroups": 3, "overlap": False, "pingpong": False}),
     ("float16", 128, {"k_stages": 2}),           # rings of different depths
     ("float16", 64, {"warpgroups": 2, "overlap": True}),  # D = 64's old schedule
+    ("float16", 128, {"v_lag": 1, "kv_ahead": 2}),  # K_j with V_{j-1}, two Ks before Q
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
@@ -174,7 +176,7 @@ def test_bad_inputs_are_named():
         f(q, q, q, warpgroups=4)
     with pytest.raises(TypeError, match=r"unknown option 'stage'; tuning options: block_n, "
                                         r"stages, k_stages, warpgroups, overlap, pingpong, "
-                                        r"o_in_q"):
+                                        r"o_in_q, v_lag"):
         f(q, q, q, stage=2)
 
 
@@ -192,7 +194,7 @@ def compiled_fp16():
          "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32"},
         {"BN": 128, "STAGES": 3, "CAUSAL": True, "V_T": False, "RETURN_LSE": True,
          "O_IN_Q": True, "OVERLAP": True, "KV_AHEAD": 1, "NUM_WG": 2, "CONSUMER_REGS": 240,
-         "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3}, target="sm_90a", num_warps=4)
+         "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3, "V_LAG": 0}, target="sm_90a", num_warps=4)
 
 
 def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):
@@ -251,7 +253,7 @@ def compiled_d64():
          "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32"},
         {"BN": 128, "STAGES": 3, "CAUSAL": False, "V_T": False, "RETURN_LSE": False,
          "O_IN_Q": False, "OVERLAP": False, "KV_AHEAD": 1, "NUM_WG": 3, "CONSUMER_REGS": 160,
-         "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3}, target="sm_90a", num_warps=4)
+         "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3, "V_LAG": 0}, target="sm_90a", num_warps=4)
 
 
 def test_three_consumer_warpgroups_at_d64(compiled_d64, tmp_path):

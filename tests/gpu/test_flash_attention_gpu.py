@@ -73,7 +73,9 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     ("bfloat16", 64, False, {"warpgroups": 3, "block_n": 64}),
     ("float8_e4m3fn", 64, True, {"warpgroups": 3, "q_in_regs": True}),
     ("float16", 128, False, {"q_in_regs": True, "overlap": False}),
-    ("float16", 256, True, {"pingpong": False, "overlap": True, "k_stages": 3}),
+    ("float16", 256, True, {"pingpong": True, "overlap": False, "v_lag": 0, "k_stages": 3,
+                            "stages": 2}),
+    ("float16", 128, False, {"v_lag": 1, "kv_ahead": 2}),
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.
