@@ -162,7 +162,8 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
     options = {"num_warps": spec.num_warps, "num_stages": spec.num_stages,
                "language": jit_fn.language.name,
                "constants": repr(spec.constants)}
-    if not config.get("SC_PERSISTENT"):  # tile/passes/persistent.py turned off
+    persistent = bool(config.get("SC_PERSISTENT")) and getattr(spec, "persistent", True)
+    if not persistent:  # tile/passes/persistent.py turned off
         options["persistent"] = False
     if spec.num_ctas != 1:  # cluster kernels only: ordinary keys stay as they were
         options["num_ctas"] = spec.num_ctas
@@ -180,6 +181,7 @@ def compile_spec(jit_fn, spec, source_hash: Optional[str] = None) -> CompiledKer
             return _from_entry(entry, restored, start)
     module = trace(jit_fn, spec)
     module.stage_results["instrument"] = dict(spec.instrument)
+    module.stage_results["allow_persistent"] = persistent
     found = list(getattr(module, "external_reads", ()))
     if found:
         # The key of this kernel given the values it read.

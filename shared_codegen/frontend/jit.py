@@ -344,6 +344,9 @@ class Specialization:
     # CTAs per program (Triton's num_ctas): > 1 launches each program as a thread-block
     # cluster of that many CTAs along x (docs/clusters.md).
     num_ctas: int = 1
+    # False: the one-program-per-tile build of a kernel tile/passes/persistent.py would make
+    # persistent (what its launcher runs when the grid fits on the GPU at once).
+    persistent: bool = True
 
     @classmethod
     def from_key(cls, key: tuple, num_warps: int, target: str,

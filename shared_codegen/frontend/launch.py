@@ -578,7 +578,7 @@ def pack_error(jit_fn, variant, error) -> ArgumentError:
 
 
 def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM_STAGES,
-                     instrument=(), num_ctas=1):
+                     instrument=(), num_ctas=1, persistent=True):
     from shared_codegen.frontend.compile import compile_spec, wrap_internal_error
     from shared_codegen.runtime.driver import target_from_device
     from shared_codegen.runtime.launcher import PersistentBinder, get_binder
@@ -587,6 +587,7 @@ def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM
     spec = Specialization.from_key(spec_key, num_warps, target, num_stages)
     spec.instrument = tuple(instrument)
     spec.num_ctas = num_ctas
+    spec.persistent = persistent
     try:
         kernel = compile_spec(jit_fn, spec)
     except OutOfResources:
@@ -602,7 +603,10 @@ def _compile_variant(jit_fn, spec_key, num_warps, target, num_stages=DEFAULT_NUM
     variant.function = kernel.function()
     variant.binder = get_binder(kernel.param_kinds)
     if kernel.metadata.get("persistent_programs"):  # tile/passes/persistent.py
-        variant.binder = PersistentBinder(variant.binder)
+        # Grids that fit on the GPU at once run the one-program-per-tile build, compiled on
+        # the first such launch.
+        variant.binder = PersistentBinder(variant.binder, lambda: _compile_variant(
+            jit_fn, spec_key, num_warps, target, num_stages, persistent=False))
     variant.runtime_positions = [i for i, t in enumerate(spec.arg_types) if t is not None]
     variant.pointer_positions = [k for k, i in enumerate(variant.runtime_positions)
                                  if isinstance(spec.arg_types[i], PointerType)]

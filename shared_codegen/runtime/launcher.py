@@ -392,40 +392,59 @@ def launch_config(cluster=None, pdl: bool = False):
 
 
 class PersistentBinder:
-    """The launches of a persistent kernel (tile/passes/persistent.py): at most as many
-    programs as the GPU holds at once (occupancy x SMs, found on the first launch: a loaded
-    function belongs to one device), and the grid the launch asked for as the hidden last
-    argument, which the kernel's programs walk. A 2-D or 3-D grid, or a cluster launch, runs
-    as asked (the kernel then runs each program id once)."""
+    """The launches of a persistent kernel (tile/passes/persistent.py). A 1-D grid larger
+    than the GPU holds at once (occupancy x SMs, found on the first launch: a loaded function
+    belongs to one device) runs that many programs, with the grid the launch asked for as
+    the hidden last argument, which the kernel's programs walk. Any other launch (a grid
+    that fits, a 2-D or 3-D grid, a cluster launch) runs the one-program-per-tile build that
+    `plain()` compiles on first use (an object with `function`, `binder`, `num_warps` and
+    `shared`): the flattened loop costs 1-4% where every program has one tile."""
 
-    def __init__(self, binder: Binder):
+    def __init__(self, binder: Binder, plain):
         self.binder = binder
         self.programs = 0  # the most programs resident at once; 0 until the first launch
+        self._make_plain, self._plain = plain, None
 
-    def _capped(self, function, grid, num_warps, shared_mem_bytes):
+    def _persistent_grid(self, function, grid, num_warps, shared_mem_bytes):
+        """The capped grid, or None when the launch runs the plain build."""
         if len(grid) > 1 and any(g != 1 for g in grid[1:]):
-            return grid
+            return None
         if not self.programs:
             from shared_codegen.runtime import driver
 
             per_sm = driver.max_active_blocks(function, num_warps * 32, shared_mem_bytes)
             self.programs = max(1, per_sm) * driver.get_device(
                 driver.current_device_index()).sm_count
-        return grid if grid[0] <= self.programs else (self.programs,)
+        return (self.programs,) if grid[0] > self.programs else None
+
+    def plain(self):
+        if self._plain is None:
+            self._plain = self._make_plain()
+        return self._plain
 
     def launch(self, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
-        self.binder.launch(function, self._capped(function, grid, num_warps, shared_mem_bytes),
-                           num_warps, shared_mem_bytes, stream, (*arg_values, grid[0]))
+        capped = self._persistent_grid(function, grid, num_warps, shared_mem_bytes)
+        if capped is None:
+            p = self.plain()
+            p.binder.launch(p.function, grid, p.num_warps, p.shared, stream, arg_values)
+        else:
+            self.binder.launch(function, capped, num_warps, shared_mem_bytes, stream,
+                               (*arg_values, grid[0]))
 
     def launch_pdl(self, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
-        self.binder.launch_pdl(function, self._capped(function, grid, num_warps,
-                                                      shared_mem_bytes),
-                               num_warps, shared_mem_bytes, stream, (*arg_values, grid[0]))
+        capped = self._persistent_grid(function, grid, num_warps, shared_mem_bytes)
+        if capped is None:
+            p = self.plain()
+            p.binder.launch_pdl(p.function, grid, p.num_warps, p.shared, stream, arg_values)
+        else:
+            self.binder.launch_pdl(function, capped, num_warps, shared_mem_bytes, stream,
+                                   (*arg_values, grid[0]))
 
     def launch_cluster(self, function, grid, cluster, num_warps, shared_mem_bytes, stream,
                        arg_values, pdl=False):
-        self.binder.launch_cluster(function, grid, cluster, num_warps, shared_mem_bytes,
-                                   stream, (*arg_values, grid[0]), pdl=pdl)
+        p = self.plain()
+        p.binder.launch_cluster(p.function, grid, cluster, p.num_warps, p.shared, stream,
+                                arg_values, pdl=pdl)
 
 
 @lru_cache(maxsize=None)

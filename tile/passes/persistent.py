@@ -17,9 +17,9 @@ Measured on the H200 (2026-11-28, benchmarks/tile_matmul.py: tutorial 03's kerne
 graph replays) before, 0.965x to 0.976x in four runs after; by CUDA events around five calls
 (the first call's host time included) 0.944x to 0.964x before, 0.949x to 0.960x after.
 
-A launch whose grid fits on the GPU at once runs each program's one tile through the
-flattened loop, which cost 1-4% there (H200, 1024^3 and 2048^3, one wave): the launcher
-does not yet switch to a one-program-per-tile build for such grids.
+A launch whose grid fits on the GPU at once would run each program's one tile through the
+flattened loop, which cost 1-4% there (H200, 1024^3 and 2048^3, one wave): such launches run
+a one-program-per-tile build instead, compiled on the first of them (`PersistentBinder`).
 
 The launcher does the rest (frontend/launch.py, `PersistentBinder`): it launches at most as
 many programs as fit on the GPU at once (occupancy x SMs) and passes the requested grid as a

@@ -178,20 +178,32 @@ def test_binder_caps_the_grid_and_passes_the_request(monkeypatch):
     class Device:
         sm_count = 132
 
-    asked = []
+    class Plain:
+        function, num_warps, shared = "g", 8, 100_000
+
+        def __init__(self):
+            self.binder = _Recorder()
+
+    asked, built = [], []
     monkeypatch.setattr(driver, "current_device_index", lambda: 0)
     monkeypatch.setattr(driver, "get_device", lambda index=0: Device)
     monkeypatch.setattr(driver, "max_active_blocks",
                         lambda function, threads, shared: asked.append((threads, shared)) or 1)
     inner = _Recorder()
-    binder = PersistentBinder(inner)
+    binder = PersistentBinder(inner, lambda: built.append(Plain()) or built[-1])
     binder.launch("f", (512,), 8, 200_000, 0, (1, 2))
-    binder.launch_pdl("f", (100,), 8, 200_000, 0, (1, 2))
+    binder.launch_pdl("f", (600,), 8, 200_000, 0, (1, 2))
+    assert inner.calls == [("launch", (132,), (1, 2, 512)), ("pdl", (132,), (1, 2, 600))]
+    assert not built  # no plain build until a launch needs one
+    # A grid that fits, a 2-D grid and a cluster launch run the one-program-per-tile build,
+    # compiled once, with the kernel's own arguments.
+    binder.launch("f", (100,), 8, 200_000, 0, (1, 2))
+    binder.launch_pdl("f", (132,), 8, 200_000, 0, (1, 2))
     binder.launch("f", (512, 2), 8, 200_000, 0, (1, 2))
     binder.launch_cluster("f", (512,), (2, 1, 1), 8, 200_000, 0, (1, 2))
-    assert inner.calls == [("launch", (132,), (1, 2, 512)), ("pdl", (100,), (1, 2, 100)),
-                           ("launch", (512, 2), (1, 2, 512)),
-                           ("cluster", (512,), (1, 2, 512))]
+    assert len(built) == 1 and len(inner.calls) == 2
+    assert built[0].binder.calls == [("launch", (100,), (1, 2)), ("pdl", (132,), (1, 2)),
+                                     ("launch", (512, 2), (1, 2)), ("cluster", (512,), (1, 2))]
     assert asked == [(256, 200_000)]  # occupancy asked once, on the first launch
 
 
@@ -199,7 +211,7 @@ def test_binder_caps_the_grid_and_passes_the_request(monkeypatch):
 @pytest.mark.parametrize("M,N,K", [(2000, 3000, 256), (4096, 4096, 512), (96, 80, 64)])
 def test_gpu_persistent_matches_torch(M, N, K):
     """More tiles than programs fit on the GPU (the launcher caps the grid and the programs
-    walk the rest), and fewer (each program one tile), ragged edges included."""
+    walk the rest), and fewer (the one-program-per-tile build runs), ragged edges included."""
     torch = pytest.importorskip("torch")
     if not driver.has_gpu() or not torch.cuda.is_available():
         pytest.skip("needs a GPU")
