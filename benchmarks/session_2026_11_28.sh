@@ -50,6 +50,9 @@
 #               dim, after D=256's 2-deep K / 3-deep V ring with v_lag=1 measured 1.27-1.37x
 #   table2      the forward's table after the sixth session's defaults: D=128 fp16/bf16 at
 #               4k and 16k, fp8 at 16k, D=64 and D=256 fp16 at 4k and 16k and bf16 at 16k
+#   fwdvar5     three consumer warpgroups at D=128 with 64-key blocks (fp16, fp8), and the
+#               causal D=64 with v_lag=1 and 3/5-deep rings, as same-run variants
+#   fwdvar6     turn-taking off at D=128 (fp16 with the overlap, fp8), same-run variants
 #   ncu_src     ncu with per-SASS-instruction stall samples (SourceCounters) of the forward's
 #               defaults at N=16k: D=128 and D=256 fp16 (NCU_SPECS), details and SASS as text
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
@@ -92,6 +95,14 @@ if has fwdvar4; then
   step fwdvar4_64 200 python3 $A --dims 64 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "vl1k2v4:v_lag=1,k_stages=2,stages=4;vl1k3v5:v_lag=1,k_stages=3,stages=5" --json "$OUT/fwdvar4_64.json"
   step fwdvar4_8 200 python3 $A --dims 128,256 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --variants "vl1k2v4:v_lag=1,k_stages=2,stages=4;vl1k3v5:v_lag=1,k_stages=3,stages=5" --json "$OUT/fwdvar4_8.json"
   step fwdvar4_256 150 python3 $A --dims 256 --ns 16384 --dtypes bf16 --rounds 3 --no-triton --json "$OUT/fwdvar4_256.json"
+fi
+if has fwdvar5; then
+  step fwdvar5_128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "wg3n64:warpgroups=3,block_n=64;wg3n64s4:warpgroups=3,block_n=64,stages=4;wg3n64vl:warpgroups=3,block_n=64,v_lag=1,k_stages=3,stages=5" --json "$OUT/fwdvar5_128.json"
+  step fwdvar5_8 120 python3 $A --dims 128 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --variants "wg3n64s4:warpgroups=3,block_n=64,stages=4" --json "$OUT/fwdvar5_8.json"
+  step fwdvar5_64 120 python3 $A --dims 64 --ns 4096,16384 --causal 1 --dtypes fp16 --rounds 3 --no-triton --variants "vl1k3v5:v_lag=1,k_stages=3,stages=5" --json "$OUT/fwdvar5_64.json"
+fi
+if has fwdvar6; then
+  step fwdvar6 150 python3 $A --dims 128 --ns 16384 --dtypes fp16,fp8 --rounds 3 --no-triton --variants "pp0:pingpong=0" --json "$OUT/fwdvar6.json"
 fi
 if has ncu_src; then
   for spec in ${NCU_SPECS:-128:16384:0:fp16 256:16384:0:fp16}; do

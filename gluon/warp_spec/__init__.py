@@ -5,7 +5,9 @@
   register budgets for setmaxnreg), lowered by `shared_codegen/ops/warp_specialize/lowering.py`
   (warpgroup-role branches, setmaxnreg, named barriers) and run by the interpreter as
   cooperative partitions (`shared_codegen/ops/warp_specialize/interpreter.py`);
-- `pipeline`: a producer/consumer ring of mbarrier pairs that owns stage indices and phases.
+- `pipeline`: a producer/consumer ring of mbarrier pairs that owns stage indices and phases;
+- `pingpong`: turn-taking among two or more consumer warpgroups (round-robin), so one's
+  non-MMA work runs under the others' MMAs.
 """
 
 from gluon.warp_spec import pingpong, pipeline
