@@ -507,6 +507,24 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
     return cfg
 
 
+def _check_tuning(cfg: dict) -> None:
+    """A ValueError naming the first tuning option out of range. V's ring needs 2 stages:
+    a consumer releases V_{j-1} only after issuing the next PV product, which reads V_j, so
+    with one stage the producer and the consumers wait on each other (the interpreter
+    reports the deadlock; on the GPU it would hang)."""
+    allowed = {"warpgroups": ((2, 3), "2 or 3 (consumer warpgroups of 64 query rows)"),
+               "v_lag": ((0, 1), "0 or 1 (V_j or V_{j-1} loaded after K_j)"),
+               "block_n": ((16, 32, 64, 128, 256), "16, 32, 64, 128 or 256 (keys per block)")}
+    for name, (values, what) in allowed.items():
+        if cfg[name] not in values or isinstance(cfg[name], bool):
+            raise ValueError(f"attention_forward: {name} must be {what}, got {cfg[name]!r}")
+    for name, least in (("stages", 2), ("k_stages", 1)):
+        value = cfg[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"attention_forward: {name} (the {'V' if name == 'stages' else 'K'} "
+                             f"ring's depth) must be an int >= {least}, got {value!r}")
+
+
 def num_sms() -> int:
     from shared_codegen.runtime.driver import get_device
     return get_device().sm_count
@@ -639,8 +657,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     once per tile), and, defaulting to `default_config`: `block_n`, `stages` (V's ring),
     `k_stages` (K's ring; `stages` when only that is given), `warpgroups` (consumer
     warpgroups of 64 query rows each, 2 or 3), `overlap` (the PV wgmma under the next
-    softmax), `pingpong` (the consumer warpgroups take turns issuing their wgmmas) and
-    `o_in_q`."""
+    softmax), `pingpong` (the consumer warpgroups take turns issuing their wgmmas), `o_in_q`
+    and `v_lag` (1: V_{j-1} is loaded after K_j, 0: V_j)."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if isinstance(kv_ahead, bool) or not isinstance(kv_ahead, int) or kv_ahead < 0:
         raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
@@ -655,10 +673,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     if "stages" in tuning and "k_stages" not in tuning:
         tuning["k_stages"] = tuning["stages"]
     cfg.update({name: value for name, value in tuning.items() if value is not None})
+    _check_tuning(cfg)
     bn, st, warpgroups = cfg["block_n"], cfg["stages"], cfg["warpgroups"]
-    if warpgroups not in (2, 3):
-        raise ValueError(f"attention_forward: warpgroups (consumer warpgroups of 64 query "
-                         f"rows) must be 2 or 3, got {warpgroups!r}")
     block_m = BM_WG.value * warpgroups
     # 2 consumer warpgroups and the producer's: 240 registers a consumer thread; 3 and the
     # producer's: the CTA's 64K registers leave 160 (the producer warpgroup keeps 24).

@@ -171,9 +171,18 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"kv_ahead \(K/V blocks loaded before a tile's Q\) "
                                          r"must be an int >= 0, got -1"):
         f(q, q, q, kv_ahead=-1)
-    with pytest.raises(ValueError, match=r"warpgroups \(consumer warpgroups of 64 query rows\) "
-                                         r"must be 2 or 3, got 4"):
+    with pytest.raises(ValueError, match=r"warpgroups must be 2 or 3 \(consumer warpgroups of 64 "
+                                         r"query rows\), got 4"):
         f(q, q, q, warpgroups=4)
+    with pytest.raises(ValueError, match=r"v_lag must be 0 or 1 \(V_j or V_\{j-1\} loaded after "
+                                         r"K_j\), got 2"):
+        f(q, q, q, v_lag=2)
+    with pytest.raises(ValueError, match=r"stages \(the V ring's depth\) must be an int >= 2, "
+                                         r"got 1"):
+        f(q, q, q, stages=1, k_stages=2)
+    with pytest.raises(ValueError, match=r"block_n must be 16, 32, 64, 128 or 256 \(keys per "
+                                         r"block\), got 96"):
+        f(q, q, q, block_n=96)
     with pytest.raises(TypeError, match=r"unknown option 'stage'; tuning options: block_n, "
                                         r"stages, k_stages, warpgroups, overlap, pingpong, "
                                         r"o_in_q, v_lag"):
