@@ -53,6 +53,9 @@
 #   fwdvar5     three consumer warpgroups at D=128 with 64-key blocks (fp16, fp8), and the
 #               causal D=64 with v_lag=1 and 3/5-deep rings, as same-run variants
 #   fwdvar6     turn-taking off at D=128 (fp16 with the overlap, fp8), same-run variants
+#   fwdvar7     late_wait (the PV wait after the softmax's exp2s, P packed in place) at
+#               D=128 fp16/bf16 and D=256, same-run variants (written after the day's
+#               device time ran out, not yet run)
 #   ncu_src     ncu with per-SASS-instruction stall samples (SourceCounters) of the forward's
 #               defaults at N=16k: D=128 and D=256 fp16 (NCU_SPECS), details and SASS as text
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
@@ -103,6 +106,10 @@ if has fwdvar5; then
 fi
 if has fwdvar6; then
   step fwdvar6 150 python3 $A --dims 128 --ns 16384 --dtypes fp16,fp8 --rounds 3 --no-triton --variants "pp0:pingpong=0" --json "$OUT/fwdvar6.json"
+fi
+if has fwdvar7; then
+  step fwdvar7_128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16,bf16 --rounds 3 --no-triton --variants "lw:late_wait=1" --json "$OUT/fwdvar7_128.json"
+  step fwdvar7_256 120 python3 $A --dims 256 --ns 16384 --dtypes fp16 --rounds 3 --no-triton --variants "lw:late_wait=1" --json "$OUT/fwdvar7_256.json"
 fi
 if has ncu_src; then
   for spec in ${NCU_SPECS:-128:16384:0:fp16 256:16384:0:fp16}; do

@@ -33,9 +33,11 @@ D = 256 issue their GEMMs without taking turns):
   MUFU unit) runs while the other's GEMMs keep the tensor cores busy.
 - Inside a warpgroup S_j = Q K_j^T and O += P_{j-1} V_{j-1} are issued together and
   `warpgroup_mma_wait(1)` retires S_j only, so the PV product runs under the softmax of
-  block j (FA3's intra-warpgroup overlap; 16-bit and D <= 128, see OVERLAP). Its wait sits
-  at the top of the next iteration: ptxas moves a wgmma wait to the top of its basic block,
-  and P_{j-1} is a dep of that wait so ptxas keeps its registers until the wgmma is done.
+  block j (FA3's intra-warpgroup overlap; 16-bit, see OVERLAP). Its wait sits at the top
+  of the next iteration: ptxas moves a wgmma wait to the top of its basic block, and
+  P_{j-1} is a dep of that wait so ptxas keeps its registers until the wgmma is done. With
+  LATE_WAIT the wait follows the exp2s instead, behind K_{j+1}'s spin loop (a block of its
+  own), and P_j is packed into P_{j-1}'s registers with no copies.
 - P never touches shared memory: it is converted in registers to the A-operand layout of
   the PV wgmma (DotOperandLayout(0, o_layout)).
 - Softmax in base 2: scores are scaled by sm_scale * log2(e) once; row max m and sum l are
@@ -246,7 +248,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
               q_ready, q_empty, turns, N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
               RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr,
-              Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr):
+              Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, LATE_WAIT: gl.constexpr):
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     BM: gl.constexpr = q_smem.shape[0] * BM_WG
@@ -259,6 +261,9 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     q_view = q_smem.index(WG).reshape([BM_WG, D])
+    # Where the PV wait goes: at the top of the next block (PV_WAIT_TOP) or, with LATE_WAIT,
+    # after this block's softmax and before P_j is packed into the registers P_{j-1} held.
+    PV_WAIT_TOP: gl.constexpr = OVERLAP and not LATE_WAIT
     s_zero = gl.zeros([BM_WG, BN], gl.float32, s_layout)
     item = 0
     t = 0
@@ -310,7 +315,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 # softmax (it moves a wgmma wait to its block's top); P_{j-2} is a dep so its
                 # registers stay untouched until here.
                 acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o,
-                                             OVERLAP, V_T, D, BN)
+                                             PV_WAIT_TOP, V_T, D, BN)
                 if PINGPONG:
                     pl.enter_scope("wait turn")
                     pingpong.wait_turn(turns, WG, turn)
@@ -339,13 +344,20 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
                 l_i = l_i * alpha + gl.sum(p, axis=1)
                 m_i = m_new
+                if OVERLAP and LATE_WAIT:
+                    # K_{j+1}'s wait (a spin loop, so a basic block of its own) keeps ptxas
+                    # from hoisting the PV wait above the exp2s: it moves a wgmma wait to
+                    # the top of its block. The loop's top finds K_{j+1} ready.
+                    if j + 1 < n_blocks:
+                        pipeline.consumer_wait(kpipe, item + 2)
+                    acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
                 p_op = _p_operand(p, dtype, p_layout, V_T)
                 pl.exit_scope("softmax")
                 item += 1
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
                 mbarrier.arrive(q_empty.index(WG))
             acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o,
-                                         OVERLAP, V_T, D, BN)
+                                         PV_WAIT_TOP, V_T, D, BN)
             if PINGPONG:
                 pingpong.wait_turn(turns, WG, turn)
             acc = warpgroup_mma(p_op, v, acc, is_async=True)
@@ -385,7 +397,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr, KV_AHEAD: gl.constexpr,
                      NUM_WG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                      Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, K_STAGES: gl.constexpr,
-                     V_LAG: gl.constexpr):
+                     V_LAG: gl.constexpr, LATE_WAIT: gl.constexpr):
     num_m = gl.cdiv(N_Q, NUM_WG * BM_WG)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [NUM_WG] + q_desc.block_shape,
                                        q_desc.layout)
@@ -408,7 +420,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     vpipe = pipeline.create(STAGES, NUM_WG)
     turns = pingpong.create(NUM_WG)
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
-              RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG)
+              RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe, q_ready, q_empty,
               turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -471,32 +483,28 @@ def _nvmma(bits: int, inner: int) -> gl.NVMMASharedLayout:
 
 
 def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict:
-    """The launcher's tuning options for a head dim and input dtype, each measured against
-    its alternatives as same-run variants (examples/flash_attention/README.md):
+    """The launcher's tuning options for a head dim and input dtype, each chosen against
+    its alternatives as same-run variants on the H200 (examples/flash_attention/README.md,
+    "Measured", has the ratios):
 
-    - `block_n`, `stages`, `k_stages`: KV block rows and the V and K ring depths, within
+    - `block_n`, `stages`, `k_stages`: keys per block and the V and K ring depths, within
       the registers and the 227 KB of shared memory;
-    - `warpgroups`: 3 consumer warpgroups (192-row tiles, 160 registers each, as FA3 at
-      D = 64) where the accumulators fit in 160 registers and the softmax is as long as
-      the GEMMs (D = 64: 1.01-1.24x the 2-warpgroup kernel on the H200, fp8 1.06-1.20x),
-      else 2;
-    - `overlap`: the PV wgmma under the next softmax (16-bit, D = 128; D = 64 with 3
-      warpgroups spills with it; fp8 measured 0.85-0.90x with it);
-    - `pingpong`: the warpgroups take turns issuing wgmmas, except at D = 256, where the
-      GEMMs outlast the softmax and FA3 drops its scheduler barrier too (1.04-1.06x
-      together with the overlap and a 3-deep K ring);
+    - `warpgroups`: 3 consumer warpgroups (192-row tiles, 160 registers each, as FA3) at
+      D = 64, where the softmax is as long as the GEMMs; else 2;
+    - `overlap`: the PV wgmma under the next softmax (16-bit; D = 64's three warpgroups
+      spill with it; fp8 measured slower with it);
+    - `pingpong`: the warpgroups take turns issuing wgmmas, except at D = 256 (16-bit), where
+      the GEMMs outlast the softmax and FA3 drops its scheduler barrier too;
     - `o_in_q`: O's epilogue goes through Q's buffer (16-bit, D >= 128: room for the ring);
-    - `v_lag`: 1 loads V_{j-1} after K_j, the order the consumers read them in, 0 loads
-      V_j after K_j. At D = 256 (16-bit) 1 with a 2-deep K ring and a 3-deep V ring
-      measured 1.27-1.37x the 3-deep K, 2-deep V ring with 0: the producer had sat on a full
-      V ring while the consumers waited for K (ncu: 12% of the consumers' stall samples at
-      K's mbarrier). Causal D = 64 (16-bit) takes 1 with 3-deep K and 5-deep V rings
-      (1.04-1.06x in two runs; 0.92x without the mask at 4k). At D = 128 and in fp8 neither
-      order nor other depths gained.
+    - `v_lag`: 1 loads V_{j-1} after K_j, the order the consumers read them in (D = 256 with
+      a 2-deep K and 3-deep V ring, causal D = 64 with 3 and 5), 0 loads V_j after K_j;
+    - `late_wait`: the PV wait after the softmax's exp2s, so P_j is packed into the
+      registers P_{j-1} held (34-36 fewer copies of P a block at D = 128); off until it is
+      measured on the GPU.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
-               pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0)
+               pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False)
     if head_dim == 64:
         cfg.update(warpgroups=3, overlap=False)
         if causal and not fp8:
@@ -657,8 +665,9 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     once per tile), and, defaulting to `default_config`: `block_n`, `stages` (V's ring),
     `k_stages` (K's ring; `stages` when only that is given), `warpgroups` (consumer
     warpgroups of 64 query rows each, 2 or 3), `overlap` (the PV wgmma under the next
-    softmax), `pingpong` (the consumer warpgroups take turns issuing their wgmmas), `o_in_q`
-    and `v_lag` (1: V_{j-1} is loaded after K_j, 0: V_j)."""
+    softmax), `pingpong` (the consumer warpgroups take turns issuing their wgmmas), `o_in_q`,
+    `v_lag` (1: V_{j-1} is loaded after K_j, 0: V_j) and `late_wait` (the PV wait after the
+    softmax's exp2s)."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if isinstance(kv_ahead, bool) or not isinstance(kv_ahead, int) or kv_ahead < 0:
         raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
@@ -702,7 +711,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
         launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
                qk_scale, o_scale, bn, st, bool(causal), fp8, bool(return_lse), o_in_q,
                bool(cfg["overlap"]), kv_ahead, warpgroups, consumer_regs, bool(q_in_regs),
-               bool(cfg["pingpong"]), cfg["k_stages"], int(cfg["v_lag"]), num_warps=4,
+               bool(cfg["pingpong"]), cfg["k_stages"], int(cfg["v_lag"]), bool(cfg["late_wait"]),
+               num_warps=4,
                **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run

@@ -82,6 +82,8 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("float16", 128, {"k_stages": 2}),           # rings of different depths
     ("float16", 64, {"warpgroups": 2, "overlap": True}),  # D = 64's old schedule
     ("float16", 128, {"v_lag": 1, "kv_ahead": 2}),  # K_j with V_{j-1}, two Ks before Q
+    ("bfloat16", 128, {"late_wait": True}),      # PV waited after the softmax's exp2s
+    ("float16", 256, {"late_wait": True}),
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
@@ -185,25 +187,34 @@ def test_bad_inputs_are_named():
         f(q, q, q, block_n=96)
     with pytest.raises(TypeError, match=r"unknown option 'stage'; tuning options: block_n, "
                                         r"stages, k_stages, warpgroups, overlap, pingpong, "
-                                        r"o_in_q, v_lag"):
+                                        r"o_in_q, v_lag, late_wait"):
         f(q, q, q, stage=2)
+
+
+def _compile(D, BN=128, **constexprs):
+    """attention_kernel for sm_90a at head dim D (fp16, 16 heads of 4096 rows): D = 128's
+    default schedule, causal, with the given constexprs changed."""
+    from gluon.nvidia.hopper import TensorDescriptor
+
+    x = np.zeros((1, 16, 4096, D), np.float16)
+    block = lambda rows: TensorDescriptor.from_tensor(x, [1, 1, rows, D],  # noqa: E731
+                                                      hopper._nvmma(16, D))
+    values = {"BN": BN, "STAGES": 3, "CAUSAL": True, "V_T": False, "RETURN_LSE": True,
+              "O_IN_Q": True, "OVERLAP": True, "KV_AHEAD": 1, "NUM_WG": 2,
+              "CONSUMER_REGS": 240, "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3,
+              "V_LAG": 0, "LATE_WAIT": False}
+    values.update(constexprs)
+    return gluon.compile(
+        hopper.attention_kernel,
+        {"q_desc": block(64), "k_desc": block(BN), "v_desc": block(BN), "o_desc": block(64),
+         "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
+         "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32"},
+        values, target="sm_90a", num_warps=4)
 
 
 @pytest.fixture(scope="module")
 def compiled_fp16():
-    from gluon.nvidia.hopper import TensorDescriptor
-
-    x = np.zeros((1, 16, 4096, 128), np.float16)
-    block = lambda rows: TensorDescriptor.from_tensor(x, [1, 1, rows, 128],  # noqa: E731
-                                                      hopper._nvmma(16, 128))
-    return gluon.compile(
-        hopper.attention_kernel,
-        {"q_desc": block(64), "k_desc": block(128), "v_desc": block(128), "o_desc": block(64),
-         "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
-         "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32"},
-        {"BN": 128, "STAGES": 3, "CAUSAL": True, "V_T": False, "RETURN_LSE": True,
-         "O_IN_Q": True, "OVERLAP": True, "KV_AHEAD": 1, "NUM_WG": 2, "CONSUMER_REGS": 240,
-         "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3, "V_LAG": 0}, target="sm_90a", num_warps=4)
+    return _compile(128)
 
 
 def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):
@@ -248,21 +259,10 @@ def test_whole_program_ptxas_keeps_setmaxnreg_and_barely_spills(compiled_fp16, t
 @pytest.fixture(scope="module")
 def compiled_d64():
     # D = 64's default schedule: three consumer warpgroups of 160 registers taking turns.
-    from gluon.nvidia.hopper import TensorDescriptor
-
     cfg = hopper.default_config(64, "float16")
     assert (cfg["warpgroups"], cfg["overlap"], cfg["pingpong"]) == (3, False, True)
-    x = np.zeros((1, 16, 4096, 64), np.float16)
-    block = lambda rows: TensorDescriptor.from_tensor(x, [1, 1, rows, 64],  # noqa: E731
-                                                      hopper._nvmma(16, 64))
-    return gluon.compile(
-        hopper.attention_kernel,
-        {"q_desc": block(64), "k_desc": block(128), "v_desc": block(128), "o_desc": block(64),
-         "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
-         "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32"},
-        {"BN": 128, "STAGES": 3, "CAUSAL": False, "V_T": False, "RETURN_LSE": False,
-         "O_IN_Q": False, "OVERLAP": False, "KV_AHEAD": 1, "NUM_WG": 3, "CONSUMER_REGS": 160,
-         "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3, "V_LAG": 0}, target="sm_90a", num_warps=4)
+    return _compile(64, CAUSAL=False, RETURN_LSE=False, O_IN_Q=False, OVERLAP=False,
+                    NUM_WG=3, CONSUMER_REGS=160)
 
 
 def test_three_consumer_warpgroups_at_d64(compiled_d64, tmp_path):
@@ -285,3 +285,54 @@ def test_three_consumer_warpgroups_at_d64(compiled_d64, tmp_path):
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
     for warning in ("C7507", "C7508", "C7511", "C7512"):
         assert warning not in log, log
+
+
+def _block_loop_sass(ptx):
+    """The SASS of the first consumer warpgroup's block loop (the first loop with 8 to 24
+    wgmmas, S's and PV's) of the whole-program ptxas build, one instruction a line."""
+    sys.path.insert(0, os.path.join(HERE, "..", ".."))
+    from tools import static_report as sr
+    cubin, _ = sr.whole_program_cubin(ptx, "sm_90a")
+    lines, labels = [], {}
+    for line in sr.disassemble(cubin).splitlines():
+        label = re.match(r"\s*\.(L_x_\d+):", line)
+        if label:
+            labels[label.group(1)] = len(lines)
+        ins = re.match(r"\s*/\*[0-9a-f]+\*/\s+(.*?)\s*;", line)
+        if ins:
+            lines.append(ins.group(1))
+    for end, ins in enumerate(lines):
+        target = re.search(r"BRA\s.*?(L_x_\d+)", ins)
+        if target and labels.get(target.group(1), end) < end:
+            body = lines[labels[target.group(1)]:end + 1]
+            if 8 <= sum("HGMMA" in b for b in body) <= 24:
+                return body
+    raise AssertionError("no block loop found in the SASS")
+
+
+def _have_sass_tools():
+    sys.path.insert(0, os.path.join(HERE, "..", ".."))
+    from tools import static_report as sr
+    try:
+        sr.find_nvdisasm()
+    except sr.ToolMissing:
+        return False
+    return shutil.which("ptxas") is not None
+
+
+@pytest.mark.skipif(not _have_sass_tools(), reason="needs ptxas and nvdisasm")
+def test_late_wait_packs_p_into_the_registers_the_finished_pv_read():
+    # Default (the PV wait at the next block's top): P_j is packed while P_{j-1} is still in
+    # flight, into other registers, and copied into the wgmma's A registers at the next
+    # issue. late_wait: the wait follows this block's exp2s (K_{j+1}'s spin loop between
+    # them keeps ptxas from hoisting it) and P_j is packed where P_{j-1} was: no copies.
+    def moves(body):
+        return sum(re.sub(r"^@!?U?P\w+\s+", "", b).split()[0] in ("MOV", "IMAD.MOV.U32")
+                   for b in body)
+
+    early = _block_loop_sass(_compile(128).asm["ptx"])
+    late = _block_loop_sass(_compile(128, LATE_WAIT=True).asm["ptx"])
+    pv_wait = [i for i, b in enumerate(late) if b == "WARPGROUP.DEPBAR.LE gsb0, 0x0"]
+    exp2s = [i for i, b in enumerate(late) if b.startswith("MUFU.EX2")]
+    assert len(pv_wait) == 1 and pv_wait[0] > exp2s[-1], late
+    assert moves(early) >= 30 and moves(late) <= 12, (moves(early), moves(late))
