@@ -54,8 +54,9 @@
 #               causal D=64 with v_lag=1 and 3/5-deep rings, as same-run variants
 #   fwdvar6     turn-taking off at D=128 (fp16 with the overlap, fp8), same-run variants
 #   fwdvar7     late_wait (the PV wait after the softmax's exp2s, P packed in place) at
-#               D=128 fp16/bf16 and D=256, same-run variants (written after the day's
-#               device time ran out, not yet run)
+#               D=128 fp16/bf16 and D=256, and with the overlap at D=64 (three warpgroups:
+#               no spills with late_wait) and fp8, same-run variants (written after the
+#               day's device time ran out, not yet run)
 #   ncu_src     ncu with per-SASS-instruction stall samples (SourceCounters) of the forward's
 #               defaults at N=16k: D=128 and D=256 fp16 (NCU_SPECS), details and SASS as text
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
@@ -110,6 +111,8 @@ fi
 if has fwdvar7; then
   step fwdvar7_128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16,bf16 --rounds 3 --no-triton --variants "lw:late_wait=1" --json "$OUT/fwdvar7_128.json"
   step fwdvar7_256 120 python3 $A --dims 256 --ns 16384 --dtypes fp16 --rounds 3 --no-triton --variants "lw:late_wait=1" --json "$OUT/fwdvar7_256.json"
+  step fwdvar7_64 150 python3 $A --dims 64 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "ovlw:overlap=1,late_wait=1" --json "$OUT/fwdvar7_64.json"
+  step fwdvar7_8 120 python3 $A --dims 128 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --variants "ovlw:overlap=1,late_wait=1" --json "$OUT/fwdvar7_8.json"
 fi
 if has ncu_src; then
   for spec in ${NCU_SPECS:-128:16384:0:fp16 256:16384:0:fp16}; do

@@ -84,6 +84,7 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("float16", 128, {"v_lag": 1, "kv_ahead": 2}),  # K_j with V_{j-1}, two Ks before Q
     ("bfloat16", 128, {"late_wait": True}),      # PV waited after the softmax's exp2s
     ("float16", 256, {"late_wait": True}),
+    ("float16", 64, {"overlap": True, "late_wait": True}),  # three warpgroups, overlapped
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
