@@ -184,6 +184,28 @@ def count_sass(sass: str) -> Tuple[Dict[str, int], int, int, int]:
     return dict(tcgen05), mufu, fma, total
 
 
+def sass_loops(sass: str) -> List[List[str]]:
+    """The loops of an nvdisasm listing, innermost first in address order: for every branch
+    back to an earlier label, the instructions from that label to the branch (predicates
+    and operands kept, one instruction a string). Schedules are read from these: where
+    ptxas put a wgmma wait, how many copies a loop makes."""
+    lines: List[str] = []
+    labels: Dict[str, int] = {}
+    for line in sass.splitlines():
+        label = re.match(r"\s*\.(L_x_\d+):", line)
+        if label:
+            labels[label.group(1)] = len(lines)
+        ins = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line)
+        if ins:
+            lines.append(ins.group(1))
+    loops = []
+    for end, ins in enumerate(lines):
+        target = re.search(r"BRA\s.*?(L_x_\d+)", ins)
+        if target and labels.get(target.group(1), end) < end:
+            loops.append(lines[labels[target.group(1)]:end + 1])
+    return loops
+
+
 def count_ptx_tcgen05(ptx: str) -> Dict[str, int]:
     counts = collections.Counter(f"tcgen05.{m}" for m in re.findall(r"\btcgen05\.(\w+)", ptx))
     return dict(counts)

@@ -201,7 +201,8 @@ def _consumer(q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, d
                     queries = m0 + off + gl.arange(0, BM, layout=col_s)
                     pt = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(queries, 0), pt,
                                   0.0)
-            pt = gl.where(key_ok, pt, 0.0)
+            if n0 + BN > N_KV:  # keys past N_kv: only in the last key block
+                pt = gl.where(key_ok, pt, 0.0)
             dpt = warpgroup_mma_wait(0, deps=[dpt])
             dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
             pt_op = gl.convert_layout(pt.to(dtype), a_layout)

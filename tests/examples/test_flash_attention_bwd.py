@@ -162,3 +162,24 @@ def test_whole_program_ptxas_accepts_it(compiled_fp16, tmp_path):
     # No spills: dK, dV, S^T and dP^T take 192 of the consumers' 240 registers; the
     # loop-invariant shared addresses and wgmma descriptors must not crowd them out.
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+
+
+def test_the_dp_wait_follows_the_exp2s_without_a_causal_mask():
+    # ptxas moves a wgmma wait to the top of its basic block. The key mask, now a branch
+    # taken by the last key block only, starts a new block after the exp2s, so P^T's exp2s
+    # run while dP^T = V dO^T is still on the tensor cores (the causal mask's branch did
+    # that for causal builds already; non-causal ones waited for dP^T before the exp2s).
+    from tools import static_report as sr
+    try:
+        sr.find_nvdisasm()
+    except sr.ToolMissing:
+        pytest.skip("needs nvdisasm (the nvidia-cuda-nvdisasm wheel)")
+    if shutil.which("ptxas") is None:
+        pytest.skip("needs ptxas (CUDA toolkit)")
+    cubin, _ = sr.whole_program_cubin(_compile(128, False).asm["ptx"], "sm_90a")
+    loop = next(body for body in sr.sass_loops(sr.disassemble(cubin))
+                if sum("HGMMA" in b for b in body) >= 24)
+    s_wait = loop.index("WARPGROUP.DEPBAR.LE gsb0, 0x1")
+    dp_wait = loop.index("WARPGROUP.DEPBAR.LE gsb0, 0x0")
+    exp2s = [i for i, b in enumerate(loop) if b.startswith("MUFU.EX2")]
+    assert s_wait < exp2s[0] and exp2s[-1] < dp_wait, loop

@@ -15,8 +15,10 @@ import pytest
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "flash_attention"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+sys.path.insert(0, os.path.join(HERE, "..", ".."))
 
 import hopper  # noqa: E402
+from tools import static_report  # noqa: E402
 
 import gluon  # noqa: E402
 from gluon import language as gl  # noqa: E402
@@ -288,35 +290,20 @@ def test_three_consumer_warpgroups_at_d64(compiled_d64, tmp_path):
         assert warning not in log, log
 
 
-def _block_loop_sass(ptx):
-    """The SASS of the first consumer warpgroup's block loop (the first loop with 8 to 24
-    wgmmas, S's and PV's) of the whole-program ptxas build, one instruction a line."""
-    sys.path.insert(0, os.path.join(HERE, "..", ".."))
-    from tools import static_report as sr
-    cubin, _ = sr.whole_program_cubin(ptx, "sm_90a")
-    lines, labels = [], {}
-    for line in sr.disassemble(cubin).splitlines():
-        label = re.match(r"\s*\.(L_x_\d+):", line)
-        if label:
-            labels[label.group(1)] = len(lines)
-        ins = re.match(r"\s*/\*[0-9a-f]+\*/\s+(.*?)\s*;", line)
-        if ins:
-            lines.append(ins.group(1))
-    for end, ins in enumerate(lines):
-        target = re.search(r"BRA\s.*?(L_x_\d+)", ins)
-        if target and labels.get(target.group(1), end) < end:
-            body = lines[labels[target.group(1)]:end + 1]
-            if 8 <= sum("HGMMA" in b for b in body) <= 24:
-                return body
+def _block_loop_sass(ptx, wgmmas=(8, 24)):
+    """The first loop with `wgmmas` (a range) HGMMAs, S's and PV's, in the whole-program
+    ptxas build: the first consumer warpgroup's block loop."""
+    cubin, _ = static_report.whole_program_cubin(ptx, "sm_90a")
+    for body in static_report.sass_loops(static_report.disassemble(cubin)):
+        if wgmmas[0] <= sum("HGMMA" in b for b in body) <= wgmmas[1]:
+            return body
     raise AssertionError("no block loop found in the SASS")
 
 
 def _have_sass_tools():
-    sys.path.insert(0, os.path.join(HERE, "..", ".."))
-    from tools import static_report as sr
     try:
-        sr.find_nvdisasm()
-    except sr.ToolMissing:
+        static_report.find_nvdisasm()
+    except static_report.ToolMissing:
         return False
     return shutil.which("ptxas") is not None
 

@@ -89,3 +89,25 @@ def test_report_of_the_blackwell_attention_example():
     assert report.sass_tcgen05["tcgen05.ld"] == 24  # 2 x 4 S chunks, correction: 4 + 4 + ...
     assert "| exp2 in SASS: MUFU.EX2 / FMA-pipe polynomial | 194 / 64 (25% on FMA) |" in \
         report.markdown()
+
+
+LOOPS = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_1:
+        /*0010*/                   MUFU.EX2 R5, R4 ;
+.L_x_2:
+        /*0020*/                   FADD R6, R5, R5 ;
+        /*0030*/              @!P0 BRA `(.L_x_2) ;
+        /*0040*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0050*/               @P1 BRA `(.L_x_1) ;
+        /*0060*/                   BRA `(.L_x_3) ;
+.L_x_3:
+        /*0070*/                   EXIT ;
+"""
+
+
+def test_sass_loops_are_the_spans_of_backward_branches():
+    assert sr.sass_loops(LOOPS) == [
+        ["FADD R6, R5, R5", "@!P0 BRA `(.L_x_2)"],
+        ["MUFU.EX2 R5, R4", "FADD R6, R5, R5", "@!P0 BRA `(.L_x_2)",
+         "WARPGROUP.DEPBAR.LE gsb0, 0x0", "@P1 BRA `(.L_x_1)"]]
