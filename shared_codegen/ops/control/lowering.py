@@ -1,7 +1,10 @@
 """Lowering of the control-flow ops: structured control flow to basic blocks with phi nodes.
 
 Loop-carried tensors are lists of registers, so each carried value becomes one phi per
-register (`_flatten` / `_unflatten` keep the nesting).
+register (`_flatten` / `_unflatten` keep the nesting). An scf.for carries 8-bit registers
+four to a 32-bit phi (`_pack_bytes`): carried one byte a phi, an fp8 wgmma A operand (four
+bytes a register) was rebuilt byte by byte in every iteration (attention's fp8 P: 44 PRMT
+and BFI a block where packing where the bytes are made takes 16).
 """
 
 from __future__ import annotations
@@ -41,6 +44,66 @@ def _unflatten(flat: List[ir.Value], shape: List[int]) -> List[Any]:
     return out
 
 
+def _pack_bytes(b, flat: List[ir.Value], shape: List[int]):
+    """(values, shape, groups): runs of 8-bit registers within one carried tensor, four at a
+    time in register order, become one i32 each (little-endian: the first in the low byte);
+    `groups` lists, per value, how many registers it holds (1, or 4 for a packed one)."""
+    out, groups, i = [], [], 0
+    for n in shape:
+        count = 1 if n < 0 else n
+        regs = flat[i:i + count]
+        i += count
+        if n >= 4 and n % 4 == 0 and all(r.type == ir.IntType(8) for r in regs):
+            for k in range(0, n, 4):
+                out.append(_word_of_bytes(b, regs[k:k + 4]))
+                groups.append(4)
+        else:
+            out.extend(regs)
+            groups.extend([1] * count)
+    return out, groups
+
+
+def _halfword_of(lo: ir.Value, hi: ir.Value):
+    """h when lo and hi are the low and high byte of one i16 h (trunc h and trunc (h >> 8),
+    the two results of one `cvt ... e4m3x2`), else None."""
+    if not all(isinstance(x, ir.CastInstr) and x.opname == "trunc" for x in (lo, hi)):
+        return None
+    h, shifted = lo.operands[0], hi.operands[0]
+    if (h.type == ir.IntType(16) and isinstance(shifted, ir.Instruction)
+            and shifted.opname == "lshr" and shifted.operands[0] is h
+            and isinstance(shifted.operands[1], ir.Constant)
+            and shifted.operands[1].constant == 8):
+        return h
+    return None
+
+
+def _word_of_bytes(b, regs: List[ir.Value]) -> ir.Value:
+    """Four bytes as one i32, the first in the low byte. Two halves that are each one i16
+    split in two go in whole (one `mov.b32 {lo, hi}`): LLVM put such a high half back
+    together byte by byte (two BFI and their conversions)."""
+    halves = [_halfword_of(regs[0], regs[1]), _halfword_of(regs[2], regs[3])]
+    if all(h is not None for h in halves):
+        vec = ir.Constant(ir.VectorType(ir.IntType(16), 2), None)
+        for j, h in enumerate(halves):
+            vec = b.insert_element(vec, h, ir.Constant(ir.IntType(32), j))
+        return b.bitcast(vec, ir.IntType(32))
+    vec = ir.Constant(ir.VectorType(ir.IntType(8), 4), None)
+    for j, r in enumerate(regs):
+        vec = b.insert_element(vec, r, ir.Constant(ir.IntType(32), j))
+    return b.bitcast(vec, ir.IntType(32))
+
+
+def _unpack_bytes(b, values: List[ir.Value], groups: List[int]) -> List[ir.Value]:
+    out = []
+    for v, g in zip(values, groups):
+        if g == 1:
+            out.append(v)
+            continue
+        vec = b.bitcast(v, ir.VectorType(ir.IntType(8), 4))
+        out.extend(b.extract_element(vec, ir.Constant(ir.IntType(32), j)) for j in range(4))
+    return out
+
+
 def _whole_views_have_no_xor(ctx, values: List[Any], types) -> List[Any]:
     """A shared-memory view of whole trailing dims of its allocation (a buffer of a ring, a
     barrier) has no XOR part (`ops/shared_memory/lowering.py`): keep the constant zero
@@ -71,6 +134,7 @@ def lower_for(op, ctx):
     lb, ub, step = (ctx.get(v) for v in op.operands[:3])
     inits = [ctx.get(v) for v in op.operands[3:]]
     flat_init, shape = _flatten(inits)
+    packed_init, groups = _pack_bytes(b, flat_init, shape)
     unsigned = scalar_of(op.operands[0].type).is_int_unsigned()
     pre = b.block
     hazards = LoopHazards(ctx, op)
@@ -80,7 +144,7 @@ def lower_for(op, ctx):
     iv = b.phi(lb.type, name="iv")
     iv.add_incoming(lb, pre)
     phis = []
-    for v in flat_init:
+    for v in packed_init:
         p = b.phi(v.type)
         p.add_incoming(v, pre)
         phis.append(p)
@@ -95,19 +159,21 @@ def lower_for(op, ctx):
     b.cbranch(cond, body, exit_)
     b.position_at_end(body)
     hazards.enter(body)
-    carried = _whole_views_have_no_xor(ctx, _unflatten(phis, shape),
+    carried = _whole_views_have_no_xor(ctx, _unflatten(_unpack_bytes(b, phis, groups), shape),
                                        [v.type for v in op.operands[3:]])
     yielded = ctx.lower_block(op.regions[0].block, [iv] + carried)
     flat_next, _ = _flatten(yielded)
+    packed_next, _ = _pack_bytes(b, flat_next, shape)
     latch = b.block
     hazards.leave()
     iv.add_incoming(b.add(iv, step), latch)
-    for p, v in zip(phis, flat_next):
+    for p, v in zip(phis, packed_next):
         p.add_incoming(v, latch)
     b.branch(header)
     b.position_at_end(exit_)
     hazards.exit()
-    return carried
+    return _whole_views_have_no_xor(ctx, _unflatten(_unpack_bytes(b, phis, groups), shape),
+                                    [v.type for v in op.operands[3:]])
 
 
 def _const_int(c: ir.Constant) -> int:
