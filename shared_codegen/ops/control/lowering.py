@@ -4,7 +4,7 @@ Loop-carried tensors are lists of registers, so each carried value becomes one p
 register (`_flatten` / `_unflatten` keep the nesting). An scf.for carries 8-bit registers
 four to a 32-bit phi (`_pack_bytes`): carried one byte a phi, an fp8 wgmma A operand (four
 bytes a register) was rebuilt byte by byte in every iteration (attention's fp8 P: 44 PRMT
-and BFI a block where packing where the bytes are made takes 16).
+and BFI a block; packed where the bytes are made, none).
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ rejected at trace time with the user's numbers."""
 import numpy as np
 import pytest
 from ws_kernels import (arange2d, bad_regs_kernel, deadlock_kernel, desc, line_of,
-                        pingpong_order_kernel, pipeline_sum_kernel, producer_consumer_kernel, racy_kernel,
-                        register_pipeline_kernel, results_kernel, tensor_capture_kernel,
-                        two_workers_kernel)
+                        pingpong_order_kernel, pipeline_sum_kernel, producer_consumer_kernel,
+                        racy_kernel, register_pipeline_kernel, results_kernel,
+                        tensor_capture_kernel, two_workers_kernel)
 
 import gluon
 from gluon import language as gl
