@@ -515,14 +515,17 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
     return cfg
 
 
-def _check_tuning(cfg: dict) -> None:
+def _check_tuning(cfg: dict, fp8: bool) -> None:
     """A ValueError naming the first tuning option out of range. V's ring needs 2 stages:
     a consumer releases V_{j-1} only after issuing the next PV product, which reads V_j, so
     with one stage the producer and the consumers wait on each other (the interpreter
     reports the deadlock; on the GPU it would hang)."""
+    block_n = (((32, 64, 128, 256), "32, 64, 128 or 256 (keys per block; fp8 P packs keys "
+                                    "in groups of 32)") if fp8 else
+               ((16, 32, 64, 128, 256), "16, 32, 64, 128 or 256 (keys per block)"))
     allowed = {"warpgroups": ((2, 3), "2 or 3 (consumer warpgroups of 64 query rows)"),
                "v_lag": ((0, 1), "0 or 1 (V_j or V_{j-1} loaded after K_j)"),
-               "block_n": ((16, 32, 64, 128, 256), "16, 32, 64, 128 or 256 (keys per block)")}
+               "block_n": block_n}
     for name, (values, what) in allowed.items():
         if cfg[name] not in values or isinstance(cfg[name], bool):
             raise ValueError(f"attention_forward: {name} must be {what}, got {cfg[name]!r}")
@@ -682,7 +685,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     if "stages" in tuning and "k_stages" not in tuning:
         tuning["k_stages"] = tuning["stages"]
     cfg.update({name: value for name, value in tuning.items() if value is not None})
-    _check_tuning(cfg)
+    _check_tuning(cfg, fp8)
     bn, st, warpgroups = cfg["block_n"], cfg["stages"], cfg["warpgroups"]
     block_m = BM_WG.value * warpgroups
     # 2 consumer warpgroups and the producer's: 240 registers a consumer thread; 3 and the

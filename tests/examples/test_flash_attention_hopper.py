@@ -188,6 +188,10 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"block_n must be 16, 32, 64, 128 or 256 \(keys per "
                                          r"block\), got 96"):
         f(q, q, q, block_n=96)
+    q8 = q.astype(hopper.numpy_dtype("float8_e4m3fn"))
+    with pytest.raises(ValueError, match=r"block_n must be 32, 64, 128 or 256 \(keys per block; "
+                                         r"fp8 P packs keys in groups of 32\), got 16"):
+        f(q8, q8, q8, block_n=16)
     with pytest.raises(TypeError, match=r"unknown option 'stage'; tuning options: block_n, "
                                         r"stages, k_stages, warpgroups, overlap, pingpong, "
                                         r"o_in_q, v_lag, late_wait"):
