@@ -137,6 +137,10 @@ def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):
     # atomics; each thread stores its dQ registers at one address plus immediates.
     assert ptx.count("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile."
                      "bulk_group") == 16
+    # ... behind one branch that only thread 0 takes, not predicated box by box (ptxas
+    # made every warp step over each predicated box).
+    assert len(re.findall(r"@!%p\d+ bra \$tma_skip\d+;", ptx)) == 1
+    assert not re.search(r"@%p\d+ cp\.reduce", ptx)
     dq_stores = re.findall(r"st\.shared\.v2\.b32\s+\[(%rd\d+)\+\d+\]", ptx)
     assert len(dq_stores) == 16 and len(set(dq_stores)) == 1, dq_stores
     assert not re.search(r"\b(atom|red)\.", ptx)
