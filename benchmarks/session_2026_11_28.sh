@@ -3,7 +3,7 @@
 # the only kind lent from the fifth session on). STEPS picks what runs (space-separated), logs under $OUT.
 # Left for the next device run (written after the sixth session's device time ran out, CPU-checked
 # only): STEPS="gpu_tests fwdvar7 table2 bwd" covers fp8's packed P (scf.for's 8-bit phis),
-# late_wait and the backward's key-mask branch. Steps:
+# late_wait, the backward's key-mask branch and TMA stores / reduces behind one branch. Steps:
 #   fwd_tests   the Hopper forward's GPU tests
 #   fwd         the forward against SDPA: the launcher options this session added, as
 #               same-run variants (kv_ahead, O outside Q's buffer, fp8 overlap)
