@@ -29,7 +29,7 @@ from _bench import gpu_torch, interleaved_medians  # noqa: E402
 TOKENS, WIDTH, D = 16384, 2048, 128
 
 
-def run_row(torch, N, causal, dtype, rounds):
+def run_row(torch, N, causal, dtype, rounds, variants=()):
     import torch.nn.functional as F
     from hopper import attention_forward
     from hopper_bwd import attention_backward
@@ -51,6 +51,11 @@ def run_row(torch, N, causal, dtype, rounds):
         attention_backward(q, k, v, o2, lse2, do, causal=causal)
 
     fns = {"ours bwd": ours_bwd, "ours fwd+bwd": ours_both}
+    for spec in variants:  # "name:key=value,..." -> more of ours (backward alone), same rounds
+        name, _, kv = spec.partition(":")
+        opts = {key: int(val) for key, val in (x.split("=") for x in kv.split(",") if x)}
+        fns[f"{name} bwd"] = (lambda opts=opts: attention_backward(q, k, v, o, lse, do,
+                                                                   causal=causal, **opts))
     for name, backend in (("cuDNN", SDPBackend.CUDNN_ATTENTION),
                           ("flash", SDPBackend.FLASH_ATTENTION)):
         leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
@@ -84,6 +89,12 @@ def print_row(r):
           f"{t['ours fwd+bwd']:6.1f} cuDNN {t['cuDNN fwd+bwd']:6.1f} flash "
           f"{t['flash fwd+bwd']:6.1f} x cuDNN {r['fwdbwd_vs_cudnn']:.3f} | vs cuDNN "
           + " ".join(f"{n} {e:.1e}" for n, e in r["err_vs_cudnn"].items()), flush=True)
+    known = ("ours bwd", "ours fwd+bwd", "cuDNN bwd", "cuDNN fwd+bwd", "flash bwd",
+             "flash fwd+bwd")
+    for name, v in t.items():
+        if name not in known:
+            print(f"      variant {name}: {v:6.1f} TFLOP/s ({v / t['ours bwd']:.3f}x ours bwd)",
+                  flush=True)
 
 
 def main(argv=None) -> int:
@@ -93,6 +104,7 @@ def main(argv=None) -> int:
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--json")
+    ap.add_argument("--variants", default="", help="more of ours: name:key=val,...;...")
     args = ap.parse_args(argv)
     torch = gpu_torch("benchmarks/attention_bwd_vs_sdpa.py")
     if torch is None:
@@ -105,7 +117,8 @@ def main(argv=None) -> int:
         for N in (int(x) for x in args.ns.split(",")):
             for causal in (bool(int(c)) for c in args.causal.split(",")):
                 try:
-                    rows.append(run_row(torch, N, causal, dtype, args.rounds))
+                    rows.append(run_row(torch, N, causal, dtype, args.rounds,
+                                        [v for v in args.variants.split(";") if v]))
                 except Exception as exc:  # keep the other rows
                     print(f"{dtype} N={N} causal={causal}: {type(exc).__name__}: "
                           f"{str(exc)[:400]}", flush=True)

@@ -41,7 +41,8 @@
 #   t9bench     tutorial 09's matmuls (persistent with flatten, TMA with and without
 #               warp_specialize) against Triton 3.6 and cuBLAS at 8192^3 fp16 (needs
 #               .tutorials/: .tutorials/bench09.py loads the upstream source)
-#   bwd         the Hopper backward against SDPA (D=128 fp16, 4k and 16k, causal and not)
+#   bwd         the Hopper backward against SDPA (D=128 fp16, 4k and 16k, causal and not),
+#               with dQ's TMA reduce in 8 and 4 boxes as same-run variants (BWD_VARIANTS)
 #   fwdvar      the forward's options of the day's sixth session as same-run variants:
 #               3 consumer warpgroups at D=64, Q in registers, D=256 without ping-pong
 #               and with a 3-deep K ring
@@ -153,7 +154,7 @@ if has t6split && [ -d .tut06 ]; then
   step t6split 300 python3 benchmarks/tutorial06_split.py .tut06/06-fused-attention.py "$OUT" 64,128 1024,4096,16384
 fi
 if has bwd; then
-  step bwd 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 3 --json "$OUT/bwd.json"
+  step bwd 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 3 --variants "${BWD_VARIANTS:-sw64:dq_swizzle=64;sw128:dq_swizzle=128}" --json "$OUT/bwd.json"
 fi
 if has paged; then
   step paged 150 python3 benchmarks/paged_decode.py --batches 1 4 --contexts 8192 32768 --dtypes float16 --rounds 10 --breakdown --json "$OUT/paged.json"

@@ -369,13 +369,19 @@ DQ_LAYOUT = gl.NVMMASharedLayout(32, 32, rank=4)
 ROW_LAYOUT = gl.NVMMASharedLayout(0, 32, rank=2)
 
 
-def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None):
+def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None, dq_swizzle=32):
     """Gradients (dq, dk, dv) of o = attention(q, k, v) given dO = `do`, the forward's
     output `o` and its row log-sum-exp `lse` (natural log, fp32, (B, H, N_q)). q, o, do:
     (B, H, N_q, D); k, v: (B, H_kv, N_kv, D); fp16 / bf16, D in {64, 128}, H a multiple of
     H_kv (dk and dv are summed over the query heads that share a k/v head). numpy arrays run
-    in the CPU interpreter, CUDA tensors on the GPU."""
+    in the CPU interpreter, CUDA tensors on the GPU. `dq_swizzle` (32, 64 or 128 bytes):
+    dQ's shared tile, reduced by TMA in boxes of that width (16, 8 or 4 boxes at D = 128;
+    wider boxes issue fewer TMA messages, and the dQ stores then cost one more shared
+    wavefront each, gl.bank_conflicts)."""
     B, H, H_kv, N_q, N_kv, D = _check_inputs(q, k, v, o, lse, do)
+    if dq_swizzle not in (32, 64, 128) or isinstance(dq_swizzle, bool):
+        raise ValueError(f"attention_backward: dq_swizzle must be 32, 64 or 128 (bytes), got "
+                         f"{dq_swizzle!r}")
     dt = _dtype_name(q)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
@@ -399,7 +405,8 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None):
     do_desc = TensorDescriptor.from_tensor(do, [1, 1, BM.value, D], _nvmma(D))
     k_desc = TensorDescriptor.from_tensor(k, [1, 1, BN.value, D], _nvmma(D))
     v_desc = TensorDescriptor.from_tensor(v, [1, 1, BN.value, D], _nvmma(D))
-    dq_desc = TensorDescriptor.from_tensor(dq_acc, [1, 1, BM.value, D], DQ_LAYOUT)
+    dq_layout = DQ_LAYOUT if dq_swizzle == 32 else gl.NVMMASharedLayout(dq_swizzle, 32, rank=4)
+    dq_desc = TensorDescriptor.from_tensor(dq_acc, [1, 1, BM.value, D], dq_layout)
     lse2_desc = TensorDescriptor.from_tensor(lse2, [1, BM.value], ROW_LAYOUT)
     delta_desc = TensorDescriptor.from_tensor(delta, [1, BM.value], ROW_LAYOUT)
     grid = (-(-N_kv // BN.value), B * H_kv)

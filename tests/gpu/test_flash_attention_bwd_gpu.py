@@ -53,14 +53,16 @@ def _rel(a, b):
     return float((a.float() - b).abs().max() / b.abs().max())
 
 
-@pytest.mark.parametrize("dtype, D, causal, B, H, H_kv, N_q, N_kv", [
-    ("float16", 128, False, 2, 8, 2, 1000, 1000),
-    ("float16", 128, True, 2, 8, 8, 2048, 2048),
-    ("bfloat16", 128, True, 1, 4, 2, 700, 1500),
-    ("bfloat16", 64, False, 2, 4, 4, 2048, 2048),
-    ("float16", 64, True, 1, 4, 1, 1500, 600),
+@pytest.mark.parametrize("dtype, D, causal, B, H, H_kv, N_q, N_kv, options", [
+    ("float16", 128, False, 2, 8, 2, 1000, 1000, {}),
+    ("float16", 128, True, 2, 8, 8, 2048, 2048, {}),
+    ("bfloat16", 128, True, 1, 4, 2, 700, 1500, {}),
+    ("bfloat16", 64, False, 2, 4, 4, 2048, 2048, {}),
+    ("float16", 64, True, 1, 4, 1, 1500, 600, {}),
+    ("float16", 128, False, 1, 4, 2, 1000, 1000, {"dq_swizzle": 128}),  # 4 dQ boxes
 ])
-def test_gradients_match_float32_like_sdpa(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
+def test_gradients_match_float32_like_sdpa(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv,
+                                           options):
     from hopper import attention_forward
     from hopper_bwd import attention_backward
 
@@ -69,7 +71,7 @@ def test_gradients_match_float32_like_sdpa(torch, dtype, D, causal, B, H, H_kv, 
     mk = lambda h, n: torch.randn((B, h, n, D), device="cuda", generator=gen).to(tdt)  # noqa
     q, k, v, do = mk(H, N_q), mk(H_kv, N_kv), mk(H_kv, N_kv), mk(H, N_q)
     o, lse = attention_forward(q, k, v, causal=causal, return_lse=True)
-    grads = attention_backward(q, k, v, o, lse, do, causal=causal)
+    grads = attention_backward(q, k, v, o, lse, do, causal=causal, **options)
     refs = _grads_float32(torch, q, k, v, do, causal)
     sdpa = _sdpa_grads(torch, q, k, v, do, causal)
     for name, g, s, ref in zip(("dq", "dk", "dv"), grads, sdpa, refs):
