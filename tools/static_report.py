@@ -132,6 +132,15 @@ def find_nvdisasm() -> str:
                       "(pip install -e '.[test]'), put nvdisasm on PATH, or set SC_NVDISASM")
 
 
+def have_sass_tools() -> bool:
+    """Whether ptxas (PATH) and nvdisasm are both here: what the SASS figures need."""
+    try:
+        find_nvdisasm()
+    except ToolMissing:
+        return False
+    return shutil.which("ptxas") is not None
+
+
 def whole_program_cubin(ptx: str, target: str) -> Tuple[bytes, str]:
     """(cubin, `ptxas -v` log) of the PTX as one program, setmaxnreg honoured."""
     ptxas = shutil.which("ptxas")

@@ -176,12 +176,8 @@ def test_the_dp_wait_follows_the_exp2s_without_a_causal_mask():
     # run while dP^T = V dO^T is still on the tensor cores (the causal mask's branch did
     # that for causal builds already; non-causal ones waited for dP^T before the exp2s).
     from tools import static_report as sr
-    try:
-        sr.find_nvdisasm()
-    except sr.ToolMissing:
-        pytest.skip("needs nvdisasm (the nvidia-cuda-nvdisasm wheel)")
-    if shutil.which("ptxas") is None:
-        pytest.skip("needs ptxas (CUDA toolkit)")
+    if not sr.have_sass_tools():
+        pytest.skip("needs ptxas and nvdisasm (the nvidia-cuda-nvdisasm wheel)")
     cubin, _ = sr.whole_program_cubin(_compile(128, False).asm["ptx"], "sm_90a")
     loop = next(body for body in sr.sass_loops(sr.disassemble(cubin))
                 if sum("HGMMA" in b for b in body) >= 24)

@@ -277,7 +277,7 @@ def compiled_d64():
                     NUM_WG=3, CONSUMER_REGS=160)
 
 
-def test_three_consumer_warpgroups_at_d64(compiled_d64, tmp_path):
+def test_three_consumer_warpgroups_at_d64(compiled_d64):
     ptx = compiled_d64.asm["ptx"]
     # 16 warps: 3 consumer warpgroups and the producer's; 64K registers leave 168 for the
     # default warpgroup and 160 for the two others once the producer's drops to 24.
@@ -288,12 +288,7 @@ def test_three_consumer_warpgroups_at_d64(compiled_d64, tmp_path):
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx    # O += P V
     if shutil.which("ptxas") is None:
         pytest.skip("needs ptxas (CUDA toolkit) for the spill check")
-    src = tmp_path / "fa64.ptx"
-    src.write_text(ptx)
-    out = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o",
-                          str(tmp_path / "fa64.cubin")], capture_output=True, text=True)
-    log = out.stdout + out.stderr
-    assert out.returncode == 0, log
+    _, log = static_report.whole_program_cubin(ptx, "sm_90a")  # raises if ptxas fails
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
     for warning in ("C7507", "C7508", "C7511", "C7512"):
         assert warning not in log, log
@@ -309,15 +304,7 @@ def _block_loop_sass(ptx, wgmmas=(8, 24)):
     raise AssertionError("no block loop found in the SASS")
 
 
-def _have_sass_tools():
-    try:
-        static_report.find_nvdisasm()
-    except static_report.ToolMissing:
-        return False
-    return shutil.which("ptxas") is not None
-
-
-@pytest.mark.skipif(not _have_sass_tools(), reason="needs ptxas and nvdisasm")
+@pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas and nvdisasm")
 def test_late_wait_packs_p_into_the_registers_the_finished_pv_read():
     # Default (the PV wait at the next block's top): P_j is packed while P_{j-1} is still in
     # flight, into other registers, and copied into the wgmma's A registers at the next
@@ -343,6 +330,6 @@ def test_fp8_p_crosses_the_loop_as_packed_registers():
     ptx = _compile(128, fp8=True).asm["ptx"]
     assert "bfi.b32" not in ptx
     assert len(re.findall(r"mov\.b32\s+%r\d+, \{%rs\d+, %rs\d+\};", ptx)) >= 2 * 16
-    if _have_sass_tools():
+    if static_report.have_sass_tools():
         loop = _block_loop_sass(ptx, wgmmas=(6, 24))
         assert not [b for b in loop if b.split()[0] in ("PRMT", "BFI")], loop

@@ -3,7 +3,6 @@ warp_specialize attributes, and (with ptxas and nvdisasm installed) the whole re
 Blackwell attention example."""
 
 import os
-import shutil
 import sys
 
 import pytest
@@ -58,14 +57,6 @@ def test_partitions_take_the_registers_the_compiler_plans():
         sr.partitions_of(ttgir, 4, ["a", "b"])
 
 
-def _have_tools():
-    try:
-        sr.find_nvdisasm()
-    except sr.ToolMissing:
-        return False
-    return shutil.which("ptxas") is not None
-
-
 def test_missing_nvdisasm_names_the_wheel(monkeypatch):
     monkeypatch.setenv("SC_NVDISASM", "/nonexistent/nvdisasm")
     with pytest.raises(sr.ToolMissing, match=r"SC_NVDISASM=/nonexistent/nvdisasm is not an "
@@ -73,7 +64,7 @@ def test_missing_nvdisasm_names_the_wheel(monkeypatch):
         sr.find_nvdisasm()
 
 
-@pytest.mark.skipif(not _have_tools(), reason="needs ptxas and nvdisasm "
+@pytest.mark.skipif(not sr.have_sass_tools(), reason="needs ptxas and nvdisasm "
                                               "(the nvidia-cuda-nvdisasm wheel)")
 def test_report_of_the_blackwell_attention_example():
     sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "flash_attention"))
