@@ -422,23 +422,22 @@ class PersistentBinder:
             self._plain = self._make_plain()
         return self._plain
 
-    def launch(self, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
+    def _launch(self, how, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
+        """Binder method `how` (launch, launch_pdl) on the capped grid, or on the plain build."""
         capped = self._persistent_grid(function, grid, num_warps, shared_mem_bytes)
         if capped is None:
             p = self.plain()
-            p.binder.launch(p.function, grid, p.num_warps, p.shared, stream, arg_values)
+            getattr(p.binder, how)(p.function, grid, p.num_warps, p.shared, stream, arg_values)
         else:
-            self.binder.launch(function, capped, num_warps, shared_mem_bytes, stream,
-                               (*arg_values, grid[0]))
+            getattr(self.binder, how)(function, capped, num_warps, shared_mem_bytes, stream,
+                                      (*arg_values, grid[0]))
+
+    def launch(self, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
+        self._launch("launch", function, grid, num_warps, shared_mem_bytes, stream, arg_values)
 
     def launch_pdl(self, function, grid, num_warps, shared_mem_bytes, stream, arg_values):
-        capped = self._persistent_grid(function, grid, num_warps, shared_mem_bytes)
-        if capped is None:
-            p = self.plain()
-            p.binder.launch_pdl(p.function, grid, p.num_warps, p.shared, stream, arg_values)
-        else:
-            self.binder.launch_pdl(function, capped, num_warps, shared_mem_bytes, stream,
-                                   (*arg_values, grid[0]))
+        self._launch("launch_pdl", function, grid, num_warps, shared_mem_bytes, stream,
+                     arg_values)
 
     def launch_cluster(self, function, grid, cluster, num_warps, shared_mem_bytes, stream,
                        arg_values, pdl=False):

@@ -159,8 +159,12 @@ def lower_for(op, ctx):
     b.cbranch(cond, body, exit_)
     b.position_at_end(body)
     hazards.enter(body)
-    carried = _whole_views_have_no_xor(ctx, _unflatten(_unpack_bytes(b, phis, groups), shape),
-                                       [v.type for v in op.operands[3:]])
+
+    def carried_values():  # the phis as the op's values, in the block being built
+        return _whole_views_have_no_xor(ctx, _unflatten(_unpack_bytes(b, phis, groups), shape),
+                                        [v.type for v in op.operands[3:]])
+
+    carried = carried_values()
     yielded = ctx.lower_block(op.regions[0].block, [iv] + carried)
     flat_next, _ = _flatten(yielded)
     packed_next, _ = _pack_bytes(b, flat_next, shape)
@@ -172,8 +176,7 @@ def lower_for(op, ctx):
     b.branch(header)
     b.position_at_end(exit_)
     hazards.exit()
-    return _whole_views_have_no_xor(ctx, _unflatten(_unpack_bytes(b, phis, groups), shape),
-                                    [v.type for v in op.operands[3:]])
+    return carried_values()  # unpacked again: the body's unpacking does not reach the exit
 
 
 def _const_int(c: ir.Constant) -> int:
