@@ -4,6 +4,7 @@ async completion orders) against a float64 reference, its input checks, and its 
 for sm_90a. On the GPU: tests/gpu/test_flash_attention_bwd_gpu.py."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,13 +89,13 @@ def test_bad_inputs_are_named():
         f(x, x, x, x, lse, x, dq_swizzle=16)
 
 
-def _compile(D, causal):
+def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE):
     from gluon.nvidia.hopper import TensorDescriptor
 
     x = np.zeros((1, 16, 4096, D), np.float16)
     block = TensorDescriptor.from_tensor(x, [1, 1, 64, D], hopper_bwd._nvmma(D))
     kv_block = TensorDescriptor.from_tensor(x, [1, 1, 128, D], hopper_bwd._nvmma(D))
-    dq = TensorDescriptor.from_tensor(x.astype(np.float32), [1, 1, 64, D], hopper_bwd.DQ_LAYOUT)
+    dq = TensorDescriptor.from_tensor(x.astype(np.float32), [1, 1, 64, D], hopper_bwd.dq_layout(dq_swizzle))
     rows = TensorDescriptor.from_tensor(np.zeros((16, 4096), np.float32), [1, 64],
                                         hopper_bwd.ROW_LAYOUT)
     return gluon.compile(
@@ -135,16 +136,14 @@ def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):
     assert "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
     assert re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32\s+(\d+)", ptx) == \
         [("dec", "24"), ("inc", "240")]
-    # dQ: one TMA reduce-add per 8-column (32-byte) box of the fp32 tile, no per-element
-    # atomics; each thread stores its dQ registers at one address plus immediates.
+    # dQ: one TMA reduce-add per 32-column (128-byte) box of the fp32 tile, no per-element
+    # atomics (test_dq_box_width below has the other widths) ...
     assert ptx.count("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile."
-                     "bulk_group") == 16
+                     "bulk_group") == 4
     # ... behind one branch that only thread 0 takes, not predicated box by box (ptxas
     # made every warp step over each predicated box).
     assert len(re.findall(r"@!%p\d+ bra \$tma_skip\d+;", ptx)) == 1
     assert not re.search(r"@%p\d+ cp\.reduce", ptx)
-    dq_stores = re.findall(r"st\.shared\.v2\.b32\s+\[(%rd\d+)\+\d+\]", ptx)
-    assert len(dq_stores) == 16 and len(set(dq_stores)) == 1, dq_stores
     assert not re.search(r"\b(atom|red)\.", ptx)
     # K steps after the first add their offset to the operand's one descriptor register
     # inside the wgmma's asm: no 64-bit register per step for LLVM to hoist out of the loop.
@@ -155,9 +154,15 @@ def test_the_ptx_has_the_fa3_ingredients(compiled_fp16):
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas (CUDA toolkit)")
-def test_whole_program_ptxas_accepts_it(compiled_fp16, tmp_path):
+@pytest.mark.parametrize("causal, dq_swizzle, spill_stores", [
+    (False, 128, 0), (True, 32, 0),
+    # Causal with 128-byte dQ boxes: ptxas parks two loop-invariant registers in local
+    # memory before the loop (16 bytes) and reloads them once a block; it still measured
+    # 0.99-1.12x the 32-byte boxes on the H200 (2026-11-28).
+    (True, 128, 16)])
+def test_whole_program_ptxas_accepts_it(causal, dq_swizzle, spill_stores, tmp_path):
     src = tmp_path / "bwd.ptx"
-    src.write_text(compiled_fp16.asm["ptx"])
+    src.write_text(_compile(128, causal, dq_swizzle).asm["ptx"])
     out = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o",
                           str(tmp_path / "bwd.cubin")], capture_output=True, text=True)
     log = out.stdout + out.stderr
@@ -165,9 +170,10 @@ def test_whole_program_ptxas_accepts_it(compiled_fp16, tmp_path):
     # No wgmma wait injected by ptxas (C7517): the S^T / dP^T wgmmas (use_acc=False) take
     # undef accumulator inputs instead of a zero register that a dQ wgmma also wrote.
     assert "C7517" not in log, log
-    # No spills: dK, dV, S^T and dP^T take 192 of the consumers' 240 registers; the
-    # loop-invariant shared addresses and wgmma descriptors must not crowd them out.
-    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    # dK, dV, S^T and dP^T take 192 of the consumers' 240 registers; the loop-invariant
+    # shared addresses and wgmma descriptors must not crowd them out.
+    stores = int(re.search(r"(\d+) bytes spill stores", log).group(1))
+    assert stores == spill_stores, log
 
 
 def test_the_dp_wait_follows_the_exp2s_without_a_causal_mask():
@@ -187,9 +193,22 @@ def test_the_dp_wait_follows_the_exp2s_without_a_causal_mask():
     assert s_wait < exp2s[0] and exp2s[-1] < dp_wait, loop
 
 
-@pytest.mark.parametrize("dq_swizzle", [64, 128])
-def test_wider_dq_boxes_match_float64(dq_swizzle, monkeypatch):
-    # 8 or 4 TMA boxes for dQ's reduce instead of 16: the same gradients.
+@pytest.mark.parametrize("dq_swizzle, boxes, addresses", [(32, 16, 1), (64, 8, 2), (128, 4, 4)])
+def test_dq_box_width(dq_swizzle, boxes, addresses):
+    # D = 128: dQ's 128 fp32 columns in boxes of 8, 16 or 32 columns, one TMA reduce each.
+    # Each thread stores its 16 register pairs at `addresses` base addresses plus immediates
+    # (the wider swizzles XOR the column groups apart).
+    import re
+    ptx = _compile(128, False, dq_swizzle).asm["ptx"]
+    assert ptx.count("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile."
+                     "bulk_group") == boxes
+    dq_stores = re.findall(r"st\.shared\.v2\.b32\s+\[(%rd\d+)\+?\d*\]", ptx)
+    assert len(dq_stores) == 16 and len(set(dq_stores)) == addresses, dq_stores
+
+
+@pytest.mark.parametrize("dq_swizzle", [32, 64])
+def test_narrower_dq_boxes_match_float64(dq_swizzle, monkeypatch):
+    # 16 or 8 TMA boxes for dQ's reduce instead of the default 4: the same gradients.
     q, k, v, o, lse, do = _inputs("float16", 128, False, 1, 2, 1, 129, 150)
     refs = hopper_bwd.reference(q, k, v, do)
     for seed in (0, 1):
