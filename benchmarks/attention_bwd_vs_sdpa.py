@@ -54,8 +54,9 @@ def run_row(torch, N, causal, dtype, rounds, variants=()):
     for spec in variants:  # "name:key=value,..." -> more of ours (backward alone), same rounds
         name, _, kv = spec.partition(":")
         opts = {key: int(val) for key, val in (x.split("=") for x in kv.split(",") if x)}
-        fns[f"{name} bwd"] = (lambda opts=opts: attention_backward(q, k, v, o, lse, do,
-                                                                   causal=causal, **opts))
+        def variant(name=name, opts=opts):  # keeps its gradients alive, as ours_bwd does
+            grads[name] = attention_backward(q, k, v, o, lse, do, causal=causal, **opts)
+        fns[f"{name} bwd"] = variant
     for name, backend in (("cuDNN", SDPBackend.CUDNN_ATTENTION),
                           ("flash", SDPBackend.FLASH_ATTENTION)):
         leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]

@@ -61,6 +61,13 @@
 #               D=128 fp16/bf16 and D=256, and with the overlap at D=64 (three warpgroups:
 #               no spills with late_wait) and fp8, same-run variants (written after the
 #               day's device time ran out, not yet run)
+#   table3      the seventh session's check of its defaults (D = 64 16-bit with the overlap
+#               and late_wait, dQ in 128-byte boxes): the attention GPU tests, the forward's
+#               table with D = 64's previous default as a same-run variant, and the
+#               backward with 32-byte dQ boxes as one
+#   bwdpers     the persistent backward (one CTA per SM walking the tiles, the next tile's
+#               K and V loaded under the last one's epilogue) against one CTA per tile as a
+#               same-run variant, its GPU tests, and its kernel-by-kernel device times
 #   ncu_src     ncu with per-SASS-instruction stall samples (SourceCounters) of the forward's
 #               defaults at N=16k: D=128 and D=256 fp16 (NCU_SPECS), details and SASS as text
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
@@ -117,6 +124,19 @@ if has fwdvar7; then
   step fwdvar7_256 120 python3 $A --dims 256 --ns 16384 --dtypes fp16 --rounds 3 --no-triton --variants "lw:late_wait=1" --json "$OUT/fwdvar7_256.json"
   step fwdvar7_64 150 python3 $A --dims 64 --ns 4096,16384 --dtypes fp16 --rounds 3 --no-triton --variants "ovlw:overlap=1,late_wait=1" --json "$OUT/fwdvar7_64.json"
   step fwdvar7_8 120 python3 $A --dims 128 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --variants "ovlw:overlap=1,late_wait=1" --json "$OUT/fwdvar7_8.json"
+fi
+if has table3; then
+  TAIL=3 step table3_tests 300 python3 -m pytest -m gpu tests/gpu/test_flash_attention_gpu.py tests/gpu/test_flash_attention_bwd_gpu.py -p no:cacheprovider -o addopts="" -q -rf
+  step table3_128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16,bf16 --rounds 3 --no-triton --json "$OUT/table3_128.json"
+  step table3_8 100 python3 $A --dims 128,256 --ns 16384 --dtypes fp8 --rounds 3 --no-triton --json "$OUT/table3_8.json"
+  step table3_64 200 python3 $A --dims 64 --ns 4096,16384 --dtypes fp16,bf16 --rounds 3 --no-triton --variants "old:overlap=0,late_wait=0" --json "$OUT/table3_64.json"
+  step table3_256 200 python3 $A --dims 256 --ns 4096,16384 --dtypes fp16,bf16 --rounds 3 --no-triton --json "$OUT/table3_256.json"
+  step table3_bwd 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16,bf16 --rounds 3 --variants "sw32:dq_swizzle=32" --json "$OUT/table3_bwd.json"
+fi
+if has bwdpers; then
+  TAIL=3 step bwdpers_tests 300 python3 -m pytest -m gpu tests/gpu/test_flash_attention_bwd_gpu.py -p no:cacheprovider -o addopts="" -q -rf
+  step bwdpers 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16,bf16 --rounds 3 --variants "np:persistent=0" --json "$OUT/bwdpers.json"
+  step bwdpers_breakdown 200 python3 benchmarks/attention_bwd_breakdown.py --ns 4096 --causal 0,1
 fi
 if has ncu_src; then
   for spec in ${NCU_SPECS:-128:16384:0:fp16 256:16384:0:fp16}; do

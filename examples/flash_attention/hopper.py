@@ -56,6 +56,7 @@ D = 256 issue their GEMMs without taking turns):
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -536,7 +537,10 @@ def _check_tuning(cfg: dict, fp8: bool) -> None:
                              f"ring's depth) must be an int >= {least}, got {value!r}")
 
 
+@functools.lru_cache(maxsize=None)
 def num_sms() -> int:
+    """The GPU's SM count, read once: a device query costs tens of microseconds of driver
+    calls, and the launchers ask on every call."""
     from shared_codegen.runtime.driver import get_device
     return get_device().sm_count
 

@@ -9,12 +9,14 @@ Three kernels:
   1. `_delta_kernel`: delta = rowsum(dO * O) and lse2 = lse * log2(e) in fp32, per
      (batch, head) padded to whole 64-query blocks (zeros past N_q), so that the main kernel
      can load them by TMA next to Q and dO.
-  2. `attention_bwd_kernel`: one CTA per (128-key block, batch * kv head). Two partitions
+  2. `attention_bwd_kernel`: each CTA walks (128-key block, batch * kv head) tiles, one
+     per CTA by default (`persistent=True`: one CTA per SM walks them all). Two partitions
      (gl.warp_specialize):
 
      producer: 1 warp, 24 regs            consumers: 2 warpgroups as one 8-warp partition,
                                           240 regs (warpgroup w: keys n0 + 64w .. +64)
-       TMA K, V (128 keys) once             wait K, V
+     for each tile:                       for each tile:
+       wait K, V free; TMA K, V             wait K, V
        for each query head of the group     for each query head of the group
          for each query block m               for each query block m
            wait stage free                      wait Q_m, dO_m, lse2_m, delta_m landed
@@ -30,13 +32,15 @@ Three kernels:
                                                 dQ_m -> shared memory (fp32), release the
                                                 stage, TMA reduce-add dQ_m into dq_acc
                                                 (`tma.async_atomic_add`)
+                                              free K, V (the producer loads the next
+                                              tile's under this epilogue)
                                               dK *= sm_scale; store dK, dV
 
      Computing the transposed scores (keys as the wgmma M dimension) puts P^T and dS^T in
      the accumulator layout, from which they become the A operands of the dV and dK wgmmas
      in registers. dS^T goes to shared memory once, for dQ, which sums over the keys of both
-     warpgroups; one TMA reduce per query block adds it to the fp32 buffer (16 boxes of 8
-     columns, issued by one thread), instead of 64 scalar atomics per thread. GQA: the CTA
+     warpgroups; one TMA reduce per query block adds it to the fp32 buffer (4 boxes of 32
+     columns at D = 128, `dq_layout`, issued by one thread), instead of 64 scalar atomics per thread. GQA: the CTA
      walks every query head that shares its K/V head, so dK and dV are summed in registers
      and stored once. Causal: query blocks entirely above the diagonal are never loaded and
      only blocks that cross it pay for the causal mask; see `_consumer` for why ragged ends
@@ -63,6 +67,7 @@ from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # 
                                           warpgroup_mma, warpgroup_mma_wait)
 from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
+from hopper import persistent_grid  # noqa: E402
 
 BM = gl.constexpr(64)     # query rows per block (the N dimension of S^T)
 BN = gl.constexpr(128)    # keys per CTA (64 per consumer warpgroup)
@@ -113,37 +118,59 @@ def _q_blocks(n0, N_Q, N_KV, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
+def _tile(tile, N_KV, H_KV):
+    """(n0, b, hk) of a tile: its key block and (batch, kv head). Consecutive tiles are
+    consecutive key blocks of one head, so CTAs side by side read the same Q and dO blocks
+    from L2 and add into the same rows of dQ's buffer (staggering them measured 0.85-0.90x
+    at N = 16k). Persistent CTAs walk tiles pid, pid + grid, ...: without a mask the tiles
+    are the same length and the CTAs stay in step, within 2% of one CTA per tile on the
+    H200 (2026-11-28, D = 128, 4k and 16k keys); causal tiles differ in length, the CTAs
+    drift apart over many heads' Q, dO and dQ, more than L2 holds (0.58-0.66x at 16k),
+    where one CTA per tile lets the hardware keep the running ones a contiguous window."""
+    n_kb = gl.cdiv(N_KV, BN)
+    bhk = tile // n_kb
+    return (tile % n_kb) * BN, bhk // H_KV, bhk % H_KV
+
+
+@gluon.jit
 def _producer(q_desc, do_desc, k_desc, v_desc, lse2_desc, delta_desc, q_ring, do_ring,
-              lse2_ring, delta_ring, k_smem, v_smem, kv_ready, qpipe, N_Q, N_KV, N_PAD, H_KV,
-              GROUP, CAUSAL: gl.constexpr):
-    n0 = gl.program_id(0) * BN
-    b = gl.program_id(1) // H_KV
-    hk = gl.program_id(1) % H_KV
-    mbarrier.expect(kv_ready, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [b, hk, n0, 0], kv_ready, k_smem)
-    tma.async_copy_global_to_shared(v_desc, [b, hk, n0, 0], kv_ready, v_smem)
-    first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
+              lse2_ring, delta_ring, k_smem, v_smem, kv_ready, kv_empty, qpipe, N_Q, N_KV,
+              N_PAD, H_KV, GROUP, num_tiles, CAUSAL: gl.constexpr):
     item = 0
-    for g in range(GROUP):
-        h = hk * GROUP + g
-        for mb in range(first, end):
-            s, ready = pipeline.producer_acquire(qpipe, item)
-            mbarrier.expect(ready, q_desc.block_type.nbytes + do_desc.block_type.nbytes
-                            + lse2_desc.block_type.nbytes + delta_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [b, h, mb * BM, 0], ready, q_ring.index(s))
-            tma.async_copy_global_to_shared(do_desc, [b, h, mb * BM, 0], ready,
-                                            do_ring.index(s))
-            bh = b * H_KV * GROUP + h
-            tma.async_copy_global_to_shared(lse2_desc, [bh, mb * BM], ready, lse2_ring.index(s))
-            tma.async_copy_global_to_shared(delta_desc, [bh, mb * BM], ready,
-                                            delta_ring.index(s))
-            item += 1
+    t = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        n0, b, hk = _tile(tile, N_KV, H_KV)
+        # K and V have one buffer: the next tile's load waits until the consumers' last
+        # wgmma of this one has read them, and then runs under their dK / dV epilogue
+        # (this tile's Q / dO blocks are already in the ring ahead of it).
+        mbarrier.wait(kv_empty, (t & 1) ^ 1, pred=t > 0)
+        mbarrier.expect(kv_ready, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [b, hk, n0, 0], kv_ready, k_smem)
+        tma.async_copy_global_to_shared(v_desc, [b, hk, n0, 0], kv_ready, v_smem)
+        first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
+        for g in range(GROUP):
+            h = hk * GROUP + g
+            for mb in range(first, end):
+                s, ready = pipeline.producer_acquire(qpipe, item)
+                mbarrier.expect(ready, q_desc.block_type.nbytes + do_desc.block_type.nbytes
+                                + lse2_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(q_desc, [b, h, mb * BM, 0], ready,
+                                                q_ring.index(s))
+                tma.async_copy_global_to_shared(do_desc, [b, h, mb * BM, 0], ready,
+                                                do_ring.index(s))
+                bh = b * H_KV * GROUP + h
+                tma.async_copy_global_to_shared(lse2_desc, [bh, mb * BM], ready,
+                                                lse2_ring.index(s))
+                tma.async_copy_global_to_shared(delta_desc, [bh, mb * BM], ready,
+                                                delta_ring.index(s))
+                item += 1
+        t += 1
 
 
 @gluon.jit
 def _consumer(q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, dq_smem,
-              kv_ready, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV, H_KV, GROUP, qk_scale,
-              sm_scale, CAUSAL: gl.constexpr):
+              kv_ready, kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV, H_KV, GROUP,
+              num_tiles, qk_scale, sm_scale, CAUSAL: gl.constexpr):
     """Both consumer warpgroups as one 8-warp partition: warpgroup w owns keys
     n0 + 64w .. +64 in S^T, dP^T, dV and dK (warps_per_cta [8, 1]) and columns
     D/2 * w .. + D/2 of dQ (warps_per_cta [4, 2]), which sums over all 128 keys through dS^T
@@ -167,80 +194,86 @@ def _consumer(q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, d
         version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, D // 2, 16])
     col_s: gl.constexpr = gl.SliceLayout(0, s_layout)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    n0 = gl.program_id(0) * BN
-    b = gl.program_id(1) // H_KV
-    hk = gl.program_id(1) % H_KV
     off = N_KV - N_Q
     k = k_smem.reshape([BN, D])
     v = v_smem.reshape([BN, D])
     dq_view = dq_smem.reshape([BM, D])
-    keys = n0 + gl.arange(0, BN, layout=row_s)
-    key_ok = gl.expand_dims(keys < N_KV, 1)
     s_zero = gl.zeros([BN, BM], gl.float32, s_layout)
     dq_zero = gl.zeros([BM, D], gl.float32, dq_layout)
-    dk = gl.zeros([BN, D], gl.float32, acc_layout)
-    dv = gl.zeros([BN, D], gl.float32, acc_layout)
-    first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
-    mbarrier.wait(kv_ready, 0)
     item = 0
-    for g in range(GROUP):
-        h = hk * GROUP + g
-        for mb in range(first, end):
-            m0 = mb * BM
-            stage = pipeline.consumer_wait(qpipe, item)
-            q = q_ring.index(stage).reshape([BM, D])
-            do = do_ring.index(stage).reshape([BM, D])
-            st = warpgroup_mma(k, q.permute([1, 0]), s_zero, use_acc=False, is_async=True)
-            dpt = warpgroup_mma(v, do.permute([1, 0]), s_zero, use_acc=False, is_async=True)
-            lse2 = lse2_ring.index(stage).reshape([BM]).load(col_s)
-            st = warpgroup_mma_wait(1, deps=[st])
-            pt = gl.exp2(gl.fma(st, qk_scale, -gl.expand_dims(lse2, 0)))
-            delta = delta_ring.index(stage).reshape([BM]).load(col_s)
-            if CAUSAL:  # only blocks crossing the diagonal pay for the causal mask
-                if m0 + off < n0 + BN - 1:
-                    queries = m0 + off + gl.arange(0, BM, layout=col_s)
-                    pt = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(queries, 0), pt,
-                                  0.0)
-            if n0 + BN > N_KV:  # keys past N_kv: only in the last key block
-                pt = gl.where(key_ok, pt, 0.0)
-            dpt = warpgroup_mma_wait(0, deps=[dpt])
-            dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
-            pt_op = gl.convert_layout(pt.to(dtype), a_layout)
-            dv = warpgroup_mma(pt_op, do, dv, is_async=True)
-            ds_op = gl.convert_layout(dst, a_layout)
-            dk = warpgroup_mma(ds_op, q, dk, is_async=True)
-            # The previous block's dQ reduce is done reading dq_smem (long since): waited
-            # for here, the barrier that orders dS^T's stores before the dQ wgmma orders
-            # this wait before dq_smem's stores too.
-            tma.store_wait(0)
-            # dS^T once into shared memory: dQ = dS K sums over the keys of both warpgroups.
-            ds_smem.store(dst)
-            fence_async_shared()
-            dq = warpgroup_mma(ds_smem.permute([1, 0]), k, dq_zero, use_acc=False,
-                               is_async=True)
-            dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv, dk, dq, pt_op, ds_op])
-            dq_view.store(dq)
-            fence_async_shared()
-            # Released after dQ's stores: the barrier before the release's arrival also
-            # orders every thread's dQ stores before the reduce reads them.
-            pipeline.consumer_release(qpipe, item)
-            # dQ: one TMA reduce-add of the 64 x D fp32 tile (rows past N_q clipped).
-            tma.async_atomic_add(dq_desc, [b, h, m0, 0], dq_smem)
-            item += 1
+    t = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        n0, b, hk = _tile(tile, N_KV, H_KV)
+        keys = n0 + gl.arange(0, BN, layout=row_s)
+        key_ok = gl.expand_dims(keys < N_KV, 1)
+        dk = gl.zeros([BN, D], gl.float32, acc_layout)
+        dv = gl.zeros([BN, D], gl.float32, acc_layout)
+        first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
+        mbarrier.wait(kv_ready, t & 1)
+        for g in range(GROUP):
+            h = hk * GROUP + g
+            for mb in range(first, end):
+                m0 = mb * BM
+                stage = pipeline.consumer_wait(qpipe, item)
+                q = q_ring.index(stage).reshape([BM, D])
+                do = do_ring.index(stage).reshape([BM, D])
+                st = warpgroup_mma(k, q.permute([1, 0]), s_zero, use_acc=False, is_async=True)
+                dpt = warpgroup_mma(v, do.permute([1, 0]), s_zero, use_acc=False,
+                                    is_async=True)
+                lse2 = lse2_ring.index(stage).reshape([BM]).load(col_s)
+                st = warpgroup_mma_wait(1, deps=[st])
+                pt = gl.exp2(gl.fma(st, qk_scale, -gl.expand_dims(lse2, 0)))
+                delta = delta_ring.index(stage).reshape([BM]).load(col_s)
+                if CAUSAL:  # only blocks crossing the diagonal pay for the causal mask
+                    if m0 + off < n0 + BN - 1:
+                        queries = m0 + off + gl.arange(0, BM, layout=col_s)
+                        pt = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(queries, 0),
+                                      pt, 0.0)
+                if n0 + BN > N_KV:  # keys past N_kv: only in the last key block
+                    pt = gl.where(key_ok, pt, 0.0)
+                dpt = warpgroup_mma_wait(0, deps=[dpt])
+                dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
+                pt_op = gl.convert_layout(pt.to(dtype), a_layout)
+                dv = warpgroup_mma(pt_op, do, dv, is_async=True)
+                ds_op = gl.convert_layout(dst, a_layout)
+                dk = warpgroup_mma(ds_op, q, dk, is_async=True)
+                # The previous block's dQ reduce is done reading dq_smem (long since):
+                # waited for here, the barrier that orders dS^T's stores before the dQ
+                # wgmma orders this wait before dq_smem's stores too.
+                tma.store_wait(0)
+                # dS^T once into shared memory: dQ = dS K sums over both warpgroups' keys.
+                ds_smem.store(dst)
+                fence_async_shared()
+                dq = warpgroup_mma(ds_smem.permute([1, 0]), k, dq_zero, use_acc=False,
+                                   is_async=True)
+                dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv, dk, dq, pt_op,
+                                                                       ds_op])
+                dq_view.store(dq)
+                fence_async_shared()
+                # Released after dQ's stores: the barrier before the release's arrival
+                # also orders every thread's dQ stores before the reduce reads them.
+                pipeline.consumer_release(qpipe, item)
+                # dQ: one TMA reduce-add of the 64 x D fp32 tile (rows past N_q clipped).
+                tma.async_atomic_add(dq_desc, [b, h, m0, 0], dq_smem)
+                item += 1
+        # Every wgmma that read K and V is done: the producer may load the next tile's.
+        mbarrier.arrive(kv_empty)
+        # Epilogue: dK (scaled) and dV in the input dtype, rows past N_kv clipped.
+        rows = n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, acc_layout))
+        d_cols = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
+        offs = (gl.expand_dims(((b * H_KV + hk) * N_KV + rows) * D, 1)
+                + gl.expand_dims(d_cols, 0))
+        keep = gl.expand_dims(rows < N_KV, 1)
+        gl.store(dk_ptr + offs, (dk * sm_scale).to(dtype), mask=keep)
+        gl.store(dv_ptr + offs, dv.to(dtype), mask=keep)
+        t += 1
     tma.store_wait(0)
-    # Epilogue: dK (scaled) and dV in the input dtype, rows past N_kv clipped.
-    rows = n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, acc_layout))
-    d_cols = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
-    offs = gl.expand_dims(((b * H_KV + hk) * N_KV + rows) * D, 1) + gl.expand_dims(d_cols, 0)
-    keep = gl.expand_dims(rows < N_KV, 1)
-    gl.store(dk_ptr + offs, (dk * sm_scale).to(dtype), mask=keep)
-    gl.store(dv_ptr + offs, dv.to(dtype), mask=keep)
 
 
 @gluon.jit
 def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, delta_desc,
-                         dk_ptr, dv_ptr, N_Q, N_KV, N_PAD, H_KV, GROUP, qk_scale, sm_scale,
-                         STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+                         dk_ptr, dv_ptr, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles, qk_scale,
+                         sm_scale, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     q_ring = gl.allocate_shared_memory(q_desc.dtype, [STAGES] + q_desc.block_shape,
                                        q_desc.layout)
     do_ring = gl.allocate_shared_memory(do_desc.dtype, [STAGES] + do_desc.block_shape,
@@ -257,18 +290,21 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, de
                                         gl.NVMMASharedLayout(128, q_desc.dtype.primitive_bitwidth))
     dq_smem = gl.allocate_shared_memory(dq_desc.dtype, dq_desc.block_shape, dq_desc.layout)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_ready, count=1)
+    mbarrier.init(kv_empty, count=1)
     qpipe = pipeline.create(STAGES, 1)
     gl.warp_specialize(
         [(_consumer, (q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, dq_smem,
-                      kv_ready, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV, H_KV, GROUP,
-                      qk_scale, sm_scale, CAUSAL)),
+                      kv_ready, kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV, H_KV,
+                      GROUP, num_tiles, qk_scale, sm_scale, CAUSAL)),
          (_producer, (q_desc, do_desc, k_desc, v_desc, lse2_desc, delta_desc, q_ring, do_ring,
-                      lse2_ring, delta_ring, k_smem, v_smem, kv_ready, qpipe, N_Q, N_KV, N_PAD,
-                      H_KV, GROUP, CAUSAL))],
+                      lse2_ring, delta_ring, k_smem, v_smem, kv_ready, kv_empty, qpipe, N_Q,
+                      N_KV, N_PAD, H_KV, GROUP, num_tiles, CAUSAL))],
         [1], [24])
     pipeline.invalidate(qpipe)
     mbarrier.invalidate(kv_ready)
+    mbarrier.invalidate(kv_empty)
 
 
 # ---- host side ---------------------------------------------------------------------------------
@@ -376,7 +412,7 @@ ROW_LAYOUT = gl.NVMMASharedLayout(0, 32, rank=2)
 
 
 def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
-                       dq_swizzle=DQ_SWIZZLE):
+                       dq_swizzle=DQ_SWIZZLE, persistent=False):
     """Gradients (dq, dk, dv) of o = attention(q, k, v) given dO = `do`, the forward's
     output `o` and its row log-sum-exp `lse` (natural log, fp32, (B, H, N_q)). q, o, do:
     (B, H, N_q, D); k, v: (B, H_kv, N_kv, D); fp16 / bf16, D in {64, 128}, H a multiple of
@@ -384,7 +420,10 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     in the CPU interpreter, CUDA tensors on the GPU. `dq_swizzle` (32, 64 or 128 bytes):
     dQ's shared tile, reduced by TMA in boxes of that width (16, 8 or 4 boxes at D = 128;
     wider boxes issue fewer TMA messages, and the dQ stores then cost one more shared
-    wavefront each, gl.bank_conflicts); `dq_layout` says why 128 is the default."""
+    wavefront each, gl.bank_conflicts); `dq_layout` says why 128 is the default.
+    `persistent`: one CTA per SM walks the (key block, head) tiles, loading the next tile's
+    K and V under this one's dK / dV epilogue, instead of one CTA per tile (see `_tile`
+    for what it measured)."""
     B, H, H_kv, N_q, N_kv, D = _check_inputs(q, k, v, o, lse, do)
     if dq_swizzle not in (32, 64, 128) or isinstance(dq_swizzle, bool):
         raise ValueError(f"attention_backward: dq_swizzle must be 32, 64 or 128 (bytes), got "
@@ -415,9 +454,10 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     dq_desc = TensorDescriptor.from_tensor(dq_acc, [1, 1, BM.value, D], dq_layout(dq_swizzle))
     lse2_desc = TensorDescriptor.from_tensor(lse2, [1, BM.value], ROW_LAYOUT)
     delta_desc = TensorDescriptor.from_tensor(delta, [1, BM.value], ROW_LAYOUT)
-    grid = (-(-N_kv // BN.value), B * H_kv)
+    num_tiles = -(-N_kv // BN.value) * B * H_kv
+    grid = persistent_grid(q, num_tiles) if persistent else (num_tiles,)
     attention_bwd_kernel[grid](q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, delta_desc,
-                               dk, dv, N_q, N_kv, n_pad, H_kv, H // H_kv,
+                               dk, dv, N_q, N_kv, n_pad, H_kv, H // H_kv, num_tiles,
                                float(sm_scale) * LOG2E.value, float(sm_scale),
                                CAUSAL_STAGES if causal else STAGES,
                                bool(causal), num_warps=8)

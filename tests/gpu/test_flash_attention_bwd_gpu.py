@@ -60,6 +60,10 @@ def _rel(a, b):
     ("bfloat16", 64, False, 2, 4, 4, 2048, 2048, {}),
     ("float16", 64, True, 1, 4, 1, 1500, 600, {}),
     ("float16", 128, False, 1, 4, 2, 1000, 1000, {"dq_swizzle": 32}),  # 16 dQ boxes
+    # 512 (key block, head) tiles: each persistent CTA walks 3-4 of them, loading the next
+    # tile's K and V under the last one's epilogue.
+    ("float16", 128, False, 2, 16, 8, 4096, 4096, {"persistent": True}),
+    ("float16", 128, True, 2, 8, 4, 2048, 2048, {"persistent": True}),  # 128 causal tiles
 ])
 def test_gradients_match_float32_like_sdpa(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv,
                                            options):
