@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # 2026-11-28 device calls (H100 `nvidia-h100-x1` until about 08:45 UTC, then H200 `nvidia-h200`,
 # the only kind lent from the fifth session on). STEPS picks what runs (space-separated), logs under $OUT.
-# Left for the next device run (written after the sixth session's device time ran out, CPU-checked
-# only): STEPS="gpu_tests fwdvar7 table2 bwd" covers fp8's packed P (scf.for's 8-bit phis),
-# late_wait, the backward's key-mask branch and TMA stores / reduces behind one branch. Steps:
+# Left for the next device run: STEPS="recheck" (the seventh session found the fixed order
+# biased; the sixth session's CPU-checked changes ran in its gpu_tests/fwdvar7/table3). Steps:
 #   fwd_tests   the Hopper forward's GPU tests
 #   fwd         the forward against SDPA: the launcher options this session added, as
 #               same-run variants (kv_ahead, O outside Q's buffer, fp8 overlap)
@@ -68,6 +67,13 @@
 #   bwdpers     the persistent backward (one CTA per SM walking the tiles, the next tile's
 #               K and V loaded under the last one's epilogue) against one CTA per tile as a
 #               same-run variant, its GPU tests, and its kernel-by-kernel device times
+#   recheck     with each round's order shuffled (fixed orders favoured the function listed
+#               first): the table at D = 128 with Triton 3.6's tutorial kernel, and again
+#               the options that were dropped on variant ratios the fixed order had
+#               biased against them (late_wait, no turn-taking, q_in_regs, v_lag=1, three
+#               warpgroups with 64-key blocks at D = 128; fp8 with the overlap and
+#               late_wait), 7 rounds each (written after the seventh session's device
+#               time ran out, not yet run)
 #   ncu_src     ncu with per-SASS-instruction stall samples (SourceCounters) of the forward's
 #               defaults at N=16k: D=128 and D=256 fp16 (NCU_SPECS), details and SASS as text
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
@@ -137,6 +143,12 @@ if has bwdpers; then
   TAIL=3 step bwdpers_tests 300 python3 -m pytest -m gpu tests/gpu/test_flash_attention_bwd_gpu.py -p no:cacheprovider -o addopts="" -q -rf
   step bwdpers 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16,bf16 --rounds 3 --variants "np:persistent=0" --json "$OUT/bwdpers.json"
   step bwdpers_breakdown 200 python3 benchmarks/attention_bwd_breakdown.py --ns 4096 --causal 0,1
+fi
+if has recheck; then
+  step recheck_table 300 python3 $A --dims 128 --ns 1024,4096,16384 --dtypes fp16,bf16 --rounds 7 --json "$OUT/recheck_table.json"
+  step recheck_128 300 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;lw:late_wait=1;pp0:pingpong=0;qr:q_in_regs=1;vl1:v_lag=1;wg3n64:warpgroups=3,block_n=64" --json "$OUT/recheck_128.json"
+  step recheck_8 200 python3 $A --dims 128 --ns 16384 --dtypes fp8 --rounds 7 --no-triton --variants "same:;ovlw:overlap=1,late_wait=1;pp0:pingpong=0" --json "$OUT/recheck_8.json"
+  step recheck_bwd 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16,bf16 --rounds 7 --variants "same:;sw32:dq_swizzle=32" --json "$OUT/recheck_bwd.json"
 fi
 if has ncu_src; then
   for spec in ${NCU_SPECS:-128:16384:0:fp16 256:16384:0:fp16}; do
