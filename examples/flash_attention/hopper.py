@@ -537,10 +537,8 @@ def _check_tuning(cfg: dict, fp8: bool) -> None:
                              f"ring's depth) must be an int >= {least}, got {value!r}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)  # a device query is ~10 driver calls; launchers ask per call
 def num_sms() -> int:
-    """The GPU's SM count, read once: a device query costs tens of microseconds of driver
-    calls, and the launchers ask on every call."""
     from shared_codegen.runtime.driver import get_device
     return get_device().sm_count
 
