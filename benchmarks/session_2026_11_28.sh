@@ -71,7 +71,8 @@
 #               first): the table at D = 128 with Triton 3.6's tutorial kernel, and again
 #               the options that were dropped on variant ratios the fixed order had
 #               biased against them (late_wait, no turn-taking, q_in_regs, v_lag=1, three
-#               warpgroups with 64-key blocks at D = 128; fp8 with the overlap and
+#               warpgroups with 64-key blocks at D = 128; late_wait with q_in_regs, which
+#               spills nothing where q_in_regs alone spills 20 bytes; fp8 with the overlap and
 #               late_wait), 7 rounds each (written after the seventh session's device
 #               time ran out, not yet run)
 #   ncu_src     ncu with per-SASS-instruction stall samples (SourceCounters) of the forward's
@@ -146,7 +147,7 @@ if has bwdpers; then
 fi
 if has recheck; then
   step recheck_table 300 python3 $A --dims 128 --ns 1024,4096,16384 --dtypes fp16,bf16 --rounds 7 --json "$OUT/recheck_table.json"
-  step recheck_128 300 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;lw:late_wait=1;pp0:pingpong=0;qr:q_in_regs=1;vl1:v_lag=1;wg3n64:warpgroups=3,block_n=64" --json "$OUT/recheck_128.json"
+  step recheck_128 300 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;lw:late_wait=1;lwqr:late_wait=1,q_in_regs=1;pp0:pingpong=0;qr:q_in_regs=1;vl1:v_lag=1;wg3n64:warpgroups=3,block_n=64" --json "$OUT/recheck_128.json"
   step recheck_8 200 python3 $A --dims 128 --ns 16384 --dtypes fp8 --rounds 7 --no-triton --variants "same:;ovlw:overlap=1,late_wait=1;pp0:pingpong=0" --json "$OUT/recheck_8.json"
   step recheck_bwd 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16,bf16 --rounds 7 --variants "same:;sw32:dq_swizzle=32" --json "$OUT/recheck_bwd.json"
 fi
