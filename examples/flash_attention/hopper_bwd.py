@@ -40,11 +40,11 @@ Three kernels:
      the accumulator layout, from which they become the A operands of the dV and dK wgmmas
      in registers. dS^T goes to shared memory once, for dQ, which sums over the keys of both
      warpgroups; one TMA reduce per query block adds it to the fp32 buffer (4 boxes of 32
-     columns at D = 128, `dq_layout`, issued by one thread), instead of 64 scalar atomics per thread. GQA: the CTA
-     walks every query head that shares its K/V head, so dK and dV are summed in registers
-     and stored once. Causal: query blocks entirely above the diagonal are never loaded and
-     only blocks that cross it pay for the causal mask; see `_consumer` for why ragged ends
-     need no mask on the query side.
+     columns at D = 128, `dq_layout`, issued by one thread), instead of 64 scalar atomics
+     per thread. GQA: the CTA walks every query head that shares its K/V head, so dK and dV
+     are summed in registers and stored once. Causal: query blocks entirely above the
+     diagonal are never loaded and only blocks that cross it pay for the causal mask; see
+     `_consumer` for why ragged ends need no mask on the query side.
   3. `_dq_convert_kernel`: dQ = dQ_acc * sm_scale in the input dtype.
 """
 

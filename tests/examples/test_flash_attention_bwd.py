@@ -95,7 +95,8 @@ def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE):
     x = np.zeros((1, 16, 4096, D), np.float16)
     block = TensorDescriptor.from_tensor(x, [1, 1, 64, D], hopper_bwd._nvmma(D))
     kv_block = TensorDescriptor.from_tensor(x, [1, 1, 128, D], hopper_bwd._nvmma(D))
-    dq = TensorDescriptor.from_tensor(x.astype(np.float32), [1, 1, 64, D], hopper_bwd.dq_layout(dq_swizzle))
+    dq = TensorDescriptor.from_tensor(x.astype(np.float32), [1, 1, 64, D],
+                                      hopper_bwd.dq_layout(dq_swizzle))
     rows = TensorDescriptor.from_tensor(np.zeros((16, 4096), np.float32), [1, 64],
                                         hopper_bwd.ROW_LAYOUT)
     return gluon.compile(
