@@ -145,5 +145,14 @@ def insert_after(anchor: Operation, op: Operation) -> Operation:
     return op
 
 
+def move_to_end(ops: Sequence[Operation], block) -> None:
+    """Append `ops` to `block` in order, taking each out of the block it is in."""
+    for op in list(ops):
+        if op.parent is not None and op in op.parent.ops:
+            op.parent.ops.remove(op)
+        block.ops.append(op)
+        op.parent = block
+
+
 __all__ = ["run_pipeline", "apply_rules", "PassError", "erase_op", "insert_before",
-           "insert_after", "dump_dir_from_env", "NamedPass", "Notes"]
+           "insert_after", "move_to_end", "dump_dir_from_env", "NamedPass", "Notes"]

@@ -60,7 +60,7 @@ from typing import Dict, List, Optional, Sequence, Set
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import (Block, Module, Operation, Value, clone_op,
                                     replace_all_uses)
-from shared_codegen.ir.passes import insert_after, insert_before
+from shared_codegen.ir.passes import insert_after, insert_before, move_to_end
 from shared_codegen.ir.types import IRType, PointerType, ScalarType, TensorType, scalar_of
 from shared_codegen.ops.arith.definition import (INT_COMPARE, BinaryOp, CastOp, CompareOp,
                                                  ConstantOp, SelectOp, cast_op_name,
@@ -314,14 +314,6 @@ def _rewire(ops: Sequence[Operation], subst: Dict[Value, Value]) -> None:
             op.operands = [subst.get(v, v) for v in op.operands]
 
 
-def _move(ops: Sequence[Operation], block: Block) -> None:
-    """Append `ops` to `block`, taking them out of the block they are in."""
-    for op in list(ops):
-        if op.parent is not None and op in op.parent.ops:
-            op.parent.ops.remove(op)
-        Builder(block).insert(op)
-
-
 class _Fusion:
     """The flattened loop of one nest, built step by step in front of the outer loop: its
     iter_args are (k, i, *o, j, *c, *p) as the module docstring draws them."""
@@ -379,10 +371,10 @@ class _Fusion:
         pro = IfOp.build(at.b, at.compare("eq", k1, self.zero),
                          [si.type, lbj.type, *(v.type for v in fresh_x),
                           *(v.type for v in self.outputs)])
-        _move(at.block.ops, block)
+        move_to_end(at.block.ops, block)
         then = _Scalars(self.loc)
         i_new = then.binary("add", self.i, si)
-        _move([*then.block.ops, *self.prologue], pro.regions[0].block)
+        move_to_end([*then.block.ops, *self.prologue], pro.regions[0].block)
         subst = {self.body.args[0]: i_new, **dict(zip(self.body.args[1:], self.o))}
         _rewire(self.prologue, subst)
         YieldOp.build(Builder(pro.regions[0].block, self.loc),
@@ -406,11 +398,11 @@ class _Fusion:
             subst[arg] = self.c[n] if n in self.reset else self.c1[n]
         steps = self.inner_body.ops[:-1]
         _rewire(steps, subst)
-        _move(steps, block)
+        move_to_end(steps, block)
         self.subst = subst
         at = _Scalars(self.loc)
         self.j2 = at.binary("add", self.j1, self.inner.operands[2])
-        _move(at.block.ops, block)
+        move_to_end(at.block.ops, block)
         return [subst.get(v, v) for v in self.inner_body.ops[-1].operands]
 
     def epilogue_if(self, block: Block, k1: Value, b_out: List[Value]):
@@ -425,8 +417,8 @@ class _Fusion:
         at = _Scalars(self.loc)
         epi = IfOp.build(at.b, at.compare("eq", k1, self.last),
                          [*(v.type for v in self.o), *(self.x[n].type for n in self.reset)])
-        _move(at.block.ops, block)
-        _move(self.epilogue, epi.regions[0].block)
+        move_to_end(at.block.ops, block)
+        move_to_end(self.epilogue, epi.regions[0].block)
         YieldOp.build(Builder(epi.regions[0].block, self.loc),
                       [*outer_yield.operands, *(self.x[n] for n in self.reset)])
         YieldOp.build(Builder(epi.regions[1].block, self.loc),

@@ -47,7 +47,7 @@ from typing import List, Optional
 from shared_codegen import config
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import Module, Operation, Value, replace_all_uses
-from shared_codegen.ir.passes import erase_op, insert_before
+from shared_codegen.ir.passes import erase_op, insert_before, move_to_end
 from shared_codegen.lowering.backend import parse_target
 from shared_codegen.ops.control.definition import ForOp, WhileOp, YieldOp
 from shared_codegen.ops.dot.definition import DotOp
@@ -56,7 +56,7 @@ from shared_codegen.ops.program.definition import (LAUNCH_GRID, NUM_PROGRAMS, PR
                                                    ProgramIdOp)
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp
 from tile.passes.layout_assignment import dot_target
-from tile.passes.loop_flatten import _move, flatten_nest
+from tile.passes.loop_flatten import flatten_nest
 from tile.passes.pipelining import _At
 from tile.passes.wgmma_schedule import _is
 
@@ -116,7 +116,7 @@ def _rewrite(fn) -> bool:
     built = list(at.block.ops)
     at.place_before(body[0])
     loop_body = outer.regions[0].block
-    _move(body, loop_body)
+    move_to_end(body, loop_body)
     YieldOp.build(Builder(loop_body, outer.loc), [])
     iv = loop_body.args[0]
     for op in ids:
