@@ -65,6 +65,7 @@ from typing import NamedTuple
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
 
@@ -75,6 +76,7 @@ from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # 
 from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pingpong, pipeline  # noqa: E402
 import tile.profiler.language as pl  # noqa: E402  (timeline regions: nothing unless recorded)
+from hopper_tuning import check_tuning, default_config  # noqa: E402
 
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
 LOG2E = gl.constexpr(1.4426950408889634)
@@ -483,60 +485,6 @@ def _nvmma(bits: int, inner: int) -> gl.NVMMASharedLayout:
     return gl.NVMMASharedLayout(min(128, inner * bits // 8), bits, rank=4)
 
 
-def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict:
-    """The launcher's tuning options for a head dim and input dtype, each chosen against
-    its alternatives as same-run variants on the H200 (examples/flash_attention/README.md,
-    "Measured", has the ratios):
-
-    - `block_n`, `stages`, `k_stages`: keys per block and the V and K ring depths, within
-      the registers and the 227 KB of shared memory;
-    - `warpgroups`: 3 consumer warpgroups (192-row tiles, 160 registers each, as FA3) at
-      D = 64, where the softmax is as long as the GEMMs; else 2;
-    - `overlap`: the PV wgmma under the next softmax (16-bit; fp8 measured slower with it);
-    - `pingpong`: the warpgroups take turns issuing wgmmas, except at D = 256 (16-bit), where
-      the GEMMs outlast the softmax and FA3 drops its scheduler barrier too;
-    - `o_in_q`: O's epilogue goes through Q's buffer (16-bit, D >= 128: room for the ring);
-    - `v_lag`: 1 loads V_{j-1} after K_j, the order the consumers read them in (D = 256 with
-      a 2-deep K and 3-deep V ring, causal D = 64 with 3 and 5), 0 loads V_j after K_j;
-    - `late_wait`: the PV wait after the softmax's exp2s, so P_j is packed into the
-      registers P_{j-1} held (34-36 fewer copies of P a block at D = 128). On at D = 64
-      (16-bit), where it lets three warpgroups overlap without spilling (1.01-1.06x); it
-      measured 0.92-1.02x at D = 128, 0.93-0.95x at D = 256 and 0.94x in fp8.
-    """
-    fp8 = dtype_name == "float8_e4m3fn"
-    cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
-               pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False)
-    if head_dim == 64:
-        cfg.update(warpgroups=3, late_wait=not fp8)
-        if causal and not fp8:
-            cfg.update(v_lag=1, k_stages=3, stages=5)
-    if head_dim == 256:  # fp8: K and V^T stages are half the size, 3 of each fit
-        cfg.update(block_n=64, stages=3, k_stages=3 if fp8 else 2, pingpong=fp8,
-                   v_lag=0 if fp8 else 1)
-    return cfg
-
-
-def _check_tuning(cfg: dict, fp8: bool) -> None:
-    """A ValueError naming the first tuning option out of range. V's ring needs 2 stages:
-    a consumer releases V_{j-1} only after issuing the next PV product, which reads V_j, so
-    with one stage the producer and the consumers wait on each other (the interpreter
-    reports the deadlock; on the GPU it would hang)."""
-    block_n = (((32, 64, 128, 256), "32, 64, 128 or 256 (keys per block; fp8 P packs keys "
-                                    "in groups of 32)") if fp8 else
-               ((16, 32, 64, 128, 256), "16, 32, 64, 128 or 256 (keys per block)"))
-    allowed = {"warpgroups": ((2, 3), "2 or 3 (consumer warpgroups of 64 query rows)"),
-               "v_lag": ((0, 1), "0 or 1 (V_j or V_{j-1} loaded after K_j)"),
-               "block_n": block_n}
-    for name, (values, what) in allowed.items():
-        if cfg[name] not in values or isinstance(cfg[name], bool):
-            raise ValueError(f"attention_forward: {name} must be {what}, got {cfg[name]!r}")
-    for name, least in (("stages", 2), ("k_stages", 1)):
-        value = cfg[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"attention_forward: {name} (the {'V' if name == 'stages' else 'K'} "
-                             f"ring's depth) must be an int >= {least}, got {value!r}")
-
-
 @functools.lru_cache(maxsize=None)  # a device query is ~10 driver calls; launchers ask per call
 def num_sms() -> int:
     from shared_codegen.runtime.driver import get_device
@@ -687,7 +635,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     if "stages" in tuning and "k_stages" not in tuning:
         tuning["k_stages"] = tuning["stages"]
     cfg.update({name: value for name, value in tuning.items() if value is not None})
-    _check_tuning(cfg, fp8)
+    check_tuning(cfg, fp8)
     bn, st, warpgroups = cfg["block_n"], cfg["stages"], cfg["warpgroups"]
     block_m = BM_WG.value * warpgroups
     # 2 consumer warpgroups and the producer's: 240 registers a consumer thread; 3 and the

@@ -1,0 +1,62 @@
+"""The Hopper attention forward's tuning options (`attention_launcher` in hopper.py): the
+defaults per head dim and dtype, and the checks of options a caller passes."""
+
+from __future__ import annotations
+
+
+def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict:
+    """The launcher's tuning options for a head dim and input dtype, each chosen against
+    its alternatives as same-run variants on the H200 (examples/flash_attention/README.md,
+    "Measured", has the ratios; until 2026-11-28 13:30 UTC a fixed benchmark order
+    disfavoured every variant by up to 10%, so the options that lost narrowly await a rerun):
+
+    - `block_n`, `stages`, `k_stages`: keys per block and the V and K ring depths, within
+      the registers and the 227 KB of shared memory;
+    - `warpgroups`: 3 consumer warpgroups (192-row tiles, 160 registers each, as FA3) at
+      D = 64, where the softmax is as long as the GEMMs; else 2;
+    - `overlap`: the PV wgmma under the next softmax (16-bit; fp8 measured slower with it);
+    - `pingpong`: the warpgroups take turns issuing wgmmas, except at D = 256 (16-bit), where
+      the GEMMs outlast the softmax and FA3 drops its scheduler barrier too;
+    - `o_in_q`: O's epilogue goes through Q's buffer (16-bit, D >= 128: room for the ring);
+    - `v_lag`: 1 loads V_{j-1} after K_j, the order the consumers read them in (D = 256 with
+      a 2-deep K and 3-deep V ring, causal D = 64 with 3 and 5), 0 loads V_j after K_j;
+    - `late_wait`: the PV wait after the softmax's exp2s, so P_j is packed into the
+      registers P_{j-1} held (34-36 fewer copies of P a block at D = 128). On at D = 64
+      (16-bit), where it lets three warpgroups overlap without spilling (1.01-1.06x); it
+      measured 0.92-1.02x at D = 128, 0.93-0.95x at D = 256 and 0.94x in fp8.
+    """
+    fp8 = dtype_name == "float8_e4m3fn"
+    cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
+               pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False)
+    if head_dim == 64:
+        cfg.update(warpgroups=3, late_wait=not fp8)
+        if causal and not fp8:
+            cfg.update(v_lag=1, k_stages=3, stages=5)
+    if head_dim == 256:  # fp8: K and V^T stages are half the size, 3 of each fit
+        cfg.update(block_n=64, stages=3, k_stages=3 if fp8 else 2, pingpong=fp8,
+                   v_lag=0 if fp8 else 1)
+    return cfg
+
+
+def check_tuning(cfg: dict, fp8: bool) -> None:
+    """A ValueError naming the first tuning option out of range. V's ring needs 2 stages:
+    a consumer releases V_{j-1} only after issuing the next PV product, which reads V_j, so
+    with one stage the producer and the consumers wait on each other (the interpreter
+    reports the deadlock; on the GPU it would hang)."""
+    block_n = (((32, 64, 128, 256), "32, 64, 128 or 256 (keys per block; fp8 P packs keys "
+                                    "in groups of 32)") if fp8 else
+               ((16, 32, 64, 128, 256), "16, 32, 64, 128 or 256 (keys per block)"))
+    allowed = {"warpgroups": ((2, 3), "2 or 3 (consumer warpgroups of 64 query rows)"),
+               "v_lag": ((0, 1), "0 or 1 (V_j or V_{j-1} loaded after K_j)"),
+               "block_n": block_n}
+    for name, (values, what) in allowed.items():
+        if cfg[name] not in values or isinstance(cfg[name], bool):
+            raise ValueError(f"attention_forward: {name} must be {what}, got {cfg[name]!r}")
+    for name, least in (("stages", 2), ("k_stages", 1)):
+        value = cfg[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"attention_forward: {name} (the {'V' if name == 'stages' else 'K'} "
+                             f"ring's depth) must be an int >= {least}, got {value!r}")
+
+
+__all__ = ["default_config", "check_tuning"]
