@@ -43,11 +43,16 @@ def device_times(torch, fn, iters):
     return {name: (calls[name] / iters, total[name] / calls[name]) for name in total}
 
 
-def host_overhead(torch, F, attention_forward, attention_backward, sdpa_kernel, SDPBackend):
+def host_overhead(torch):
     """Wall time per call at a shape whose device work is a few microseconds (1 head of
     128 queries): what the host spends per backward, ours against SDPA's cuDNN through
     autograd."""
     import time
+
+    import torch.nn.functional as F
+    from hopper import attention_forward
+    from hopper_bwd import attention_backward
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q, k, v, do = (torch.randn((1, 1, 128, D), device="cuda", dtype=torch.float16)
                    for _ in range(4))
@@ -87,7 +92,7 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     args = ap.parse_args()
     print(f"device: {torch.cuda.get_device_name()}")
-    host_overhead(torch, F, attention_forward, attention_backward, sdpa_kernel, SDPBackend)
+    host_overhead(torch)
     for dtype in args.dtypes.split(","):
         tdt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
         for N in (int(n) for n in args.ns.split(",")):

@@ -45,8 +45,8 @@ def _unflatten(flat: List[ir.Value], shape: List[int]) -> List[Any]:
 
 
 def _pack_bytes(b, flat: List[ir.Value], shape: List[int]):
-    """(values, shape, groups): runs of 8-bit registers within one carried tensor, four at a
-    time in register order, become one i32 each (little-endian: the first in the low byte);
+    """(values, groups): runs of 8-bit registers within one carried tensor, four at a time
+    in register order, become one i32 each (little-endian: the first in the low byte);
     `groups` lists, per value, how many registers it holds (1, or 4 for a packed one)."""
     out, groups, i = [], [], 0
     for n in shape:
