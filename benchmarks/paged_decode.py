@@ -100,15 +100,22 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
     if theirs is not None:
         fns["triton"] = lambda: theirs.paged_decode(q, k, v, table, seq_lens,
                                                     num_splits=splits)
-    num_splits = splits or ours.choose_num_splits(
-        batch, H_kv, -(-context // ours.default_config(D)["BLOCK_N"]),
-        torch.cuda.get_device_properties(0).multi_processor_count)
+    num_splits = ours._plan(q, k, v, table, seq_lens, splits, None).num_splits
     row = {"dtype": dtype, "batch": batch, "context": context, "H": H, "H_kv": H_kv, "D": D,
            "block_size": args.block_size, "num_splits": num_splits,
            "splits_forced": splits is not None}
     if theirs is not None:
         a, b = fns["ours"]().float(), fns["triton"]().float()
         row["max_abs_diff_vs_triton"] = float((a - b).abs().max())
+    for name, cfg, pps, min_tiles in args.variants:
+        full = dict(ours.default_config(D), **cfg)
+        vsplits = splits or ours.choose_num_splits(
+            batch, H_kv, -(-context // full["BLOCK_N"]),
+            torch.cuda.get_device_properties(0).multi_processor_count,
+            programs_per_sm=pps or ours.programs_fitting_per_sm(full, D), min_tiles=min_tiles)
+        fns[f"ours[{name}]"] = (lambda cfg=cfg, vsplits=vsplits: ours.paged_decode(
+            q, k, v, table, seq_lens, num_splits=vsplits, config=cfg))
+        row.setdefault("variant_splits", {})[name] = vsplits
     if args.breakdown:
         fns.update(_kernels_alone(ours, q, k, v, table, seq_lens, splits))
         fns["ours without PDL"] = lambda: ours.paged_decode(q, k, v, table, seq_lens,
@@ -122,6 +129,12 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
             gbs = kv_bytes / device[name] / 1e6
             row[name] = {"us": per_call[name] * 1e3, "graph_us": device[name] * 1e3,
                          "GB/s": gbs, "pct_copy": 100 * gbs / copy_gbs}
+    for name in row.get("variant_splits", {}):
+        t = device[f"ours[{name}]"]
+        row.setdefault("variants", {})[name] = {"graph_us": t * 1e3,
+                                                "pct_copy": 100 * kv_bytes / t / 1e6 / copy_gbs}
+        print(f"    variant {name} ({row['variant_splits'][name]} splits): {t * 1e3:.2f} us, "
+              f"{row['variants'][name]['pct_copy']:.1f}% copy ({device['ours'] / t:.3f}x ours)")
     tri = row.get("triton")
     if tri:
         row["ours/triton"] = device["triton"] / device["ours"]
@@ -141,6 +154,15 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
     return row
 
 
+def _parse_variant(text: str) -> tuple:
+    """'name:BLOCK_N=32,num_stages=4,pps=3,mt=2' -> (name, config dict, programs per SM,
+    minimum tiles per key range), the last two for the split count."""
+    name, _, spec = text.partition(":")
+    cfg = {key.strip(): int(value) for key, value in
+           (item.split("=") for item in spec.split(",") if item.strip())}
+    return name.strip(), cfg, cfg.pop("pps", None), cfg.pop("mt", 4)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 128])
@@ -158,8 +180,14 @@ def main(argv=None) -> int:
     p.add_argument("--breakdown", action="store_true",
                    help="also time our split and merge kernels alone, and our call without "
                         "PDL (device time)")
+    p.add_argument("--variants", default="",
+                   help='same-run variants of our kernel config, "name:BLOCK_N=32,'
+                        'num_stages=4,pps=3,mt=2;..." (pps, mt: programs per SM and minimum '
+                        'tiles per range for the split count; default: the programs that fit '
+                        'by shared memory, and 4)')
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
+    args.variants = [_parse_variant(v) for v in args.variants.split(";") if v.strip()]
     torch = gpu_torch("paged_decode.py")
     if torch is None:
         return 0

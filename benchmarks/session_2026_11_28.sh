@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # 2026-11-28 device calls (H100 `nvidia-h100-x1` until about 08:45 UTC, then H200 `nvidia-h200`,
 # the only kind lent from the fifth session on). STEPS picks what runs (space-separated), logs under $OUT.
-# Left for the next device run: STEPS="recheck" (the seventh session found the fixed order
-# biased; the sixth session's CPU-checked changes ran in its gpu_tests/fwdvar7/table3). Steps:
+# The eighth session ran t6split (GRAPH=1), matmul (MATMUL_ARGS=--graph, 10 rounds),
+# converted, compile, tutorials (tile), t6test, gpu_tests, t6bwd, paged_cfg and recheck's
+# D = 128 fp16 and backward rows (its table with Triton folded into the variant call). Steps:
 #   fwd_tests   the Hopper forward's GPU tests
 #   fwd         the forward against SDPA: the launcher options this session added, as
 #               same-run variants (kv_ahead, O outside Q's buffer, fp8 overlap)
@@ -76,6 +77,9 @@
 #               spills nothing where q_in_regs alone spills 20 bytes; fp8 with the overlap and
 #               late_wait), 7 rounds each (written after the seventh session's device
 #               time ran out, not yet run)
+#   paged_cfg   paged decode's configs as same-run variants (ring depth, tile size, warps,
+#               programs per SM for the split count) at D = 64, 128 and 256, batch 1 and 4,
+#               8k and 32k keys, and at batch 32-128; then the README's table
 #   ncu_src     ncu with per-SASS-instruction stall samples (SourceCounters) of the forward's
 #               defaults at N=16k: D=128 and D=256 fp16 (NCU_SPECS), details and SASS as text
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
@@ -151,6 +155,14 @@ if has recheck; then
   step recheck_128 300 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;lw:late_wait=1;lwqr:late_wait=1,q_in_regs=1;pp0:pingpong=0;qr:q_in_regs=1;vl1:v_lag=1;wg3n64:warpgroups=3,block_n=64" --json "$OUT/recheck_128.json"
   step recheck_8 200 python3 $A --dims 128 --ns 16384 --dtypes fp8 --rounds 7 --no-triton --variants "same:;ovlw:overlap=1,late_wait=1;pp0:pingpong=0" --json "$OUT/recheck_8.json"
   step recheck_bwd 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16,bf16 --rounds 7 --variants "same:;sw32:dq_swizzle=32" --json "$OUT/recheck_bwd.json"
+fi
+if has paged_cfg; then
+  B=benchmarks/paged_decode.py
+  step paged_cfg128 150 python3 $B --batches 1 4 --contexts 8192 32768 --dtypes float16 --rounds 10 --breakdown --variants "old:num_stages=3,pps=4;n64s2m2:num_stages=2,mt=2;w8:num_warps=8;n32s2:BLOCK_N=32,num_stages=2,pps=5" --json "$OUT/paged_cfg128.json"
+  step paged_cfg64 100 python3 $B --head-dim 64 --batches 1 4 --contexts 8192 32768 --dtypes float16 --rounds 10 --no-triton --variants "old:num_stages=3;n128s2:BLOCK_N=128,num_stages=2" --json "$OUT/paged_cfg64.json"
+  step paged_cfg256 100 python3 $B --head-dim 256 --batches 1 4 --contexts 8192 32768 --dtypes float16 --rounds 10 --no-triton --variants "old:BLOCK_N=64,num_stages=2,pps=2;n32s2:BLOCK_N=32,num_stages=2" --json "$OUT/paged_cfg256.json"
+  step paged_cfgbig 150 python3 $B --batches 32 64 128 --contexts 1024 8192 32768 --dtypes float16 --rounds 5 --variants "n64s2:BLOCK_N=64,num_stages=2;s3:BLOCK_N=64,num_stages=3" --json "$OUT/paged_cfgbig.json"
+  step paged_table 300 python3 $B --batches 1 4 8 32 64 128 --contexts 1024 8192 32768 131072 --dtypes float16 bfloat16 --rounds 5 --json "$OUT/paged_table.json"
 fi
 if has ncu_src; then
   for spec in ${NCU_SPECS:-128:16384:0:fp16 256:16384:0:fp16}; do

@@ -192,21 +192,55 @@ def _next_power_of_2(n: int) -> int:
     return 1 << (max(1, n) - 1).bit_length()
 
 
-def default_config(head_dim: int) -> dict:
-    """BLOCK_N (keys per tile), num_warps and num_stages: 64-key tiles whatever the cache
-    block size, since tiles gather across blocks (the K and V rings take 48 KB of shared
-    memory at D = 128, so several programs share an SM), and a 3-deep cp.async ring (2 for
-    D = 256, whose tiles are twice as large)."""
-    return dict(BLOCK_N=64, num_warps=4, num_stages=2 if head_dim == 256 else 3)
+SHARED_PER_SM = 228 * 1024   # Hopper's shared memory per SM; each CTA also reserves 1 KB
+
+
+def split_scratch_bytes(block_m: int, head_dim: int) -> int:
+    """Shared memory the split kernel uses beside its K/V rings (layout conversions of the
+    accumulator, and with 64 or more query rows, wgmma's Q and P operands), per head-dim
+    column: 64 bytes up to 32 rows, at most 6 x block_m beyond (an upper bound measured on
+    the compiled kernels; tests/examples/test_paged_decode.py keeps it one)."""
+    return head_dim * (64 if block_m <= 32 else 6 * block_m)
+
+
+def programs_fitting_per_sm(config: dict, head_dim: int, block_m: int = 16,
+                            itemsize: int = 2) -> int:
+    """Split-kernel programs that fit on one SM by shared memory: the K and V rings
+    (num_stages tiles of BLOCK_N x head_dim each) plus the scratch. At most 4 (at about 120
+    registers per thread four 4-warp programs fill the register file), and 2 from 64 query
+    rows on (over 200 registers)."""
+    rings = 2 * config["num_stages"] * config["BLOCK_N"] * head_dim * itemsize
+    by_shared = SHARED_PER_SM // (rings + split_scratch_bytes(block_m, head_dim) + 1024)
+    return max(1, min(4 if block_m <= 32 else 2, by_shared))
+
+
+def default_config(head_dim: int, programs: int = 0,
+                   sm_count: int = DEFAULT_SM_COUNT) -> dict:
+    """BLOCK_N (keys per tile), num_warps and num_stages for a launch of `programs` =
+    batch x H_kv (a split launch stays within one wave whatever its config). Tiles gather across cache blocks, so their size is free
+    of block_size. 64-key tiles in 2-deep cp.async rings at D <= 128 (72 KB of shared memory
+    at D = 128: three programs per SM, where 3-deep rings fit two); when D = 128 has more
+    programs than three per SM hold, 32-key tiles in 3-deep rings (56 KB: four per SM, one
+    wave at batch 64); 32-key tiles in 3-deep rings at D = 256. Measured on the H200
+    (examples/flash_attention/README.md) against the earlier 3-deep 64-key rings (2-deep at
+    D = 256) at batch 1 and 4, 8k and 32k keys: 1.04-1.13x at D = 128, 1.02-1.07x at
+    D = 64, 1.10-1.15x at D = 256; at batch 64 and 128, 32-key tiles 1.02-1.26x the 2-deep
+    64-key rings."""
+    if head_dim == 256:
+        return dict(BLOCK_N=32, num_warps=4, num_stages=3)
+    config = dict(BLOCK_N=64, num_warps=4, num_stages=2)
+    if head_dim == 128 and programs > programs_fitting_per_sm(config, head_dim) * sm_count:
+        config = dict(BLOCK_N=32, num_warps=4, num_stages=3)
+    return config
 
 
 def choose_num_splits(batch: int, kv_heads: int, max_tiles: int, sm_count: int,
-                      programs_per_sm: int = 4) -> int:
+                      programs_per_sm: int = 4, min_tiles: int = 4) -> int:
     """Key ranges per (sequence, KV head), 1 when batch x H_kv already fills the GPU.
-    Otherwise the larger of: about `programs_per_sm` programs per SM (as many as fit at
-    D <= 128) with ranges of at least four tiles, and two per SM with ranges of at least two
-    tiles (short sequences, where latency rules). Rounded down: a few idle slots cost less
-    than a partial extra wave. Measured on the H100 (README): batch 4 at 32k keys went from
+    Otherwise the larger of: about `programs_per_sm` programs per SM (as many as fit, see
+    `programs_fitting_per_sm`) with ranges of at least `min_tiles` tiles, and two per SM
+    with ranges of at least half that (short sequences, where latency rules). Rounded down:
+    a few idle slots cost less than a partial extra wave. Measured on the H100 (README): batch 4 at 32k keys went from
     72% to 94% of copy bandwidth against the old "two per SM, rounded up" (9 ranges), and
     fewer than four tiles per range lost at 8k. It depends on shapes only (max_tiles comes
     from the block table's width), so a CUDA graph captured once stays valid for any
@@ -214,8 +248,8 @@ def choose_num_splits(batch: int, kv_heads: int, max_tiles: int, sm_count: int,
     programs = batch * kv_heads
     if programs >= sm_count:
         return 1
-    occupied = min(programs_per_sm * sm_count // programs, max_tiles // 4)
-    short = min(2 * sm_count // programs, max_tiles // 2)
+    occupied = min(programs_per_sm * sm_count // programs, max_tiles // min_tiles)
+    short = min(2 * sm_count // programs, max_tiles // max(1, min_tiles // 2))
     return max(1, min(max(occupied, short), 64))
 
 
@@ -318,13 +352,15 @@ class _Plan:
     def __init__(self, q, k_cache, v_cache, block_table, seq_lens, num_splits, config,
                  pdl=None):
         batch, T, H, D, block_size, H_kv = _check(q, k_cache, v_cache, block_table, seq_lens)
-        cfg = dict(default_config(D), **(config or {}))
+        block_m = max(16, _next_power_of_2(T * (H // H_kv)))
+        # Split launches fill the GPU with split programs, never past one wave's worth.
+        cfg = dict(default_config(D, batch * H_kv, _sm_count(q)), **(config or {}))
         block_n = cfg["BLOCK_N"]
         if num_splits is None:
             max_tiles = -(-block_table.shape[1] * block_size // block_n)
-            # D = 256 tiles are twice as large: two programs per SM is what fits.
-            num_splits = choose_num_splits(batch, H_kv, max_tiles, _sm_count(q),
-                                           programs_per_sm=2 if D == 256 else 4)
+            num_splits = choose_num_splits(
+                batch, H_kv, max_tiles, _sm_count(q),
+                programs_per_sm=programs_fitting_per_sm(cfg, D, block_m))
         elif type(num_splits) is not int or not 1 <= num_splits <= MAX_SPLITS:
             raise ValueError(f"paged_decode: num_splits must be an int from 1 to {MAX_SPLITS}, "
                              f"got {num_splits!r}")
@@ -348,7 +384,7 @@ class _Plan:
                    _compute_capability(q) >= 9)
         self.pdl = bool(pdl) and num_splits > 1
         self.split_meta = dict(
-            T=T, GROUP=H // H_kv, BLOCK_M=max(16, _next_power_of_2(T * (H // H_kv))),
+            T=T, GROUP=H // H_kv, BLOCK_M=block_m,
             HEAD_DIM=D, BLOCK_SIZE=block_size, BLOCK_N=block_n, NUM_SPLITS=num_splits,
             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], USE_PDL=self.pdl)
         self.merge_grid = (batch * T * H,)

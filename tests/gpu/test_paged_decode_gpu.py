@@ -72,6 +72,7 @@ def _check(torch, o, ref, dtype):
     ("float16", 128, 32, 2, 8, 8, [10000, 5000], None),             # GQA 1
     ("bfloat16", 128, 64, 3, 64, 8, [2048, 100, 4097], None),       # GQA 8
     ("float16", 64, 128, 64, 32, 4, [1000 + 37 * i for i in range(64)], None),  # 1 split
+    ("float16", 128, 16, 64, 32, 8, [900 + 53 * i for i in range(64)], None),  # 32-key tiles
     ("bfloat16", 256, 16, 2, 16, 2, [3333, 64], 7),
     ("float16", 128, 16, 2, 8, 1, [0, 513], 4),                     # an empty sequence
 ])
