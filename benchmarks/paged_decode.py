@@ -10,13 +10,17 @@ device-to-device copy timed in the same run. Medians of interleaved rounds.
 Shapes: H = 32 query heads over H_kv = 8 KV heads (GQA 4), D = 128, 16-key cache blocks (as
 vLLM's default), every sequence at the full context, blocks scattered at random. Each row:
 microseconds for ours and Triton, ours / Triton (above 1: ours is faster), and the KV bytes
-read per second as a percentage of the copy's (bytes read + written) per second. Each is
+read per second as a percentage of a copy's (bytes read + written) per second. Each is
 timed two ways: per call (`paged_decode(...)` from Python, as an eager server would call it:
 host overhead included) and as device time (the same call captured in a CUDA graph and
-replayed: kernels only). The percentages of the copy use device time. --splits adds rows
-with num_splits forced to each value (both frontends), to check the split heuristic;
---breakdown adds the device time of our split kernel and our merge kernel each launched
-alone, and of our call without programmatic dependent launch. Cases whose cache would exceed --max-gb are skipped.
+replayed: kernels only). The percentages of the copy use device time: "% copy" against a
+copy as large as the cache read (at batch 1 and 8k keys its 2 x 17 MB fit in the 50 MB L2
+between replays), "% DRAM" against a 1 GB copy timed in the same rounds (the DRAM's copy
+bandwidth; --no-dram-copy leaves it out). --splits adds rows with num_splits forced to each
+value (both frontends), to check the split heuristic; --breakdown adds the device time of
+our split kernel and our merge kernel each launched alone, and of our call without
+programmatic dependent launch; --variants adds our kernel with other configs. Cases whose
+cache would exceed --max-gb are skipped.
 """
 
 from __future__ import annotations
@@ -97,6 +101,8 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
     dst = torch.empty_like(src)
     fns = {"ours": lambda: ours.paged_decode(q, k, v, table, seq_lens, num_splits=splits),
            "copy": lambda: dst.copy_(src)}
+    if args.dram_copy is not None:  # the DRAM copy: 1 GB each way, far past the 50 MB L2
+        fns["dram copy"] = lambda: args.dram_copy[1].copy_(args.dram_copy[0])
     if theirs is not None:
         fns["triton"] = lambda: theirs.paged_decode(q, k, v, table, seq_lens,
                                                     num_splits=splits)
@@ -124,11 +130,16 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
     device = graph_medians(fns, args.rounds, torch)
     copy_gbs = 2 * copy_elems * itemsize / device["copy"] / 1e6
     row["copy_GB/s"] = copy_gbs
+    dram_gbs = nan = float("nan")
+    if "dram copy" in device:
+        dram_gbs = 2 * args.dram_copy[0].nbytes / device["dram copy"] / 1e6
+        row["dram_copy_GB/s"] = dram_gbs
     for name in ("ours", "triton"):
         if name in device:
             gbs = kv_bytes / device[name] / 1e6
             row[name] = {"us": per_call[name] * 1e3, "graph_us": device[name] * 1e3,
-                         "GB/s": gbs, "pct_copy": 100 * gbs / copy_gbs}
+                         "GB/s": gbs, "pct_copy": 100 * gbs / copy_gbs,
+                         "pct_dram_copy": 100 * gbs / dram_gbs}
     for name in row.get("variant_splits", {}):
         t = device[f"ours[{name}]"]
         row.setdefault("variants", {})[name] = {"graph_us": t * 1e3,
@@ -144,13 +155,13 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
         row["breakdown_graph_us"]["copy"] = device["copy"] * 1e3
         print("    device us: " + ", ".join(f"{n} {t:.2f}"
                                            for n, t in row["breakdown_graph_us"].items()))
-    nan = float("nan")
     print(f"{dtype:9s} {batch:5d} {context:7d} {num_splits:5d}{'*' if splits else ' '} "
           f"{row['ours']['us']:8.1f} {tri['us'] if tri else nan:8.1f} "
           f"{row['ours']['graph_us']:8.1f} {tri['graph_us'] if tri else nan:8.1f} "
           f"{row.get('ours/triton', nan):8.3f} "
           f"{row['ours']['GB/s']:9.0f} {row['ours']['pct_copy']:6.1f}% "
-          f"{tri['pct_copy'] if tri else nan:6.1f}%", flush=True)
+          f"{tri['pct_copy'] if tri else nan:6.1f}% {row['ours']['pct_dram_copy']:6.1f}%",
+          flush=True)
     return row
 
 
@@ -185,6 +196,8 @@ def main(argv=None) -> int:
                         'num_stages=4,pps=3,mt=2;..." (pps, mt: programs per SM and minimum '
                         'tiles per range for the split count; default: the programs that fit '
                         'by shared memory, and 4)')
+    p.add_argument("--no-dram-copy", action="store_true",
+                   help="skip the 1 GB copy (the DRAM copy bandwidth column)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     args.variants = [_parse_variant(v) for v in args.variants.split(";") if v.strip()]
@@ -193,6 +206,9 @@ def main(argv=None) -> int:
         return 0
     ours = load_kernel_module("tile")
     theirs = None if args.no_triton else load_kernel_module("triton")
+    args.dram_copy = None if args.no_dram_copy else (
+        torch.empty(2 ** 30, device="cuda", dtype=torch.uint8),
+        torch.empty(2 ** 30, device="cuda", dtype=torch.uint8))
     H, H_kv = args.heads
     D = args.head_dim
     print(f"device: {torch.cuda.get_device_name()}; H={H}, H_kv={H_kv}, D={D}, "
@@ -200,7 +216,7 @@ def main(argv=None) -> int:
     print(f"{'':29s} {'per call (us)':>17s} {'device (us)':>17s}")
     print(f"{'dtype':9s} {'batch':>5s} {'context':>7s} {'splits':>6s} {'ours':>8s} "
           f"{'triton':>8s} {'ours':>8s} {'triton':>8s} {'ours/tri':>8s} {'ours GB/s':>9s} "
-          f"{'% copy':>7s} {'tri %':>7s}")
+          f"{'% copy':>7s} {'tri %':>7s} {'% DRAM':>7s}")
     results = []
     for dtype in args.dtypes:
         for batch in args.batches:

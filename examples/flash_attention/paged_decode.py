@@ -216,16 +216,16 @@ def programs_fitting_per_sm(config: dict, head_dim: int, block_m: int = 16,
 
 def default_config(head_dim: int, programs: int = 0,
                    sm_count: int = DEFAULT_SM_COUNT) -> dict:
-    """BLOCK_N (keys per tile), num_warps and num_stages for a launch of `programs` =
-    batch x H_kv (a split launch stays within one wave whatever its config). Tiles gather across cache blocks, so their size is free
-    of block_size. 64-key tiles in 2-deep cp.async rings at D <= 128 (72 KB of shared memory
-    at D = 128: three programs per SM, where 3-deep rings fit two); when D = 128 has more
-    programs than three per SM hold, 32-key tiles in 3-deep rings (56 KB: four per SM, one
-    wave at batch 64); 32-key tiles in 3-deep rings at D = 256. Measured on the H200
-    (examples/flash_attention/README.md) against the earlier 3-deep 64-key rings (2-deep at
-    D = 256) at batch 1 and 4, 8k and 32k keys: 1.04-1.13x at D = 128, 1.02-1.07x at
-    D = 64, 1.10-1.15x at D = 256; at batch 64 and 128, 32-key tiles 1.02-1.26x the 2-deep
-    64-key rings."""
+    """BLOCK_N (keys per tile), num_warps and num_stages for a launch of `programs` = batch
+    x H_kv (a split launch stays within one wave whatever its config). Tiles gather across
+    cache blocks, so their size is free of block_size. 64-key tiles in 2-deep cp.async rings
+    at D <= 128 (72 KB of shared memory at D = 128: three programs per SM, where 3-deep
+    rings fit two); when D = 128 has more programs than three per SM hold, 32-key tiles in
+    3-deep rings (56 KB: four per SM, one wave at batch 64); 32-key tiles in 3-deep rings at
+    D = 256. Measured on the H200 (examples/flash_attention/README.md) against the earlier
+    3-deep 64-key rings (2-deep at D = 256) at batch 1 and 4, 8k and 32k keys: 1.04-1.13x at
+    D = 128, 1.02-1.07x at D = 64, 1.10-1.15x at D = 256; at batch 64 and 128, 32-key tiles
+    1.02-1.26x the 2-deep 64-key rings."""
     if head_dim == 256:
         return dict(BLOCK_N=32, num_warps=4, num_stages=3)
     config = dict(BLOCK_N=64, num_warps=4, num_stages=2)
@@ -240,11 +240,11 @@ def choose_num_splits(batch: int, kv_heads: int, max_tiles: int, sm_count: int,
     Otherwise the larger of: about `programs_per_sm` programs per SM (as many as fit, see
     `programs_fitting_per_sm`) with ranges of at least `min_tiles` tiles, and two per SM
     with ranges of at least half that (short sequences, where latency rules). Rounded down:
-    a few idle slots cost less than a partial extra wave. Measured on the H100 (README): batch 4 at 32k keys went from
-    72% to 94% of copy bandwidth against the old "two per SM, rounded up" (9 ranges), and
-    fewer than four tiles per range lost at 8k. It depends on shapes only (max_tiles comes
-    from the block table's width), so a CUDA graph captured once stays valid for any
-    seq_lens."""
+    a few idle slots cost less than a partial extra wave. Measured on the H100 (README):
+    batch 4 at 32k keys went from 72% to 94% of copy bandwidth against the old "two per SM,
+    rounded up" (9 ranges), and fewer than four tiles per range lost at 8k. It depends on
+    shapes only (max_tiles comes from the block table's width), so a CUDA graph captured
+    once stays valid for any seq_lens."""
     programs = batch * kv_heads
     if programs >= sm_count:
         return 1
