@@ -224,7 +224,7 @@ def default_config(head_dim: int, programs: int = 0,
     3-deep rings (56 KB: four per SM, one wave at batch 64); 32-key tiles in 3-deep rings at
     D = 256. Measured on the H200 (examples/flash_attention/README.md) against the earlier
     3-deep 64-key rings (2-deep at D = 256) at batch 1 and 4, 8k and 32k keys: 1.04-1.13x at
-    D = 128, 1.02-1.07x at D = 64, 1.10-1.15x at D = 256; at batch 64 and 128, 32-key tiles
+    D = 128, 1.02-1.10x at D = 64, 1.09-1.16x at D = 256; at batch 64 and 128, 32-key tiles
     1.02-1.26x the 2-deep 64-key rings."""
     if head_dim == 256:
         return dict(BLOCK_N=32, num_warps=4, num_stages=3)
@@ -353,7 +353,8 @@ class _Plan:
                  pdl=None):
         batch, T, H, D, block_size, H_kv = _check(q, k_cache, v_cache, block_table, seq_lens)
         block_m = max(16, _next_power_of_2(T * (H // H_kv)))
-        # Split launches fill the GPU with split programs, never past one wave's worth.
+        # The config follows batch x H_kv: a launch too large for one wave of the split
+        # config (D = 128) gets the one that fits four programs per SM.
         cfg = dict(default_config(D, batch * H_kv, _sm_count(q)), **(config or {}))
         block_n = cfg["BLOCK_N"]
         if num_splits is None:
