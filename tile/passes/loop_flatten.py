@@ -67,7 +67,7 @@ from shared_codegen.ops.arith.definition import (INT_COMPARE, BinaryOp, CastOp, 
                                                  operator_op_name)
 from shared_codegen.ops.control.definition import ForOp, IfOp, YieldOp
 from tile.passes.loop_unroll import _known, _trip_count
-from tile.passes.pipelining import _At
+from tile.passes.loop_building import _At
 from tile.passes.wgmma_schedule import _is
 
 FLATTEN = "flatten"  # the scf.for attribute tl.range(flatten=True) sets (ForOp.build)

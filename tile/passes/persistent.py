@@ -57,7 +57,7 @@ from shared_codegen.ops.program.definition import (LAUNCH_GRID, NUM_PROGRAMS, PR
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp
 from tile.passes.layout_assignment import dot_target
 from tile.passes.loop_flatten import flatten_nest
-from tile.passes.pipelining import _At
+from tile.passes.loop_building import _At
 from tile.passes.wgmma_schedule import _is
 
 PERSISTENT = "persistent_programs"  # the module attribute: lowering adds the hidden parameter

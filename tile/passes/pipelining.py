@@ -25,6 +25,12 @@ as loaded and once transposed (a permuted view of the same slot). The ring keeps
 tile's contiguous dim, whichever it is (cp.async cannot transpose); wgmma reads fp16 / bf16
 either way, and tf32, fp8 and int8 only where that dim is the operand's K.
 
+Index loads (`_index_load`: a paged cache's block-table entries, whose values only form the
+ringed loads' addresses) run one iteration further ahead than the copies (`index_stage`):
+the prologue also loads iteration S-1's entries, and the body loads iteration iv + S*step's
+after its copies and carries them to the next issue (an `index_ahead` iter_arg), so a copy's
+address never waits on a global load issued just before it.
+
 Loads past the end are masked off (cp.async reads nothing and zero-fills), so short loops
 need no special case. `bar.sync`s between the copies and the reads of other warps come from
 the shared-memory barrier analysis, as for hand-written Gluon.
@@ -54,14 +60,12 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Set
 
-from shared_codegen.ir.builder import Builder
-from shared_codegen.ir.core import (Block, MemoryEffect, Module, Operation, Value, clone_op,
+from shared_codegen.ir.core import (Block, MemoryEffect, Module, Operation, Value,
                                     replace_all_uses)
-from shared_codegen.ir.passes import erase_op, insert_after, insert_before
+from shared_codegen.ir.passes import erase_op
 from shared_codegen.ir.types import SharedMemoryType, TensorType, int1, int32
 from shared_codegen.layouts import SwizzledSharedLayout, to_linear_layout
-from shared_codegen.ops.arith.definition import (INT_COMPARE, BinaryOp, CastOp, CompareOp,
-                                                 ConstantOp, SelectOp, operator_op_name)
+from shared_codegen.ops.arith.definition import BinaryOp, CastOp, ConstantOp, operator_op_name
 from shared_codegen.ops.async_copy.definition import (AsyncCommitGroupOp,
                                                       AsyncCopyGlobalToLocalOp, AsyncWaitOp)
 from shared_codegen.ops.control.definition import ForOp, IfOp, YieldOp
@@ -72,12 +76,12 @@ from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalLoad
                                                          MemDescIndexOp, MemDescTransOp)
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp, SplatOp, TransOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
+from tile.passes.loop_building import _At, _add_carried, _clone, _iv_at, _less, _next_slot
 from tile.passes.wgmma_schedule import (_is, _top_level, carried_in_flight, in_flight_slot,
                                         retire_after_loop, schedule_async_dots,
                                         wait_in_branches)
 
 
-_INT_ADD = operator_op_name("add", floating=False, signed=True)
 _INT_AND = operator_op_name("and", floating=False, signed=True)
 
 
@@ -460,38 +464,6 @@ def uses_after(loop: Operation, index: int) -> bool:
 
 # ---- rewriting -------------------------------------------------------------------------------
 
-class _At:
-    """Build ops into a scratch block, then place them before or after an anchor."""
-
-    def __init__(self, loc):
-        self.block = Block()
-        self.b = Builder(self.block, loc)
-
-    def const(self, value, ty=int32) -> Value:
-        return ConstantOp.build(self.b, value, ty)
-
-    def place_before(self, anchor: Operation) -> None:
-        for op in list(self.block.ops):
-            insert_before(anchor, op)
-        self.block.ops.clear()
-
-    def place_after(self, anchor: Operation) -> Operation:
-        last = anchor
-        for op in list(self.block.ops):
-            insert_after(last, op)
-            last = op
-        self.block.ops.clear()
-        return last
-
-
-def _clone(op: Operation, mapping: Dict[Value, Value], b: Builder) -> Operation:
-    """A copy of `op` (with its regions: a flattened loop's prologue `if`) at `b`, operands
-    read through `mapping`, which records the copy's results."""
-    new = clone_op(op, mapping)
-    new.loc = b.loc
-    return b.insert(new)
-
-
 def _predicated_mask(at: _At, load: Operation, mapping, pred: Value) -> Value:
     """The load's mask (mapped) and-ed with the scalar `pred` (this iteration exists)."""
     ptr, mask, _ = LoadOp.parts(load)
@@ -516,6 +488,8 @@ def _issue(at: _At, plan: _Plan, ops: List[Operation], mapping, slot: Value,
     for op in ops:
         operand = by_load.get(op)
         if operand is None and _is(op, LoadOp):  # an index load: masked off past the end
+            if op.result in mapping:  # loaded an iteration earlier (`index_stage`)
+                continue
             ptr, _, other = LoadOp.parts(op)
             mask = _predicated_mask(at, op, mapping, pred)
             mapping[op.result] = LoadOp.build(
@@ -533,31 +507,41 @@ def _issue(at: _At, plan: _Plan, ops: List[Operation], mapping, slot: Value,
     AsyncCommitGroupOp.build(at.b)
 
 
-def _iv_at(at: _At, base: Value, step_value: int, count: int) -> Value:
-    if count == 0:
-        return base
-    return BinaryOp.build(at.b, _INT_ADD, base, at.const(step_value * count, base.type))
+def index_stage(plan: _Plan, block: Block, order: List[Operation]) -> List[Operation]:
+    """The index loads of stage 0 (a paged cache's block-table entries) and the ops they
+    depend on, in program order, when they can run one more iteration ahead than the ringed
+    loads: their values then wait in registers for a whole iteration before the copies'
+    addresses read them, instead of stalling the issue on a global load's latency (as
+    Triton's pipeliner gives such loads a stage of their own). Empty when there are none,
+    when one depends on a carried value, or when a reader outside stage 0 shares one."""
+    ringed = {o.load for o in plan.operands}
+    loads = [op for op in order if _is(op, LoadOp) and op not in ringed]
+    if not loads or any(op in plan.keep for op in loads):
+        return []
+    ops: Set[Operation] = set()
+    work = list(loads)
+    while work:
+        op = work.pop()
+        if op in ops:
+            continue
+        ops.add(op)
+        work += [v.owner for v in _reads(op) if v.owner in plan.stage0]
+    if ops & _carried_dependent(block, plan.stage0):
+        return []
+    return [op for op in order if op in ops]
 
 
-def _less(at: _At, x: Value, ub: Value) -> Value:
-    return CompareOp.build(at.b, INT_COMPARE, "slt", x, ub)
-
-
-def _next_slot(at: _At, slot: Value, num_stages: int) -> Value:
-    nxt = BinaryOp.build(at.b, _INT_ADD, slot, at.const(1))
-    wraps = CompareOp.build(at.b, INT_COMPARE, "eq", nxt, at.const(num_stages))
-    return SelectOp.build(at.b, wraps, at.const(0), nxt)
-
-
-def _add_carried(loop: Operation, init: Value, name: str) -> Value:
-    """Append an iter_arg: init operand, block argument, result. Returns the block argument."""
-    block = loop.regions[0].block
-    loop.operands.append(init)
-    arg = Value(init.type, block, len(block.args))
-    arg.name_hint = name
-    block.args.append(arg)
-    loop.results.append(Value(init.type, loop, len(loop.results)))
-    return arg
+def _issue_indices(at: _At, ops: List[Operation], mapping, pred: Value) -> None:
+    """`index_stage`'s ops under `mapping`, the loads masked off past the loop's end."""
+    for op in ops:
+        if _is(op, LoadOp):
+            ptr, _, other = LoadOp.parts(op)
+            mapping[op.result] = LoadOp.build(
+                at.b, mapping.get(ptr, ptr), _predicated_mask(at, op, mapping, pred),
+                None if other is None else mapping.get(other, other),
+                op.attrs.get("cache", ""), op.attrs.get("evict", ""))
+        else:
+            _clone(op, mapping, at.b)
 
 
 def pipeline_loop(plan: _Plan) -> None:
@@ -568,6 +552,8 @@ def pipeline_loop(plan: _Plan) -> None:
     step = _constant_step(loop)
     iv = block.args[0]
     order = [op for op in block.ops if op in plan.stage0]
+    indices = index_stage(plan, block, order)
+    index_loads = [op for op in indices if _is(op, LoadOp)]
 
     # Rings, before the loop.
     at = _At(loop.loc)
@@ -587,6 +573,11 @@ def pipeline_loop(plan: _Plan) -> None:
         early.append([mapping[v] for v in plan.delayed])
         carried = {block.args[1 + i]: mapping.get(yield_op.operands[i], yield_op.operands[i])
                    for i in plan.carried0}
+    index_init = []
+    if indices:  # the index loads of iteration S-1, read by the loop's first issue
+        mapping = {iv: _iv_at(at, lb, step, S - 1)}
+        _issue_indices(at, indices, mapping, _less(at, mapping[iv], ub))
+        index_init = [mapping[op.result] for op in index_loads]
     at.place_before(loop)
     for i in plan.carried0:
         loop.operands[3 + i] = carried[block.args[1 + i]]
@@ -595,6 +586,7 @@ def pipeline_loop(plan: _Plan) -> None:
     read_slot = _add_carried(loop, zero, "read_slot")
     write_slot = _add_carried(loop, last, "write_slot")
     delays = carry_delayed(plan, early)
+    index_args = [_add_carried(loop, v, "index_ahead") for v in index_init]
 
     # The body: wait, read this iteration's slot, then (or first, for mma_v2) issue ahead.
     at = _At(loop.loc)
@@ -627,10 +619,15 @@ def pipeline_loop(plan: _Plan) -> None:
 
     # Stage 0 for iteration iv + (S-1) * step, into the write slot.
     at = _At(loop.loc)
-    mapping = {}
+    mapping = dict(zip((op.result for op in index_loads), index_args))
     ahead = _iv_at(at, iv, step, S - 1)
     mapping[iv] = ahead
     _issue(at, plan, order, mapping, write_slot, _less(at, ahead, ub))
+    index_next = []
+    if indices:  # after the copies: the loads of iteration iv + S wait a whole iteration
+        further = {iv: _iv_at(at, iv, step, S)}
+        _issue_indices(at, indices, further, _less(at, further[iv], ub))
+        index_next = [further[op.result] for op in index_loads]
     next_read = _next_slot(at, read_slot, S)
     next_write = _next_slot(at, write_slot, S)
     if plan.async_dot is not None:
@@ -660,7 +657,8 @@ def pipeline_loop(plan: _Plan) -> None:
             at.place_after(header_end)
     for i in plan.carried0:
         yield_op.operands[i] = mapping.get(yield_op.operands[i], yield_op.operands[i])
-    yield_op.operands += [next_read, next_write, *delayed_yields(plan, delays, mapping)]
+    yield_op.operands += [next_read, next_write, *delayed_yields(plan, delays, mapping),
+                          *index_next]
 
     # After the loop: no copy or wgmma may still be in flight.
     at = _At(loop.loc)

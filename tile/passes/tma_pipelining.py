@@ -53,8 +53,8 @@ from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeal
                                                          MemDescIndexOp, MemDescTransOp)
 from shared_codegen.ops.tma.definition import AsyncTMACopyGlobalToLocalOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
-from tile.passes.pipelining import (_At, _address_ops, _add_carried, _clone, _constant_step,
-                                    _is, _iv_at, _less, _next_slot, _top_level, _uses,
+from tile.passes.loop_building import _At, _add_carried, _clone, _iv_at, _less, _next_slot
+from tile.passes.pipelining import (_address_ops, _constant_step, _is, _top_level, _uses,
                                     async_dot, carry_delayed, delayed_yields,
                                     operator_op_name, stage_ahead)
 from tile.passes.wgmma_schedule import in_flight_slot, wait_in_branches

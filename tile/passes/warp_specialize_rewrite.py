@@ -36,7 +36,8 @@ from shared_codegen.ops.tma.tensormap import (ReinterpretTensorDescriptorOp,
                                               TensormapFenceproxyAcquireOp)
 from shared_codegen.ops.warp_specialize.definition import WarpSpecializeOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotWaitOp
-from tile.passes.pipelining import _add_carried, _At, _clone, _is
+from tile.passes.loop_building import _add_carried, _At, _clone
+from tile.passes.wgmma_schedule import _is
 from tile.passes.warp_specialize import (PARTITION_NAMES, PRODUCER_REGS, PRODUCER_WARPS,
                                          WarpSpecPlan)
 

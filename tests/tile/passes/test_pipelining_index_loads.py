@@ -1,7 +1,7 @@
 """tile/passes/pipelining.py with loads that only form addresses (a paged KV cache's block
-table): they are issued num_stages - 1 iterations ahead with the ringed tiles, masked off
-past the loop's end, and the interpreter's results do not change; a loop that writes global
-memory keeps them in place and is not pipelined."""
+table): they are issued num_stages iterations ahead, one more than the ringed tiles whose
+addresses they form, masked off past the loop's end, and the interpreter's results do not
+change; a loop that writes global memory keeps them in place and is not pipelined."""
 
 import numpy as np
 import pytest
@@ -49,12 +49,34 @@ def test_index_loads_are_issued_ahead(target, scalar):
     assert ptx.count("cp.async.commit_group;") == 3  # two in the prologue, one per iteration
 
 
+def _body(ir):
+    start = ir.index("scf.for")
+    return ir[:start], ir[start:ir.index("scf.yield", start)]
+
+
+@pytest.mark.parametrize("num_stages", [2, 3])
+def test_index_loads_run_one_iteration_ahead_of_the_copies(num_stages):
+    # The body's copies read the entry loaded an iteration earlier (the `index_ahead`
+    # iter_arg) and the body loads the next one after its copies, so no copy waits on a
+    # global load's latency; the prologue loads num_stages entries (num_stages - 1 for its
+    # copies, one for the loop's first).
+    consts = dict(SCALAR_INDEX=True, STORE_IN_LOOP=False, BM=64, BN=64, BK=32)
+    ir = triton.compile(gathered_mm_kernel, signature=SIG, constexprs=consts, target="sm_90a",
+                        num_stages=num_stages).asm["ttgir"]
+    prologue, body = _body(ir)
+    assert "%index_ahead: i32" in body
+    assert body.count("tt.load") == 1
+    assert body.index("ttg.async_commit_group") < body.index("tt.load")
+    assert "arith.muli %index_ahead" in body  # the copies' addresses use the carried entry
+    assert prologue.count("tt.load") == num_stages
+
+
 def test_a_loop_that_stores_is_not_pipelined():
     assert "cp.async" not in _ptx("sm_90a", True, store=True)
 
 
 @pytest.mark.parametrize("scalar", [True, False])
-@pytest.mark.parametrize("num_stages", [1, 3])
+@pytest.mark.parametrize("num_stages", [1, 2, 3])
 def test_interpreter_matches_numpy(scalar, num_stages, monkeypatch):
     monkeypatch.setenv("SC_TARGET", "sm_80")
     rng = np.random.default_rng(1)
