@@ -3,7 +3,10 @@
 # the only kind lent from the fifth session on). STEPS picks what runs (space-separated), logs under $OUT.
 # The eighth session ran t6split (GRAPH=1), matmul (MATMUL_ARGS=--graph, 10 rounds),
 # converted, compile, tutorials (tile), t6test, gpu_tests, t6bwd, paged_cfg and recheck's
-# D = 128 fp16 and backward rows (its table with Triton folded into the variant call). Steps:
+# D = 128 fp16 and backward rows (its table with Triton folded into the variant call), and two
+# same-day pipeliner A/Bs through temporary environment knobs that were not kept
+# (SC_RING_REUSE: rings of num_stages - 1 slots for register readers, dropped;
+# SC_INDEX_STAGE: index loads a stage ahead, kept without the knob). Steps:
 #   fwd_tests   the Hopper forward's GPU tests
 #   fwd         the forward against SDPA: the launcher options this session added, as
 #               same-run variants (kv_ahead, O outside Q's buffer, fp8 overlap)
