@@ -62,6 +62,18 @@ def shuffled_rounds(names, rounds: int, seed: int = 0):
         yield from order
 
 
+def parse_variants(text: str) -> list:
+    """`--variants` of the benchmarks: "name:key=value,key=value;name2:..." ->
+    [(name, {key: int(value)})], same-run variants of our kernel with other options."""
+    variants = []
+    for spec in (part for part in text.split(";") if part.strip()):
+        name, _, options = spec.partition(":")
+        variants.append((name.strip(), {key.strip(): int(value) for key, value in
+                                        (item.split("=") for item in options.split(",")
+                                         if item.strip())}))
+    return variants
+
+
 def graph_medians(fns: dict, rounds: int, torch, inner: int = 5) -> dict:
     """{name: median ms per call} of device time: each function's `inner` calls captured in
     one CUDA graph, replays timed with CUDA events, interleaved round by round. Launch and

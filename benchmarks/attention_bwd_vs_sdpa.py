@@ -24,7 +24,7 @@ for p in (os.path.join(HERE, "..", "examples", "flash_attention"),
           os.path.join(HERE, "..", "examples"), os.path.join(HERE, ".."), HERE):
     sys.path.insert(0, p)
 
-from _bench import gpu_torch, interleaved_medians  # noqa: E402
+from _bench import gpu_torch, interleaved_medians, parse_variants  # noqa: E402
 
 TOKENS, WIDTH, D = 16384, 2048, 128
 
@@ -51,9 +51,7 @@ def run_row(torch, N, causal, dtype, rounds, variants=()):
         attention_backward(q, k, v, o2, lse2, do, causal=causal)
 
     fns = {"ours bwd": ours_bwd, "ours fwd+bwd": ours_both}
-    for spec in variants:  # "name:key=value,..." -> more of ours (backward alone), same rounds
-        name, _, kv = spec.partition(":")
-        opts = {key: int(val) for key, val in (x.split("=") for x in kv.split(",") if x)}
+    for name, opts in variants:  # more of ours (backward alone), same rounds
         def variant(name=name, opts=opts):  # keeps its gradients alive, as ours_bwd does
             grads[name] = attention_backward(q, k, v, o, lse, do, causal=causal, **opts)
         fns[f"{name} bwd"] = variant
@@ -119,7 +117,7 @@ def main(argv=None) -> int:
             for causal in (bool(int(c)) for c in args.causal.split(",")):
                 try:
                     rows.append(run_row(torch, N, causal, dtype, args.rounds,
-                                        [v for v in args.variants.split(";") if v]))
+                                        parse_variants(args.variants)))
                 except Exception as exc:  # keep the other rows
                     print(f"{dtype} N={N} causal={causal}: {type(exc).__name__}: "
                           f"{str(exc)[:400]}", flush=True)

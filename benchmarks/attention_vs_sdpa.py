@@ -27,7 +27,7 @@ for p in (os.path.join(HERE, "..", "examples", "flash_attention"),
           os.path.join(HERE, ".."), HERE):
     sys.path.insert(0, p)
 
-from _bench import gpu_torch, interleaved_medians  # noqa: E402
+from _bench import gpu_torch, interleaved_medians, parse_variants  # noqa: E402
 
 TOKENS, WIDTH = 16384, 2048
 
@@ -139,9 +139,7 @@ def run_row(torch, tri, gemm_fns, D, N, causal, dtype, rounds, variants=()):
     q, k, v = q32.to(tdt), k32.to(tdt), v32.to(tdt)
     ours = attention_launcher(q, k, v, causal=causal)
     fns = {"ours": ours}
-    for spec in variants:  # "name:key=value,key=value" -> more of ours in the same rounds
-        name, _, kv = spec.partition(":")
-        opts = {k: int(v) for k, v in (x.split("=") for x in kv.split(",") if x)}
+    for name, opts in variants:  # more of ours in the same rounds (_bench.parse_variants)
         fns[name] = attention_launcher(q, k, v, causal=causal, **opts)
     ref16 = (q, k, v) if not fp8 else tuple(x.to(torch.float16) for x in (q, k, v))
     outs = {}
@@ -221,7 +219,7 @@ def main(argv=None) -> int:
                     try:
                         rows.append(run_row(torch, None if dtype == "fp8" else tri, gemm_fns,
                                             D, N, causal, dtype, args.rounds,
-                                            [v for v in args.variants.split(";") if v]))
+                                            parse_variants(args.variants)))
                     except Exception as exc:  # keep the other rows
                         print(f"{dtype} D={D} N={N} causal={causal}: {type(exc).__name__}: "
                               f"{str(exc)[:400]}", flush=True)

@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from _bench import gpu_torch, graph_medians, interleaved_medians  # noqa: E402
+from _bench import gpu_torch, graph_medians, interleaved_medians, parse_variants  # noqa: E402
 
 KERNEL_FILE = os.path.join(HERE, "..", "examples", "flash_attention", "paged_decode.py")
 
@@ -165,13 +165,10 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
     return row
 
 
-def _parse_variant(text: str) -> tuple:
-    """'name:BLOCK_N=32,num_stages=4,pps=3,mt=2' -> (name, config dict, programs per SM,
-    minimum tiles per key range), the last two for the split count."""
-    name, _, spec = text.partition(":")
-    cfg = {key.strip(): int(value) for key, value in
-           (item.split("=") for item in spec.split(",") if item.strip())}
-    return name.strip(), cfg, cfg.pop("pps", None), cfg.pop("mt", 4)
+def _split_count_options(variants: list) -> list:
+    """parse_variants' (name, options) -> (name, config, programs per SM, minimum tiles per
+    key range): `pps` and `mt` set the split count, the rest is the kernel config."""
+    return [(name, cfg, cfg.pop("pps", None), cfg.pop("mt", 4)) for name, cfg in variants]
 
 
 def main(argv=None) -> int:
@@ -200,7 +197,7 @@ def main(argv=None) -> int:
                    help="skip the 1 GB copy (the DRAM copy bandwidth column)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    args.variants = [_parse_variant(v) for v in args.variants.split(";") if v.strip()]
+    args.variants = _split_count_options(parse_variants(args.variants))
     torch = gpu_torch("paged_decode.py")
     if torch is None:
         return 0

@@ -8,7 +8,8 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
     """The launcher's tuning options for a head dim and input dtype, each chosen against
     its alternatives as same-run variants on the H200 (examples/flash_attention/README.md,
     "Measured", has the ratios; until 2026-11-28 13:30 UTC a fixed benchmark order
-    disfavoured every variant by up to 10%, so the options that lost narrowly await a rerun):
+    disfavoured every variant by up to 10%; re-timed in shuffled order at 14:10 UTC, none of
+    the options that had lost narrowly came out ahead by more than the noise):
 
     - `block_n`, `stages`, `k_stages`: keys per block and the V and K ring depths, within
       the registers and the 227 KB of shared memory;
