@@ -6,7 +6,11 @@
 # D = 128 fp16 and backward rows (its table with Triton folded into the variant call), and two
 # same-day pipeliner A/Bs through temporary environment knobs that were not kept
 # (SC_RING_REUSE: rings of num_stages - 1 slots for register readers, dropped;
-# SC_INDEX_STAGE: index loads a stage ahead, kept without the knob). Steps:
+# SC_INDEX_STAGE: index loads a stage ahead, kept without the knob). Issue 15's bars and its
+# GPU tests in one call (about 560 s of the 600 s a call may take; carry .tut06 and .tutorials):
+#   GRAPH=1 MATMUL_ARGS=--graph MATMUL_ROUNDS=10 TUT_FRONTENDS=tile TEST_LIMIT=400 \
+#   STEPS="t6split matmul converted compile tutorials t6test gpu_tests"
+# Steps:
 #   fwd_tests   the Hopper forward's GPU tests
 #   fwd         the forward against SDPA: the launcher options this session added, as
 #               same-run variants (kv_ahead, O outside Q's buffer, fp8 overlap)
