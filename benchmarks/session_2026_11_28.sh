@@ -10,6 +10,15 @@
 # GPU tests in one call (about 560 s of the 600 s a call may take; carry .tut06 and .tutorials):
 #   GRAPH=1 MATMUL_ARGS=--graph MATMUL_ROUNDS=10 TUT_FRONTENDS=tile TEST_LIMIT=400 \
 #   STEPS="t6split matmul converted compile tutorials t6test gpu_tests"
+# 2026-12-06 (ninth session, H100 `nvidia-h100-x1` lent again): issue 15's bars ran as
+#   GRAPH=1 MATMUL_ARGS=--graph MATMUL_ROUNDS=6 STEPS="t6split matmul converted compile"
+# followed in the same call by `python3 -m pytest -m gpu tests` (about 300 s on the H100 in all; t6split took
+# 45 s and matmul 8 s there), then again with MATMUL_ROUNDS=20 (64 s), and
+# `python3 .tut06/run_test_op.py`, `benchmarks/paged_decode.py --batches 1 4 --contexts 8192
+# 32768`, `attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 5` and
+# `attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16,fp8 --rounds 5` as separate
+# short calls. .tut06/ and .tutorials/ were rebuilt that day from stored upstream copies
+# (list them in .git/info/exclude and carry them).
 # Steps:
 #   fwd_tests   the Hopper forward's GPU tests
 #   fwd         the forward against SDPA: the launcher options this session added, as
