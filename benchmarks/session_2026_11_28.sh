@@ -14,11 +14,14 @@
 #   GRAPH=1 MATMUL_ARGS=--graph MATMUL_ROUNDS=6 STEPS="t6split matmul converted compile"
 # followed in the same call by `python3 -m pytest -m gpu tests` (about 300 s on the H100 in all; t6split took
 # 45 s and matmul 8 s there), then again with MATMUL_ROUNDS=20 (64 s), and
-# `python3 .tut06/run_test_op.py`, `benchmarks/paged_decode.py --batches 1 4 --contexts 8192
+# `python3 tools/upstream_tutorials/run_test_op.py`, `benchmarks/paged_decode.py --batches 1 4 --contexts 8192
 # 32768`, `attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 5` and
 # `attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16,fp8 --rounds 5` as separate
-# short calls. .tut06/ and .tutorials/ were rebuilt that day from stored upstream copies
-# (list them in .git/info/exclude and carry them).
+# short calls. .tut06/ and .tutorials/ (git-ignored, carried) were rebuilt that day from
+# stored upstream copies (tools/upstream_tutorials/README.md); their runners moved into
+# tools/upstream_tutorials/. The .tut06 experiment scripts of earlier sessions
+# (exp_fixed_configs.py, dump_ptx.py, exp_arrive.py, ws_compare.py) were lost with the old
+# folder: the t6exp, t6fixed, t6ptx, arrive and t6ws steps no longer run.
 # Steps:
 #   fwd_tests   the Hopper forward's GPU tests
 #   fwd         the forward against SDPA: the launcher options this session added, as
@@ -247,14 +250,14 @@ if has t6bwdvar && [ -d .tut06 ]; then
 fi
 if has tutorials && [ -d .tutorials ]; then
   for fe in ${TUT_FRONTENDS:-tile triton}; do
-    TAIL=12 step tutorials_$fe 280 python3 .tutorials/run_tutorials.py --frontend $fe --device cuda --configs 4
+    TAIL=12 step tutorials_$fe 280 python3 tools/upstream_tutorials/run_tutorials.py --frontend $fe --device cuda --configs 4
   done
 fi
 if has wsbench; then
   TAIL=20 step wsbench 200 python3 benchmarks/tutorial09_warp_spec.py --sizes 8192 --json "$OUT/wsbench.json"
 fi
 if has t9bench && [ -d .tutorials ]; then
-  TAIL=20 step t9bench 280 python3 .tutorials/bench09.py --size 8192 --configs 4 --rounds 5
+  TAIL=20 step t9bench 280 python3 tools/upstream_tutorials/bench09.py --size 8192 --configs 4 --rounds 5
 fi
 if has converted; then
   step converted 200 python3 benchmarks/converted_matmul.py --rounds 10 --json "$OUT/converted.json"
@@ -266,5 +269,5 @@ if has gpu_tests; then
   TAIL=3 step gpu_tests ${TEST_LIMIT:-420} python3 -m pytest -m gpu tests -p no:cacheprovider -o addopts="" -q -rf --maxfail=20
 fi
 if has t6test && [ -d .tut06 ]; then
-  TAIL=8 step t6test 200 python3 .tut06/run_test_op.py
+  TAIL=8 step t6test 200 python3 tools/upstream_tutorials/run_test_op.py
 fi
