@@ -23,6 +23,8 @@
 # (exp_fixed_configs.py, dump_ptx.py, exp_arrive.py, ws_compare.py) were lost with the old
 # folder: the t6exp, t6fixed, t6ptx, arrive and t6ws steps no longer run.
 # Steps:
+#   lazy        lazy_rescale (FA4's rescaling) as a same-run variant beside a copy of ours, at
+#               every head dim, fp16 and fp8, 4k and 16k, after the forward's GPU tests
 #   fwd_tests   the Hopper forward's GPU tests
 #   fwd         the forward against SDPA: the launcher options this session added, as
 #               same-run variants (kv_ahead, O outside Q's buffer, fp8 overlap)
@@ -111,6 +113,10 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu -
 step() { local name=$1; shift; local t0=$SECONDS; timeout "$@" > "$OUT/$name.log" 2>&1; echo "$name rc=$? $((SECONDS-t0))s"; grep -E "^(FAILED|ERROR)" "$OUT/$name.log" | head -20; tail -${TAIL:-30} "$OUT/$name.log"; }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 A=benchmarks/attention_vs_sdpa.py
+if has lazy; then  # written 2026-12-06 after the day's device time ran out, not yet run
+  TAIL=3 step lazy_tests 300 python3 -m pytest -m gpu tests/gpu/test_flash_attention_gpu.py -p no:cacheprovider -o addopts="" -q -rf
+  step lazy 300 python3 $A --dims 128,64,256 --ns 4096,16384 --dtypes fp16,fp8 --rounds 5 --no-triton --variants "same:;lazy:lazy_rescale=1" --json "$OUT/lazy.json"
+fi
 if has fwd_tests; then
   TAIL=3 step fwd_tests 300 python3 -m pytest -m gpu tests/gpu/test_flash_attention_gpu.py -p no:cacheprovider -o addopts="" -q -rf
 fi

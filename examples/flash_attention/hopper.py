@@ -80,6 +80,8 @@ from hopper_tuning import check_tuning, default_config  # noqa: E402
 
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
 LOG2E = gl.constexpr(1.4426950408889634)
+# lazy_rescale: how far (log2) a row's maximum may run ahead of the one P is taken against.
+RESCALE_LOG2 = gl.constexpr(8.0)
 
 
 @gluon.jit
@@ -201,15 +203,20 @@ def _v_operand(v_ring, stage, V_T: gl.constexpr, D: gl.constexpr, BN: gl.constex
 
 
 @gluon.jit
-def _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o, OVERLAP: gl.constexpr,
-                 V_T: gl.constexpr, D: gl.constexpr, BN: gl.constexpr):
+def _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, rescale, row_o, OVERLAP: gl.constexpr,
+                 LAZY: gl.constexpr, V_T: gl.constexpr, D: gl.constexpr, BN: gl.constexpr):
     """Before a PV wgmma: its V stage has landed, the previous PV product is done (with
-    OVERLAP it ran under the last softmax) and O is rescaled by alpha. Returns O, the P that
-    the finished product read, and V."""
+    OVERLAP it ran under the last softmax) and O is rescaled by alpha (with LAZY only when
+    the last softmax moved the maximum: `rescale`). Returns O, the P that the finished
+    product read, and V."""
     stage = pipeline.consumer_wait(vpipe, item)
     if OVERLAP:
         acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
-    acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+    if LAZY:
+        if rescale:
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+    else:
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
     return acc, p_run, _v_operand(v_ring, stage, V_T, D, BN)
 
 
@@ -251,7 +258,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
               q_ready, q_empty, turns, N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
               RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr,
-              Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, LATE_WAIT: gl.constexpr):
+              Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, LATE_WAIT: gl.constexpr,
+              LAZY_RESCALE: gl.constexpr):
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     BM: gl.constexpr = q_smem.shape[0] * BM_WG
@@ -309,6 +317,9 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             p_op = _p_operand(p, dtype, p_layout, V_T)
             p_run = p_op  # the P an in-flight PV wgmma reads
             alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
+            rescale = False
+            if LAZY_RESCALE:
+                rescale = gl.program_id(0) < 0  # a runtime false: O is still zero
             for j in range(1, n_blocks):
                 pl.enter_scope("wait K")
                 sk = pipeline.consumer_wait(kpipe, item + 1)
@@ -317,8 +328,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 # wait sits after the loop's back edge, where ptxas cannot hoist it above the
                 # softmax (it moves a wgmma wait to its block's top); P_{j-2} is a dep so its
                 # registers stay untouched until here.
-                acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o,
-                                             PV_WAIT_TOP, V_T, D, BN)
+                acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, rescale,
+                                             row_o, PV_WAIT_TOP, LAZY_RESCALE, V_T, D, BN)
                 if PINGPONG:
                     pl.enter_scope("wait turn")
                     pingpong.wait_turn(turns, WG, turn)
@@ -342,11 +353,26 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 pl.enter_scope("softmax")
                 s = _masked(s, _kv_block(j, rot, n_blocks), n_full, row0, N_KV, off, BN,
                             CAUSAL, s_layout)
-                m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
-                alpha = gl.exp2(m_i - m_new)
-                p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
-                l_i = l_i * alpha + gl.sum(p, axis=1)
-                m_i = m_new
+                m_blk = gl.max(s, axis=1) * qk_scale
+                if LAZY_RESCALE:
+                    # FlashAttention-4's lazy rescaling: the maximum moves, and O and l are
+                    # rescaled, only when some row's block maximum exceeds it by more than
+                    # 2^8; below that P stays under 256 (fp16, bf16 and e4m3 hold it at full
+                    # relative precision) and O's 64 FMULs a thread are skipped.
+                    rescale = gl.max(m_blk - m_i, axis=0) > RESCALE_LOG2
+                    if rescale:
+                        m_new = gl.maximum(m_i, m_blk)
+                        alpha = gl.exp2(m_i - m_new)
+                        l_i = l_i * alpha
+                        m_i = m_new
+                    p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
+                    l_i = l_i + gl.sum(p, axis=1)
+                else:
+                    m_new = gl.maximum(m_i, m_blk)
+                    alpha = gl.exp2(m_i - m_new)
+                    p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
+                    l_i = l_i * alpha + gl.sum(p, axis=1)
+                    m_i = m_new
                 if OVERLAP and LATE_WAIT:
                     # K_{j+1}'s wait (a spin loop, so a basic block of its own) keeps ptxas
                     # from hoisting the PV wait above the exp2s: it moves a wgmma wait to
@@ -359,8 +385,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 item += 1
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
                 mbarrier.arrive(q_empty.index(WG))
-            acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, row_o,
-                                         PV_WAIT_TOP, V_T, D, BN)
+            acc, p_run, v = _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, rescale, row_o,
+                                         PV_WAIT_TOP, LAZY_RESCALE, V_T, D, BN)
             if PINGPONG:
                 pingpong.wait_turn(turns, WG, turn)
             acc = warpgroup_mma(p_op, v, acc, is_async=True)
@@ -400,7 +426,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr, KV_AHEAD: gl.constexpr,
                      NUM_WG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                      Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, K_STAGES: gl.constexpr,
-                     V_LAG: gl.constexpr, LATE_WAIT: gl.constexpr):
+                     V_LAG: gl.constexpr, LATE_WAIT: gl.constexpr, LAZY_RESCALE: gl.constexpr):
     num_m = gl.cdiv(N_Q, NUM_WG * BM_WG)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [NUM_WG] + q_desc.block_shape,
                                        q_desc.layout)
@@ -423,7 +449,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     vpipe = pipeline.create(STAGES, NUM_WG)
     turns = pingpong.create(NUM_WG)
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
-              RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT)
+              RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, LAZY_RESCALE)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe, q_ready, q_empty,
               turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -619,8 +645,9 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     `k_stages` (K's ring; `stages` when only that is given), `warpgroups` (consumer
     warpgroups of 64 query rows each, 2 or 3), `overlap` (the PV wgmma under the next
     softmax), `pingpong` (the consumer warpgroups take turns issuing their wgmmas), `o_in_q`,
-    `v_lag` (1: V_{j-1} is loaded after K_j, 0: V_j) and `late_wait` (the PV wait after the
-    softmax's exp2s)."""
+    `v_lag` (1: V_{j-1} is loaded after K_j, 0: V_j), `late_wait` (the PV wait after the
+    softmax's exp2s) and `lazy_rescale` (O rescaled only when the maximum grows by more than
+    2^8)."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if isinstance(kv_ahead, bool) or not isinstance(kv_ahead, int) or kv_ahead < 0:
         raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
@@ -665,7 +692,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                qk_scale, o_scale, bn, st, bool(causal), fp8, bool(return_lse), o_in_q,
                bool(cfg["overlap"]), kv_ahead, warpgroups, consumer_regs, bool(q_in_regs),
                bool(cfg["pingpong"]), cfg["k_stages"], int(cfg["v_lag"]), bool(cfg["late_wait"]),
-               num_warps=4,
+               bool(cfg["lazy_rescale"]), num_warps=4,
                **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run

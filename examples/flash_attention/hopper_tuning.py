@@ -24,11 +24,16 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
     - `late_wait`: the PV wait after the softmax's exp2s, so P_j is packed into the
       registers P_{j-1} held (34-36 fewer copies of P a block at D = 128). On at D = 64
       (16-bit), where it lets three warpgroups overlap without spilling (1.01-1.06x); it
-      measured 0.92-1.02x at D = 128, 0.93-0.95x at D = 256 and 0.94x in fp8.
+      measured 0.92-1.02x at D = 128, 0.93-0.95x at D = 256 and 0.94x in fp8;
+    - `lazy_rescale`: FlashAttention-4's rescaling, O and l rescaled only in the blocks where
+      some row's maximum grows by more than 2^8 (a warpgroup-wide decision: one cross-warp
+      max a block), so most blocks skip O's FMULs. Off until timed (written 2026-12-06
+      without device time).
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
-               pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False)
+               pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
+               lazy_rescale=False)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:
