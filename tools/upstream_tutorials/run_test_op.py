@@ -34,18 +34,15 @@ import argparse
 import itertools
 import os
 import sys
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_SOURCE = os.path.join(ROOT, ".tut06", "06-fused-attention.py")
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
 
-
-def last_line(exc) -> str:
-    lines = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
-    return lines[-1] if lines else type(exc).__name__
+from run_tutorials import last_line  # noqa: E402
 
 
 def main(argv=None) -> int:
