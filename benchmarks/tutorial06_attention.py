@@ -46,12 +46,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-IMPORT_SWAP = {
-    "import triton\n": "import tile as triton\n",
-    "import triton.language as tl\n": "import tile.language as tl\n",
-    "from triton.tools.tensor_descriptor import TensorDescriptor\n":
-        "from tile.tools.tensor_descriptor import TensorDescriptor\n",
-}
+from tools.upstream_tutorials.run_tutorials import swap_imports  # noqa: E402
+
+# The import lines of Triton 3.6's tutorial 06 that `swap_imports` rewrites for tile; their
+# presence tells that the file is that tutorial.
+TRITON_IMPORTS = ("import triton\n", "import triton.language as tl\n",
+                  "from triton.tools.tensor_descriptor import TensorDescriptor\n")
 
 # (BLOCK_M, BLOCK_N, num_stages, num_warps) from the tutorial's list, per HEAD_DIM.
 SHORT_CONFIGS = {64: [(128, 64, 3, 4), (128, 64, 4, 4)],
@@ -63,11 +63,11 @@ def load_tutorial(path: str, frontend: str):
     with open(path) as f:
         source = f.read()
     if frontend == "tile":
-        for theirs, ours in IMPORT_SWAP.items():
-            if theirs not in source:
-                raise SystemExit(f"{path}: expected the line {theirs.strip()!r} (Triton 3.6's "
+        for line in TRITON_IMPORTS:
+            if line not in source:
+                raise SystemExit(f"{path}: expected the line {line.strip()!r} (Triton 3.6's "
                                  "tutorial 06); is this the right file?")
-            source = source.replace(theirs, ours)
+        source = swap_imports(source)
     module = types.ModuleType(f"tutorial06_{frontend}")
     module.__file__ = os.path.abspath(path)
     exec(compile(source, module.__file__, "exec"), module.__dict__)
