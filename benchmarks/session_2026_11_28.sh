@@ -12,10 +12,10 @@
 #   STEPS="t6split matmul converted compile tutorials t6test gpu_tests"
 # 2026-12-06 (ninth session, H100 `nvidia-h100-x1` lent again): issue 15's bars ran as
 #   GRAPH=1 MATMUL_ARGS=--graph MATMUL_ROUNDS=6 STEPS="t6split matmul converted compile"
-# followed in the same call by `python3 -m pytest -m gpu tests` (about 300 s on the H100 in all; t6split took
-# 45 s and matmul 8 s there), then again with MATMUL_ROUNDS=20 (64 s), and
-# `python3 tools/upstream_tutorials/run_test_op.py`, `benchmarks/paged_decode.py --batches 1 4 --contexts 8192
-# 32768`, `attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 5` and
+# followed in the same call by `python3 -m pytest -m gpu tests` (about 300 s on the H100 in
+# all; t6split took 45 s and matmul 8 s there), then again with MATMUL_ROUNDS=20 (64 s), and
+# `python3 tools/upstream_tutorials/run_test_op.py`, `benchmarks/paged_decode.py --batches 1 4
+# --contexts 8192 32768`, `attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 5` and
 # `attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16,fp8 --rounds 5` as separate
 # short calls. .tut06/ and .tutorials/ (git-ignored, carried) were rebuilt that day from
 # stored upstream copies (tools/upstream_tutorials/README.md); their runners moved into

@@ -212,10 +212,7 @@ def _pv_operands(vpipe, item, v_ring, acc, p_run, alpha, rescale, row_o, OVERLAP
     stage = pipeline.consumer_wait(vpipe, item)
     if OVERLAP:
         acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
-    if LAZY:
-        if rescale:
-            acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-    else:
+    if not LAZY or rescale:
         acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
     return acc, p_run, _v_operand(v_ring, stage, V_T, D, BN)
 
