@@ -6,7 +6,7 @@
 
 Three kernels:
 
-  1. `_delta_kernel`: delta = rowsum(dO * O) and lse2 = lse * log2(e) in fp32, per
+  1. `_delta_kernel`: delta = rowsum(dO * O) and neg_lse2 = -lse * log2(e) in fp32, per
      (batch, head) padded to whole 64-query blocks (zeros past N_q), so that the main kernel
      can load them by TMA next to Q and dO.
   2. `attention_bwd_kernel`: each CTA walks (128-key block, batch * kv head) tiles, one
@@ -19,9 +19,9 @@ Three kernels:
        wait K, V free; TMA K, V             wait K, V
        for each query head of the group     for each query head of the group
          for each query block m               for each query block m
-           wait stage free                      wait Q_m, dO_m, lse2_m, delta_m landed
-           TMA Q_m, dO_m, lse2_m,               S^T = K Q_m^T, dP^T = V dO_m^T  (wgmma, smem)
-               delta_m -> ring stage            P^T = exp2(S^T * scale*log2e - lse2)
+           wait stage free                      wait Q_m, dO_m, neg_lse2_m, delta_m
+           TMA Q_m, dO_m, neg_lse2_m,           S^T = K Q_m^T, dP^T = V dO_m^T  (wgmma, smem)
+               delta_m -> ring stage            P^T = exp2(S^T * scale*log2e + neg_lse2)
                                                 dS^T = P^T * (dP^T - delta)
                                                 dV += P^T dO_m                 (wgmma, P^T in regs)
                                                 dK += dS^T Q_m                 (wgmma, dS^T in regs)
@@ -76,11 +76,14 @@ ROWS = gl.constexpr(64)   # rows per program of the pre- and post-pass
 
 
 @gluon.jit
-def _delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, N_Q, N_PAD, D: gl.constexpr):
+def _delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, neg_lse2_ptr, N_Q, N_PAD,
+                 D: gl.constexpr):
     """For the rows of one (batch, head), padded to N_PAD (a multiple of BM):
-    delta[n] = sum_d dO[n, d] * O[n, d] and lse2[n] = lse[n] * log2(e), both fp32, with
-    0 for rows past N_q and lse2 = 0 where lse = -inf (a row that sees no key: the main
-    kernel masks its scores). o, do: (rows, D) contiguous; lse: (rows,)."""
+    delta[n] = sum_d dO[n, d] * O[n, d] and neg_lse2[n] = -lse[n] * log2(e), both fp32, with
+    0 for rows past N_q and neg_lse2 = 0 where lse = -inf (a row that sees no key: the main
+    kernel masks its scores). Negated here so that P's exp2 argument is one FFMA per score
+    (the main kernel had negated 16 values a thread in every block). o, do: (rows, D)
+    contiguous; lse: (rows,)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (D // 8), D // 8], [4, 1], [1, 0])
     row_l: gl.constexpr = gl.SliceLayout(1, layout)
     bh = gl.program_id(1)
@@ -93,7 +96,8 @@ def _delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, N_Q, N_PAD, D: gl
     do = gl.load(do_ptr + offs, mask=keep, other=0.0).to(gl.float32)
     gl.store(delta_ptr + bh * N_PAD + n, gl.sum(o * do, axis=1))
     lse = gl.load(lse_ptr + bh * N_Q + n, mask=valid, other=0.0)
-    gl.store(lse2_ptr + bh * N_PAD + n, gl.where(lse == -float("inf"), 0.0, lse * LOG2E))
+    gl.store(neg_lse2_ptr + bh * N_PAD + n,
+             gl.where(lse == -float("inf"), 0.0, lse * -LOG2E))
 
 
 @gluon.jit
@@ -133,9 +137,9 @@ def _tile(tile, N_KV, H_KV):
 
 
 @gluon.jit
-def _producer(q_desc, do_desc, k_desc, v_desc, lse2_desc, delta_desc, q_ring, do_ring,
-              lse2_ring, delta_ring, k_smem, v_smem, kv_ready, kv_empty, qpipe, N_Q, N_KV,
-              N_PAD, H_KV, GROUP, num_tiles, CAUSAL: gl.constexpr):
+def _producer(q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring, do_ring,
+              neg_lse2_ring, delta_ring, k_smem, v_smem, kv_ready, kv_empty, qpipe, N_Q,
+              N_KV, N_PAD, H_KV, GROUP, num_tiles, CAUSAL: gl.constexpr):
     item = 0
     t = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
@@ -153,14 +157,15 @@ def _producer(q_desc, do_desc, k_desc, v_desc, lse2_desc, delta_desc, q_ring, do
             for mb in range(first, end):
                 s, ready = pipeline.producer_acquire(qpipe, item)
                 mbarrier.expect(ready, q_desc.block_type.nbytes + do_desc.block_type.nbytes
-                                + lse2_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+                                + neg_lse2_desc.block_type.nbytes
+                                + delta_desc.block_type.nbytes)
                 tma.async_copy_global_to_shared(q_desc, [b, h, mb * BM, 0], ready,
                                                 q_ring.index(s))
                 tma.async_copy_global_to_shared(do_desc, [b, h, mb * BM, 0], ready,
                                                 do_ring.index(s))
                 bh = b * H_KV * GROUP + h
-                tma.async_copy_global_to_shared(lse2_desc, [bh, mb * BM], ready,
-                                                lse2_ring.index(s))
+                tma.async_copy_global_to_shared(neg_lse2_desc, [bh, mb * BM], ready,
+                                                neg_lse2_ring.index(s))
                 tma.async_copy_global_to_shared(delta_desc, [bh, mb * BM], ready,
                                                 delta_ring.index(s))
                 item += 1
@@ -168,7 +173,7 @@ def _producer(q_desc, do_desc, k_desc, v_desc, lse2_desc, delta_desc, q_ring, do
 
 
 @gluon.jit
-def _consumer(q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, dq_smem,
+def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_smem, dq_smem,
               kv_ready, kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV, H_KV, GROUP,
               num_tiles, qk_scale, sm_scale, CAUSAL: gl.constexpr):
     """Both consumer warpgroups as one 8-warp partition: warpgroup w owns keys
@@ -177,9 +182,10 @@ def _consumer(q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, d
     in shared memory.
 
     No mask is needed for query rows past N_q: TMA fills their Q and dO with zeros and the
-    pre-pass their lse2 and delta, so their P is 1 and dP, dS and every product they enter
-    are 0 (and their dQ rows are clipped by the reduce). Keys past N_kv (the last key block)
-    are masked: exp2(-lse2) of their zero scores could overflow where lse2 is very negative,
+    pre-pass their neg_lse2 and delta, so their P is 1 and dP, dS and every product they
+    enter are 0 (and their dQ rows are clipped by the reduce). Keys past N_kv (the last key
+    block) are masked: exp2(neg_lse2) of their zero scores could overflow where lse is very
+    negative,
     and an inf in dS times K's zero row would be a NaN in dQ."""
     D: gl.constexpr = q_ring.shape[4]
     dtype: gl.constexpr = q_ring.dtype
@@ -220,9 +226,9 @@ def _consumer(q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, d
                 st = warpgroup_mma(k, q.permute([1, 0]), s_zero, use_acc=False, is_async=True)
                 dpt = warpgroup_mma(v, do.permute([1, 0]), s_zero, use_acc=False,
                                     is_async=True)
-                lse2 = lse2_ring.index(stage).reshape([BM]).load(col_s)
+                neg_lse2 = neg_lse2_ring.index(stage).reshape([BM]).load(col_s)
                 st = warpgroup_mma_wait(1, deps=[st])
-                pt = gl.exp2(gl.fma(st, qk_scale, -gl.expand_dims(lse2, 0)))
+                pt = gl.exp2(gl.fma(st, qk_scale, gl.expand_dims(neg_lse2, 0)))
                 delta = delta_ring.index(stage).reshape([BM]).load(col_s)
                 if CAUSAL:  # only blocks crossing the diagonal pay for the causal mask
                     if m0 + off < n0 + BN - 1:
@@ -271,15 +277,16 @@ def _consumer(q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, d
 
 
 @gluon.jit
-def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, delta_desc,
+def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc, delta_desc,
                          dk_ptr, dv_ptr, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles, qk_scale,
                          sm_scale, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
     q_ring = gl.allocate_shared_memory(q_desc.dtype, [STAGES] + q_desc.block_shape,
                                        q_desc.layout)
     do_ring = gl.allocate_shared_memory(do_desc.dtype, [STAGES] + do_desc.block_shape,
                                         do_desc.layout)
-    lse2_ring = gl.allocate_shared_memory(gl.float32, [STAGES] + lse2_desc.block_shape,
-                                          lse2_desc.layout)
+    neg_lse2_ring = gl.allocate_shared_memory(gl.float32,
+                                              [STAGES] + neg_lse2_desc.block_shape,
+                                              neg_lse2_desc.layout)
     delta_ring = gl.allocate_shared_memory(gl.float32, [STAGES] + delta_desc.block_shape,
                                            delta_desc.layout)
     k_smem = gl.allocate_shared_memory(k_desc.dtype, k_desc.block_shape, k_desc.layout)
@@ -295,12 +302,12 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, de
     mbarrier.init(kv_empty, count=1)
     qpipe = pipeline.create(STAGES, 1)
     gl.warp_specialize(
-        [(_consumer, (q_ring, do_ring, lse2_ring, delta_ring, k_smem, v_smem, ds_smem, dq_smem,
-                      kv_ready, kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV, H_KV,
-                      GROUP, num_tiles, qk_scale, sm_scale, CAUSAL)),
-         (_producer, (q_desc, do_desc, k_desc, v_desc, lse2_desc, delta_desc, q_ring, do_ring,
-                      lse2_ring, delta_ring, k_smem, v_smem, kv_ready, kv_empty, qpipe, N_Q,
-                      N_KV, N_PAD, H_KV, GROUP, num_tiles, CAUSAL))],
+        [(_consumer, (q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_smem,
+                      dq_smem, kv_ready, kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV,
+                      H_KV, GROUP, num_tiles, qk_scale, sm_scale, CAUSAL)),
+         (_producer, (q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring,
+                      do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, kv_ready, kv_empty,
+                      qpipe, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles, CAUSAL))],
         [1], [24])
     pipeline.invalidate(qpipe)
     mbarrier.invalidate(kv_ready)
@@ -407,7 +414,7 @@ def dq_layout(swizzle: int) -> gl.NVMMASharedLayout:
 
 
 DQ_SWIZZLE = 128
-# lse2 and delta: 64 fp32 per query block, read by every thread of a column (broadcast).
+# neg_lse2 and delta: 64 fp32 per query block, read by every thread of a column (broadcast).
 ROW_LAYOUT = gl.NVMMASharedLayout(0, 32, rank=2)
 
 
@@ -437,7 +444,7 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     # aligned, which N_q * 4 need not be).
     n_pad = -(-N_q // BM.value) * BM.value
     delta = _empty(q, (B * H, n_pad), "float32")
-    lse2 = _empty(q, (B * H, n_pad), "float32")
+    neg_lse2 = _empty(q, (B * H, n_pad), "float32")
     dq_acc = _empty(q, (B, H, N_q, D), "float32", zero=True)
     dq = _empty(q, (B, H, N_q, D), dt)
     dk = _empty(q, (B, H_kv, N_kv, D), dt)
@@ -445,19 +452,19 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     n_rows = B * H * N_q
     if n_rows == 0:
         return dq, _zero(dk), _zero(dv)
-    _delta_kernel[(n_pad // ROWS.value, B * H)](o, do, lse, delta, lse2, N_q, n_pad, D,
+    _delta_kernel[(n_pad // ROWS.value, B * H)](o, do, lse, delta, neg_lse2, N_q, n_pad, D,
                                                 num_warps=4)
     q_desc = TensorDescriptor.from_tensor(q, [1, 1, BM.value, D], _nvmma(D))
     do_desc = TensorDescriptor.from_tensor(do, [1, 1, BM.value, D], _nvmma(D))
     k_desc = TensorDescriptor.from_tensor(k, [1, 1, BN.value, D], _nvmma(D))
     v_desc = TensorDescriptor.from_tensor(v, [1, 1, BN.value, D], _nvmma(D))
     dq_desc = TensorDescriptor.from_tensor(dq_acc, [1, 1, BM.value, D], dq_layout(dq_swizzle))
-    lse2_desc = TensorDescriptor.from_tensor(lse2, [1, BM.value], ROW_LAYOUT)
+    neg_lse2_desc = TensorDescriptor.from_tensor(neg_lse2, [1, BM.value], ROW_LAYOUT)
     delta_desc = TensorDescriptor.from_tensor(delta, [1, BM.value], ROW_LAYOUT)
     num_tiles = -(-N_kv // BN.value) * B * H_kv
     grid = persistent_grid(q, num_tiles) if persistent else (num_tiles,)
-    attention_bwd_kernel[grid](q_desc, do_desc, k_desc, v_desc, dq_desc, lse2_desc, delta_desc,
-                               dk, dv, N_q, N_kv, n_pad, H_kv, H // H_kv, num_tiles,
+    attention_bwd_kernel[grid](q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc,
+                               delta_desc, dk, dv, N_q, N_kv, n_pad, H_kv, H // H_kv, num_tiles,
                                float(sm_scale) * LOG2E.value, float(sm_scale),
                                CAUSAL_STAGES if causal else STAGES,
                                bool(causal), num_warps=8)

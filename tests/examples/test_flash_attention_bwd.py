@@ -102,7 +102,7 @@ def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE):
     return gluon.compile(
         hopper_bwd.attention_bwd_kernel,
         {"q_desc": block, "do_desc": block, "k_desc": kv_block, "v_desc": kv_block,
-         "dq_desc": dq, "lse2_desc": rows, "delta_desc": rows,
+         "dq_desc": dq, "neg_lse2_desc": rows, "delta_desc": rows,
          "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "N_PAD": "i32",
          "H_KV": "i32", "GROUP": "i32", "num_tiles": "i32", "qk_scale": "fp32",
          "sm_scale": "fp32"},
