@@ -17,7 +17,11 @@ replayed: kernels only). The percentages of the copy use device time: "% copy" a
 copy as large as the cache read (at batch 1 and 8k keys its 2 x 17 MB fit in the 50 MB L2
 between replays), "% DRAM" against a 1 GB copy timed in the same rounds (the DRAM's copy
 bandwidth; --no-dram-copy leaves it out). --splits adds rows with num_splits forced to each
-value (both frontends), to check the split heuristic; --breakdown adds the device time of
+value (both frontends), to check the split heuristic; --cold-sets N gives ours, Triton and
+the same-size copy N copies of their inputs each, used in turn, so that every call finds
+its data evicted from the L2 by the other N - 1 (as a decode step does, after the other
+layers' caches; only for caches under 512 MB, past which the L2 holds no useful share);
+--breakdown adds the device time of
 our split kernel and our merge kernel each launched alone, and of our call without
 programmatic dependent launch; --variants adds our kernel with other configs. Cases whose
 cache would exceed --max-gb are skipped.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import os
 import sys
@@ -86,32 +91,43 @@ def _kernels_alone(module, q, k, v, table, seq_lens, splits) -> dict:
     return {"split kernel alone": split, "merge kernel alone": merge}
 
 
+def _rotating(sets: list, call):
+    """A function of no arguments calling `call` on the next of `sets` each time (a CUDA
+    graph records the set each captured call took; graph_medians captures 5 calls, so with
+    5 sets every replay rotates through all of them and no call follows its own set)."""
+    turn = itertools.count()
+    return lambda: call(sets[next(turn) % len(sets)])
+
+
 def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsize,
              splits=None):
     """One row: ours, Triton and the copy timed interleaved, per call and by CUDA-graph
     replay (the buffers die on return). `splits` forces num_splits (None: the heuristic)."""
     H, H_kv = args.heads
     D = args.head_dim
-    q, k, v, table, seq_lens = make_case(torch, batch, context, dtype, H, H_kv, D,
-                                         args.block_size)
+    sets = args.cold_sets if kv_bytes * args.cold_sets <= 2 * 10 ** 9 and \
+        kv_bytes < 512 * 2 ** 20 else 1
+    cases = [make_case(torch, batch, context, dtype, H, H_kv, D, args.block_size, seed)
+             for seed in range(sets)]
+    q, k, v, table, seq_lens = cases[0]
     # The copy: a buffer as large as the cache read (capped at 2 GB), copied
     # device to device; its bandwidth counts bytes read plus written.
     copy_elems = min(kv_bytes, 2 * 10 ** 9) // 2 // itemsize
-    src = torch.empty(copy_elems, device="cuda", dtype=q.dtype)
-    dst = torch.empty_like(src)
-    fns = {"ours": lambda: ours.paged_decode(q, k, v, table, seq_lens, num_splits=splits),
-           "copy": lambda: dst.copy_(src)}
+    copies = [(torch.empty(copy_elems, device="cuda", dtype=q.dtype),
+               torch.empty(copy_elems, device="cuda", dtype=q.dtype)) for _ in range(sets)]
+    fns = {"ours": _rotating(cases, lambda c: ours.paged_decode(*c, num_splits=splits)),
+           "copy": _rotating(copies, lambda c: c[1].copy_(c[0]))}
     if args.dram_copy is not None:  # the DRAM copy: 1 GB each way, far past the 50 MB L2
         fns["dram copy"] = lambda: args.dram_copy[1].copy_(args.dram_copy[0])
     if theirs is not None:
-        fns["triton"] = lambda: theirs.paged_decode(q, k, v, table, seq_lens,
-                                                    num_splits=splits)
+        fns["triton"] = _rotating(cases, lambda c: theirs.paged_decode(*c, num_splits=splits))
     num_splits = ours._plan(q, k, v, table, seq_lens, splits, None).num_splits
     row = {"dtype": dtype, "batch": batch, "context": context, "H": H, "H_kv": H_kv, "D": D,
            "block_size": args.block_size, "num_splits": num_splits,
-           "splits_forced": splits is not None}
+           "splits_forced": splits is not None, "input_sets": sets}
     if theirs is not None:
-        a, b = fns["ours"]().float(), fns["triton"]().float()
+        a = ours.paged_decode(q, k, v, table, seq_lens, num_splits=splits).float()
+        b = theirs.paged_decode(q, k, v, table, seq_lens, num_splits=splits).float()
         row["max_abs_diff_vs_triton"] = float((a - b).abs().max())
     for name, cfg, pps, min_tiles in args.variants:
         full = dict(ours.default_config(D), **cfg)
@@ -119,8 +135,8 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
             batch, H_kv, -(-context // full["BLOCK_N"]),
             torch.cuda.get_device_properties(0).multi_processor_count,
             programs_per_sm=pps or ours.programs_fitting_per_sm(full, D), min_tiles=min_tiles)
-        fns[f"ours[{name}]"] = (lambda cfg=cfg, vsplits=vsplits: ours.paged_decode(
-            q, k, v, table, seq_lens, num_splits=vsplits, config=cfg))
+        fns[f"ours[{name}]"] = _rotating(cases, lambda c, cfg=cfg, vsplits=vsplits:
+                                         ours.paged_decode(*c, num_splits=vsplits, config=cfg))
         row.setdefault("variant_splits", {})[name] = vsplits
     if args.breakdown:
         fns.update(_kernels_alone(ours, q, k, v, table, seq_lens, splits))
@@ -193,6 +209,9 @@ def main(argv=None) -> int:
                         'num_stages=4,pps=3,mt=2;..." (pps, mt: programs per SM and minimum '
                         'tiles per range for the split count; default: the programs that fit '
                         'by shared memory, and 4)')
+    p.add_argument("--cold-sets", type=int, default=1, metavar="N",
+                   help="N input sets per contender, used in turn (5: every call finds its "
+                        "cache, and the copy its buffers, out of the L2)")
     p.add_argument("--no-dram-copy", action="store_true",
                    help="skip the 1 GB copy (the DRAM copy bandwidth column)")
     p.add_argument("--json", help="write the results here")
