@@ -169,7 +169,9 @@ def run_row(torch, tri, gemm_fns, D, N, causal, dtype, rounds, variants=()):
     row = {"D": D, "N": N, "causal": causal, "dtype": dtype, "B": B, "H": H, "tflops": tf,
            "gemm_tflops": gemm_tf,
            "err_ours": _err(torch, o, *ref16, causal, heads),
-           "err_cudnn": _err(torch, fns["cuDNN"](), *ref16, causal, heads)}
+           "err_cudnn": _err(torch, fns["cuDNN"](), *ref16, causal, heads),
+           "err_variants": {name: _err(torch, fns[name](), *ref16, causal, heads)
+                            for name, _ in variants}}
     gemm_name = "gemm bf16" if dtype == "bf16" else "gemm fp16"
     row["vs_cudnn"] = tf["ours"] / tf["cuDNN"]
     row["vs_gemm"] = tf["ours"] / gemm_tf[gemm_name]
@@ -185,7 +187,8 @@ def print_row(r):
           flush=True)
     for name, v in t.items():
         if name not in ("ours", "cuDNN", "flash", "triton"):
-            print(f"      variant {name}: {v:6.1f} TFLOP/s ({v / t['ours']:.3f}x ours)", flush=True)
+            print(f"      variant {name}: {v:6.1f} TFLOP/s ({v / t['ours']:.3f}x ours), "
+                  f"err {r['err_variants'][name]:.1e}", flush=True)
 
 
 def main(argv=None) -> int:

@@ -25,15 +25,22 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       registers P_{j-1} held (34-36 fewer copies of P a block at D = 128). On at D = 64
       (16-bit), where it lets three warpgroups overlap without spilling (1.01-1.06x); it
       measured 0.92-1.02x at D = 128, 0.93-0.95x at D = 256 and 0.94x in fp8;
-    - `lazy_rescale`: FlashAttention-4's rescaling, O and l rescaled only in the blocks where
-      some row's maximum grows by more than 2^8 (a warpgroup-wide decision: one cross-warp
-      max a block), so most blocks skip O's FMULs. Off until timed (written 2026-12-06
-      without device time).
+    - `row_sum_mma`: P's row sums as one more small wgmma (P against a [BN, 8] block of
+      ones), instead of 64 FADDs a thread a block in the softmax. On for fp8, whose softmax
+      is issue-bound (1.03-1.04x at D = 128, 1.07-1.10x at D = 64, 1.06-1.15x at D = 256);
+      off for 16-bit, where the tensor cores are the busier unit (0.99-1.01x at D = 128,
+      0.96-0.97x at D = 64, 0.83-0.87x at D = 256; H100, 2026-12-06). l then sums P as
+      rounded to e4m3, the P that the PV product weighs V with, so O's weights sum to 1, but
+      the lse moves by about 1e-2: the launcher leaves it off when the lse is asked for.
+    - `promote_pv`: each block's P V from a fresh wgmma accumulator, added into O in fp32
+      (an FFMA in place of the rescale's FMUL; 64 more registers), as fp8 GEMMs promote
+      their partial sums: fp8 wgmmas accumulate with fewer mantissa bits than fp32. Needs
+      `row_sum_mma` and no `overlap`. Off until timed.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
-               lazy_rescale=False)
+               row_sum_mma=fp8, promote_pv=False)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:
@@ -55,6 +62,10 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
     allowed = {"warpgroups": ((2, 3), "2 or 3 (consumer warpgroups of 64 query rows)"),
                "v_lag": ((0, 1), "0 or 1 (V_j or V_{j-1} loaded after K_j)"),
                "block_n": block_n}
+    if cfg["promote_pv"] and (cfg["overlap"] or not cfg["row_sum_mma"]):
+        raise ValueError(f"attention_forward: promote_pv needs row_sum_mma=True and "
+                         f"overlap=False, got row_sum_mma={cfg['row_sum_mma']!r}, "
+                         f"overlap={cfg['overlap']!r}")
     for name, (values, what) in allowed.items():
         if cfg[name] not in values or isinstance(cfg[name], bool):
             raise ValueError(f"attention_forward: {name} must be {what}, got {cfg[name]!r}")

@@ -46,7 +46,7 @@ def compile_attention(**options):
         {"BN": 128, "STAGES": 3, "CAUSAL": True, "V_T": False, "RETURN_LSE": True,
          "O_IN_Q": True, "OVERLAP": True, "KV_AHEAD": 1, "NUM_WG": 2, "CONSUMER_REGS": 240,
          "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3, "V_LAG": 0, "LATE_WAIT": False,
-         "LAZY_RESCALE": False},
+         "ROW_SUM_MMA": False, "PROMOTE_PV": False},
         target="sm_90a", num_warps=4, **options)
 
 

@@ -88,10 +88,13 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("float16", 256, {"late_wait": True}),
     ("float16", 64, {"overlap": False, "late_wait": False}),  # D = 64's 3-WG schedule until
                                                                # 2026-11-28 13:00
-    ("float16", 128, {"lazy_rescale": True}),    # O rescaled only when the maximum jumps
-    ("float8_e4m3fn", 128, {"lazy_rescale": True}),
-    ("bfloat16", 64, {"lazy_rescale": True}),    # three warpgroups, late_wait
-    ("float16", 256, {"lazy_rescale": True}),
+    ("float16", 128, {"row_sum_mma": True}),     # P's row sums by wgmma
+    ("float8_e4m3fn", 128, {"row_sum_mma": True}),
+    ("float8_e4m3fn", 128, {"row_sum_mma": True, "overlap": True}),
+    ("bfloat16", 64, {"row_sum_mma": True}),     # three warpgroups, late_wait
+    ("float16", 128, {"row_sum_mma": True, "late_wait": True}),
+    ("float16", 256, {"row_sum_mma": True}),
+    ("float8_e4m3fn", 128, {"promote_pv": True}),  # each block's P V added into O in fp32
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
@@ -105,46 +108,40 @@ def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
-def test_lazy_rescale_follows_a_maximum_that_jumps_mid_sequence(dtype, monkeypatch):
-    # Keys from 150 on score about 12 times higher: their blocks move every row's maximum by
-    # far more than 2^8, so the blocks after the first take the rescaling branch too, while
-    # the keys before them (and, causal, the rows that never see them) take the other.
+def test_row_sum_mma_gives_the_lse(dtype, monkeypatch):
+    # l from the [64, 8] accumulator of P 1 (rescaled with O): the lse matches too, causal
+    # and not, with ragged rows and 64-key blocks.
     q, k, v = hopper.random_inputs(1, 2, 1, 300, 300, 128, dtype, seed=3)
-    k = k.copy()
-    k[..., 150:, :] = (k[..., 150:, :].astype(np.float32) * 12).astype(k.dtype)
     for causal in (False, True):
         ref_o, ref_lse = hopper.reference(q, k, v, causal)
         for seed in (0, 1):
             monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
             o, lse = hopper.attention_forward(q, k, v, causal=causal, num_programs=1,
-                                              lazy_rescale=True, block_n=64, return_lse=True)
+                                              row_sum_mma=True, block_n=64, return_lse=True)
             err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
             assert err <= TOLERANCE[dtype], (causal, seed, err)
             assert np.abs(lse - ref_lse).max() <= 1e-2 * max(1.0, np.abs(ref_lse).max())
 
 
-def _only_multiplies(ptx):
-    """How many basic blocks of `ptx` hold nothing but f32 multiplies (and a branch)."""
-    bodies = re.split(r"\n\$L__BB\d+_\d+:", ptx)[1:]
-    count = 0
-    for body in bodies:
-        lines = [b.strip() for b in body.strip().splitlines() if b.strip()]
-        muls = [b for b in lines if re.match(r"mul(\.rn)?\.f32\b", b)]
-        rest = [b for b in lines if b not in muls and not re.match(r"(@%p\d+ )?bra", b)]
-        count += len(muls) >= 64 and not rest
-    return count
+@pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas and nvdisasm")
+@pytest.mark.parametrize("fp8", [False, True])
+def test_row_sum_mma_moves_the_row_sums_onto_the_tensor_cores(fp8):
+    # The block loop's 64 FADDs a thread (P's row sums) become one m64n8 wgmma per K step
+    # of the PV product (8 for 16-bit, 4 for fp8), whose block sums are added into l in
+    # fp32 (4 FADDs a thread), and ptxas spills nothing.
+    def counts(body):
+        ops = [re.sub(r"^@!?U?P\w+\s+", "", b).split()[0] for b in body]
+        return sum(o == "FADD" for o in ops), sum("GMMA." in o for o in ops)
 
-
-def test_lazy_rescale_puts_o_rescale_behind_a_branch():
-    # The 64 FMULs a thread spends on O's rescale sit in a basic block of their own, taken
-    # only when a block moved the maximum: one inside each consumer warpgroup's block loop
-    # and one after it. Without the option they share a block with the wgmma issue.
-    lazy = _compile(128, CAUSAL=False, LAZY_RESCALE=True).asm["ptx"]
-    assert _only_multiplies(lazy) == 4
-    assert _only_multiplies(_compile(128, CAUSAL=False).asm["ptx"]) == 0
-    if shutil.which("ptxas") is None:
-        pytest.skip("needs ptxas (CUDA toolkit) for the spill check")
-    _, log = static_report.whole_program_cubin(lazy, "sm_90a")
+    options = dict(fp8=True, OVERLAP=False, O_IN_Q=False) if fp8 else {}
+    base = _block_loop_sass(_compile(128, CAUSAL=False, **options).asm["ptx"])
+    ptx = _compile(128, CAUSAL=False, ROW_SUM_MMA=True, **options).asm["ptx"]
+    row_sums = _block_loop_sass(ptx, (8, 32))
+    k_steps = 4 if fp8 else 8
+    assert counts(base) == (70, 2 * k_steps)
+    assert counts(row_sums) == (8, 3 * k_steps)
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n8k(16|32)\.f32\.", ptx)
+    _, log = static_report.whole_program_cubin(ptx, "sm_90a")
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
 
 
@@ -243,8 +240,12 @@ def test_bad_inputs_are_named():
         f(q8, q8, q8, block_n=16)
     with pytest.raises(TypeError, match=r"unknown option 'stage'; tuning options: block_n, "
                                         r"stages, k_stages, warpgroups, overlap, pingpong, "
-                                        r"o_in_q, v_lag, late_wait, lazy_rescale"):
+                                        r"o_in_q, v_lag, late_wait, row_sum_mma, "
+                                        r"promote_pv"):
         f(q, q, q, stage=2)
+    with pytest.raises(ValueError, match=r"promote_pv needs row_sum_mma=True and "
+                                         r"overlap=False, got row_sum_mma=False, overlap=True"):
+        f(q, q, q, promote_pv=True)
 
 
 def _compile(D, BN=128, fp8=False, **constexprs):
@@ -263,7 +264,7 @@ def _compile(D, BN=128, fp8=False, **constexprs):
     values = {"BN": BN, "STAGES": 3, "CAUSAL": True, "V_T": fp8, "RETURN_LSE": True,
               "O_IN_Q": not fp8, "OVERLAP": not fp8, "KV_AHEAD": 1, "NUM_WG": 2,
               "CONSUMER_REGS": 240, "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3,
-              "V_LAG": 0, "LATE_WAIT": False, "LAZY_RESCALE": False}
+              "V_LAG": 0, "LATE_WAIT": False, "ROW_SUM_MMA": False, "PROMOTE_PV": False}
     values.update(constexprs)
     return gluon.compile(
         hopper.attention_kernel,

@@ -78,9 +78,11 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     ("float16", 128, False, {"v_lag": 1, "kv_ahead": 2}),
     ("bfloat16", 128, True, {"late_wait": True}),
     ("float16", 64, False, {"overlap": False, "late_wait": False}),  # D = 64's older default
-    ("float16", 128, False, {"lazy_rescale": True}),   # O rescaled only when the max jumps
-    ("float8_e4m3fn", 128, True, {"lazy_rescale": True}),
-    ("bfloat16", 64, True, {"lazy_rescale": True}),
+    ("float16", 128, False, {"row_sum_mma": True}),    # P's row sums by wgmma
+    ("float8_e4m3fn", 128, True, {"row_sum_mma": True}),
+    ("float8_e4m3fn", 128, False, {"row_sum_mma": True, "overlap": True}),
+    ("bfloat16", 64, True, {"row_sum_mma": True}),
+    ("float8_e4m3fn", 128, True, {"promote_pv": True}),  # each block's P V into O in fp32
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.
