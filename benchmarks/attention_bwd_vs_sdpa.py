@@ -110,7 +110,7 @@ def main(argv=None) -> int:
         return 0
     import datetime
     print(f"device: {torch.cuda.get_device_name()}  "
-          f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC  (TFLOP/s)")
+          f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC  (TFLOP/s)")
     rows = []
     for dtype in args.dtypes.split(","):
         for N in (int(x) for x in args.ns.split(",")):

@@ -206,7 +206,8 @@ def main(argv=None) -> int:
     if torch is None:
         return 0
     import datetime
-    print(f"device: {torch.cuda.get_device_name()}  {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    print(f"device: {torch.cuda.get_device_name()}  {now:%Y-%m-%d %H:%M} UTC")
     from gemm import gemm_launcher
     gemm_fns = {}
     for name, dt in (("gemm fp16", torch.float16), ("gemm bf16", torch.bfloat16)):

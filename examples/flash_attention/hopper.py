@@ -50,8 +50,9 @@ D = 256 issue their GEMMs without taking turns):
   K-major only) with the keys of every 32 in FP8_KEY_ORDER, the order in which a thread
   already holds P's columns, so P packs into the wgmma's A registers without moving between
   lanes (`_p_operand`); the per-tensor descales fold into the score scale and the output.
-  P's row sums come from the tensor cores (ROW_SUM_MMA: one small wgmma against ones per
-  block, added into l in fp32), which frees the issue-bound fp8 softmax of 64 FADDs.
+  With ROW_SUM_MMA (an option) P's row sums come from the tensor cores (a small wgmma
+  against ones beside PV's, added into l in fp32), which frees the issue-bound fp8 softmax
+  of 64 FADDs a thread a block.
 - Between tiles the producer sends the next tile's first K/V block before its Q (KV_AHEAD):
   ring stages free as the last blocks are consumed, Q's buffer only after the epilogue.
 """

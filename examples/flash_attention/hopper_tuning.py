@@ -26,12 +26,15 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       (16-bit), where it lets three warpgroups overlap without spilling (1.01-1.06x); it
       measured 0.92-1.02x at D = 128, 0.93-0.95x at D = 256 and 0.94x in fp8;
     - `row_sum_mma`: P's row sums as one more small wgmma (P against a [BN, 8] block of
-      ones), instead of 64 FADDs a thread a block in the softmax. On for fp8, whose softmax
-      is issue-bound (1.03-1.04x at D = 128, 1.07-1.10x at D = 64, 1.06-1.15x at D = 256);
-      off for 16-bit, where the tensor cores are the busier unit (0.99-1.01x at D = 128,
-      0.96-0.97x at D = 64, 0.83-0.87x at D = 256; H100, 2026-12-06). l then sums P as
-      rounded to e4m3, the P that the PV product weighs V with, so O's weights sum to 1, but
-      the lse moves by about 1e-2: the launcher leaves it off when the lse is asked for.
+      ones), instead of 64 FADDs a thread a block in the softmax. Its first form (one
+      running l in the wgmma's accumulator) measured 1.03-1.04x in fp8 at D = 128,
+      1.07-1.10x at D = 64 and 1.06-1.15x at D = 256, where the softmax is issue-bound, and
+      0.83-1.01x in 16-bit, where the tensor cores are the busier unit (H100, 2026-12-06),
+      but lost precision at 16k keys; the form here (a fresh accumulator each block, added
+      into l in fp32) is 8 instructions a block longer and has not run on a GPU yet, so it
+      stays off until timed (then: on for fp8). l then sums P as rounded to e4m3, the P
+      that the PV product weighs V with, so O's weights sum to 1, but the lse moves by
+      about 1e-2: the launcher leaves it off when the lse is asked for.
     - `promote_pv`: each block's P V from a fresh wgmma accumulator, added into O in fp32
       (an FFMA in place of the rescale's FMUL; 64 more registers), as fp8 GEMMs promote
       their partial sums: fp8 wgmmas accumulate with fewer mantissa bits than fp32. Needs
@@ -40,7 +43,7 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
-               row_sum_mma=fp8, promote_pv=False)
+               row_sum_mma=False, promote_pv=False)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:

@@ -94,7 +94,7 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("bfloat16", 64, {"row_sum_mma": True}),     # three warpgroups, late_wait
     ("float16", 128, {"row_sum_mma": True, "late_wait": True}),
     ("float16", 256, {"row_sum_mma": True}),
-    ("float8_e4m3fn", 128, {"promote_pv": True}),  # each block's P V added into O in fp32
+    ("float8_e4m3fn", 128, {"promote_pv": True, "row_sum_mma": True}),  # P V into O in fp32
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
