@@ -109,8 +109,8 @@ def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
 def test_row_sum_mma_gives_the_lse(dtype, monkeypatch):
-    # l from the [64, 8] accumulator of P 1 (rescaled with O): the lse matches too, causal
-    # and not, with ragged rows and 64-key blocks.
+    # l from each block's P 1 (an m64n8 wgmma against ones) added up in fp32 and rescaled
+    # with O: O and the lse match, causal and not, with ragged rows and 64-key blocks.
     q, k, v = hopper.random_inputs(1, 2, 1, 300, 300, 128, dtype, seed=3)
     for causal in (False, True):
         ref_o, ref_lse = hopper.reference(q, k, v, causal)
