@@ -23,7 +23,8 @@
 # (exp_fixed_configs.py, dump_ptx.py, exp_arrive.py, ws_compare.py) were lost with the old
 # folder: the t6exp, t6fixed, t6ptx, arrive and t6ws steps no longer run.
 # Steps:
-#   lazy        lazy_rescale (FA4's rescaling) as a same-run variant beside a copy of ours, at
+#   lazy        (no longer runs: lazy_rescale was removed on 2026-12-06, see session_2026_12_06.sh)
+#               lazy_rescale (FA4's rescaling) as a same-run variant beside a copy of ours, at
 #               every head dim, fp16 and fp8, 4k and 16k, after the forward's GPU tests
 #   fwd_tests   the Hopper forward's GPU tests
 #   fwd         the forward against SDPA: the launcher options this session added, as
