@@ -4,7 +4,7 @@
 # Ran that day: "fwd_tests lazy paged_cold" (14:15), "bwd" (14:21, with dQ's reduce moved,
 # since reverted), "ncu_paged", "paged_var", "fwd_tests rowsum bwd" (14:30), "fp8 ab_bwd"
 # (14:34, carry .tut06). Not run (no machine started after 14:35): "fwd_tests promote", the
-# first timing of row_sum_mma's corrected form and of promote_pv; run it next.
+# first timing of row_sum_mma's corrected form, promote_pv and extra_n; run it next.
 # Steps:
 #   fwd_tests   the Hopper forward's GPU tests
 #   lazy        lazy_rescale (FlashAttention-4's rescaling) and lazy_rescale with late_wait
@@ -15,9 +15,9 @@
 #               with the overlap and with late_wait, same shapes as lazy
 #   fp8         fp8 at D = 128 with row_sum_mma on (the new fp8 default) against it off and
 #               against the overlap with late_wait, 9 rounds
-#   promote     fp8 at D = 128: promote_pv (each block's P V added into O in fp32) and
-#               row_sum_mma off as same-run variants, with every variant's error; then D = 64
-#               and 256 fp8 at 16k with row_sum_mma off as a variant
+#   promote     fp8 at D = 128: row_sum_mma, promote_pv (each block's P V added into O in
+#               fp32) and extra_n=64 (192-key blocks) as same-run variants, with every
+#               variant's error; then D = 64 and 256 fp8 at 16k with row_sum_mma as a variant
 #   ab_bwd      the backward against HEAD's (before lse2 came pre-negated), same run, device
 #               time (.tut06/ab_bwd.py; carry .tut06)
 #   paged_cold  paged decode at batch 1 and 4, 8k and 32k keys, with every contender's
@@ -55,8 +55,8 @@ if has fp8; then
   step fp8 240 python3 $A --dims 128 --ns 4096,16384 --dtypes fp8 --rounds 9 --no-triton --variants "same:;nors:row_sum_mma=0;lw:overlap=1,late_wait=1" --json "$OUT/fp8.json"
 fi
 if has promote; then
-  step promote 240 python3 $A --dims 128 --ns 4096,16384 --dtypes fp8 --rounds 7 --no-triton --variants "same:;pp:promote_pv=1;nors:row_sum_mma=0" --json "$OUT/promote.json"
-  step fp8_64_256 150 python3 $A --dims 64,256 --ns 16384 --dtypes fp8 --rounds 5 --no-triton --variants "same:;nors:row_sum_mma=0" --json "$OUT/fp8_64_256.json"
+  step promote 240 python3 $A --dims 128 --ns 4096,16384 --dtypes fp8 --rounds 7 --no-triton --variants "same:;rs:row_sum_mma=1;pp:promote_pv=1,row_sum_mma=1;xn:extra_n=64" --json "$OUT/promote.json"
+  step fp8_64_256 150 python3 $A --dims 64,256 --ns 16384 --dtypes fp8 --rounds 5 --no-triton --variants "same:;rs:row_sum_mma=1" --json "$OUT/fp8_64_256.json"
 fi
 if has ab_bwd; then
   step ab_bwd 200 python3 .tut06/ab_bwd.py

@@ -55,17 +55,16 @@ D = 256 issue their GEMMs without taking turns):
   of 64 FADDs a thread a block.
 - Between tiles the producer sends the next tile's first K/V block before its Q (KV_AHEAD):
   ring stages free as the last blocks are consumed, Q's buffer only after the epilogue.
+- BN_X (an option): blocks of BN + BN_X keys, the last BN_X in K and V rings of their own
+  with S_x = Q K_x^T and O += P_x V_x wgmmas of their own (our layouts have power-of-two
+  shapes; FA3's 176-key blocks spread a block's fixed softmax costs over more keys).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import sys
-from typing import NamedTuple
-
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -83,6 +82,10 @@ from hopper_tuning import check_tuning, default_config  # noqa: E402
 # The float64 reference and the random inputs the tests and benchmarks take from here.
 from attention_reference import (check_forward, numpy_dtype, random_inputs,  # noqa: E402,F401
                                  reference)
+# The host side the Hopper and Blackwell forwards share (checks, outputs, descriptors).
+from attention_host import (FP8_KEY_ORDER, _aligned, _is_numpy, _nvmma,  # noqa: E402,F401
+                            allocate_outputs, check_inputs, persistent_grid,
+                            transposed_v_descriptor)
 
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
 LOG2E = gl.constexpr(1.4426950408889634)
@@ -126,42 +129,64 @@ def _kv_block(j, rot, n_blocks):
 
 
 @gluon.jit
-def _load_k(k_desc, k_ring, kpipe, item, b, hk, j, BN: gl.constexpr):
-    """TMA load of K_j into its ring's stage for `item`."""
+def _load_k(k_desc, k_ring, kpipe, item, b, hk, j, BN: gl.constexpr, k_desc_x, k_ring_x,
+            BN_X: gl.constexpr):
+    """TMA load of K_j into its ring's stage for `item`; with BN_X extra keys a block, its
+    last BN_X keys go into the second ring (k_ring_x, through k_desc_x)."""
     s, ready = pipeline.producer_acquire(kpipe, item)
-    mbarrier.expect(ready, k_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [b, hk, j * BN, 0], ready, k_ring.index(s))
+    n0 = j * (BN + BN_X)
+    if BN_X > 0:
+        mbarrier.expect(ready, k_desc.block_type.nbytes + k_desc_x.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc_x, [b, hk, n0 + BN, 0], ready, k_ring_x.index(s))
+    else:
+        mbarrier.expect(ready, k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [b, hk, n0, 0], ready, k_ring.index(s))
 
 
 @gluon.jit
-def _load_v(v_desc, v_ring, vpipe, item, b, hk, j, BN: gl.constexpr, V_T: gl.constexpr):
-    """TMA load of V_j (V_j^T for fp8) into its ring's stage for `item`."""
+def _load_v(v_desc, v_ring, vpipe, item, b, hk, j, BN: gl.constexpr, V_T: gl.constexpr,
+            v_desc_x, v_ring_x, BN_X: gl.constexpr):
+    """TMA load of V_j (V_j^T for fp8) into its ring's stage for `item`, its last BN_X keys
+    into the second ring as in `_load_k`."""
     s, ready = pipeline.producer_acquire(vpipe, item)
-    mbarrier.expect(ready, v_desc.block_type.nbytes)
-    if V_T:
-        tma.async_copy_global_to_shared(v_desc, [b, hk, 0, j * BN], ready, v_ring.index(s))
+    n0 = j * (BN + BN_X)
+    if BN_X > 0:
+        mbarrier.expect(ready, v_desc.block_type.nbytes + v_desc_x.block_type.nbytes)
+        _v_copy(v_desc_x, v_ring_x.index(s), ready, b, hk, n0 + BN, V_T)
     else:
-        tma.async_copy_global_to_shared(v_desc, [b, hk, j * BN, 0], ready, v_ring.index(s))
+        mbarrier.expect(ready, v_desc.block_type.nbytes)
+    _v_copy(v_desc, v_ring.index(s), ready, b, hk, n0, V_T)
+
+
+@gluon.jit
+def _v_copy(v_desc, dst, ready, b, hk, n0, V_T: gl.constexpr):
+    if V_T:
+        tma.async_copy_global_to_shared(v_desc, [b, hk, 0, n0], ready, dst)
+    else:
+        tma.async_copy_global_to_shared(v_desc, [b, hk, n0, 0], ready, dst)
 
 
 @gluon.jit
 def _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, i, rot, n_blocks,
-               BN: gl.constexpr, V_T: gl.constexpr, V_LAG: gl.constexpr):
+               BN: gl.constexpr, V_T: gl.constexpr, V_LAG: gl.constexpr, k_desc_x, v_desc_x,
+               k_ring_x, v_ring_x, BN_X: gl.constexpr):
     """The producer's i-th step of a tile: K of the i-th block visited, then V of the
     (i - V_LAG)-th. With V_LAG = 1 the loads come in the order the consumers use them
     (S_j = Q K_j^T is issued with O += P_{j-1} V_{j-1}), so a full V ring never holds back
     a K that the K ring has room for."""
-    _load_k(k_desc, k_ring, kpipe, item + i, b, hk, _kv_block(i, rot, n_blocks), BN)
+    _load_k(k_desc, k_ring, kpipe, item + i, b, hk, _kv_block(i, rot, n_blocks), BN, k_desc_x,
+            k_ring_x, BN_X)
     if i >= V_LAG:
         _load_v(v_desc, v_ring, vpipe, item + i - V_LAG, b, hk,
-                _kv_block(i - V_LAG, rot, n_blocks), BN, V_T)
+                _kv_block(i - V_LAG, rot, n_blocks), BN, V_T, v_desc_x, v_ring_x, BN_X)
 
 
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready, q_empty,
               N_Q, N_KV, H, GROUP, BH, num_m, num_tiles,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
-              KV_AHEAD: gl.constexpr, V_LAG: gl.constexpr):
+              KV_AHEAD: gl.constexpr, V_LAG: gl.constexpr, k_desc_x, v_desc_x, k_ring_x,
+              v_ring_x, BN_X: gl.constexpr):
     NUM_WG: gl.constexpr = q_smem.shape[0]
     BM: gl.constexpr = NUM_WG * BM_WG
     item = 0
@@ -169,7 +194,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
         hk = h // GROUP
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN + BN_X, CAUSAL, BM)
         rot = (m0 // BM) % gl.maximum(n_blocks, 1)
         pl.enter_scope("load K, V")
         # The tile's first KV_AHEAD K/V blocks go out before its Q: their ring stages free
@@ -180,7 +205,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
         ahead = gl.minimum(n_blocks, KV_AHEAD)
         for i in range(ahead):
             _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, i, rot,
-                       n_blocks, BN, V_T, V_LAG)
+                       n_blocks, BN, V_T, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X)
         for wg in gl.static_range(NUM_WG):
             # The warpgroup is done with the previous tile's Q (its last QK^T retired).
             mbarrier.wait(q_empty.index(wg), (t & 1) ^ 1)
@@ -189,10 +214,10 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
                                             q_ready.index(wg), q_smem.index(wg))
         for i in range(ahead, n_blocks):
             _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, i, rot,
-                       n_blocks, BN, V_T, V_LAG)
+                       n_blocks, BN, V_T, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X)
         for i in range(gl.maximum(n_blocks - V_LAG, 0), n_blocks):  # the lagging V blocks
             _load_v(v_desc, v_ring, vpipe, item + i, b, hk, _kv_block(i, rot, n_blocks), BN,
-                    V_T)
+                    V_T, v_desc_x, v_ring_x, BN_X)
         item += n_blocks
         pl.exit_scope("load K, V")
         t += 1
@@ -213,19 +238,22 @@ def _rescaled(x, alpha):
 
 
 @gluon.jit
-def _pv_operands(vpipe, item, v_ring, acc, p_run, l_blk, OVERLAP: gl.constexpr,
+def _pv_operands(vpipe, item, v_ring, v_ring_x, acc, p_run, l_blk, OVERLAP: gl.constexpr,
                  ROW_SUM_MMA: gl.constexpr, V_T: gl.constexpr, D: gl.constexpr,
-                 BN: gl.constexpr):
+                 BN: gl.constexpr, BN_X: gl.constexpr):
     """Before a PV wgmma: its V stage has landed and the previous PV product (and with
     ROW_SUM_MMA its row sums) is done (with OVERLAP it ran under the last softmax). Returns
-    O, the P that the finished product read, l's accumulator and V."""
+    O, the P that the finished product read, l's accumulator, V and V's extra keys."""
     stage = pipeline.consumer_wait(vpipe, item)
     if OVERLAP:
         if ROW_SUM_MMA:
             acc, p_run, l_blk = warpgroup_mma_wait(0, deps=[acc, p_run, l_blk])
         else:
             acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
-    return acc, p_run, l_blk, _v_operand(v_ring, stage, V_T, D, BN)
+    v_x = v_ring
+    if BN_X > 0:
+        v_x = _v_operand(v_ring_x, stage, V_T, D, BN_X)
+    return acc, p_run, l_blk, _v_operand(v_ring, stage, V_T, D, BN), v_x
 
 
 @gluon.jit
@@ -271,12 +299,12 @@ def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, V_T: gl.constexpr
 
 
 @gluon.jit
-def _masked(s, j, n_full, row0, N_KV, off, BN: gl.constexpr, CAUSAL: gl.constexpr,
-            s_layout: gl.constexpr):
-    """S with -inf where a key is past N_kv or (causal) after the query; only the blocks
-    from n_full on can hold such keys, the others pass through untouched."""
-    if j >= n_full:
-        cols = j * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, s_layout))
+def _masked(s, col0, masked, row0, N_KV, off, CAUSAL: gl.constexpr, s_layout: gl.constexpr):
+    """S (keys col0, col0 + 1, ...) with -inf where a key is past N_kv or (causal) after the
+    query; only the blocks from n_full on (`masked`) can hold such keys, the others pass
+    through untouched."""
+    if masked:
+        cols = col0 + gl.arange(0, s.shape[1], layout=gl.SliceLayout(0, s_layout))
         keep = gl.expand_dims(cols < N_KV, 0)
         if CAUSAL:
             rows = row0 + off + gl.arange(0, s.shape[0], layout=gl.SliceLayout(1, s_layout))
@@ -286,12 +314,48 @@ def _masked(s, j, n_full, row0, N_KV, off, BN: gl.constexpr, CAUSAL: gl.constexp
 
 
 @gluon.jit
+def _issue_s(q, k_ring, k_ring_x, sk, s_zero, s_x_zero, D: gl.constexpr, BN: gl.constexpr,
+             BN_X: gl.constexpr):
+    """Issue S_j = Q K_j^T, and with BN_X extra keys a block S_x = Q K_x^T for them."""
+    s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
+                      use_acc=False, is_async=True)
+    s_x = s_x_zero
+    if BN_X > 0:
+        s_x = warpgroup_mma(q, k_ring_x.index(sk).reshape([BN_X, D]).permute([1, 0]),
+                            s_x_zero, use_acc=False, is_async=True)
+    return s, s_x
+
+
+@gluon.jit
+def _scores(s, s_x, jb, n_full, row0, N_KV, off, qk_scale, BN: gl.constexpr,
+            BN_X: gl.constexpr, CAUSAL: gl.constexpr):
+    """Block jb's S (and S_x) masked, and its row max in the scaled (log2) units."""
+    masked = jb >= n_full
+    s = _masked(s, jb * (BN + BN_X), masked, row0, N_KV, off, CAUSAL, s.type.layout)
+    m = gl.max(s, axis=1) * qk_scale
+    if BN_X > 0:
+        s_x = _masked(s_x, jb * (BN + BN_X) + BN, masked, row0, N_KV, off, CAUSAL,
+                      s_x.type.layout)
+        m = gl.maximum(m, gl.convert_layout(gl.max(s_x, axis=1) * qk_scale, m.type.layout))
+    return s, s_x, m
+
+
+@gluon.jit
+def _extra_p(s_x, m, l_i, qk_scale):
+    """P of the extra keys against the row max m, and l with their row sums added."""
+    m_x = gl.convert_layout(m, gl.SliceLayout(1, s_x.type.layout))
+    p_x = gl.exp2(gl.fma(s_x, qk_scale, -gl.expand_dims(m_x, 1)))
+    return p_x, l_i + gl.convert_layout(gl.sum(p_x, axis=1), l_i.type.layout)
+
+
+@gluon.jit
 def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
               q_ready, q_empty, turns, N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
               RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr,
               Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, LATE_WAIT: gl.constexpr,
-              ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones):
+              ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones, k_ring_x, v_ring_x,
+              BN_X: gl.constexpr):
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     BM: gl.constexpr = q_smem.shape[0] * BM_WG
@@ -303,6 +367,9 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
         operand_index=0, parent=o_layout, k_width=32 // dtype.primitive_bitwidth)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    # BN_X: each block's last BN_X keys in rings of their own, S_x their scores.
+    s_x_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN_X if BN_X > 0 else BN, 16])
     # ROW_SUM_MMA: l as [64, 8] (8 equal columns): l_blk = P 1 for the last issued block,
     # l_tot the rows' sums before it.
     l_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -312,6 +379,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
     # after this block's softmax and before P_j is packed into the registers P_{j-1} held.
     PV_WAIT_TOP: gl.constexpr = OVERLAP and not LATE_WAIT
     s_zero = gl.zeros([BM_WG, BN], gl.float32, s_layout)
+    s_x_zero = gl.zeros([BM_WG, BN_X if BN_X > 0 else BN], gl.float32, s_x_layout)
     item = 0
     t = 0
     turn = 0
@@ -319,7 +387,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
         turn = pingpong.start(turns, WG)
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
         b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN, CAUSAL, BM)
+        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN + BN_X, CAUSAL, BM)
         rot = (m0 // BM) % gl.maximum(n_blocks, 1)
         row0 = m0 + WG * BM_WG
         off = N_KV - N_Q
@@ -340,21 +408,27 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             sk = pipeline.consumer_wait(kpipe, item)
             if PINGPONG:
                 pingpong.wait_turn(turns, WG, turn)
-            s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
-                              use_acc=False, is_async=True)
+            s, s_x = _issue_s(q, k_ring, k_ring_x, sk, s_zero, s_x_zero, D, BN, BN_X)
             if PINGPONG:
                 turn = pingpong.pass_turn(turns, WG, turn)
-            s = warpgroup_mma_wait(0, deps=[s])
+            if BN_X > 0:
+                s, s_x = warpgroup_mma_wait(0, deps=[s, s_x])
+            else:
+                s = warpgroup_mma_wait(0, deps=[s])
             pipeline.consumer_release(kpipe, item)
             # Scores stay unscaled: max(S) * scale = max(S * scale) (scale > 0), and
             # exp2(S * scale - m) is one FFMA before the MUFU.EX2.
-            s = _masked(s, _kv_block(0, rot, n_blocks), n_full, row0, N_KV, off, BN, CAUSAL,
-                        s_layout)
-            m_i = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+            s, s_x, m_blk = _scores(s, s_x, _kv_block(0, rot, n_blocks), n_full, row0, N_KV,
+                                    off, qk_scale, BN, BN_X, CAUSAL)
+            m_i = gl.maximum(m_i, m_blk)
             p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
             if not ROW_SUM_MMA:
                 l_i = gl.sum(p, axis=1)
             p_op = _p_operand(p, dtype, p_layout, V_T)
+            p_op_x = p_op
+            if BN_X > 0:
+                p_x, l_i = _extra_p(s_x, m_i, l_i, qk_scale)
+                p_op_x = _p_operand(p_x, dtype, p_layout, V_T)
             p_run = p_op  # the P an in-flight PV wgmma reads
             alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
             for j in range(1, n_blocks):
@@ -365,14 +439,14 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 # wait sits after the loop's back edge, where ptxas cannot hoist it above the
                 # softmax (it moves a wgmma wait to its block's top); P_{j-2} is a dep so its
                 # registers stay untouched until here.
-                acc, p_run, l_blk, v = _pv_operands(vpipe, item, v_ring, acc, p_run, l_blk,
-                                                    PV_WAIT_TOP, ROW_SUM_MMA, V_T, D, BN)
+                acc, p_run, l_blk, v, v_x = _pv_operands(vpipe, item, v_ring, v_ring_x, acc,
+                                                         p_run, l_blk, PV_WAIT_TOP,
+                                                         ROW_SUM_MMA, V_T, D, BN, BN_X)
                 if PINGPONG:
                     pl.enter_scope("wait turn")
                     pingpong.wait_turn(turns, WG, turn)
                     pl.exit_scope("wait turn")
-                s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
-                                  use_acc=False, is_async=True)
+                s, s_x = _issue_s(q, k_ring, k_ring_x, sk, s_zero, s_x_zero, D, BN, BN_X)
                 # O's rescale after S_j's issue (FA3's order; ptxas schedules it there
                 # anyway): S_j's wgmma runs under the FMULs.
                 if ROW_SUM_MMA:
@@ -382,6 +456,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 else:
                     acc = _rescaled(acc, alpha)
                     acc, l_blk = _pv_product(p_op, v, acc, ones, l_blk, ROW_SUM_MMA, False)
+                if BN_X > 0:
+                    acc = warpgroup_mma(p_op_x, v_x, acc, is_async=True)
                 p_run = p_op
                 if PINGPONG:
                     turn = pingpong.pass_turn(turns, WG, turn)
@@ -397,17 +473,21 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                     acc = _promoted(acc, alpha, o_blk)  # alpha is still the block's
                 elif ROW_SUM_MMA:
                     s, acc, l_blk = warpgroup_mma_wait(0, deps=[s, acc, l_blk])
+                elif BN_X > 0:
+                    s, s_x, acc = warpgroup_mma_wait(0, deps=[s, s_x, acc])
                 else:
                     s, acc = warpgroup_mma_wait(0, deps=[s, acc])
                 pipeline.consumer_release(kpipe, item + 1)
                 pl.enter_scope("softmax")
-                s = _masked(s, _kv_block(j, rot, n_blocks), n_full, row0, N_KV, off, BN,
-                            CAUSAL, s_layout)
-                m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+                s, s_x, m_blk = _scores(s, s_x, _kv_block(j, rot, n_blocks), n_full, row0,
+                                        N_KV, off, qk_scale, BN, BN_X, CAUSAL)
+                m_new = gl.maximum(m_i, m_blk)
                 alpha = gl.exp2(m_i - m_new)
                 p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
                 if not ROW_SUM_MMA:
                     l_i = l_i * alpha + gl.sum(p, axis=1)
+                if BN_X > 0:
+                    p_x, l_i = _extra_p(s_x, m_new, l_i, qk_scale)
                 m_i = m_new
                 if OVERLAP and LATE_WAIT:
                     # K_{j+1}'s wait (a spin loop, so a basic block of its own) keeps ptxas
@@ -420,12 +500,15 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                     else:
                         acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
                 p_op = _p_operand(p, dtype, p_layout, V_T)
+                if BN_X > 0:
+                    p_op_x = _p_operand(p_x, dtype, p_layout, V_T)
                 pl.exit_scope("softmax")
                 item += 1
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
                 mbarrier.arrive(q_empty.index(WG))
-            acc, p_run, l_blk, v = _pv_operands(vpipe, item, v_ring, acc, p_run, l_blk,
-                                                PV_WAIT_TOP, ROW_SUM_MMA, V_T, D, BN)
+            acc, p_run, l_blk, v, v_x = _pv_operands(vpipe, item, v_ring, v_ring_x, acc, p_run,
+                                                     l_blk, PV_WAIT_TOP, ROW_SUM_MMA, V_T, D,
+                                                     BN, BN_X)
             if not PROMOTE_PV:
                 acc = _rescaled(acc, alpha)
             if ROW_SUM_MMA:
@@ -436,6 +519,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 o_blk, l_blk = _pv_product(p_op, v, o_blk, ones, l_blk, True, True)
             else:
                 acc, l_blk = _pv_product(p_op, v, acc, ones, l_blk, ROW_SUM_MMA, False)
+            if BN_X > 0:
+                acc = warpgroup_mma(p_op_x, v_x, acc, is_async=True)
             if PINGPONG:
                 turn = pingpong.pass_turn(turns, WG, turn)
             pipeline.consumer_release(vpipe, item - 1, pred=n_blocks > 1)
@@ -446,6 +531,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             elif ROW_SUM_MMA:
                 acc, p_op, l_blk = warpgroup_mma_wait(0, deps=[acc, p_op, l_blk])
                 l_i = gl.convert_layout(gl.max(l_tot + l_blk, axis=1), row_s)
+            elif BN_X > 0:
+                acc, p_op, p_op_x = warpgroup_mma_wait(0, deps=[acc, p_op, p_op_x])
             else:
                 acc, p_op = warpgroup_mma_wait(0, deps=[acc, p_op])
             pipeline.consumer_release(vpipe, item)
@@ -475,13 +562,14 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
 
 @gluon.jit
 def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROUP, BH,
-                     num_tiles, qk_scale, o_scale, BN: gl.constexpr, STAGES: gl.constexpr,
+                     num_tiles, qk_scale, o_scale, k_desc_x, v_desc_x, BN: gl.constexpr,
+                     STAGES: gl.constexpr,
                      CAUSAL: gl.constexpr, V_T: gl.constexpr, RETURN_LSE: gl.constexpr,
                      O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr, KV_AHEAD: gl.constexpr,
                      NUM_WG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                      Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, K_STAGES: gl.constexpr,
                      V_LAG: gl.constexpr, LATE_WAIT: gl.constexpr, ROW_SUM_MMA: gl.constexpr,
-                     PROMOTE_PV: gl.constexpr):
+                     PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr):
     num_m = gl.cdiv(N_Q, NUM_WG * BM_WG)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [NUM_WG] + q_desc.block_shape,
                                        q_desc.layout)
@@ -494,6 +582,13 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                                        k_desc.layout)
     v_ring = gl.allocate_shared_memory(v_desc.dtype, [STAGES] + v_desc.block_shape,
                                        v_desc.layout)
+    k_ring_x = k_ring  # BN_X: rings for each block's last BN_X keys (k_desc_x's, v_desc_x's)
+    v_ring_x = v_ring
+    if BN_X > 0:
+        k_ring_x = gl.allocate_shared_memory(k_desc_x.dtype, [K_STAGES] + k_desc_x.block_shape,
+                                             k_desc_x.layout)
+        v_ring_x = gl.allocate_shared_memory(v_desc_x.dtype, [STAGES] + v_desc_x.block_shape,
+                                             v_desc_x.layout)
     q_ready = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
     for wg in gl.static_range(NUM_WG):
@@ -514,7 +609,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         fence_async_shared()
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
-              PROMOTE_PV, ones)
+              PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe, q_ready, q_empty,
               turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -524,7 +619,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         consumers +
         [(_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
                       q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T,
-                      KV_AHEAD, V_LAG))],
+                      KV_AHEAD, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X))],
         [4] * (NUM_WG - 1) + [1], [CONSUMER_REGS] * (NUM_WG - 1) + [24])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
@@ -535,167 +630,6 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
 
 
 # ---- host side ---------------------------------------------------------------------------------
-
-IN_DTYPES = ("float16", "bfloat16", "float8_e4m3fn")
-OUT_DTYPES = ("float16", "bfloat16")
-HEAD_DIMS = (64, 128, 256)
-
-
-def _dtype_name(x) -> str:
-    name = str(x.dtype)
-    return name[len("torch."):] if name.startswith("torch.") else name
-
-
-def _is_numpy(x) -> bool:
-    return isinstance(x, np.ndarray)
-
-
-def _shape(x, name):
-    shape = tuple(int(s) for s in x.shape)
-    if len(shape) != 4:
-        raise ValueError(f"attention_forward: {name} must have 4 dims (B, H, N, D), got shape "
-                         f"{shape}")
-    return shape
-
-
-def _strides(x):
-    if _is_numpy(x):
-        return [s // x.itemsize for s in x.strides]
-    return list(x.stride())
-
-
-def _aligned(x):
-    """x itself when TMA can read it (16-byte aligned strides), else a contiguous copy."""
-    item = x.itemsize if _is_numpy(x) else x.element_size()
-    if all((s * item) % 16 == 0 for s in _strides(x)[:-1]):
-        return x
-    return np.ascontiguousarray(x) if _is_numpy(x) else x.contiguous()
-
-
-def _nvmma(bits: int, inner: int) -> gl.NVMMASharedLayout:
-    return gl.NVMMASharedLayout(min(128, inner * bits // 8), bits, rank=4)
-
-
-@functools.lru_cache(maxsize=None)  # a device query is ~10 driver calls; launchers ask per call
-def num_sms() -> int:
-    from shared_codegen.runtime.driver import get_device
-    return get_device().sm_count
-
-
-def persistent_grid(q, num_tiles: int, num_programs=None):
-    """The launch grid of a persistent kernel over `num_tiles` tiles: `num_programs` programs
-    (default: one per SM on the GPU, 2 in the interpreter), never more than there are tiles."""
-    if num_programs is None:
-        num_programs = 2 if _is_numpy(q) else num_sms()
-    return (max(1, min(num_programs, num_tiles)),)
-
-
-class Problem(NamedTuple):
-    """The checked shapes and dtypes of one attention call."""
-    B: int
-    H: int
-    N_q: int
-    D: int
-    H_kv: int
-    N_kv: int
-    dtype: str      # the inputs' dtype name
-    out_dtype: str  # o's dtype name
-    fp8: bool
-
-
-def check_inputs(q, k, v, out_dtype=None, head_dims=HEAD_DIMS) -> Problem:
-    """The problem `attention_forward(q, k, v)` describes, or a ValueError naming the bad
-    argument (shared by the Hopper and Blackwell forwards)."""
-    qs, ks, vs = _shape(q, "q"), _shape(k, "k"), _shape(v, "v")
-    B, H, N_q, D = qs
-    if ks != vs:
-        raise ValueError(f"attention_forward: k and v must have the same shape, got k {ks} "
-                         f"and v {vs}")
-    Bk, H_kv, N_kv, Dk = ks
-    if Bk != B:
-        raise ValueError(f"attention_forward: k has batch {Bk} but q has batch {B}; they "
-                         f"must match")
-    if Dk != D:
-        raise ValueError(f"attention_forward: k has head dim {Dk} but q has {D}; they must "
-                         f"match")
-    if D not in head_dims:
-        raise ValueError(f"attention_forward: head dim D = {D} is not supported; allowed: "
-                         f"{', '.join(map(str, head_dims))}")
-    if H % H_kv:
-        raise ValueError(f"attention_forward: q has H = {H} heads, not a multiple of k/v's "
-                         f"H_kv = {H_kv} (grouped-query attention shares each k/v head "
-                         f"among H / H_kv query heads)")
-    names = {n: _dtype_name(x) for n, x in (("q", q), ("k", k), ("v", v))}
-    for n, dt in names.items():
-        if dt not in IN_DTYPES:
-            raise ValueError(f"attention_forward: {n} has dtype {dt}; allowed: "
-                             f"{', '.join(IN_DTYPES)}")
-    if len(set(names.values())) != 1:
-        raise ValueError(f"attention_forward: q, k and v must share one dtype, got "
-                         f"{', '.join(f'{n} {d}' for n, d in names.items())}")
-    dt = names["q"]
-    for n, x in (("q", q), ("k", k), ("v", v)):
-        if _strides(x)[-1] != 1:
-            raise ValueError(f"attention_forward: {n}'s last dim must be contiguous (stride "
-                             f"1), got strides {tuple(_strides(x))}")
-    fp8 = dt == "float8_e4m3fn"
-    out_name = (out_dtype if isinstance(out_dtype, str) or out_dtype is None
-                else _dtype_name(out_dtype)) or ("float16" if fp8 else dt)
-    if out_name not in (OUT_DTYPES if fp8 else (dt,)):
-        raise ValueError(f"attention_forward: out_dtype {out_name} is not allowed for {dt} "
-                         f"inputs; allowed: {', '.join(OUT_DTYPES if fp8 else (dt,))}")
-    return Problem(B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8)
-
-
-def allocate_outputs(q, B, H, N_q, D, out_name, return_lse):
-    """o (B, H, N_q, D) of dtype `out_name` and lse (B, H, N_q) fp32 (a 1-element placeholder
-    without `return_lse`), numpy or on q's device like q."""
-    if _is_numpy(q):
-        import ml_dtypes
-        np_out = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}[out_name]
-        o = np.empty((B, H, N_q, D), np_out)
-        lse = np.empty((B, H, N_q), np.float32) if return_lse else np.empty((1,), np.float32)
-    else:
-        import torch
-        o = torch.empty((B, H, N_q, D), device=q.device, dtype=getattr(torch, out_name))
-        lse = torch.empty((B, H, N_q) if return_lse else (1,), device=q.device,
-                          dtype=torch.float32)
-    return o, lse
-
-
-# Within each group of 32 keys, the key stored at position k of V^T for the Hopper fp8 PV
-# wgmma (see `_p_operand`): bits (k0, k1, k2, k3, k4) of k select key
-# k0 + 8 k1 + 2 k2 + 4 k3 + 16 k4.
-FP8_KEY_ORDER = tuple((k & 1) | ((k >> 1) & 1) << 3 | ((k >> 2) & 1) << 1
-                      | ((k >> 3) & 1) << 2 | ((k >> 4) & 1) << 4 for k in range(32))
-
-
-def transposed_v_descriptor(v, block_n, key_order=None):
-    """A TMA descriptor of V^T (B, H_kv, D, N_kv) with [1, 1, D, block_n] blocks: fp8 MMAs
-    read their B operand K-major only. N_kv is padded to 16 bytes in the copy. With
-    `key_order` (a permutation of range(32), e.g. FP8_KEY_ORDER), position k of every
-    32-key group holds key key_order[k]; N_kv is then padded with zero keys to a multiple of
-    32 and the descriptor covers the padding (masked out of S, so it adds nothing)."""
-    B, H_kv, N_kv, D = _shape(v, "v")
-    group = 16 if key_order is None else 32
-    n_pad = -(-N_kv // group) * group
-    index = (None if key_order is None
-             else np.arange(n_pad).reshape(-1, 32)[:, list(key_order)].reshape(-1))
-    if _is_numpy(v):
-        vt = np.zeros((B, H_kv, D, n_pad), v.dtype)
-        vt[..., :N_kv] = np.swapaxes(v, -1, -2)
-        if index is not None:
-            vt = np.ascontiguousarray(vt[..., index])
-    else:
-        import torch
-        vt = torch.zeros((B, H_kv, D, n_pad), device=v.device, dtype=v.dtype)
-        vt[..., :N_kv] = v.transpose(-1, -2)
-        if index is not None:
-            vt = vt[..., torch.as_tensor(index, device=v.device)].contiguous()
-    n_desc = N_kv if key_order is None else n_pad
-    return TensorDescriptor(vt, [B, H_kv, D, n_desc], _strides(vt), [1, 1, D, block_n],
-                            _nvmma(8, block_n))
-
 
 def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False,
                        out_dtype=None, q_descale=1.0, k_descale=1.0, v_descale=1.0,
@@ -711,8 +645,9 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     warpgroups of 64 query rows each, 2 or 3), `overlap` (the PV wgmma under the next
     softmax), `pingpong` (the consumer warpgroups take turns issuing their wgmmas), `o_in_q`,
     `v_lag` (1: V_{j-1} is loaded after K_j, 0: V_j), `late_wait` (the PV wait after the
-    softmax's exp2s), `row_sum_mma` (P's row sums as a small wgmma against ones) and
-    `promote_pv` (each block's P V added into O in fp32)."""
+    softmax's exp2s), `row_sum_mma` (P's row sums as a small wgmma against ones),
+    `promote_pv` (each block's P V added into O in fp32) and `extra_n` (a block is block_n
+    + extra_n keys, the extra ones in rings and wgmmas of their own)."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if isinstance(kv_ahead, bool) or not isinstance(kv_ahead, int) or kv_ahead < 0:
         raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
@@ -730,6 +665,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
         tuning["k_stages"] = tuning["stages"]
     cfg.update({name: value for name, value in tuning.items() if value is not None})
     check_tuning(cfg, fp8)
+    if cfg["extra_n"] and q_in_regs:
+        raise ValueError("attention_forward: extra_n needs q_in_regs=False, got q_in_regs=True")
     bn, st, warpgroups = cfg["block_n"], cfg["stages"], cfg["warpgroups"]
     block_m = BM_WG.value * warpgroups
     # 2 consumer warpgroups and the producer's: 240 registers a consumer thread; 3 and the
@@ -746,6 +683,13 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
         v_desc = TensorDescriptor.from_tensor(v, [1, 1, bn, D], _nvmma(bits, D))
     q_desc = TensorDescriptor.from_tensor(q, [1, 1, BM_WG.value, D], _nvmma(bits, D))
     k_desc = TensorDescriptor.from_tensor(k, [1, 1, bn, D], _nvmma(bits, D))
+    bn_x = cfg["extra_n"]
+    k_desc_x, v_desc_x = k_desc, v_desc  # with extra_n: blocks of each block's last keys
+    if bn_x:
+        k_desc_x = TensorDescriptor.from_tensor(k, [1, 1, bn_x, D], _nvmma(bits, D))
+        v_desc_x = (TensorDescriptor(v_desc.base, v_desc.shape, v_desc.strides,
+                                     [1, 1, D, bn_x], _nvmma(8, bn_x)) if fp8 else
+                    TensorDescriptor.from_tensor(v, [1, 1, bn_x, D], _nvmma(bits, D)))
     o_desc = TensorDescriptor.from_tensor(o, [1, 1, BM_WG.value, D], _nvmma(16, D))
     num_tiles = B * H * (-(-N_q // block_m))
     grid = persistent_grid(q, num_tiles, num_programs)
@@ -756,10 +700,10 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
 
     def run():
         launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
-               qk_scale, o_scale, bn, st, bool(causal), fp8, bool(return_lse), o_in_q,
-               bool(cfg["overlap"]), kv_ahead, warpgroups, consumer_regs, bool(q_in_regs),
+               qk_scale, o_scale, k_desc_x, v_desc_x, bn, st, bool(causal), fp8,
+               bool(return_lse), o_in_q, bool(cfg["overlap"]), kv_ahead, warpgroups, consumer_regs, bool(q_in_regs),
                bool(cfg["pingpong"]), cfg["k_stages"], int(cfg["v_lag"]), bool(cfg["late_wait"]),
-               bool(cfg["row_sum_mma"]), bool(cfg["promote_pv"]), num_warps=4,
+               bool(cfg["row_sum_mma"]), bool(cfg["promote_pv"]), bn_x, num_warps=4,
                **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run

@@ -39,11 +39,16 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       (an FFMA in place of the rescale's FMUL; 64 more registers), as fp8 GEMMs promote
       their partial sums: fp8 wgmmas accumulate with fewer mantissa bits than fp32. Needs
       `row_sum_mma` and no `overlap`. Off until timed.
+    - `extra_n` (0, 32 or 64): blocks of block_n + extra_n keys, the last extra_n in K and
+      V rings of their own with wgmmas of their own (layouts have power-of-two shapes, so
+      a 192-key block is a 128-key and a 64-key part, as FA3's 176-key blocks amortize the
+      softmax's fixed costs a block over more keys). Needs no `overlap`, `row_sum_mma`,
+      `promote_pv` or `q_in_regs`. Off until timed.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
-               row_sum_mma=False, promote_pv=False)
+               row_sum_mma=False, promote_pv=False, extra_n=0)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:
@@ -63,12 +68,18 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
                                     "in groups of 32)") if fp8 else
                ((16, 32, 64, 128, 256), "16, 32, 64, 128 or 256 (keys per block)"))
     allowed = {"warpgroups": ((2, 3), "2 or 3 (consumer warpgroups of 64 query rows)"),
+               "extra_n": ((0, 32, 64), "0, 32 or 64 (keys a block beyond block_n)"),
                "v_lag": ((0, 1), "0 or 1 (V_j or V_{j-1} loaded after K_j)"),
                "block_n": block_n}
     if cfg["promote_pv"] and (cfg["overlap"] or not cfg["row_sum_mma"]):
         raise ValueError(f"attention_forward: promote_pv needs row_sum_mma=True and "
                          f"overlap=False, got row_sum_mma={cfg['row_sum_mma']!r}, "
                          f"overlap={cfg['overlap']!r}")
+    if cfg["extra_n"] and (cfg["overlap"] or cfg["row_sum_mma"] or cfg["promote_pv"]):
+        raise ValueError(f"attention_forward: extra_n needs overlap, row_sum_mma and "
+                         f"promote_pv off, got overlap={cfg['overlap']!r}, "
+                         f"row_sum_mma={cfg['row_sum_mma']!r}, "
+                         f"promote_pv={cfg['promote_pv']!r}")
     for name, (values, what) in allowed.items():
         if cfg[name] not in values or isinstance(cfg[name], bool):
             raise ValueError(f"attention_forward: {name} must be {what}, got {cfg[name]!r}")

@@ -95,6 +95,10 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("float16", 128, {"row_sum_mma": True, "late_wait": True}),
     ("float16", 256, {"row_sum_mma": True}),
     ("float8_e4m3fn", 128, {"promote_pv": True, "row_sum_mma": True}),  # P V into O in fp32
+    ("float8_e4m3fn", 128, {"extra_n": 64}),     # 192-key blocks: a 128-key and a 64-key part
+    ("float8_e4m3fn", 256, {"extra_n": 32, "block_n": 64}),
+    ("float16", 128, {"extra_n": 64, "overlap": False, "stages": 2}),
+    ("bfloat16", 64, {"extra_n": 64, "overlap": False, "late_wait": False}),
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
@@ -121,6 +125,40 @@ def test_row_sum_mma_gives_the_lse(dtype, monkeypatch):
             err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
             assert err <= TOLERANCE[dtype], (causal, seed, err)
             assert np.abs(lse - ref_lse).max() <= 1e-2 * max(1.0, np.abs(ref_lse).max())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
+def test_extra_n_blocks_of_192_keys(dtype, monkeypatch):
+    # 128 + 64 keys a block (two K/V rings, two S accumulators, two PV wgmmas): O and the
+    # lse match with 300 queries against 350 keys (the last block ragged inside its 64-key
+    # part) and 260 (ragged inside its 128-key part, the 64-key part all past N_kv), causal
+    # and not, GQA, one program walking every tile.
+    options = {"extra_n": 64} if dtype == "float8_e4m3fn" else \
+        {"extra_n": 64, "overlap": False, "stages": 2}
+    for n_kv, causal in ((350, False), (350, True), (260, False), (260, True)):
+        q, k, v = hopper.random_inputs(1, 2, 1, 300, n_kv, 128, dtype, seed=5)
+        ref_o, ref_lse = hopper.reference(q, k, v, causal)
+        for seed in (0, 1, 2):
+            monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+            o, lse = hopper.attention_forward(q, k, v, causal=causal, num_programs=1,
+                                              return_lse=True, **options)
+            err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
+            assert err <= TOLERANCE[dtype], (causal, seed, err)
+            finite = np.isfinite(ref_lse)
+            assert np.array_equal(np.isneginf(lse), np.isneginf(ref_lse))
+            assert float(np.abs(lse[finite] - ref_lse[finite]).max()) < 1e-5
+
+
+@pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas and nvdisasm")
+def test_extra_n_compiles_without_spills():
+    # fp8 at D = 128 (no overlap: S 64 + 32, P, O 64 registers a thread): no spills, 14
+    # wgmmas a 192-key block (4 + 2 K steps for S and S_x, 4 + 2 for the two PV products).
+    ptx = _compile(128, fp8=True, CAUSAL=False, OVERLAP=False, O_IN_Q=False, BN_X=64).asm["ptx"]
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k32\.f32\.e4m3\.e4m3", ptx)
+    body = _block_loop_sass(ptx, (8, 32))
+    assert sum("GMMA." in b for b in body) == 14
+    _, log = static_report.whole_program_cubin(ptx, "sm_90a")
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
 
 
 @pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas and nvdisasm")
@@ -241,11 +279,20 @@ def test_bad_inputs_are_named():
     with pytest.raises(TypeError, match=r"unknown option 'stage'; tuning options: block_n, "
                                         r"stages, k_stages, warpgroups, overlap, pingpong, "
                                         r"o_in_q, v_lag, late_wait, row_sum_mma, "
-                                        r"promote_pv"):
+                                        r"promote_pv, extra_n"):
         f(q, q, q, stage=2)
     with pytest.raises(ValueError, match=r"promote_pv needs row_sum_mma=True and "
                                          r"overlap=False, got row_sum_mma=False, overlap=True"):
         f(q, q, q, promote_pv=True)
+    with pytest.raises(ValueError, match=r"extra_n needs overlap, row_sum_mma and promote_pv "
+                                         r"off, got overlap=True, row_sum_mma=False, "
+                                         r"promote_pv=False"):
+        f(q, q, q, extra_n=64)
+    with pytest.raises(ValueError, match=r"extra_n must be 0, 32 or 64 \(keys a block beyond "
+                                         r"block_n\), got 48"):
+        f(q, q, q, extra_n=48, overlap=False)
+    with pytest.raises(ValueError, match=r"extra_n needs q_in_regs=False, got q_in_regs=True"):
+        f(q, q, q, extra_n=64, overlap=False, q_in_regs=True)
 
 
 def _compile(D, BN=128, fp8=False, **constexprs):
@@ -264,13 +311,18 @@ def _compile(D, BN=128, fp8=False, **constexprs):
     values = {"BN": BN, "STAGES": 3, "CAUSAL": True, "V_T": fp8, "RETURN_LSE": True,
               "O_IN_Q": not fp8, "OVERLAP": not fp8, "KV_AHEAD": 1, "NUM_WG": 2,
               "CONSUMER_REGS": 240, "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3,
-              "V_LAG": 0, "LATE_WAIT": False, "ROW_SUM_MMA": False, "PROMOTE_PV": False}
+              "V_LAG": 0, "LATE_WAIT": False, "ROW_SUM_MMA": False, "PROMOTE_PV": False,
+              "BN_X": 0}
     values.update(constexprs)
+    bn_x = values["BN_X"]
+    v_x = (hopper.transposed_v_descriptor(x, bn_x, hopper.FP8_KEY_ORDER) if fp8 else
+           block(bn_x)) if bn_x else v
     return gluon.compile(
         hopper.attention_kernel,
         {"q_desc": block(64), "k_desc": block(BN), "v_desc": v, "o_desc": out,
          "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
-         "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32"},
+         "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32",
+         "k_desc_x": block(bn_x) if bn_x else block(BN), "v_desc_x": v_x},
         values, target="sm_90a", num_warps=4)
 
 
