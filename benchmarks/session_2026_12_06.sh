@@ -17,7 +17,8 @@
 #               against the overlap with late_wait, 9 rounds
 #   promote     fp8 at D = 128: row_sum_mma, promote_pv (each block's P V added into O in
 #               fp32) and extra_n=64 (192-key blocks) as same-run variants, with every
-#               variant's error; then D = 64 and 256 fp8 at 16k with row_sum_mma as a variant
+#               variant's error; fp16 at D = 128 with 192-key blocks (with late_wait, 2-deep
+#               rings) beside late_wait alone; D = 64 and 256 fp8 at 16k with row_sum_mma
 #   ab_bwd      the backward against HEAD's (before lse2 came pre-negated), same run, device
 #               time (.tut06/ab_bwd.py; carry .tut06)
 #   paged_cold  paged decode at batch 1 and 4, 8k and 32k keys, with every contender's
@@ -56,6 +57,7 @@ if has fp8; then
 fi
 if has promote; then
   step promote 240 python3 $A --dims 128 --ns 4096,16384 --dtypes fp8 --rounds 7 --no-triton --variants "same:;rs:row_sum_mma=1;pp:promote_pv=1,row_sum_mma=1;xn:extra_n=64" --json "$OUT/promote.json"
+  step x128 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;lw:late_wait=1;xlw:extra_n=64,late_wait=1,stages=2,k_stages=2" --json "$OUT/x128.json"
   step fp8_64_256 150 python3 $A --dims 64,256 --ns 16384 --dtypes fp8 --rounds 5 --no-triton --variants "same:;rs:row_sum_mma=1" --json "$OUT/fp8_64_256.json"
 fi
 if has ab_bwd; then

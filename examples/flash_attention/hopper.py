@@ -430,6 +430,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 p_x, l_i = _extra_p(s_x, m_i, l_i, qk_scale)
                 p_op_x = _p_operand(p_x, dtype, p_layout, V_T)
             p_run = p_op  # the P an in-flight PV wgmma reads
+            p_run_x = p_op_x
             alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
             for j in range(1, n_blocks):
                 pl.enter_scope("wait K")
@@ -459,6 +460,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 if BN_X > 0:
                     acc = warpgroup_mma(p_op_x, v_x, acc, is_async=True)
                 p_run = p_op
+                p_run_x = p_op_x
                 if PINGPONG:
                     turn = pingpong.pass_turn(turns, WG, turn)
                 # A predicate, not a branch: the turn's arrival, this release and K's below
@@ -467,7 +469,10 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 # S_j is done (wgmmas retire in order); O += P_{j-1} V_{j-1} (and l's
                 # product) runs on under the softmax of S_j.
                 if OVERLAP:
-                    s = warpgroup_mma_wait(2 if ROW_SUM_MMA else 1, deps=[s])
+                    if BN_X > 0:  # S, S_x, then the two PV products in flight
+                        s, s_x = warpgroup_mma_wait(2, deps=[s, s_x])
+                    else:
+                        s = warpgroup_mma_wait(2 if ROW_SUM_MMA else 1, deps=[s])
                 elif PROMOTE_PV:  # no overlap: P's registers are free before anything else
                     s, o_blk, l_blk = warpgroup_mma_wait(0, deps=[s, o_blk, l_blk])
                     acc = _promoted(acc, alpha, o_blk)  # alpha is still the block's
@@ -497,6 +502,9 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                         pipeline.consumer_wait(kpipe, item + 2)
                     if ROW_SUM_MMA:
                         acc, p_run, l_blk = warpgroup_mma_wait(0, deps=[acc, p_run, l_blk])
+                    elif BN_X > 0:
+                        acc, p_run, p_run_x = warpgroup_mma_wait(0, deps=[acc, p_run,
+                                                                          p_run_x])
                     else:
                         acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
                 p_op = _p_operand(p, dtype, p_layout, V_T)

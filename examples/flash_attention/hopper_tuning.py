@@ -42,8 +42,9 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
     - `extra_n` (0, 32 or 64): blocks of block_n + extra_n keys, the last extra_n in K and
       V rings of their own with wgmmas of their own (layouts have power-of-two shapes, so
       a 192-key block is a 128-key and a 64-key part, as FA3's 176-key blocks amortize the
-      softmax's fixed costs a block over more keys). Needs no `overlap`, `row_sum_mma`,
-      `promote_pv` or `q_in_regs`. Off until timed.
+      softmax's fixed costs a block over more keys). Needs `row_sum_mma`, `promote_pv` and
+      `q_in_regs` off, and `overlap` off or with `late_wait` (with the early PV wait two P
+      operands of 192 keys would be live). Off until timed.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
@@ -75,9 +76,11 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
         raise ValueError(f"attention_forward: promote_pv needs row_sum_mma=True and "
                          f"overlap=False, got row_sum_mma={cfg['row_sum_mma']!r}, "
                          f"overlap={cfg['overlap']!r}")
-    if cfg["extra_n"] and (cfg["overlap"] or cfg["row_sum_mma"] or cfg["promote_pv"]):
-        raise ValueError(f"attention_forward: extra_n needs overlap, row_sum_mma and "
-                         f"promote_pv off, got overlap={cfg['overlap']!r}, "
+    if cfg["extra_n"] and (cfg["overlap"] and not cfg["late_wait"] or cfg["row_sum_mma"]
+                           or cfg["promote_pv"]):
+        raise ValueError(f"attention_forward: extra_n needs row_sum_mma and promote_pv off and "
+                         f"the overlap off or with late_wait, got overlap={cfg['overlap']!r}, "
+                         f"late_wait={cfg['late_wait']!r}, "
                          f"row_sum_mma={cfg['row_sum_mma']!r}, "
                          f"promote_pv={cfg['promote_pv']!r}")
     for name, (values, what) in allowed.items():

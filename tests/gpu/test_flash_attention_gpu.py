@@ -85,6 +85,7 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     ("float8_e4m3fn", 128, True, {"promote_pv": True, "row_sum_mma": True}),  # P V in fp32
     ("float8_e4m3fn", 128, False, {"extra_n": 64}),     # 192-key blocks, 128 + 64
     ("float8_e4m3fn", 128, True, {"extra_n": 64}),
+    ("float16", 128, False, {"extra_n": 64, "late_wait": True, "stages": 2}),
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.
