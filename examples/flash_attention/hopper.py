@@ -709,9 +709,10 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     def run():
         launch(q_desc, k_desc, v_desc, o_desc, lse, N_q, N_kv, H, H // H_kv, B * H, num_tiles,
                qk_scale, o_scale, k_desc_x, v_desc_x, bn, st, bool(causal), fp8,
-               bool(return_lse), o_in_q, bool(cfg["overlap"]), kv_ahead, warpgroups, consumer_regs, bool(q_in_regs),
-               bool(cfg["pingpong"]), cfg["k_stages"], int(cfg["v_lag"]), bool(cfg["late_wait"]),
-               bool(cfg["row_sum_mma"]), bool(cfg["promote_pv"]), bn_x, num_warps=4,
+               bool(return_lse), o_in_q, bool(cfg["overlap"]), kv_ahead, warpgroups,
+               consumer_regs, bool(q_in_regs), bool(cfg["pingpong"]), cfg["k_stages"],
+               int(cfg["v_lag"]), bool(cfg["late_wait"]), bool(cfg["row_sum_mma"]),
+               bool(cfg["promote_pv"]), bn_x, num_warps=4,
                **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run
