@@ -250,7 +250,7 @@ def _pv_operands(vpipe, item, v_ring, v_ring_x, acc, p_run, l_blk, OVERLAP: gl.c
             acc, p_run, l_blk = warpgroup_mma_wait(0, deps=[acc, p_run, l_blk])
         else:
             acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
-    v_x = v_ring
+    v_x = v_ring  # a placeholder unless BN_X
     if BN_X > 0:
         v_x = _v_operand(v_ring_x, stage, V_T, D, BN_X)
     return acc, p_run, l_blk, _v_operand(v_ring, stage, V_T, D, BN), v_x
@@ -258,10 +258,11 @@ def _pv_operands(vpipe, item, v_ring, v_ring_x, acc, p_run, l_blk, OVERLAP: gl.c
 
 @gluon.jit
 def _pv_product(p_op, v, acc, ones, l_blk, ROW_SUM_MMA: gl.constexpr, FRESH: gl.constexpr):
-    """Issue O += P V and, with ROW_SUM_MMA, l_blk = P 1: the block's row sums on the tensor
-    cores, one more small wgmma against a block of ones in shared memory, in place of 64
-    FADDs a thread in the softmax (l then sums the P that the PV product reads, rounded to
-    the operand type). A fresh accumulator each block, added into l in fp32 by the caller:
+    """Issue O += P V (with FRESH, for PROMOTE_PV, acc = P V) and, with ROW_SUM_MMA,
+    l_blk = P 1: the block's row sums on the tensor cores, one more small wgmma against a
+    block of ones in shared memory, in place of 64 FADDs a thread in the softmax (l then
+    sums the P that the PV product reads, rounded to the operand type). A fresh
+    accumulator each block, added into l in fp32 by the caller:
     fp8 wgmmas accumulate with fewer mantissa bits than fp32, and a running l (thousands,
     growing by at most 1 a key) went wrong at 16k keys: O's error 0.29 against 0.04."""
     acc = warpgroup_mma(p_op, v, acc, use_acc=not FRESH, is_async=True)
