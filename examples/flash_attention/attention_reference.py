@@ -8,13 +8,13 @@ import math
 import numpy as np
 
 
-def reference(q, k, v, causal=False, sm_scale=None, descales=(1.0, 1.0, 1.0)):
-    """(o, lse) in float64 on the CPU. Rows that see no key: o = 0, lse = -inf."""
-    q64, k64, v64 = (np.asarray(x).astype(np.float64) * s for x, s in zip((q, k, v), descales))
-    B, H, N_q, D = q64.shape
-    H_kv, N_kv = k64.shape[1], k64.shape[2]
-    k64 = np.repeat(k64, H // H_kv, axis=1)
-    v64 = np.repeat(v64, H // H_kv, axis=1)
+def softmax_parts(q64, k64, causal=False, sm_scale=None):
+    """The float64 softmax of q k^T * scale (k64 with q's heads, GQA already expanded):
+    (p = exp(s - m), m, l = rowsum(p), scale), keepdims; m = 0 and l = 0 in rows that see
+    no key. Causal masking lines the last query up with the last key (FlashAttention's
+    alignment). Shared by the forward's and the backward's references."""
+    N_q, D = q64.shape[-2:]
+    N_kv = k64.shape[-2]
     scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
     s = np.einsum("bhqd,bhkd->bhqk", q64, k64) * scale
     if causal:
@@ -23,7 +23,16 @@ def reference(q, k, v, causal=False, sm_scale=None, descales=(1.0, 1.0, 1.0)):
     m = s.max(axis=-1, keepdims=True)
     m_safe = np.where(np.isfinite(m), m, 0.0)
     p = np.exp(s - m_safe)
-    l = p.sum(axis=-1, keepdims=True)
+    return p, m_safe, p.sum(axis=-1, keepdims=True), scale
+
+
+def reference(q, k, v, causal=False, sm_scale=None, descales=(1.0, 1.0, 1.0)):
+    """(o, lse) in float64 on the CPU. Rows that see no key: o = 0, lse = -inf."""
+    q64, k64, v64 = (np.asarray(x).astype(np.float64) * s for x, s in zip((q, k, v), descales))
+    H, H_kv = q64.shape[1], k64.shape[1]
+    k64 = np.repeat(k64, H // H_kv, axis=1)
+    v64 = np.repeat(v64, H // H_kv, axis=1)
+    p, m_safe, l, _ = softmax_parts(q64, k64, causal, sm_scale)
     o = np.einsum("bhqk,bhkd->bhqd", p, v64) / np.where(l > 0, l, 1.0)
     with np.errstate(divide="ignore"):
         lse = np.where(l[..., 0] > 0, np.log(np.where(l[..., 0] > 0, l[..., 0], 1.0))

@@ -67,6 +67,7 @@ from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # 
                                           warpgroup_mma, warpgroup_mma_wait)
 from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
+from attention_reference import softmax_parts  # noqa: E402
 from hopper import persistent_grid  # noqa: E402
 
 BM = gl.constexpr(64)     # query rows per block (the N dimension of S^T)
@@ -486,14 +487,7 @@ def reference(q, k, v, do, causal=False, sm_scale=None):
     H_kv, N_kv = k64.shape[1], k64.shape[2]
     group = H // H_kv
     kr, vr = np.repeat(k64, group, axis=1), np.repeat(v64, group, axis=1)
-    scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
-    s = np.einsum("bhqd,bhkd->bhqk", q64, kr) * scale
-    if causal:
-        keep = np.arange(N_kv)[None, :] <= np.arange(N_q)[:, None] + (N_kv - N_q)
-        s = np.where(keep, s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
-    p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
-    denom = p.sum(axis=-1, keepdims=True)
+    p, _, denom, scale = softmax_parts(q64, kr, causal, sm_scale)
     p = p / np.where(denom > 0, denom, 1.0)
     o = np.einsum("bhqk,bhkd->bhqd", p, vr)
     dv = np.einsum("bhqk,bhqd->bhkd", p, do64)
