@@ -73,8 +73,8 @@ sys.path.insert(0, os.path.join(HERE, "..", ".."))
 
 import gluon  # noqa: E402
 from gluon import language as gl  # noqa: E402
-from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # noqa: E402
-                                          warpgroup_mma, warpgroup_mma_wait)
+from gluon.language.nvidia.hopper import (cluster, fence_async_shared, mbarrier,  # noqa: E402
+                                          tma, warpgroup_mma, warpgroup_mma_wait)
 from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from gluon.warp_spec import pingpong, pipeline  # noqa: E402
 import tile.profiler.language as pl  # noqa: E402  (timeline regions: nothing unless recorded)
@@ -84,7 +84,7 @@ from attention_reference import (check_forward, numpy_dtype, random_inputs,  # n
                                  reference)
 # The host side the Hopper and Blackwell forwards share (checks, outputs, descriptors).
 from attention_host import (FP8_KEY_ORDER, _aligned, _is_numpy, _nvmma,  # noqa: E402,F401
-                            allocate_outputs, check_inputs, persistent_grid,
+                            allocate_outputs, check_inputs, num_sms, persistent_grid,
                             transposed_v_descriptor)
 
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
@@ -120,6 +120,13 @@ def _kv_blocks(m0, N_Q, N_KV, BN: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_M: g
 
 
 @gluon.jit
+def _rotation(m0, n_blocks, ROWS: gl.constexpr):
+    """The block a tile starts at (see `_kv_block`): the tile's index in units of ROWS query
+    rows, so that the CTAs of a cluster (ROWS = their tiles' rows together) agree."""
+    return (m0 // ROWS) % gl.maximum(n_blocks, 1)
+
+
+@gluon.jit
 def _kv_block(j, rot, n_blocks):
     """The KV block visited j-th: tiles start at a rotated block (`rot`) so that the CTAs
     working on one head do not all read the same K/V lines of L2 at once (at N = 16k a
@@ -137,10 +144,11 @@ def _load_k(k_desc, k_ring, kpipe, item, b, hk, j, BN: gl.constexpr, k_desc_x, k
     n0 = j * (BN + BN_X)
     if BN_X > 0:
         mbarrier.expect(ready, k_desc.block_type.nbytes + k_desc_x.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc_x, [b, hk, n0 + BN, 0], ready, k_ring_x.index(s))
+        tma.async_load(k_desc_x, [b, hk, n0 + BN, 0], ready, k_ring_x.index(s),
+                       multicast=gl.num_ctas() > 1)
     else:
         mbarrier.expect(ready, k_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [b, hk, n0, 0], ready, k_ring.index(s))
+    tma.async_load(k_desc, [b, hk, n0, 0], ready, k_ring.index(s), multicast=gl.num_ctas() > 1)
 
 
 @gluon.jit
@@ -161,9 +169,9 @@ def _load_v(v_desc, v_ring, vpipe, item, b, hk, j, BN: gl.constexpr, V_T: gl.con
 @gluon.jit
 def _v_copy(v_desc, dst, ready, b, hk, n0, V_T: gl.constexpr):
     if V_T:
-        tma.async_copy_global_to_shared(v_desc, [b, hk, 0, n0], ready, dst)
+        tma.async_load(v_desc, [b, hk, 0, n0], ready, dst, multicast=gl.num_ctas() > 1)
     else:
-        tma.async_copy_global_to_shared(v_desc, [b, hk, n0, 0], ready, dst)
+        tma.async_load(v_desc, [b, hk, n0, 0], ready, dst, multicast=gl.num_ctas() > 1)
 
 
 @gluon.jit
@@ -189,13 +197,14 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
               v_ring_x, BN_X: gl.constexpr):
     NUM_WG: gl.constexpr = q_smem.shape[0]
     BM: gl.constexpr = NUM_WG * BM_WG
+    NUM_CTAS: gl.constexpr = gl.num_ctas()
     item = 0
     t = 0
-    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
+    for tile in range(gl.program_id(0), num_tiles // NUM_CTAS, gl.num_programs(0)):
+        b, h, m0 = _tile_coords(tile * NUM_CTAS + cluster.cta_rank(), BH, H, num_m, CAUSAL, BM)
         hk = h // GROUP
         n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN + BN_X, CAUSAL, BM)
-        rot = (m0 // BM) % gl.maximum(n_blocks, 1)
+        rot = _rotation(m0, n_blocks, BM * NUM_CTAS)
         pl.enter_scope("load K, V")
         # The tile's first KV_AHEAD K/V blocks go out before its Q: their ring stages free
         # while the previous tile's last blocks are consumed, but Q's buffer only once the
@@ -221,6 +230,9 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
         item += n_blocks
         pl.exit_scope("load K, V")
         t += 1
+    if NUM_CTAS > 1:  # the peers' last releases arrive here: none may come after we leave
+        pipeline.producer_drain(kpipe, item)
+        pipeline.producer_drain(vpipe, item)
 
 
 @gluon.jit
@@ -360,6 +372,9 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     BM: gl.constexpr = q_smem.shape[0] * BM_WG
+    NUM_CTAS: gl.constexpr = gl.num_ctas()
+    # In a cluster every CTA's producer multicasts into this CTA's rings: releases go to all.
+    PEERS: gl.constexpr = NUM_CTAS - 1
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
@@ -386,10 +401,10 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
     turn = 0
     if PINGPONG:
         turn = pingpong.start(turns, WG)
-    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        b, h, m0 = _tile_coords(tile, BH, H, num_m, CAUSAL, BM)
+    for tile in range(gl.program_id(0), num_tiles // NUM_CTAS, gl.num_programs(0)):
+        b, h, m0 = _tile_coords(tile * NUM_CTAS + cluster.cta_rank(), BH, H, num_m, CAUSAL, BM)
         n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN + BN_X, CAUSAL, BM)
-        rot = (m0 // BM) % gl.maximum(n_blocks, 1)
+        rot = _rotation(m0, n_blocks, BM * NUM_CTAS)
         row0 = m0 + WG * BM_WG
         off = N_KV - N_Q
         m_i = gl.full([BM_WG], -1.0e30, gl.float32, row_s)
@@ -416,7 +431,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 s, s_x = warpgroup_mma_wait(0, deps=[s, s_x])
             else:
                 s = warpgroup_mma_wait(0, deps=[s])
-            pipeline.consumer_release(kpipe, item)
+            pipeline.consumer_release(kpipe, item, multicast_cta=PEERS)
             # Scores stay unscaled: max(S) * scale = max(S * scale) (scale > 0), and
             # exp2(S * scale - m) is one FFMA before the MUFU.EX2.
             s, s_x, m_blk = _scores(s, s_x, _kv_block(0, rot, n_blocks), n_full, row0, N_KV,
@@ -466,7 +481,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                     turn = pingpong.pass_turn(turns, WG, turn)
                 # A predicate, not a branch: the turn's arrival, this release and K's below
                 # stay in one basic block and share one partition barrier (mbarrier lowering).
-                pipeline.consumer_release(vpipe, item - 1, pred=j > 1)
+                pipeline.consumer_release(vpipe, item - 1, pred=j > 1, multicast_cta=PEERS)
                 # S_j is done (wgmmas retire in order); O += P_{j-1} V_{j-1} (and l's
                 # product) runs on under the softmax of S_j.
                 if OVERLAP:
@@ -483,7 +498,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                     s, s_x, acc = warpgroup_mma_wait(0, deps=[s, s_x, acc])
                 else:
                     s, acc = warpgroup_mma_wait(0, deps=[s, acc])
-                pipeline.consumer_release(kpipe, item + 1)
+                pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS)
                 pl.enter_scope("softmax")
                 s, s_x, m_blk = _scores(s, s_x, _kv_block(j, rot, n_blocks), n_full, row0,
                                         N_KV, off, qk_scale, BN, BN_X, CAUSAL)
@@ -532,7 +547,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 acc = warpgroup_mma(p_op_x, v_x, acc, is_async=True)
             if PINGPONG:
                 turn = pingpong.pass_turn(turns, WG, turn)
-            pipeline.consumer_release(vpipe, item - 1, pred=n_blocks > 1)
+            pipeline.consumer_release(vpipe, item - 1, pred=n_blocks > 1, multicast_cta=PEERS)
             if PROMOTE_PV:
                 o_blk, p_op, l_blk = warpgroup_mma_wait(0, deps=[o_blk, p_op, l_blk])
                 acc = _promoted(acc, alpha, o_blk)
@@ -544,7 +559,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 acc, p_op, p_op_x = warpgroup_mma_wait(0, deps=[acc, p_op, p_op_x])
             else:
                 acc, p_op = warpgroup_mma_wait(0, deps=[acc, p_op])
-            pipeline.consumer_release(vpipe, item)
+            pipeline.consumer_release(vpipe, item, multicast_cta=PEERS)
             item += 1
         elif not O_IN_Q:
             mbarrier.arrive(q_empty.index(WG))
@@ -579,7 +594,10 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, K_STAGES: gl.constexpr,
                      V_LAG: gl.constexpr, LATE_WAIT: gl.constexpr, ROW_SUM_MMA: gl.constexpr,
                      PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr):
-    num_m = gl.cdiv(N_Q, NUM_WG * BM_WG)
+    NUM_CTAS: gl.constexpr = gl.num_ctas()
+    # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
+    # loads; a last tile past N_q computes rows the TMA store clips).
+    num_m = gl.cdiv(gl.cdiv(N_Q, NUM_WG * BM_WG), NUM_CTAS) * NUM_CTAS
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [NUM_WG] + q_desc.block_shape,
                                        q_desc.layout)
     if O_IN_Q:  # D = 256 with 16-bit inputs: no room for a separate O buffer
@@ -603,9 +621,11 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     for wg in gl.static_range(NUM_WG):
         mbarrier.init(q_ready.index(wg), count=1)
         mbarrier.init(q_empty.index(wg), count=1)
-    # Every consumer warpgroup reads every K and V stage: NUM_WG arrivals free one.
-    kpipe = pipeline.create(K_STAGES, NUM_WG)
-    vpipe = pipeline.create(STAGES, NUM_WG)
+    # Every consumer warpgroup reads every K and V stage: NUM_WG arrivals free one; in a
+    # cluster the loads are multicast (each CTA fetches a slice of a block for all), so a
+    # stage frees when the consumers of every CTA are done with it.
+    kpipe = pipeline.create(K_STAGES, NUM_WG * NUM_CTAS)
+    vpipe = pipeline.create(STAGES, NUM_WG * NUM_CTAS)
     turns = pingpong.create(NUM_WG)
     ones = None
     if ROW_SUM_MMA:  # the B operand of l += P 1: [8, BN] ones, K-major
@@ -616,6 +636,9 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         ones.store(gl.full([8, BN], 1.0, q_desc.dtype,
                            gl.BlockedLayout([1, 1], [1, 32], [1, 4], [1, 0])))
         fence_async_shared()
+    if NUM_CTAS > 1:  # peers multicast into our rings and release them: all initialized first
+        fence_async_shared(cluster=True)
+        cluster.barrier()
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
               PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X)
@@ -655,8 +678,10 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     softmax), `pingpong` (the consumer warpgroups take turns issuing their wgmmas), `o_in_q`,
     `v_lag` (1: V_{j-1} is loaded after K_j, 0: V_j), `late_wait` (the PV wait after the
     softmax's exp2s), `row_sum_mma` (P's row sums as a small wgmma against ones),
-    `promote_pv` (each block's P V added into O in fp32) and `extra_n` (a block is block_n
-    + extra_n keys, the extra ones in rings and wgmmas of their own)."""
+    `promote_pv` (each block's P V added into O in fp32), `extra_n` (a block is block_n
+    + extra_n keys, the extra ones in rings and wgmmas of their own) and `cluster` (2:
+    programs are clusters of two CTAs on neighbouring Q tiles of one head, each K/V block
+    loaded once for both by TMA multicast; not causal; `num_programs` counts clusters)."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if isinstance(kv_ahead, bool) or not isinstance(kv_ahead, int) or kv_ahead < 0:
         raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
@@ -673,9 +698,14 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     if "stages" in tuning and "k_stages" not in tuning:
         tuning["k_stages"] = tuning["stages"]
     cfg.update({name: value for name, value in tuning.items() if value is not None})
+    if cfg["extra_n"] and "row_sum_mma" not in tuning:  # fp8's default; extra_n needs it off
+        cfg["row_sum_mma"] = False
     check_tuning(cfg, fp8)
     if cfg["extra_n"] and q_in_regs:
         raise ValueError("attention_forward: extra_n needs q_in_regs=False, got q_in_regs=True")
+    if cfg["cluster"] == 2 and causal:  # a causal pair of tiles visits different K/V blocks
+        raise ValueError("attention_forward: cluster=2 (K/V multicast to a pair of Q tiles) "
+                         "needs causal=False, got causal=True")
     bn, st, warpgroups = cfg["block_n"], cfg["stages"], cfg["warpgroups"]
     block_m = BM_WG.value * warpgroups
     # 2 consumer warpgroups and the producer's: 240 registers a consumer thread; 3 and the
@@ -700,8 +730,14 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                                      [1, 1, D, bn_x], _nvmma(8, bn_x)) if fp8 else
                     TensorDescriptor.from_tensor(v, [1, 1, bn_x, D], _nvmma(bits, D)))
     o_desc = TensorDescriptor.from_tensor(o, [1, 1, BM_WG.value, D], _nvmma(16, D))
-    num_tiles = B * H * (-(-N_q // block_m))
-    grid = persistent_grid(q, num_tiles, num_programs)
+    ctas = cfg["cluster"]
+    num_m = -(-N_q // block_m)
+    if ctas > 1 and num_m % ctas and "cluster" not in tuning:
+        ctas = 1  # the default: no phantom tile (computed, then clipped) for the pairs
+    num_tiles = B * H * (-(-num_m // ctas) * ctas)
+    if num_programs is None and not _is_numpy(q):
+        num_programs = num_sms() // ctas
+    grid = persistent_grid(q, num_tiles // ctas, num_programs)
     qk_scale = float(sm_scale) * LOG2E.value * float(q_descale) * float(k_descale)
     o_scale = float(v_descale)
     o_in_q = bool(cfg["o_in_q"]) and not fp8  # fp8: Q's buffer is too small for O
@@ -713,7 +749,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                bool(return_lse), o_in_q, bool(cfg["overlap"]), kv_ahead, warpgroups,
                consumer_regs, bool(q_in_regs), bool(cfg["pingpong"]), cfg["k_stages"],
                int(cfg["v_lag"]), bool(cfg["late_wait"]), bool(cfg["row_sum_mma"]),
-               bool(cfg["promote_pv"]), bn_x, num_warps=4,
+               bool(cfg["promote_pv"]), bn_x, num_warps=4, num_ctas=ctas,
                **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run

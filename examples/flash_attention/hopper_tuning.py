@@ -26,30 +26,38 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       (16-bit), where it lets three warpgroups overlap without spilling (1.01-1.06x); it
       measured 0.92-1.02x at D = 128, 0.93-0.95x at D = 256 and 0.94x in fp8;
     - `row_sum_mma`: P's row sums as one more small wgmma (P against a [BN, 8] block of
-      ones), instead of 64 FADDs a thread a block in the softmax. Its first form (one
-      running l in the wgmma's accumulator) measured 1.03-1.04x in fp8 at D = 128,
-      1.07-1.10x at D = 64 and 1.06-1.15x at D = 256, where the softmax is issue-bound, and
-      0.83-1.01x in 16-bit, where the tensor cores are the busier unit (H100, 2026-12-06),
-      but lost precision at 16k keys; the form here (a fresh accumulator each block, added
-      into l in fp32) is 8 instructions a block longer and has not run on a GPU yet, so it
-      stays off until timed (then: on for fp8). l then sums P as rounded to e4m3, the P
-      that the PV product weighs V with, so O's weights sum to 1, but the lse moves by
-      about 1e-2: the launcher leaves it off when the lse is asked for.
+      ones), instead of 64 FADDs a thread a block in the softmax; a fresh accumulator each
+      block, added into l in fp32 (one running l in the wgmma's accumulator lost precision
+      at 16k keys: fp8 wgmmas accumulate with fewer mantissa bits than fp32). On for fp8,
+      whose softmax is issue-bound: 1.005-1.04x at D = 128, 1.06-1.12x at D = 64 and
+      1.00-1.05x at D = 256 against a copy of ours at 0.94-1.0x, errors unchanged (H100,
+      2026-12-06 16:02 UTC). Off in 16-bit, where the tensor cores are the busier unit
+      (0.83-1.01x). l then sums P as rounded to e4m3, the P that the PV product weighs V
+      with, so O's weights sum to 1, but the lse moves by about 1e-2: the launcher turns
+      it off when the lse is asked for.
     - `promote_pv`: each block's P V from a fresh wgmma accumulator, added into O in fp32
       (an FFMA in place of the rescale's FMUL; 64 more registers), as fp8 GEMMs promote
       their partial sums: fp8 wgmmas accumulate with fewer mantissa bits than fp32. Needs
-      `row_sum_mma` and no `overlap`. Off until timed.
+      `row_sum_mma` and no `overlap`. Off: 0.88-0.97x in fp8 (H100, 2026-12-06).
     - `extra_n` (0, 32 or 64): blocks of block_n + extra_n keys, the last extra_n in K and
       V rings of their own with wgmmas of their own (layouts have power-of-two shapes, so
       a 192-key block is a 128-key and a 64-key part, as FA3's 176-key blocks amortize the
       softmax's fixed costs a block over more keys). Needs `row_sum_mma`, `promote_pv` and
       `q_in_regs` off, and `overlap` off or with `late_wait` (with the early PV wait two P
-      operands of 192 keys would be live). Off until timed.
+      operands of 192 keys would be live). Off: in fp8 0.88-1.02x, in fp16 (with
+      `late_wait` and 2-deep rings) 0.73-0.82x (H100, 2026-12-06).
+    - `cluster` (1 or 2): with 2, a program is a cluster of two CTAs on neighbouring Q tiles
+      of one head, and each CTA's producer fetches half of every K and V block for both (TMA
+      multicast), halving the L2 traffic of K and V: at D = 128 a 128-row tile reads 64 KB
+      of K and V for every 8.4 MFLOP, about 4.5 TB/s from L2 at 575 TFLOP/s, near what the
+      H100's L2 delivers. FlashAttention-3 clusters its 16-bit non-causal forward at
+      D >= 128 the same way. Not causal (a pair's tiles would visit different blocks); the
+      launcher falls back to 1 when the Q tiles of a head are odd in number, unless asked.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
-               row_sum_mma=False, promote_pv=False, extra_n=0)
+               row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:
@@ -70,6 +78,7 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
                ((16, 32, 64, 128, 256), "16, 32, 64, 128 or 256 (keys per block)"))
     allowed = {"warpgroups": ((2, 3), "2 or 3 (consumer warpgroups of 64 query rows)"),
                "extra_n": ((0, 32, 64), "0, 32 or 64 (keys a block beyond block_n)"),
+               "cluster": ((1, 2), "1 or 2 (CTAs a program, sharing K/V loads)"),
                "v_lag": ((0, 1), "0 or 1 (V_j or V_{j-1} loaded after K_j)"),
                "block_n": block_n}
     if cfg["promote_pv"] and (cfg["overlap"] or not cfg["row_sum_mma"]):

@@ -82,13 +82,27 @@ def consumer_wait(pipe, i):
 
 
 @gluon.jit
-def consumer_release(pipe, i, pred=True):
+def consumer_release(pipe, i, pred=True, multicast_cta: gl.constexpr = 0):
     """Hand the stage of item `i` back to the producer (after the last read of it); with
     `pred` false nothing happens (a predicate, not a branch, so that releases in a row stay
-    in one basic block and share the partition barrier before the first of them)."""
+    in one basic block and share the partition barrier before the first of them). In a
+    cluster whose producers multicast into every CTA's ring, `multicast_cta=num_ctas - 1`
+    releases the stage to every CTA's producer (create the ring with num_ctas times the
+    consumer arrivals, and end each producer with `producer_drain`)."""
     empty = pipe[1]
     NUM_STAGES: gl.constexpr = empty.shape[0]
-    mbarrier.arrive(empty.index(i % NUM_STAGES), pred=pred)
+    mbarrier.arrive(empty.index(i % NUM_STAGES), pred=pred, multicast_cta=multicast_cta)
+
+
+@gluon.jit
+def producer_drain(pipe, i):
+    """After the producer's last item (`i` items produced): wait until the consumers have
+    released every stage. In a cluster the peers' consumers release this CTA's stages with
+    remote arrivals, and none may arrive after the CTA has exited."""
+    ready = pipe[0]
+    NUM_STAGES: gl.constexpr = ready.shape[0]
+    for k in gl.static_range(NUM_STAGES):
+        producer_acquire(pipe, i + k)
 
 
 @gluon.jit
@@ -111,5 +125,5 @@ def invalidate(pipe):
         mbarrier.invalidate(empty.index(s))
 
 
-__all__ = ["create", "producer_acquire", "producer_commit", "consumer_wait", "release_barrier",
-           "consumer_release", "invalidate"]
+__all__ = ["create", "producer_acquire", "producer_commit", "producer_drain", "consumer_wait",
+           "release_barrier", "consumer_release", "invalidate"]

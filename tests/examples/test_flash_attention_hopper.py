@@ -150,6 +150,58 @@ def test_extra_n_blocks_of_192_keys(dtype, monkeypatch):
             assert float(np.abs(lse[finite] - ref_lse[finite]).max()) < 1e-5
 
 
+@pytest.mark.parametrize("dtype, D, n_q, options", [
+    ("float16", 128, 700, {}),            # 6 Q tiles a head: 3 pairs
+    ("bfloat16", 64, 300, {}),            # 192-row tiles, 2 a head
+    ("float16", 64, 500, {}),             # 3 tiles a head: a phantom fourth, clipped
+    ("float8_e4m3fn", 128, 500, {"row_sum_mma": True}),   # V^T's slices split D
+    ("float16", 256, 300, {}),            # 64-key blocks: 32-key slices
+    ("float16", 128, 500, {"extra_n": 64, "late_wait": True, "stages": 2}),
+])
+def test_cluster_pairs_share_multicast_kv(dtype, D, n_q, options, monkeypatch):
+    # cluster=2: two CTAs on neighbouring Q tiles of one head, each fetching half of every K
+    # and V block for both; a stage frees only once both CTAs' consumers released it. GQA,
+    # ragged N, and two clusters walking several pairs each, so the rings wrap and the
+    # tile hand-over runs. (With a ring's barrier counting one CTA's releases only, the
+    # interpreter reports the race: a multicast into a stage the peer still reads.)
+    q, k, v = hopper.random_inputs(1, 4, 2, n_q, 600, D, dtype, seed=7)
+    ref_o, ref_lse = hopper.reference(q, k, v, False)
+    for seed in (0, 1, 2):
+        monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+        o, lse = hopper.attention_forward(q, k, v, num_programs=2, cluster=2, return_lse=True,
+                                          **options)
+        err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
+        assert err <= TOLERANCE[dtype], (seed, err)
+        assert float(np.abs(lse - ref_lse).max()) < 1e-2 if dtype == "float8_e4m3fn" else 1e-5
+
+
+def test_cluster_multicasts_k_and_v_and_releases_to_both_ctas():
+    # Each producer's K and V copies are multicast (two 64-key slices of a 128-key block),
+    # every release is a remote arrival on both CTAs' barriers, and nothing spills.
+    ptx = gluon_compile_with(2, lambda: _compile(128, CAUSAL=False, RETURN_LSE=False))
+    loads = re.findall(r"cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.mbarrier::"
+                       r"complete_tx::bytes(\.multicast::cluster)? ", ptx)
+    # Q's copies (one a warpgroup, two 64-wide boxes each at D = 128) are the CTA's own;
+    # K's and V's are multicast.
+    assert loads.count("") == 4 and loads.count(".multicast::cluster") >= 4, loads
+    assert ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64") >= 10
+    assert ptx.count("barrier.cluster.arrive.aligned;") == 2
+    if static_report.have_sass_tools():
+        _, log = static_report.whole_program_cubin(ptx, "sm_90a")
+        assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+
+
+def gluon_compile_with(num_ctas, build):
+    """The PTX `build()` compiles when every gluon.compile of it launches num_ctas CTAs a
+    program."""
+    original = gluon.compile
+    gluon.compile = lambda *a, **kw: original(*a, **{**kw, "num_ctas": num_ctas})
+    try:
+        return build().asm["ptx"]
+    finally:
+        gluon.compile = original
+
+
 @pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas and nvdisasm")
 def test_extra_n_keeps_its_block_loop_free_of_spills():
     # fp8 at D = 128 (no overlap: S 64 + 32, P, O 64 registers a thread): no spills, 14
@@ -289,7 +341,7 @@ def test_bad_inputs_are_named():
     with pytest.raises(TypeError, match=r"unknown option 'stage'; tuning options: block_n, "
                                         r"stages, k_stages, warpgroups, overlap, pingpong, "
                                         r"o_in_q, v_lag, late_wait, row_sum_mma, "
-                                        r"promote_pv, extra_n"):
+                                        r"promote_pv, extra_n, cluster"):
         f(q, q, q, stage=2)
     with pytest.raises(ValueError, match=r"promote_pv needs row_sum_mma=True and "
                                          r"overlap=False, got row_sum_mma=False, overlap=True"):
@@ -304,6 +356,12 @@ def test_bad_inputs_are_named():
         f(q, q, q, extra_n=48, overlap=False)
     with pytest.raises(ValueError, match=r"extra_n needs q_in_regs=False, got q_in_regs=True"):
         f(q, q, q, extra_n=64, overlap=False, q_in_regs=True)
+    with pytest.raises(ValueError, match=r"cluster must be 1 or 2 \(CTAs a program, sharing "
+                                         r"K/V loads\), got 4"):
+        f(q, q, q, cluster=4)
+    with pytest.raises(ValueError, match=r"cluster=2 \(K/V multicast to a pair of Q tiles\) "
+                                         r"needs causal=False, got causal=True"):
+        f(q, q, q, cluster=2, causal=True)
 
 
 def _compile(D, BN=128, fp8=False, **constexprs):

@@ -86,6 +86,11 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     ("float8_e4m3fn", 128, False, {"extra_n": 64}),     # 192-key blocks, 128 + 64
     ("float8_e4m3fn", 128, True, {"extra_n": 64}),
     ("float16", 128, False, {"extra_n": 64, "late_wait": True, "stages": 2}),
+    ("float16", 128, False, {"cluster": 2}),    # K/V multicast to a pair of Q tiles
+    ("bfloat16", 256, False, {"cluster": 2}),
+    ("float16", 64, False, {"cluster": 2}),     # 3 Q tiles a head: a phantom fourth
+    ("float8_e4m3fn", 128, False, {"cluster": 2, "row_sum_mma": True}),
+    ("float16", 128, False, {"cluster": 2, "extra_n": 64, "late_wait": True, "stages": 2}),
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.

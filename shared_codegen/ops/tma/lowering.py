@@ -22,7 +22,7 @@ from shared_codegen.ops.tma.definition import (REDUCE, STORE, AsyncTMACopyGlobal
 from shared_codegen.ops.tma.descriptor_dims import TensorDescriptorDimOp
 from shared_codegen.ops.tma.gather_scatter import SCATTER
 from shared_codegen.ops.tma.tensormap import CREATE, FILL_MODES, REINTERPRET, TensormapCreateOp
-from shared_codegen.ops.tma.multicast import slice_box, slice_rows
+from shared_codegen.ops.tma.multicast import slice_box, slice_rows, split_dim
 
 
 def _emit(ctx, text, constraints, args) -> None:
@@ -152,16 +152,18 @@ def lower_tma_load(op, ctx):
 
 
 def _lower_multicast_load(op, ctx, desc, smem, bar, coords, pred):
-    """CTA r's slice (rows [r * M/N, (r+1) * M/N)) of the block, one message per box of the
-    slice, into every CTA of the cluster (`.multicast::cluster`, PTX ISA 9.7.9.27.1.2)."""
+    """CTA r's slice (rows [r * M/N, (r+1) * M/N) of the split dim) of the block, one message
+    per box of the slice, into every CTA of the cluster (`.multicast::cluster`, PTX ISA
+    9.7.9.27.1.2)."""
     b = ctx.builder
     num_ctas = ctx.num_ctas
+    dim = split_dim(desc.type.block_shape)
     rows = slice_rows(desc.type.block_shape, num_ctas)
     rank = cta_rank(ctx)
     first_row = b.mul(rank, ctx.i32(rows))
     # The slice's start in shared memory: the layout's offset of row `first_row`, an XOR of
     # the row bits' offsets (rows is a power of two, so rank's bits are row bits).
-    row_bits = offset_map(smem.type).dims[0].bits
+    row_bits = offset_map(smem.type).dims[dim].bits
     itemsize = desc.type.element.itemsize
     offset = ctx.i32(0)
     shift = rows.bit_length() - 1
@@ -172,7 +174,7 @@ def _lower_multicast_load(op, ctx, desc, smem, bar, coords, pred):
     base, _ = ctx.get(smem)
     base = b.gep(base, [offset], source_etype=I8)
     lowered = [ctx.get(c) for c in coords]
-    lowered[0] = b.add(lowered[0], first_row)
+    lowered[dim] = b.add(lowered[dim], first_row)
     mask = ir.Constant(ir.IntType(16), (1 << num_ctas) - 1)
     rank_n = desc.type.rank
     lead = [thread_zero(ctx, pred), ctx.get(desc), bar_address(ctx, op, bar), mask]

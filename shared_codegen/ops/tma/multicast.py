@@ -2,7 +2,9 @@
 
 `tma.async_load(desc, coord, bar, smem, multicast=True)` in a kernel with `num_ctas = N`
 (docs/clusters.md): every CTA of the cluster issues the same call; CTA r fetches rows
-[r * M/N, (r+1) * M/N) of the [M, ...] block at `coord` and writes them, with one message per
+[r * M/N, (r+1) * M/N) of the [M, ...] block at `coord` and writes them (the rows are the
+block's first dim longer than one, so a [1, 1, M, D] block of a (B, H, N, D) tensor splits
+its M keys), with one message per
 box (`cp.async.bulk.tensor ... .multicast::cluster`, PTX ISA 9.7.9.27.1.2, ctaMask = every CTA),
 into `smem` of every CTA of the cluster at the same offsets, signalling `complete_tx` of its
 bytes on the barrier at `bar`'s offset in each of them. So each CTA's `smem` receives the
@@ -30,8 +32,14 @@ import numpy as np
 from shared_codegen.ops.shared_memory.definition import offset_map
 
 
+def split_dim(block_shape) -> int:
+    """The dim a multicast splits among the CTAs: the block's first dim longer than one
+    (leading unit dims index a batch or a head, as in a [1, 1, M, D] block)."""
+    return next((d for d, n in enumerate(block_shape) if int(n) > 1), 0)
+
+
 def slice_rows(block_shape, num_ctas: int) -> int:
-    return int(block_shape[0]) // num_ctas
+    return int(block_shape[split_dim(block_shape)]) // num_ctas
 
 
 def check_multicast(desc_ty, smem_ty, num_ctas: int) -> None:
@@ -44,13 +52,14 @@ def check_multicast(desc_ty, smem_ty, num_ctas: int) -> None:
     if len(block) < 2:
         raise ValueError(f"multicast=True splits the block's rows among the CTAs; the block "
                          f"{block} has rank 1")
+    dim = split_dim(block)
     rows = slice_rows(block, num_ctas)
-    if rows * num_ctas != block[0] or rows < 1:
-        raise ValueError(f"multicast=True splits the block's {block[0]} rows among the "
-                         f"{num_ctas} CTAs of the cluster; {block[0]} is not a multiple of "
+    if rows * num_ctas != block[dim] or rows < 1:
+        raise ValueError(f"multicast=True splits the block's {block[dim]} rows among the "
+                         f"{num_ctas} CTAs of the cluster; {block[dim]} is not a multiple of "
                          f"{num_ctas}")
-    if block[0] > 256:
-        raise ValueError(f"multicast=True with a block of {block[0]} rows: TMA moves at most "
+    if block[dim] > 256:
+        raise ValueError(f"multicast=True with a block of {block[dim]} rows: TMA moves at most "
                          f"256 rows per box, and splitting a multicast block into several "
                          f"boxes is not supported; use a block of at most 256 rows")
     layout = desc_ty.layout
@@ -60,14 +69,15 @@ def check_multicast(desc_ty, smem_ty, num_ctas: int) -> None:
                          f"{block} block, which does not start a whole "
                          f"{layout.swizzle_byte_width}-byte swizzle atom (8 rows); use a "
                          f"block of at least {8 * num_ctas} rows")
-    if len(block) > 1 and _row_offset_bytes(smem_ty, rows) % 128:
+    if len(block) > 1 and _row_offset_bytes(smem_ty, rows, dim) % 128:
         raise ValueError(f"multicast=True: the slices of {rows} rows of the {block} block are "
                          f"not 128-byte aligned in shared memory, which TMA needs")
 
 
-def _row_offset_bytes(smem_ty, row: int) -> int:
-    """Byte offset of row `row` (a power-of-two multiple) from the buffer's start."""
-    bits = offset_map(smem_ty).dims[0].bits
+def _row_offset_bytes(smem_ty, row: int, dim: int) -> int:
+    """Byte offset of row `row` (a power-of-two multiple) of dim `dim` from the buffer's
+    start."""
+    bits = offset_map(smem_ty).dims[dim].bits
     offset = 0
     for j, v in enumerate(bits):
         if row >> j & 1:
@@ -79,7 +89,9 @@ def slice_box(desc_ty, num_ctas: int):
     """The box of the descriptor's map for a multicast load: the slice's rows by the usual
     box along the other dims."""
     from shared_codegen.ops.tma.definition import box_shape
-    return [slice_rows(desc_ty.block_shape, num_ctas)] + box_shape(desc_ty)[1:]
+    box = list(box_shape(desc_ty))
+    box[split_dim(desc_ty.block_shape)] = slice_rows(desc_ty.block_shape, num_ctas)
+    return box
 
 
 # ---- interpreter -----------------------------------------------------------------------------
@@ -116,10 +128,15 @@ def interpret_multicast(op, frame, engine, tmap, ty, coords, view, bar_view):
     cluster = frame.cluster
     if cluster is None:
         frame.error(op, "multicast=True needs a cluster (num_ctas > 1)")
+    dim = split_dim(ty.block_shape)
     rows = slice_rows(ty.block_shape, cluster.size)
     first = frame.cta_rank * rows
-    shape = [rows] + list(ty.block_shape[1:])
-    addr, inside = tmap.box([coords[0] + first] + list(coords[1:]), shape)
+    shape = list(ty.block_shape)
+    shape[dim] = rows
+    start = list(coords)
+    start[dim] += first
+    addr, inside = tmap.box(start, shape)
+    part = (slice(None),) * dim + (slice(first, first + rows),)
     values = frame.memory.load(addr, inside, tmap.fill, ty.element, frame, op)
     dtype = np.dtype(ty.element.np)
     raw = np.ascontiguousarray(np.asarray(values, dtype=dtype)).view(np.uint8).reshape(-1)
@@ -135,7 +152,7 @@ def interpret_multicast(op, frame, engine, tmap, ty, coords, view, bar_view):
                             f"barrier in every CTA and synchronize the cluster "
                             f"(cluster.barrier()) before the first multicast")
         buf = dest.buffer
-        idx = _byte_index(type(dest)(buf, dest.offsets[first:first + rows]), dtype.itemsize)
+        idx = _byte_index(type(dest)(buf, dest.offsets[part]), dtype.itemsize)
         pending = _pending(buf)
         pending.check(idx, frame, op, f"this multicast TMA load targets (in CTA {rank})")
         load = _Load(engine, state, dest, idx, raw, cluster.new_id(), where)
@@ -152,4 +169,4 @@ def interpret_multicast(op, frame, engine, tmap, ty, coords, view, bar_view):
         state.in_flight.append(load)
 
 
-__all__ = ["check_multicast", "slice_box", "slice_rows", "peer_view", "interpret_multicast"]
+__all__ = ["check_multicast", "slice_box", "slice_rows", "split_dim", "peer_view", "interpret_multicast"]
