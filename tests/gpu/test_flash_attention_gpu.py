@@ -86,11 +86,6 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     ("float8_e4m3fn", 128, False, {"extra_n": 64}),     # 192-key blocks, 128 + 64
     ("float8_e4m3fn", 128, True, {"extra_n": 64}),
     ("float16", 128, False, {"extra_n": 64, "late_wait": True, "stages": 2}),
-    ("float16", 128, False, {"cluster": 2}),    # K/V multicast to a pair of Q tiles
-    ("bfloat16", 256, False, {"cluster": 2}),
-    ("float16", 64, False, {"cluster": 2}),     # 3 Q tiles a head: a phantom fourth
-    ("float8_e4m3fn", 128, False, {"cluster": 2, "row_sum_mma": True}),
-    ("float16", 128, False, {"cluster": 2, "extra_n": 64, "late_wait": True, "stages": 2}),
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.
@@ -101,6 +96,29 @@ def test_launcher_options_match_float32(torch, dtype, D, causal, options):
         getattr(torch, dtype)) for _ in range(3))
     o = attention_forward(q, k, v, causal=causal, num_programs=2, **options)
     ref, _ = _reference(torch, q, k, v, causal)
+    err = float((o.float() - ref).abs().max() / ref.abs().max())
+    assert err <= {"float16": 4e-3, "bfloat16": 2e-2, "float8_e4m3fn": 8e-2}[dtype], err
+
+
+@pytest.mark.parametrize("dtype, D, N, options", [
+    ("float16", 128, 500, {}),          # 4 Q tiles a head: 2 pairs
+    ("bfloat16", 256, 500, {}),
+    ("float16", 64, 500, {}),           # 3 tiles of 192 rows a head: a phantom fourth
+    ("float8_e4m3fn", 128, 500, {}),    # V^T's slices split D
+    ("float16", 128, 700, {"extra_n": 64, "late_wait": True, "stages": 2}),
+    ("float16", 128, 4096, {}),         # whole clusters: 66 of them on 132 SMs
+])
+def test_cluster_matches_float32(torch, dtype, D, N, options):
+    # cluster=2: two CTAs on neighbouring Q tiles of a head, each K/V block multicast (half
+    # fetched by each CTA); a stage frees only when both CTAs' consumers released it.
+    from hopper import attention_forward
+
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    q, k, v = (torch.randn((2, 4, N, D), device="cuda", generator=gen).to(
+        getattr(torch, dtype)) for _ in range(3))
+    programs = {"num_programs": 2} if N < 4096 else {}
+    o = attention_forward(q, k, v, cluster=2, **programs, **options)
+    ref, _ = _reference(torch, q, k, v, False)
     err = float((o.float() - ref).abs().max() / ref.abs().max())
     assert err <= {"float16": 4e-3, "bfloat16": 2e-2, "float8_e4m3fn": 8e-2}[dtype], err
 
