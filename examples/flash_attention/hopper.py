@@ -58,6 +58,9 @@ D = 256 issue their GEMMs without taking turns):
 - BN_X (an option): blocks of BN + BN_X keys, the last BN_X in K and V rings of their own
   with S_x = Q K_x^T and O += P_x V_x wgmmas of their own (our layouts have power-of-two
   shapes; FA3's 176-key blocks spread a block's fixed softmax costs over more keys).
+- `cluster=2` (an option, non-causal): programs are 2-CTA clusters on neighbouring Q tiles
+  of a head; each producer fetches half of every K/V block for both (TMA multicast) and a
+  stage frees once both CTAs' consumers released it (FA3's cluster; not faster here).
 """
 
 from __future__ import annotations

@@ -48,11 +48,14 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       `late_wait` and 2-deep rings) 0.73-0.82x (H100, 2026-12-06).
     - `cluster` (1 or 2): with 2, a program is a cluster of two CTAs on neighbouring Q tiles
       of one head, and each CTA's producer fetches half of every K and V block for both (TMA
-      multicast), halving the L2 traffic of K and V: at D = 128 a 128-row tile reads 64 KB
-      of K and V for every 8.4 MFLOP, about 4.5 TB/s from L2 at 575 TFLOP/s, near what the
-      H100's L2 delivers. FlashAttention-3 clusters its 16-bit non-causal forward at
-      D >= 128 the same way. Not causal (a pair's tiles would visit different blocks); the
-      launcher falls back to 1 when the Q tiles of a head are odd in number, unless asked.
+      multicast), halving the L2 reads of K and V, as FlashAttention-3 clusters its 16-bit
+      non-causal forward at D >= 128. At D = 128 a 128-row tile reads 64 KB of K and V for
+      every 8.4 MFLOP, about 4.5 TB/s from L2 at 575 TFLOP/s, which suggested L2 bandwidth
+      as the limit; halving it changed nothing (16k, H100, 2026-12-06 16:50 UTC: 0.93-0.95x
+      at D = 128 fp16 and bf16 against a copy of ours at 0.95-0.99x, 0.99x at D = 64, 1.00x
+      at D = 256, 0.98x in fp8 at D = 128), so it is off. Not causal (a pair's tiles would
+      visit different blocks); the launcher falls back to 1 when the Q tiles of a head are
+      odd in number, unless asked.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,

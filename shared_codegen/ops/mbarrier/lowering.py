@@ -164,9 +164,14 @@ def lower_arrive_barrier(op, ctx):
 
 def _remote_arrivals(op, ctx, bar, num_ctas: int, mask, multicast: int) -> None:
     """Arrivals on peers' barriers: each one's address in the cluster window (`mapa`, PTX ISA
-    9.7.9.22), then a cluster-scoped release arrival on it (9.7.13.15.12). `from_cta`: one
-    target, `rank & mask`; `multicast_cta`: every CTA c with `c & ~m == rank & ~m`, one
-    predicated arrival per candidate c (sm_90 has no multicast arrive)."""
+    9.7.9.22), then an arrival on it (9.7.13.15.12) with the default semantics, release at
+    CTA scope, as CUTLASS's ClusterBarrier, ThunderKittens and Triton arrive on a peer's
+    barrier: `.release.cluster` made ptxas put MEMBAR.ALL.GPU and two error barriers before
+    every arrival, and a flash-attention forward whose four releases a block were remote
+    ran at half speed. The releasing threads' reads are done before the arrival (the
+    partition's bar.sync, or a wgmma wait, precedes it). `from_cta`: one target,
+    `rank & mask`; `multicast_cta`: every CTA c with `c & ~m == rank & ~m`, one predicated
+    arrival per candidate c (sm_90 has no multicast arrive)."""
     from shared_codegen.ops.cluster.lowering import cta_rank
     b = ctx.builder
     rank = cta_rank(ctx)
@@ -182,7 +187,7 @@ def _remote_arrivals(op, ctx, bar, num_ctas: int, mask, multicast: int) -> None:
     for dest, active in targets:
         _asm(ctx, "{\n.reg .b64 remote;\n"
                   "@$0 mapa.shared::cluster.u64 remote, $1, $2;\n"
-                  f"@$0 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote], "
+                  f"@$0 mbarrier.arrive.shared::cluster.b64 _, [remote], "
                   f"{op.attrs['count']};\n}}",
              "b,l,r", [active, bar_address(ctx, op, bar), dest])
 

@@ -168,7 +168,7 @@ def test_remote_arrivals_and_relaxed_arrivals_in_ptx():
     ptx = gluon.compile(remote, signature={"out": "*i32"}, num_ctas=2).asm["ptx"]
     assert "barrier.cluster.arrive.relaxed.aligned;" in ptx
     assert re.search(r"mapa\.shared::cluster\.u64 remote, %rd\d+, %r\d+;", ptx)
-    assert ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote], 1;") == 1
+    assert ptx.count("mbarrier.arrive.shared::cluster.b64 _, [remote], 1;") == 1
     assert ptx.count("mbarrier.arrive.shared::cta.b64 _, [%rd") == 1
 
 
@@ -300,7 +300,7 @@ def test_a_warp_specialized_multicast_pipeline_with_multicast_releases():
     assert ptx.count("barrier.cluster.arrive.aligned;") == 2
     assert ptx.count("barrier.cluster.wait.aligned;") == 2
     # multicast_cta: one predicated remote arrival per CTA of the cluster.
-    assert ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote], 1;") == 2
+    assert ptx.count("mbarrier.arrive.shared::cluster.b64 _, [remote], 1;") == 2
 
 
 def test_cluster_barriers_the_worker_warps_cannot_mirror_are_refused():
