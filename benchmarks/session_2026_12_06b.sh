@@ -3,7 +3,8 @@
 # (space-separated); logs under $OUT. Run as: OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_06b.sh
 # Ran that day: "cl_tests cluster fwd_tests ncu_l2" (16:44, remote arrivals still at cluster
 # scope: cluster=2 at 0.44-0.58x; ncu_l2 failed on a dtype name and never ran), the probe by
-# hand, then "cl_tests cluster probe cl_other_tests" (16:50, arrivals at CTA scope).
+# hand, then "cl_tests cluster probe cl_other_tests" (16:50, arrivals at CTA scope). The
+# device time then ran out: "timeline" and "warp" have not run; run "warp fwd_tests" next.
 # Steps:
 #   cl_tests    the forward's GPU tests of cluster=2 (120 s limit: a cluster that waits
 #               forever must not eat the session); the `cluster` step runs only after them
@@ -14,6 +15,12 @@
 #   fwd_tests   the Hopper forward's other GPU tests
 #   ncu_l2      ncu (real clocks) of the forward at D = 128, N = 16k, fp16 with and without
 #               cluster=2: L2 and DRAM throughput, whether K/V reads from L2 bound the kernel
+#   timeline    the forward's timeline at D = 128, B = 4, N = 4096, non-causal (median of each
+#               region: softmax, wait turn, wait K), under --out $OUT/timelines
+#   warp        warp_arrivals (each consumer warp releases K/V stages and hands the turn over
+#               on its own: no partition barrier in the block loop) as a same-run variant,
+#               D = 128 fp16 4k and 16k causal and not, D = 64 and 256 fp16 and fp8 D = 128
+#               at 16k, after its GPU tests (not run this session: no device time left)
 #   gpu_tests   every GPU test
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -45,6 +52,17 @@ if has fwd_tests; then
 fi
 if has ncu_l2; then
   TAIL=60 step ncu_l2 200 ncu --clock-control none -k regex:attention_kernel -c 2 --section SpeedOfLight --section MemoryWorkloadAnalysis python3 benchmarks/attention_profile_target.py 128:16384:0:fp16 128:16384:0:fp16:cluster=2
+fi
+if has timeline; then
+  TAIL=12 step timeline 200 env SC_TIMELINE_EVENTS=8192 python3 benchmarks/timelines.py --out "$OUT/timelines" --rounds 5 --attention 4 16 4096 128 --causal 0
+fi
+if has warp; then
+  TAIL=3 step warp_tests 200 python3 -m pytest -m gpu $T -k warp_arrivals -p no:cacheprovider -o addopts="" -q -rf -x
+  if grep -q " passed" "$OUT/warp_tests.log" && ! grep -qE "failed|error" "$OUT/warp_tests.log"; then
+    step warp128 240 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;wa:warp_arrivals=1" --json "$OUT/warp128.json"
+    step warp_other 200 python3 $A --dims 64,256 --ns 16384 --dtypes fp16 --rounds 5 --no-triton --variants "same:;wa:warp_arrivals=1" --json "$OUT/warp_other.json"
+    step warp_fp8 150 python3 $A --dims 128 --ns 16384 --dtypes fp8 --rounds 5 --no-triton --variants "same:;wa:warp_arrivals=1" --json "$OUT/warp_fp8.json"
+  fi
 fi
 if has gpu_tests; then
   TAIL=5 step gpu_tests 420 python3 -m pytest -m gpu tests -p no:cacheprovider -o addopts="" -q -rf

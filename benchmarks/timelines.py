@@ -44,6 +44,8 @@ def main(argv=None) -> int:
     parser.add_argument("--attention", type=int, nargs=4, default=(4, 16, 2048, 128),
                         metavar=("B", "H", "N", "D"))
     parser.add_argument("--programs", type=int, default=8, help="programs drawn per picture")
+    parser.add_argument("--causal", type=int, choices=(0, 1), default=1,
+                        help="the attention forward causal (1, default) or not (0)")
     args = parser.parse_args(argv)
     torch = gpu_torch("timelines.py")
     if torch is None:
@@ -65,10 +67,11 @@ def main(argv=None) -> int:
                  gemm.gemm_launcher(a, b, c, launch_options={"timeline": True}),
                  f"GEMM {m}x{n}x{k} fp16"),
         "attention": (hopper.attention_kernel,
-                      hopper.attention_launcher(q, kk, v, causal=True),
-                      hopper.attention_launcher(q, kk, v, causal=True,
+                      hopper.attention_launcher(q, kk, v, causal=bool(args.causal)),
+                      hopper.attention_launcher(q, kk, v, causal=bool(args.causal),
                                                 launch_options={"timeline": True}),
-                      f"attention forward B={B} H={H} N={N} D={D} causal fp16"),
+                      f"attention forward B={B} H={H} N={N} D={D} "
+                      f"{'causal' if args.causal else 'non-causal'} fp16"),
     }
     overhead = {}
     for name, (kernel, off, on, title) in cases.items():

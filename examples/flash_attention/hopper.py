@@ -30,7 +30,8 @@ D = 256 issue their GEMMs without taking turns):
   after K_j (V_LAG, the consumers' order) into a ring one stage deeper than K's.
 - The ping-pong (gluon.warp_spec.pingpong): each warpgroup waits for its turn before issuing
   its wgmmas and hands the turn over right after, so one warpgroup's softmax (exp2 on the
-  MUFU unit) runs while the other's GEMMs keep the tensor cores busy.
+  MUFU unit) runs while the other's GEMMs keep the tensor cores busy. With PER_WARP
+  (an option) each warp hands the turn over and releases its stages on its own.
 - Inside a warpgroup S_j = Q K_j^T and O += P_{j-1} V_{j-1} are issued together and
   `warpgroup_mma_wait(1)` retires S_j only, so the PV product runs under the softmax of
   block j (FA3's intra-warpgroup overlap; 16-bit, see OVERLAP). Its wait sits at the top
@@ -371,7 +372,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
               RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr,
               Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, LATE_WAIT: gl.constexpr,
               ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones, k_ring_x, v_ring_x,
-              BN_X: gl.constexpr):
+              BN_X: gl.constexpr, PER_WARP: gl.constexpr):
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     BM: gl.constexpr = q_smem.shape[0] * BM_WG
@@ -403,7 +404,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
     t = 0
     turn = 0
     if PINGPONG:
-        turn = pingpong.start(turns, WG)
+        turn = pingpong.start(turns, WG, PER_WARP)
     for tile in range(gl.program_id(0), num_tiles // NUM_CTAS, gl.num_programs(0)):
         b, h, m0 = _tile_coords(tile * NUM_CTAS + cluster.cta_rank(), BH, H, num_m, CAUSAL, BM)
         n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN + BN_X, CAUSAL, BM)
@@ -429,12 +430,12 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 pingpong.wait_turn(turns, WG, turn)
             s, s_x = _issue_s(q, k_ring, k_ring_x, sk, s_zero, s_x_zero, D, BN, BN_X)
             if PINGPONG:
-                turn = pingpong.pass_turn(turns, WG, turn)
+                turn = pingpong.pass_turn(turns, WG, turn, PER_WARP)
             if BN_X > 0:
                 s, s_x = warpgroup_mma_wait(0, deps=[s, s_x])
             else:
                 s = warpgroup_mma_wait(0, deps=[s])
-            pipeline.consumer_release(kpipe, item, multicast_cta=PEERS)
+            pipeline.consumer_release(kpipe, item, multicast_cta=PEERS, per_warp=PER_WARP)
             # Scores stay unscaled: max(S) * scale = max(S * scale) (scale > 0), and
             # exp2(S * scale - m) is one FFMA before the MUFU.EX2.
             s, s_x, m_blk = _scores(s, s_x, _kv_block(0, rot, n_blocks), n_full, row0, N_KV,
@@ -481,10 +482,11 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 p_run = p_op
                 p_run_x = p_op_x
                 if PINGPONG:
-                    turn = pingpong.pass_turn(turns, WG, turn)
+                    turn = pingpong.pass_turn(turns, WG, turn, PER_WARP)
                 # A predicate, not a branch: the turn's arrival, this release and K's below
                 # stay in one basic block and share one partition barrier (mbarrier lowering).
-                pipeline.consumer_release(vpipe, item - 1, pred=j > 1, multicast_cta=PEERS)
+                pipeline.consumer_release(vpipe, item - 1, pred=j > 1, multicast_cta=PEERS,
+                                          per_warp=PER_WARP)
                 # S_j is done (wgmmas retire in order); O += P_{j-1} V_{j-1} (and l's
                 # product) runs on under the softmax of S_j.
                 if OVERLAP:
@@ -501,7 +503,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                     s, s_x, acc = warpgroup_mma_wait(0, deps=[s, s_x, acc])
                 else:
                     s, acc = warpgroup_mma_wait(0, deps=[s, acc])
-                pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS)
+                pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS,
+                                          per_warp=PER_WARP)
                 pl.enter_scope("softmax")
                 s, s_x, m_blk = _scores(s, s_x, _kv_block(j, rot, n_blocks), n_full, row0,
                                         N_KV, off, qk_scale, BN, BN_X, CAUSAL)
@@ -549,8 +552,9 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             if BN_X > 0:
                 acc = warpgroup_mma(p_op_x, v_x, acc, is_async=True)
             if PINGPONG:
-                turn = pingpong.pass_turn(turns, WG, turn)
-            pipeline.consumer_release(vpipe, item - 1, pred=n_blocks > 1, multicast_cta=PEERS)
+                turn = pingpong.pass_turn(turns, WG, turn, PER_WARP)
+            pipeline.consumer_release(vpipe, item - 1, pred=n_blocks > 1, multicast_cta=PEERS,
+                                      per_warp=PER_WARP)
             if PROMOTE_PV:
                 o_blk, p_op, l_blk = warpgroup_mma_wait(0, deps=[o_blk, p_op, l_blk])
                 acc = _promoted(acc, alpha, o_blk)
@@ -562,7 +566,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 acc, p_op, p_op_x = warpgroup_mma_wait(0, deps=[acc, p_op, p_op_x])
             else:
                 acc, p_op = warpgroup_mma_wait(0, deps=[acc, p_op])
-            pipeline.consumer_release(vpipe, item, multicast_cta=PEERS)
+            pipeline.consumer_release(vpipe, item, multicast_cta=PEERS, per_warp=PER_WARP)
             item += 1
         elif not O_IN_Q:
             mbarrier.arrive(q_empty.index(WG))
@@ -596,7 +600,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      NUM_WG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                      Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, K_STAGES: gl.constexpr,
                      V_LAG: gl.constexpr, LATE_WAIT: gl.constexpr, ROW_SUM_MMA: gl.constexpr,
-                     PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr):
+                     PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr, PER_WARP: gl.constexpr):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
@@ -627,9 +631,12 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     # Every consumer warpgroup reads every K and V stage: NUM_WG arrivals free one; in a
     # cluster the loads are multicast (each CTA fetches a slice of a block for all), so a
     # stage frees when the consumers of every CTA are done with it.
-    kpipe = pipeline.create(K_STAGES, NUM_WG * NUM_CTAS)
-    vpipe = pipeline.create(STAGES, NUM_WG * NUM_CTAS)
-    turns = pingpong.create(NUM_WG)
+    # PER_WARP: each consumer warp releases and hands the turn over on its own (4 arrivals a
+    # warpgroup), so a warpgroup's warps never wait for one another at a partition barrier.
+    WARP_ARRIVALS: gl.constexpr = 4 if PER_WARP else 1
+    kpipe = pipeline.create(K_STAGES, NUM_WG * NUM_CTAS * WARP_ARRIVALS)
+    vpipe = pipeline.create(STAGES, NUM_WG * NUM_CTAS * WARP_ARRIVALS)
+    turns = pingpong.create(NUM_WG, 4 if PER_WARP else 0)
     ones = None
     if ROW_SUM_MMA:  # the B operand of l += P 1: [8, BN] ones, K-major
         ones = gl.allocate_shared_memory(
@@ -644,7 +651,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         cluster.barrier()
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
-              PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X)
+              PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe, q_ready, q_empty,
               turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -684,7 +691,9 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     `promote_pv` (each block's P V added into O in fp32), `extra_n` (a block is block_n
     + extra_n keys, the extra ones in rings and wgmmas of their own) and `cluster` (2:
     programs are clusters of two CTAs on neighbouring Q tiles of one head, each K/V block
-    loaded once for both by TMA multicast; not causal; `num_programs` counts clusters)."""
+    loaded once for both by TMA multicast; not causal; `num_programs` counts clusters) and
+    `warp_arrivals` (each consumer warp releases K/V stages and hands the ping-pong turn over
+    on its own, with no partition barrier first)."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if isinstance(kv_ahead, bool) or not isinstance(kv_ahead, int) or kv_ahead < 0:
         raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
@@ -752,7 +761,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                bool(return_lse), o_in_q, bool(cfg["overlap"]), kv_ahead, warpgroups,
                consumer_regs, bool(q_in_regs), bool(cfg["pingpong"]), cfg["k_stages"],
                int(cfg["v_lag"]), bool(cfg["late_wait"]), bool(cfg["row_sum_mma"]),
-               bool(cfg["promote_pv"]), bn_x, num_warps=4, num_ctas=ctas,
+               bool(cfg["promote_pv"]), bn_x, bool(cfg["warp_arrivals"]), num_warps=4,
+               num_ctas=ctas,
                **(launch_options or {}))
         return (o, lse) if return_lse else o
     return run

@@ -56,11 +56,16 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       at D = 256, 0.98x in fp8 at D = 128), so it is off. Not causal (a pair's tiles would
       visit different blocks); the launcher falls back to 1 when the Q tiles of a head are
       odd in number, unless asked.
+    - `warp_arrivals`: each consumer warp releases its K and V stages and hands the
+      ping-pong turn over on its own (`mbarrier.arrive(per_warp=True)`, 4 arrivals a
+      warpgroup), where by default one thread arrives after a barrier of the warpgroup's 4
+      warps: the block loop's last partition barrier goes (merging the loop's three into one
+      gave 1.035x at D = 128 and 1.05x at D = 256, 2026-11-28). Off until timed.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
-               row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1)
+               row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:

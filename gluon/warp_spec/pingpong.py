@@ -30,20 +30,22 @@ from gluon.language.nvidia.hopper import mbarrier
 
 
 @gluon.jit
-def create(NUM: gl.constexpr = 2):
+def create(NUM: gl.constexpr = 2, WARPS: gl.constexpr = 0):
     """Allocate and initialize the turn barriers of NUM warpgroups (before
-    gl.warp_specialize)."""
+    gl.warp_specialize). WARPS > 0: the WARPS warps of a warpgroup hand the turn over each
+    on its own (`start` and `pass_turn` with PER_WARP), so they never wait for one another
+    there, as FlashAttention-3's warps arrive one by one at its scheduler barrier."""
     turns = gl.allocate_shared_memory(gl.int64, [NUM, 1], mbarrier.MBarrierLayout())
     for wg in gl.static_range(NUM):
-        mbarrier.init(turns.index(wg), count=1)
+        mbarrier.init(turns.index(wg), count=WARPS if WARPS > 0 else 1)
     return turns
 
 
 @gluon.jit
-def start(turns, WG: gl.constexpr):
+def start(turns, WG: gl.constexpr, PER_WARP: gl.constexpr = False):
     """Warpgroup WG's first turn number (0); the last warpgroup lets warpgroup 0 go first."""
     if WG == turns.shape[0] - 1:
-        mbarrier.arrive(turns.index(0))
+        mbarrier.arrive(turns.index(0), per_warp=PER_WARP)
     return 0
 
 
@@ -54,9 +56,10 @@ def wait_turn(turns, WG: gl.constexpr, turn):
 
 
 @gluon.jit
-def pass_turn(turns, WG: gl.constexpr, turn):
-    """Hand the turn to the next warpgroup; returns the next turn number."""
-    mbarrier.arrive(turns.index((WG + 1) % turns.shape[0]))
+def pass_turn(turns, WG: gl.constexpr, turn, PER_WARP: gl.constexpr = False):
+    """Hand the turn to the next warpgroup; returns the next turn number. PER_WARP (with
+    `create(WARPS=...)`): each warp hands over its share as soon as it has issued its part."""
+    mbarrier.arrive(turns.index((WG + 1) % turns.shape[0]), per_warp=PER_WARP)
     return turn + 1
 
 

@@ -82,16 +82,20 @@ def consumer_wait(pipe, i):
 
 
 @gluon.jit
-def consumer_release(pipe, i, pred=True, multicast_cta: gl.constexpr = 0):
+def consumer_release(pipe, i, pred=True, multicast_cta: gl.constexpr = 0,
+                     per_warp: gl.constexpr = False):
     """Hand the stage of item `i` back to the producer (after the last read of it); with
     `pred` false nothing happens (a predicate, not a branch, so that releases in a row stay
     in one basic block and share the partition barrier before the first of them). In a
     cluster whose producers multicast into every CTA's ring, `multicast_cta=num_ctas - 1`
     releases the stage to every CTA's producer (create the ring with num_ctas times the
-    consumer arrivals, and end each producer with `producer_drain`)."""
+    consumer arrivals, and end each producer with `producer_drain`). `per_warp=True`: each
+    warp releases on its own, without a barrier of the consumer's warps first (create the
+    ring with the warps' arrivals, `mbarrier.arrive(per_warp=True)`)."""
     empty = pipe[1]
     NUM_STAGES: gl.constexpr = empty.shape[0]
-    mbarrier.arrive(empty.index(i % NUM_STAGES), pred=pred, multicast_cta=multicast_cta)
+    mbarrier.arrive(empty.index(i % NUM_STAGES), pred=pred, multicast_cta=multicast_cta,
+                    per_warp=per_warp)
 
 
 @gluon.jit

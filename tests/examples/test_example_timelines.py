@@ -47,7 +47,7 @@ def compile_attention(**options):
         {"BN": 128, "STAGES": 3, "CAUSAL": True, "V_T": False, "RETURN_LSE": True,
          "O_IN_Q": True, "OVERLAP": True, "KV_AHEAD": 1, "NUM_WG": 2, "CONSUMER_REGS": 240,
          "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3, "V_LAG": 0, "LATE_WAIT": False,
-         "ROW_SUM_MMA": False, "PROMOTE_PV": False, "BN_X": 0},
+         "ROW_SUM_MMA": False, "PROMOTE_PV": False, "BN_X": 0, "PER_WARP": False},
         target="sm_90a", num_warps=4, **options)
 
 

@@ -100,6 +100,10 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("float16", 128, {"extra_n": 64, "overlap": False, "stages": 2}),
     ("float16", 128, {"extra_n": 64, "late_wait": True, "stages": 2}),  # with the overlap
     ("bfloat16", 64, {"extra_n": 64, "overlap": False, "late_wait": False}),
+    ("float16", 128, {"warp_arrivals": True}),   # each warp releases and hands over alone
+    ("bfloat16", 64, {"warp_arrivals": True}),   # three warpgroups take turns
+    ("float8_e4m3fn", 128, {"warp_arrivals": True}),
+    ("float16", 256, {"warp_arrivals": True}),   # no ping-pong at D = 256
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
@@ -194,6 +198,21 @@ def test_cluster_multicasts_k_and_v_and_releases_to_both_ctas():
         body = _block_loop_sass(ptx)
         assert sum("SYNCS.ARRIVE.TRANS64.RED" in b for b in body) == 4, body
         assert not any("MEMBAR" in b for b in body), body
+
+
+@pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas and nvdisasm")
+def test_warp_arrivals_leave_the_block_loop_without_a_partition_barrier():
+    # By default the turn's hand-over and V's release follow one bar.sync of the warpgroup's
+    # 4 warps (one thread arrives for all); with per-warp arrivals each warp's lane 0
+    # arrives on its own and the loop has no BAR.SYNC left.
+    def bars(body):
+        return sum(b.startswith("BAR.SYNC") for b in body)
+
+    default = _block_loop_sass(_compile(128, CAUSAL=False).asm["ptx"])
+    per_warp = _block_loop_sass(_compile(128, CAUSAL=False, PER_WARP=True).asm["ptx"])
+    assert bars(default) == 1 and bars(per_warp) == 0, (bars(default), bars(per_warp))
+    assert sum("SYNCS.ARRIVE" in b for b in per_warp) == sum("SYNCS.ARRIVE" in b
+                                                            for b in default) == 3
 
 
 def gluon_compile_with(num_ctas, build):
@@ -346,7 +365,7 @@ def test_bad_inputs_are_named():
     with pytest.raises(TypeError, match=r"unknown option 'stage'; tuning options: block_n, "
                                         r"stages, k_stages, warpgroups, overlap, pingpong, "
                                         r"o_in_q, v_lag, late_wait, row_sum_mma, "
-                                        r"promote_pv, extra_n, cluster"):
+                                        r"promote_pv, extra_n, cluster, warp_arrivals"):
         f(q, q, q, stage=2)
     with pytest.raises(ValueError, match=r"promote_pv needs row_sum_mma=True and "
                                          r"overlap=False, got row_sum_mma=False, overlap=True"):
@@ -386,7 +405,7 @@ def _compile(D, BN=128, fp8=False, **constexprs):
               "O_IN_Q": not fp8, "OVERLAP": not fp8, "KV_AHEAD": 1, "NUM_WG": 2,
               "CONSUMER_REGS": 240, "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3,
               "V_LAG": 0, "LATE_WAIT": False, "ROW_SUM_MMA": False, "PROMOTE_PV": False,
-              "BN_X": 0}
+              "BN_X": 0, "PER_WARP": False}
     values.update(constexprs)
     bn_x = values["BN_X"]
     v_x = (hopper.transposed_v_descriptor(x, bn_x, hopper.FP8_KEY_ORDER) if fp8 else

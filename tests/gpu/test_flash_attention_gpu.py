@@ -86,6 +86,12 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     ("float8_e4m3fn", 128, False, {"extra_n": 64}),     # 192-key blocks, 128 + 64
     ("float8_e4m3fn", 128, True, {"extra_n": 64}),
     ("float16", 128, False, {"extra_n": 64, "late_wait": True, "stages": 2}),
+    # Per-warp releases and hand-overs (ids for `-k warp_arrivals`).
+    pytest.param("float16", 128, True, {"warp_arrivals": True}, id="warp_arrivals-fp16-128"),
+    pytest.param("bfloat16", 64, False, {"warp_arrivals": True}, id="warp_arrivals-bf16-64"),
+    pytest.param("float8_e4m3fn", 128, False, {"warp_arrivals": True},
+                 id="warp_arrivals-fp8-128"),
+    pytest.param("float16", 256, True, {"warp_arrivals": True}, id="warp_arrivals-fp16-256"),
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.

@@ -356,7 +356,9 @@ class ArriveBarrierOp(OpDef):
     barrier at the same offset in CTA `r & from_cta` (`mapa` + `.shared::cluster`); the
     default, every bit, is the CTA's own barrier. `multicast_cta` (Triton 3.9's Rubin
     spelling) arrives on the barrier of every CTA c with `c & ~m == r & ~m`, itself included:
-    the CTAs that differ from r only in the bits of m."""
+    the CTAs that differ from r only in the bits of m. `per_warp`: every warp running the
+    op arrives `count` times (lane 0 of each, no barrier first), instead of one thread for
+    all after a barrier of them."""
 
     name = ARRIVE
     layout_rule = OWN_LAYOUTS
@@ -364,8 +366,11 @@ class ArriveBarrierOp(OpDef):
     memory_effects = frozenset({WRITE_SHARED})
 
     @staticmethod
-    def build(b, bar, count: int = 1, pred=None, from_cta=None, multicast_cta: int = 0):
+    def build(b, bar, count: int = 1, pred=None, from_cta=None, multicast_cta: int = 0,
+              per_warp: bool = False):
         attrs = {"count": int(count), "has_pred": pred is not None}
+        if per_warp:
+            attrs["per_warp"] = True
         if from_cta is not None:
             attrs["from_cta"] = int(from_cta)
         if multicast_cta:
@@ -373,8 +378,8 @@ class ArriveBarrierOp(OpDef):
         return b.create(ARRIVE, [bar] + ([pred] if pred is not None else []), [], attrs)
 
     def print_attrs(self, op):
-        return format_attrs({k: op.attrs[k] for k in ("count", "from_cta", "multicast_cta")
-                             if k in op.attrs})
+        return format_attrs({k: op.attrs[k] for k in ("count", "from_cta", "multicast_cta",
+                                                      "per_warp") if k in op.attrs})
 
     def verify(self, op):
         _verify_counted_arrival(op, "count", "count")
@@ -384,17 +389,21 @@ class ArriveBarrierOp(OpDef):
         if not _active(frame, pred_of(op, 1)):
             return []
         view = frame[op.operands[0]]
+        count = op.attrs["count"]
+        if op.attrs.get("per_warp"):  # every warp of the partition (or the CTA) arrives
+            part = getattr(frame, "partition", None)
+            count *= part.warps if part is not None else frame.num_warps
         if frame.cluster is None:
-            barrier_state(frame, op, view).arrive(op.attrs["count"], frame, op)
+            barrier_state(frame, op, view).arrive(count, frame, op)
             return []
         for dest in arrival_targets(frame.cta_rank, frame.cluster.size, op.attrs):
             if dest == frame.cta_rank:
-                barrier_state(frame, op, view).arrive(op.attrs["count"], frame, op)
+                barrier_state(frame, op, view).arrive(count, frame, op)
                 continue
             from shared_codegen.ops.tma.multicast import peer_view
             peer = peer_view(frame, op, view, dest, "mbarrier.arrive on a barrier of")
             state = barrier_state(frame.cluster.frame_of(dest), op, peer)
-            state.arrive(op.attrs["count"], frame, op, remote=True)
+            state.arrive(count, frame, op, remote=True)
         return []
 
 

@@ -144,25 +144,38 @@ def lower_arrive_barrier(op, ctx):
     # CTA-wide bar.sync there would wait for warps that never come. The hazard check just
     # above, or a barrier a few ops earlier, may already have done it
     # (`_ordered_by_last_barrier`).
-    if ctx.barrier_count == barriers and not _ordered_by_last_barrier(op, ctx):
+    # per_warp: each warp arrives for itself (lane 0), in its own program order, so no warp
+    # waits for the others.
+    per_warp = bool(op.attrs.get("per_warp"))
+    if not per_warp and ctx.barrier_count == barriers and not _ordered_by_last_barrier(op, ctx):
         ctx.barrier()
+    issue = _issuer(ctx, pred_of(op, 1), per_warp)
     if _before_sm90(ctx):
         one = "@$0 mbarrier.arrive.shared.b64 state, [$1];\n"
         _asm(ctx, "{\n.reg .b64 state;\n" + one * op.attrs["count"] + "}", "b,l",
-             [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
+             [issue, bar_address(ctx, op, bar)])
         return None
     num_ctas = getattr(ctx, "num_ctas", 1)
     mask, multicast = op.attrs.get("from_cta"), op.attrs.get("multicast_cta", 0)
     if num_ctas > 1 and (multicast or mask is not None
                          and mask & (num_ctas - 1) != num_ctas - 1):
-        _remote_arrivals(op, ctx, bar, num_ctas, mask, multicast)
+        _remote_arrivals(op, ctx, bar, num_ctas, mask, multicast, issue)
         return None
     _asm(ctx, f"@$0 mbarrier.arrive.shared::cta.b64 _, [$1], {op.attrs['count']};",
-         "b,l", [thread_zero(ctx, pred_of(op, 1)), bar_address(ctx, op, bar)])
+         "b,l", [issue, bar_address(ctx, op, bar)])
     return None
 
 
-def _remote_arrivals(op, ctx, bar, num_ctas: int, mask, multicast: int) -> None:
+def _issuer(ctx, pred, per_warp: bool):
+    """The threads that arrive: thread 0 (and the op's predicate), or lane 0 of each warp."""
+    if not per_warp:
+        return thread_zero(ctx, pred)
+    b = ctx.builder
+    lane0 = b.icmp_unsigned("==", ctx.lane_id(), ctx.i32(0))
+    return lane0 if pred is None else b.and_(lane0, ctx.get(pred))
+
+
+def _remote_arrivals(op, ctx, bar, num_ctas: int, mask, multicast: int, issue) -> None:
     """Arrivals on peers' barriers: each one's address in the cluster window (`mapa`, PTX ISA
     9.7.9.22), then an arrival on it (9.7.13.15.12) with the default semantics, release at
     CTA scope, as CUTLASS's ClusterBarrier, ThunderKittens and Triton arrive on a peer's
@@ -175,7 +188,6 @@ def _remote_arrivals(op, ctx, bar, num_ctas: int, mask, multicast: int) -> None:
     from shared_codegen.ops.cluster.lowering import cta_rank
     b = ctx.builder
     rank = cta_rank(ctx)
-    issue = thread_zero(ctx, pred_of(op, 1))
     if multicast:
         keep = ctx.i32(~multicast & (num_ctas - 1))
         mine = b.and_(rank, keep)

@@ -1,6 +1,8 @@
 """mbarrier in the interpreter: exact phases, arrival counts and transaction bytes; the
 deadlock report of a wait that can never return; verifier and builtin errors."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -133,3 +135,55 @@ def test_a_barrier_view_carried_by_a_loop_lowers():
     ptx = gluon.compile(loop_carried_barrier_kernel, {"out_ptr": "*i32:16", "N": "i32"}, {},
                         target="sm_90a", num_warps=4).asm["ptx"]
     assert "mbarrier.arrive" in ptx and "mbarrier.try_wait.parity" in ptx
+
+
+@gluon.jit
+def _per_warp_consumer(bar, out_ptr, PER_WARP: gl.constexpr):
+    mbarrier.arrive(bar, per_warp=PER_WARP)  # with PER_WARP each of the 4 warps, on its own
+
+
+@gluon.jit
+def _per_warp_waiter(bar, out_ptr, PER_WARP: gl.constexpr):
+    mbarrier.wait(bar, 0)
+    gl.store(out_ptr, 1)
+
+
+@gluon.jit
+def per_warp_kernel(out_ptr, COUNT: gl.constexpr, PER_WARP: gl.constexpr = True):
+    """A 4-warp partition arrives (per warp with PER_WARP) on a barrier of COUNT; a 1-warp
+    one waits."""
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=COUNT)
+    gl.warp_specialize([(_per_warp_consumer, (bar, out_ptr, PER_WARP)),
+                        (_per_warp_waiter, (bar, out_ptr, PER_WARP))], [1], [24])
+
+
+def test_per_warp_arrivals_count_every_warp_and_need_no_barrier():
+    # per_warp: lane 0 of each warp arrives, with no partition barrier first; the 4 warps'
+    # arrivals complete a phase of count 4.
+    out = np.zeros(1, np.int32)
+    per_warp_kernel[(1,)](out, 4)
+    assert out[0] == 1
+    def before_arrival(per_warp):
+        ptx = gluon.compile(per_warp_kernel, signature={"out_ptr": "*i32"},
+                            constexprs={"COUNT": 4, "PER_WARP": per_warp},
+                            num_warps=4).asm["ptx"]
+        body = ptx[ptx.index("mbarrier.init"):]
+        return body[:body.index("mbarrier.arrive.shared::cta.b64 _,")]
+    # One thread for all: the partition's 4 warps meet first (its named barrier, 1 of 128
+    # threads). Per warp: no barrier between the hand-off and the arrival.
+    assert re.search(r"bar\.sync\s+1, 128;", before_arrival(False))
+    assert not re.search(r"bar\.sync\s+1,", before_arrival(True))
+    # A barrier initialized for one arrival is over-arrived by 4 warps.
+    with pytest.raises(InterpreterError, match=r"mbarrier arrive of count 4 on the mbarrier "
+                                               r"allocated at .*, whose phase 0 has only 1 of 1 "
+                                               r"arrivals pending"):
+        per_warp_kernel[(1,)](out, 1)
+    with pytest.raises(CompilationError, match=r"per_warp must be a compile-time bool, got 1"):
+        gluon.jit(_bad_per_warp)[(1,)](out)
+
+
+def _bad_per_warp(out_ptr):
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.arrive(bar, per_warp=1)

@@ -53,7 +53,8 @@ def expect(mbarrier, bytes, pred=True, _semantic=None):
 
 
 @builtin
-def arrive(mbarrier, *, count=1, pred=True, from_cta=None, multicast_cta=0, _semantic=None):
+def arrive(mbarrier, *, count=1, pred=True, from_cta=None, multicast_cta=0, per_warp=False,
+           _semantic=None):
     """Arrive `count` times on the current phase (`mbarrier.arrive`). `from_cta` (Triton
     3.8+, kernels with `num_ctas > 1`): the mask of CTA-id bits kept when routing the
     arrival, in [0, num_ctas - 1]: CTA r arrives on the barrier of CTA `r & from_cta`
@@ -61,7 +62,14 @@ def arrive(mbarrier, *, count=1, pred=True, from_cta=None, multicast_cta=0, _sem
     `multicast_cta` (Triton 3.9 spells it on `gl.nvidia.rubin.mbarrier.arrive`): arrive on
     the barrier of every CTA c of this one's class, `c & ~multicast_cta == rank &
     ~multicast_cta` (itself included): e.g. a consumer releasing a buffer that every CTA of
-    the cluster multicasts into. Lowered on sm_90 as one remote arrival per CTA."""
+    the cluster multicasts into. Lowered on sm_90 as one remote arrival per CTA.
+
+    By default one thread arrives for all the threads running this code, after they have
+    met at a barrier (each of them must be done with what the arrival releases). With
+    `per_warp=True` every warp arrives `count` times on its own, as soon as it gets here,
+    and no warp waits for the others: initialize the barrier with the warps' arrivals
+    (count x warps of this code, e.g. 4 for a warpgroup), as FlashAttention-3's consumers
+    arrive warp by warp at the named barrier that hands the turn to the other warpgroup."""
     from gluon.language._core import cluster_size
 
     bar = _barrier(mbarrier, "mbarrier.arrive")
@@ -85,9 +93,13 @@ def arrive(mbarrier, *, count=1, pred=True, from_cta=None, multicast_cta=0, _sem
         if from_cta is not None and from_cta != num_ctas - 1:
             raise ValueError(f"mbarrier.arrive: from_cta={from_cta} routes the arrival to "
                              f"another CTA and cannot be combined with multicast_cta")
+    per_warp = unwrap(per_warp)
+    if not isinstance(per_warp, bool):
+        raise TypeError(f"mbarrier.arrive: per_warp must be a compile-time bool, got "
+                        f"{per_warp!r}")
     _checked(ArriveBarrierOp.build(_semantic.builder, bar.handle, count,
                                    pred_arg(pred, _semantic, "mbarrier.arrive"), from_cta,
-                                   multicast_cta))
+                                   multicast_cta, per_warp))
 
 
 @builtin
