@@ -161,6 +161,7 @@ def test_extra_n_blocks_of_192_keys(dtype, monkeypatch):
     ("float8_e4m3fn", 128, 500, {"row_sum_mma": True}),   # V^T's slices split D
     ("float16", 256, 300, {}),            # 64-key blocks: 32-key slices
     ("float16", 128, 500, {"extra_n": 64, "late_wait": True, "stages": 2}),
+    ("float16", 128, 500, {"warp_arrivals": True}),   # 8 remote arrivals free a stage
 ])
 def test_cluster_pairs_share_multicast_kv(dtype, D, n_q, options, monkeypatch):
     # cluster=2: two CTAs on neighbouring Q tiles of one head, each fetching half of every K

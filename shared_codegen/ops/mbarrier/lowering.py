@@ -182,7 +182,8 @@ def _remote_arrivals(op, ctx, bar, num_ctas: int, mask, multicast: int, issue) -
     barrier: `.release.cluster` made ptxas put MEMBAR.ALL.GPU and two error barriers before
     every arrival, and a flash-attention forward whose four releases a block were remote
     ran at half speed. The releasing threads' reads are done before the arrival (the
-    partition's bar.sync, or a wgmma wait, precedes it). `from_cta`: one target,
+    partition's bar.sync precedes it, or with `per_warp` the warp's own program order).
+    `from_cta`: one target,
     `rank & mask`; `multicast_cta`: every CTA c with `c & ~m == rank & ~m`, one predicated
     arrival per candidate c (sm_90 has no multicast arrive)."""
     from shared_codegen.ops.cluster.lowering import cta_rank

@@ -2,15 +2,14 @@
 
 `tma.async_load(desc, coord, bar, smem, multicast=True)` in a kernel with `num_ctas = N`
 (docs/clusters.md): every CTA of the cluster issues the same call; CTA r fetches rows
-[r * M/N, (r+1) * M/N) of the [M, ...] block at `coord` and writes them (the rows are the
-block's first dim longer than one, so a [1, 1, M, D] block of a (B, H, N, D) tensor splits
-its M keys), with one message per
-box (`cp.async.bulk.tensor ... .multicast::cluster`, PTX ISA 9.7.9.27.1.2, ctaMask = every CTA),
-into `smem` of every CTA of the cluster at the same offsets, signalling `complete_tx` of its
-bytes on the barrier at `bar`'s offset in each of them. So each CTA's `smem` receives the
-whole block and its barrier the whole block's bytes: `mbarrier.expect(bar,
-desc.block_type.nbytes)` as for a plain load. Global memory is read once per cluster instead
-of once per CTA.
+[r * M/N, (r+1) * M/N) of the [M, ...] block at `coord` (the rows are the block's first dim
+longer than one: a [1, 1, M, D] block of a (B, H, N, D) tensor splits its M keys) and
+writes them, with one message per box (`cp.async.bulk.tensor ... .multicast::cluster`, PTX
+ISA 9.7.9.27.1.2, ctaMask = every CTA), into `smem` of every CTA of the cluster at the same
+offsets, signalling `complete_tx` of its bytes on the barrier at `bar`'s offset in each of
+them. So each CTA's `smem` receives the whole block and its barrier the whole block's bytes:
+`mbarrier.expect(bar, desc.block_type.nbytes)` as for a plain load. Global memory is read
+once per cluster instead of once per CTA.
 
 The box of the descriptor's tensor map is the slice (M/N rows), not the block: the compiler
 records it per descriptor parameter (`metadata["tma_boxes"]`) and the launch encodes the map

@@ -369,3 +369,42 @@ def test_layouts_that_split_a_tensor_across_ctas_are_refused():
             "supported")):
         gluon.compile(buffer, signature={"out": "*fp16"}, constexprs={"L": shared},
                       num_ctas=2)
+
+
+def test_a_multicast_of_a_4d_block_splits_its_first_dim_longer_than_one():
+    # A [1, 1, 64, 64] block of a (B, H, N, D) tensor: its unit dims index the batch and the
+    # head, so the CTAs split the 64 rows (32 each, the box recorded for the launch), and
+    # every CTA receives the whole block. A block too short there is refused by its shape.
+    from shared_codegen.ops.tma.multicast import slice_box, split_dim
+
+    x = np.arange(2 * 3 * 128 * 64, dtype=np.float32).reshape(2, 3, 128, 64).astype(np.float16)
+    layout = gl.NVMMASharedLayout(128, 16, rank=4)
+    desc = TensorDescriptor.from_tensor(x, [1, 1, 64, 64], layout)
+    out = np.zeros((2, 64, 64), np.float16)  # [CTA, rows, cols]
+
+    @gluon.jit
+    def load_block(desc, out, b, h, n0):
+        smem = gl.allocate_shared_memory(desc.dtype, desc.block_shape, desc.layout)
+        bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(bar, count=1)
+        cluster.barrier()
+        mbarrier.expect(bar, desc.block_type.nbytes)
+        tma.async_load(desc, [b, h, n0, 0], bar, smem, multicast=True)
+        mbarrier.wait(bar, 0)
+        cluster.barrier()
+        blocked: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [gl.num_warps(), 1], [1, 0])
+        tile = smem.reshape([64, 64]).load(blocked)
+        rows = gl.arange(0, 64, gl.SliceLayout(1, blocked))
+        cols = gl.arange(0, 64, gl.SliceLayout(0, blocked))
+        gl.store(out + cluster.cta_rank() * 4096 + rows[:, None] * 64 + cols[None, :], tile)
+
+    load_block[(1,)](desc, out, 1, 2, 64, num_ctas=2)
+    np.testing.assert_array_equal(out, np.broadcast_to(x[1, 2, 64:128], out.shape))
+    assert split_dim([1, 1, 64, 64]) == 2 and split_dim([64, 64]) == 0
+    assert slice_box(desc.type, 2) == [1, 1, 32, 64]
+    short = TensorDescriptor.from_tensor(x, [1, 1, 8, 64], layout)
+    with pytest.raises(CompilationError, match=re.escape(
+            "tma.async_load: multicast=True gives each of the 2 CTAs 4 rows of the "
+            "[1, 1, 8, 64] block, which does not start a whole 128-byte swizzle atom (8 "
+            "rows); use a block of at least 16 rows")):
+        load_block[(1,)](short, out, 0, 0, 0, num_ctas=2)
