@@ -19,8 +19,10 @@
 #               region: softmax, wait turn, wait K), under --out $OUT/timelines
 #   warp        warp_arrivals (each consumer warp releases K/V stages and hands the turn over
 #               on its own: no partition barrier in the block loop) as a same-run variant,
-#               D = 128 fp16 4k and 16k causal and not, D = 64 and 256 fp16 and fp8 D = 128
-#               at 16k, after its GPU tests (not run this session: no device time left)
+#               D = 128 fp16 4k and 16k causal and not, D = 64 and 256 fp16 at 16k, and fp8
+#               D = 128 at 4k and 16k with and beside the overlap with late_wait (with the
+#               first row_sum_mma it gave 1.09x at 16k, 0.98-1.01x at 4k), after its GPU
+#               tests (not run this session: no device time left)
 #   gpu_tests   every GPU test
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -61,7 +63,7 @@ if has warp; then
   if grep -q " passed" "$OUT/warp_tests.log" && ! grep -qE "failed|error" "$OUT/warp_tests.log"; then
     step warp128 240 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;wa:warp_arrivals=1" --json "$OUT/warp128.json"
     step warp_other 200 python3 $A --dims 64,256 --ns 16384 --dtypes fp16 --rounds 5 --no-triton --variants "same:;wa:warp_arrivals=1" --json "$OUT/warp_other.json"
-    step warp_fp8 150 python3 $A --dims 128 --ns 16384 --dtypes fp8 --rounds 5 --no-triton --variants "same:;wa:warp_arrivals=1" --json "$OUT/warp_fp8.json"
+    step warp_fp8 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp8 --rounds 7 --no-triton --variants "same:;wa:warp_arrivals=1;lw:overlap=1,late_wait=1;walw:warp_arrivals=1,overlap=1,late_wait=1" --json "$OUT/warp_fp8.json"
   fi
 fi
 if has gpu_tests; then
