@@ -689,7 +689,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     `v_lag` (1: V_{j-1} is loaded after K_j, 0: V_j), `late_wait` (the PV wait after the
     softmax's exp2s), `row_sum_mma` (P's row sums as a small wgmma against ones),
     `promote_pv` (each block's P V added into O in fp32), `extra_n` (a block is block_n
-    + extra_n keys, the extra ones in rings and wgmmas of their own) and `cluster` (2:
+    + extra_n keys, the extra ones in rings and wgmmas of their own), `cluster` (2:
     programs are clusters of two CTAs on neighbouring Q tiles of one head, each K/V block
     loaded once for both by TMA multicast; not causal; `num_programs` counts clusters) and
     `warp_arrivals` (each consumer warp releases K/V stages and hands the ping-pong turn over
