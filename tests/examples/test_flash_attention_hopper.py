@@ -177,7 +177,9 @@ def test_cluster_pairs_share_multicast_kv(dtype, D, n_q, options, monkeypatch):
                                           **options)
         err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
         assert err <= TOLERANCE[dtype], (seed, err)
-        assert float(np.abs(lse - ref_lse).max()) < 1e-2 if dtype == "float8_e4m3fn" else 1e-5
+        # fp8 with row_sum_mma sums P as rounded to e4m3: its lse moves by about 1e-2.
+        lse_tol = 1e-2 if dtype == "float8_e4m3fn" else 1e-5
+        assert float(np.abs(lse - ref_lse).max()) < lse_tol, (seed, lse_tol)
 
 
 def test_cluster_multicasts_k_and_v_and_releases_to_both_ctas():
