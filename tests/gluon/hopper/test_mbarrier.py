@@ -164,6 +164,7 @@ def test_per_warp_arrivals_count_every_warp_and_need_no_barrier():
     out = np.zeros(1, np.int32)
     per_warp_kernel[(1,)](out, 4)
     assert out[0] == 1
+
     def before_arrival(per_warp):
         ptx = gluon.compile(per_warp_kernel, signature={"out_ptr": "*i32"},
                             constexprs={"COUNT": 4, "PER_WARP": per_warp},
