@@ -4,6 +4,8 @@ linearly up to 66 clusters on 132 SMs) and what one cluster delivers against one
 
     PYTHONPATH=. python3 benchmarks/cluster_probe.py
 
+Configs are timed interleaved in shuffled rounds (`_bench.interleaved_medians`); the numbers
+below came from an earlier form that timed each config in turn, 10 calls each.
 (2026-12-06, H100: with remote arrivals at cluster scope, 66 clusters of two CTAs ran as
 fast as 66 single CTAs, 359 against 334 TFLOP/s: ptxas put a MEMBAR.ALL.GPU before each of
 the four remote releases a block. At CTA scope, 631 against 639 for 132 single CTAs.)
@@ -16,20 +18,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples", "flash_attention"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 
-def _ms(torch, fn, reps=10):
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / reps
-
-
 def main() -> int:
-    from _bench import gpu_torch
+    from _bench import gpu_torch, interleaved_medians
     torch = gpu_torch("cluster_probe.py")
     if torch is None:
         return 0
@@ -37,8 +27,11 @@ def main() -> int:
     B, H, N, D = 1, 16, 16384, 128
     q, k, v = (torch.randn((B, H, N, D), device="cuda").half() for _ in range(3))
     flops = 4 * B * H * N * N * D
-    for cluster, programs in [(1, 132), (1, 66), (2, 66), (2, 60), (2, 50), (2, 33), (2, 16)]:
-        ms = _ms(torch, attention_launcher(q, k, v, cluster=cluster, num_programs=programs))
+    fns = {(cluster, programs): attention_launcher(q, k, v, cluster=cluster,
+                                                   num_programs=programs)
+           for cluster, programs in [(1, 132), (1, 66), (2, 66), (2, 60), (2, 50), (2, 33),
+                                     (2, 16)]}
+    for (cluster, programs), ms in interleaved_medians(fns, 5, torch).items():
         print(f"cluster={cluster} programs={programs}: {ms:.3f} ms "
               f"{flops / ms / 1e9:.0f} TFLOP/s", flush=True)
     return 0

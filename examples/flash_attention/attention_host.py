@@ -57,11 +57,12 @@ def num_sms() -> int:
     return get_device().sm_count
 
 
-def persistent_grid(q, num_tiles: int, num_programs=None):
+def persistent_grid(q, num_tiles: int, num_programs=None, ctas: int = 1):
     """The launch grid of a persistent kernel over `num_tiles` tiles: `num_programs` programs
-    (default: one per SM on the GPU, 2 in the interpreter), never more than there are tiles."""
+    (default: one per SM on the GPU, one per `ctas` SMs when a program is a cluster of that
+    many CTAs, 2 in the interpreter), never more than there are tiles."""
     if num_programs is None:
-        num_programs = 2 if _is_numpy(q) else num_sms()
+        num_programs = 2 if _is_numpy(q) else num_sms() // ctas
     return (max(1, min(num_programs, num_tiles)),)
 
 

@@ -88,7 +88,7 @@ from attention_reference import (check_forward, numpy_dtype, random_inputs,  # n
                                  reference)
 # The host side the Hopper and Blackwell forwards share (checks, outputs, descriptors).
 from attention_host import (FP8_KEY_ORDER, _aligned, _is_numpy, _nvmma,  # noqa: E402,F401
-                            allocate_outputs, check_inputs, num_sms, persistent_grid,
+                            allocate_outputs, check_inputs, persistent_grid,
                             transposed_v_descriptor)
 
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
@@ -636,7 +636,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     WARP_ARRIVALS: gl.constexpr = 4 if PER_WARP else 1
     kpipe = pipeline.create(K_STAGES, NUM_WG * NUM_CTAS * WARP_ARRIVALS)
     vpipe = pipeline.create(STAGES, NUM_WG * NUM_CTAS * WARP_ARRIVALS)
-    turns = pingpong.create(NUM_WG, 4 if PER_WARP else 0)
+    turns = pingpong.create(NUM_WG, WARP_ARRIVALS)
     ones = None
     if ROW_SUM_MMA:  # the B operand of l += P 1: [8, BN] ones, K-major
         ones = gl.allocate_shared_memory(
@@ -747,9 +747,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     if ctas > 1 and num_m % ctas and "cluster" not in tuning:
         ctas = 1  # the default: no phantom tile (computed, then clipped) for the pairs
     num_tiles = B * H * (-(-num_m // ctas) * ctas)
-    if num_programs is None and not _is_numpy(q):
-        num_programs = num_sms() // ctas
-    grid = persistent_grid(q, num_tiles // ctas, num_programs)
+    grid = persistent_grid(q, num_tiles // ctas, num_programs, ctas)
     qk_scale = float(sm_scale) * LOG2E.value * float(q_descale) * float(k_descale)
     o_scale = float(v_descale)
     o_in_q = bool(cfg["o_in_q"]) and not fp8  # fp8: Q's buffer is too small for O

@@ -30,14 +30,15 @@ from gluon.language.nvidia.hopper import mbarrier
 
 
 @gluon.jit
-def create(NUM: gl.constexpr = 2, WARPS: gl.constexpr = 0):
+def create(NUM: gl.constexpr = 2, ARRIVALS: gl.constexpr = 1):
     """Allocate and initialize the turn barriers of NUM warpgroups (before
-    gl.warp_specialize). WARPS > 0: the WARPS warps of a warpgroup hand the turn over each
-    on its own (`start` and `pass_turn` with PER_WARP), so they never wait for one another
-    there, as FlashAttention-3's warps arrive one by one at its scheduler barrier."""
+    gl.warp_specialize). ARRIVALS hand over one turn: 1 (one thread for the warpgroup), or
+    its warps' number when they hand the turn over each on its own (`start` and `pass_turn`
+    with PER_WARP), so they never wait for one another there, as FlashAttention-3's warps
+    arrive one by one at its scheduler barrier."""
     turns = gl.allocate_shared_memory(gl.int64, [NUM, 1], mbarrier.MBarrierLayout())
     for wg in gl.static_range(NUM):
-        mbarrier.init(turns.index(wg), count=WARPS if WARPS > 0 else 1)
+        mbarrier.init(turns.index(wg), count=ARRIVALS)
     return turns
 
 
@@ -58,7 +59,8 @@ def wait_turn(turns, WG: gl.constexpr, turn):
 @gluon.jit
 def pass_turn(turns, WG: gl.constexpr, turn, PER_WARP: gl.constexpr = False):
     """Hand the turn to the next warpgroup; returns the next turn number. PER_WARP (with
-    `create(WARPS=...)`): each warp hands over its share as soon as it has issued its part."""
+    `create(ARRIVALS=warps)`): each warp hands over its share as soon as it has issued its
+    part."""
     mbarrier.arrive(turns.index((WG + 1) % turns.shape[0]), per_warp=PER_WARP)
     return turn + 1
 

@@ -185,7 +185,7 @@ def test_cluster_pairs_share_multicast_kv(dtype, D, n_q, options, monkeypatch):
 def test_cluster_multicasts_k_and_v_and_releases_to_both_ctas():
     # Each producer's K and V copies are multicast (two 64-key slices of a 128-key block),
     # every release is a remote arrival on both CTAs' barriers, and nothing spills.
-    ptx = gluon_compile_with(2, lambda: _compile(128, CAUSAL=False, RETURN_LSE=False))
+    ptx = _compile(128, num_ctas=2, CAUSAL=False, RETURN_LSE=False).asm["ptx"]
     loads = re.findall(r"cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.mbarrier::"
                        r"complete_tx::bytes(\.multicast::cluster)? ", ptx)
     # Q's copies (one a warpgroup, two 64-wide boxes each at D = 128) are the CTA's own;
@@ -216,17 +216,6 @@ def test_warp_arrivals_leave_the_block_loop_without_a_partition_barrier():
     assert bars(default) == 1 and bars(per_warp) == 0, (bars(default), bars(per_warp))
     assert sum("SYNCS.ARRIVE" in b for b in per_warp) == sum("SYNCS.ARRIVE" in b
                                                             for b in default) == 3
-
-
-def gluon_compile_with(num_ctas, build):
-    """The PTX `build()` compiles when every gluon.compile of it launches num_ctas CTAs a
-    program."""
-    original = gluon.compile
-    gluon.compile = lambda *a, **kw: original(*a, **{**kw, "num_ctas": num_ctas})
-    try:
-        return build().asm["ptx"]
-    finally:
-        gluon.compile = original
 
 
 @pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas and nvdisasm")
@@ -391,9 +380,10 @@ def test_bad_inputs_are_named():
         f(q, q, q, cluster=2, causal=True)
 
 
-def _compile(D, BN=128, fp8=False, **constexprs):
+def _compile(D, BN=128, fp8=False, num_ctas=1, **constexprs):
     """attention_kernel for sm_90a at head dim D (fp16 or fp8 inputs, 16 heads of 4096 rows):
-    D = 128's default schedule, causal, with the given constexprs changed."""
+    D = 128's default schedule, causal, with the given constexprs changed (`num_ctas`: CTAs
+    a program, as `cluster` launches it)."""
     import ml_dtypes
     from gluon.nvidia.hopper import TensorDescriptor
 
@@ -419,7 +409,7 @@ def _compile(D, BN=128, fp8=False, **constexprs):
          "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
          "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32",
          "k_desc_x": block(bn_x) if bn_x else block(BN), "v_desc_x": v_x},
-        values, target="sm_90a", num_warps=4)
+        values, target="sm_90a", num_warps=4, num_ctas=num_ctas)
 
 
 @pytest.fixture(scope="module")
