@@ -175,8 +175,9 @@ def _producer(q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring
 
 @gluon.jit
 def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_smem, dq_smem,
-              kv_ready, kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV, H_KV, GROUP,
-              num_tiles, qk_scale, sm_scale, CAUSAL: gl.constexpr):
+              kv_ready, kv_empty, qpipe, dqpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV,
+              H_KV, GROUP, num_tiles, qk_scale, sm_scale, CAUSAL: gl.constexpr,
+              DQ_WRITER: gl.constexpr, EARLY_DV: gl.constexpr):
     """Both consumer warpgroups as one 8-warp partition: warpgroup w owns keys
     n0 + 64w .. +64 in S^T, dP^T, dV and dK (warps_per_cta [8, 1]) and columns
     D/2 * w .. + D/2 of dQ (warps_per_cta [4, 2]), which sums over all 128 keys through dS^T
@@ -204,7 +205,7 @@ def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_sme
     off = N_KV - N_Q
     k = k_smem.reshape([BN, D])
     v = v_smem.reshape([BN, D])
-    dq_view = dq_smem.reshape([BM, D])
+    dq_view = dq_smem.index(0).reshape([BM, D])
     s_zero = gl.zeros([BN, BM], gl.float32, s_layout)
     dq_zero = gl.zeros([BM, D], gl.float32, dq_layout)
     item = 0
@@ -238,16 +239,25 @@ def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_sme
                                       pt, 0.0)
                 if n0 + BN > N_KV:  # keys past N_kv: only in the last key block
                     pt = gl.where(key_ok, pt, 0.0)
-                dpt = warpgroup_mma_wait(0, deps=[dpt])
-                dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
-                pt_op = gl.convert_layout(pt.to(dtype), a_layout)
-                dv = warpgroup_mma(pt_op, do, dv, is_async=True)
+                if EARLY_DV:
+                    # dV = P^T dO goes to the tensor cores straight after dP^T, and dS^T
+                    # is computed under it.
+                    pt_op = gl.convert_layout(pt.to(dtype), a_layout)
+                    dv = warpgroup_mma(pt_op, do, dv, is_async=True)
+                    dpt = warpgroup_mma_wait(1, deps=[dpt])
+                    dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
+                else:
+                    dpt = warpgroup_mma_wait(0, deps=[dpt])
+                    dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
+                    pt_op = gl.convert_layout(pt.to(dtype), a_layout)
+                    dv = warpgroup_mma(pt_op, do, dv, is_async=True)
                 ds_op = gl.convert_layout(dst, a_layout)
                 dk = warpgroup_mma(ds_op, q, dk, is_async=True)
-                # The previous block's dQ reduce is done reading dq_smem (long since):
-                # waited for here, the barrier that orders dS^T's stores before the dQ
-                # wgmma orders this wait before dq_smem's stores too.
-                tma.store_wait(0)
+                if not DQ_WRITER:
+                    # The previous block's dQ reduce is done reading dq_smem (long since):
+                    # waited for here, the barrier that orders dS^T's stores before the dQ
+                    # wgmma orders this wait before dq_smem's stores too.
+                    tma.store_wait(0)
                 # dS^T once into shared memory: dQ = dS K sums over both warpgroups' keys.
                 ds_smem.store(dst)
                 fence_async_shared()
@@ -255,13 +265,23 @@ def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_sme
                                    is_async=True)
                 dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv, dk, dq, pt_op,
                                                                        ds_op])
-                dq_view.store(dq)
-                fence_async_shared()
-                # Released after dQ's stores: the barrier before the release's arrival
-                # also orders every thread's dQ stores before the reduce reads them.
-                pipeline.consumer_release(qpipe, item)
-                # dQ: one TMA reduce-add of the 64 x D fp32 tile (rows past N_q clipped).
-                tma.async_atomic_add(dq_desc, [b, h, m0, 0], dq_smem)
+                if DQ_WRITER:
+                    # A dQ stage the writer warp's reduce has read. Each warp then hands its
+                    # dQ rows and its Q / dO stage over on its own (per-warp arrivals): no
+                    # barrier of the 8 warps, and no reduce to issue here.
+                    dq_stage, _ = pipeline.producer_acquire(dqpipe, item)
+                    dq_smem.index(dq_stage).reshape([BM, D]).store(dq)
+                    pipeline.producer_commit(dqpipe, item, per_warp=True)
+                    pipeline.consumer_release(qpipe, item, per_warp=True)
+                else:
+                    dq_view.store(dq)
+                    fence_async_shared()
+                    # Released after dQ's stores: the barrier before the release's arrival
+                    # also orders every thread's dQ stores before the reduce reads them.
+                    pipeline.consumer_release(qpipe, item)
+                    # dQ: one TMA reduce-add of the 64 x D fp32 tile (rows past N_q
+                    # clipped).
+                    tma.async_atomic_add(dq_desc, [b, h, m0, 0], dq_smem.index(0))
                 item += 1
         # Every wgmma that read K and V is done: the producer may load the next tile's.
         mbarrier.arrive(kv_empty)
@@ -274,13 +294,36 @@ def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_sme
         gl.store(dk_ptr + offs, (dk * sm_scale).to(dtype), mask=keep)
         gl.store(dv_ptr + offs, dv.to(dtype), mask=keep)
         t += 1
-    tma.store_wait(0)
+    if not DQ_WRITER:
+        tma.store_wait(0)
+
+
+@gluon.jit
+def _dq_writer(dq_desc, dq_smem, dqpipe, N_Q, N_KV, H_KV, GROUP, num_tiles,
+               CAUSAL: gl.constexpr):
+    """FlashAttention-3's dQ writer warp: for each query block the consumers finish, wait
+    until all 8 consumer warps have stored their dQ rows, add the tile into dq_acc with
+    one TMA reduce, and free dq_smem once the reduce has read it."""
+    item = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        n0, b, hk = _tile(tile, N_KV, H_KV)
+        first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
+        for g in range(GROUP):
+            h = hk * GROUP + g
+            for mb in range(first, end):
+                s = pipeline.consumer_wait(dqpipe, item)
+                tma.async_atomic_add(dq_desc, [b, h, mb * BM, 0], dq_smem.index(s))
+                tma.store_wait(0)
+                pipeline.consumer_release(dqpipe, item)
+                item += 1
 
 
 @gluon.jit
 def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc, delta_desc,
                          dk_ptr, dv_ptr, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles, qk_scale,
-                         sm_scale, STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+                         sm_scale, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                         DQ_WRITER: gl.constexpr = False, EARLY_DV: gl.constexpr = False,
+                         DQ_STAGES: gl.constexpr = 1):
     q_ring = gl.allocate_shared_memory(q_desc.dtype, [STAGES] + q_desc.block_shape,
                                        q_desc.layout)
     do_ring = gl.allocate_shared_memory(do_desc.dtype, [STAGES] + do_desc.block_shape,
@@ -296,23 +339,34 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc
     # (queries contiguous, an MN-major A operand).
     ds_smem = gl.allocate_shared_memory(q_desc.dtype, [BN, BM],
                                         gl.NVMMASharedLayout(128, q_desc.dtype.primitive_bitwidth))
-    dq_smem = gl.allocate_shared_memory(dq_desc.dtype, dq_desc.block_shape, dq_desc.layout)
+    dq_smem = gl.allocate_shared_memory(dq_desc.dtype, [DQ_STAGES] + dq_desc.block_shape,
+                                        dq_desc.layout)
     kv_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_ready, count=1)
     mbarrier.init(kv_empty, count=1)
-    qpipe = pipeline.create(STAGES, 1)
-    gl.warp_specialize(
-        [(_consumer, (q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_smem,
-                      dq_smem, kv_ready, kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV,
-                      H_KV, GROUP, num_tiles, qk_scale, sm_scale, CAUSAL)),
-         (_producer, (q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring,
-                      do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, kv_ready, kv_empty,
-                      qpipe, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles, CAUSAL))],
-        [1], [24])
+    # DQ_WRITER: the 8 consumer warps release stages and hand dQ over each on its own.
+    ARRIVALS: gl.constexpr = 8 if DQ_WRITER else 1
+    qpipe = pipeline.create(STAGES, ARRIVALS)
+    # DQ_WRITER: a ring of DQ_STAGES dQ tiles, filled by the consumers' 8 warps.
+    dqpipe = pipeline.create(DQ_STAGES, 1, ARRIVALS)
+    consumer = (_consumer, (q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_smem,
+                            dq_smem, kv_ready, kv_empty, qpipe, dqpipe, dq_desc,
+                            dk_ptr, dv_ptr, N_Q, N_KV, H_KV, GROUP, num_tiles, qk_scale,
+                            sm_scale, CAUSAL, DQ_WRITER, EARLY_DV))
+    producer = (_producer, (q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring,
+                            do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, kv_ready,
+                            kv_empty, qpipe, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles, CAUSAL))
+    if DQ_WRITER:
+        writer = (_dq_writer, (dq_desc, dq_smem, dqpipe, N_Q, N_KV, H_KV, GROUP, num_tiles,
+                               CAUSAL))
+        gl.warp_specialize([consumer, producer, writer], [1, 1], [24, 24])
+    else:
+        gl.warp_specialize([consumer, producer], [1], [24])
     pipeline.invalidate(qpipe)
     mbarrier.invalidate(kv_ready)
     mbarrier.invalidate(kv_empty)
+    pipeline.invalidate(dqpipe)
 
 
 # ---- host side ---------------------------------------------------------------------------------
@@ -420,7 +474,8 @@ ROW_LAYOUT = gl.NVMMASharedLayout(0, 32, rank=2)
 
 
 def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
-                       dq_swizzle=DQ_SWIZZLE, persistent=False):
+                       dq_swizzle=DQ_SWIZZLE, persistent=False, dq_writer=False,
+                       early_dv=False, dq_stages=1, stages=None):
     """Gradients (dq, dk, dv) of o = attention(q, k, v) given dO = `do`, the forward's
     output `o` and its row log-sum-exp `lse` (natural log, fp32, (B, H, N_q)). q, o, do:
     (B, H, N_q, D); k, v: (B, H_kv, N_kv, D); fp16 / bf16, D in {64, 128}, H a multiple of
@@ -431,11 +486,26 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     wavefront each, gl.bank_conflicts); `dq_layout` says why 128 is the default.
     `persistent`: one CTA per SM walks the (key block, head) tiles, loading the next tile's
     K and V under this one's dK / dV epilogue, instead of one CTA per tile (see `_tile`
-    for what it measured)."""
+    for what it measured). `dq_writer`: a third partition, one warp, issues the dQ reduces
+    (FlashAttention-3's dQ writer warp), and the consumer warps hand dQ and the Q / dO
+    stages over each on its own, without a barrier of the 8 warps. `early_dv`: dV = P^T dO
+    is issued right after P^T's exp2s, before dP^T's wait, so that dS^T is computed while
+    the tensor cores run it. `dq_stages` (1 or 2, with `dq_writer`): dQ tiles in shared
+    memory, so that the consumers need not wait for the writer's last reduce to have read
+    its tile. `stages`: the Q / dO ring's depth (default STAGES, CAUSAL_STAGES when causal;
+    at D = 128 two dQ stages leave room for two)."""
     B, H, H_kv, N_q, N_kv, D = _check_inputs(q, k, v, o, lse, do)
     if dq_swizzle not in (32, 64, 128) or isinstance(dq_swizzle, bool):
         raise ValueError(f"attention_backward: dq_swizzle must be 32, 64 or 128 (bytes), got "
                          f"{dq_swizzle!r}")
+    if dq_stages not in (1, 2) or isinstance(dq_stages, bool) or \
+            (dq_stages == 2 and not dq_writer):
+        raise ValueError(f"attention_backward: dq_stages must be 1, or 2 with dq_writer=True, "
+                         f"got {dq_stages!r} (dq_writer={dq_writer!r})")
+    if stages is None:
+        stages = CAUSAL_STAGES if causal else STAGES
+    if stages not in (2, 3, 4) or isinstance(stages, bool):
+        raise ValueError(f"attention_backward: stages must be 2, 3 or 4, got {stages!r}")
     dt = _dtype_name(q)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
@@ -467,8 +537,8 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     attention_bwd_kernel[grid](q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc,
                                delta_desc, dk, dv, N_q, N_kv, n_pad, H_kv, H // H_kv, num_tiles,
                                float(sm_scale) * LOG2E.value, float(sm_scale),
-                               CAUSAL_STAGES if causal else STAGES,
-                               bool(causal), num_warps=8)
+                               stages, bool(causal), bool(dq_writer), bool(early_dv),
+                               dq_stages, num_warps=8)
     block = 1024
     _dq_convert_kernel[(-(-n_rows * D // block),)](dq_acc, dq, n_rows * D, float(sm_scale),
                                                    block, num_warps=4)

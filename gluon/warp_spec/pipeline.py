@@ -37,14 +37,17 @@ from gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
 
 @gluon.jit
-def create(NUM_STAGES: gl.constexpr, CONSUMER_ARRIVALS: gl.constexpr = 1):
+def create(NUM_STAGES: gl.constexpr, CONSUMER_ARRIVALS: gl.constexpr = 1,
+           PRODUCER_ARRIVALS: gl.constexpr = 1):
     """Allocate and initialize the barrier pairs of a NUM_STAGES-deep ring (call it before
     gl.warp_specialize and pass the result to both sides). CONSUMER_ARRIVALS partitions
-    must release a stage before the producer may refill it."""
+    must release a stage before the producer may refill it; PRODUCER_ARRIVALS
+    `producer_commit`s fill one (the warps' number for a producer whose warps commit each
+    on its own)."""
     ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(NUM_STAGES):
-        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(ready.index(s), count=PRODUCER_ARRIVALS)
         mbarrier.init(empty.index(s), count=CONSUMER_ARRIVALS)
     return ready, empty
 
@@ -62,13 +65,15 @@ def producer_acquire(pipe, i):
 
 
 @gluon.jit
-def producer_commit(pipe, i):
+def producer_commit(pipe, i, per_warp: gl.constexpr = False):
     """Mark the stage of item `i` full after writing it with generic stores (the fence makes
-    them visible to async readers such as wgmma)."""
+    them visible to async readers such as wgmma or a TMA store). `per_warp=True`: each warp
+    commits its own stores without waiting for the others (create the ring with the warps'
+    number as PRODUCER_ARRIVALS)."""
     ready = pipe[0]
     NUM_STAGES: gl.constexpr = ready.shape[0]
     fence_async_shared()
-    mbarrier.arrive(ready.index(i % NUM_STAGES))
+    mbarrier.arrive(ready.index(i % NUM_STAGES), per_warp=per_warp)
 
 
 @gluon.jit

@@ -89,7 +89,8 @@ def test_bad_inputs_are_named():
         f(x, x, x, x, lse, x, dq_swizzle=16)
 
 
-def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE):
+def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE, dq_writer=False, early_dv=False,
+             dq_stages=1, stages=None):
     from gluon.nvidia.hopper import TensorDescriptor
 
     x = np.zeros((1, 16, 4096, D), np.float16)
@@ -106,7 +107,8 @@ def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE):
          "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "N_PAD": "i32",
          "H_KV": "i32", "GROUP": "i32", "num_tiles": "i32", "qk_scale": "fp32",
          "sm_scale": "fp32"},
-        {"STAGES": hopper_bwd.CAUSAL_STAGES if causal else hopper_bwd.STAGES, "CAUSAL": causal},
+        {"STAGES": stages or (hopper_bwd.CAUSAL_STAGES if causal else hopper_bwd.STAGES),
+         "CAUSAL": causal, "DQ_WRITER": dq_writer, "EARLY_DV": early_dv, "DQ_STAGES": dq_stages},
         target="sm_90a", num_warps=8)
 
 
@@ -204,7 +206,10 @@ def test_dq_box_width(dq_swizzle, boxes, addresses):
 
 @pytest.mark.parametrize("options, causal", [
     ({"dq_swizzle": 32}, False), ({"dq_swizzle": 64}, True),  # 16 or 8 TMA boxes for dQ
-    ({"persistent": True}, False), ({"persistent": True}, True)])  # 2 CTAs walk the tiles
+    ({"persistent": True}, False), ({"persistent": True}, True),  # 2 CTAs walk the tiles
+    ({"dq_writer": True}, False), ({"dq_writer": True, "persistent": True}, True),
+    ({"early_dv": True}, False), ({"early_dv": True, "dq_writer": True}, True),
+    ({"dq_writer": True, "dq_stages": 2, "stages": 2}, True)])
 def test_backward_options_match_float64(options, causal, monkeypatch):
     q, k, v, o, lse, do = _inputs("float16", 128, causal, 1, 2, 1, 200, 330)
     refs = hopper_bwd.reference(q, k, v, do, causal)

@@ -64,6 +64,14 @@ def _rel(a, b):
     # tile's K and V under the last one's epilogue.
     ("float16", 128, False, 2, 16, 8, 4096, 4096, {"persistent": True}),
     ("float16", 128, True, 2, 8, 4, 2048, 2048, {"persistent": True}),  # 128 causal tiles
+    # A dQ writer warp issues the reduces; the consumer warps arrive each on its own.
+    ("float16", 128, False, 2, 8, 2, 1000, 1000, {"dq_writer": True}),
+    ("bfloat16", 128, True, 1, 4, 2, 700, 1500, {"dq_writer": True}),
+    ("float16", 64, True, 2, 8, 4, 2048, 2048, {"dq_writer": True, "persistent": True}),
+    ("float16", 128, False, 2, 8, 2, 1000, 1000, {"early_dv": True}),
+    ("float16", 128, True, 2, 8, 8, 2048, 2048, {"early_dv": True, "dq_writer": True}),
+    ("float16", 128, True, 2, 8, 2, 1000, 1000, {"dq_writer": True, "dq_stages": 2,
+                                                 "stages": 2}),  # two dQ tiles in flight
 ])
 def test_gradients_match_float32_like_sdpa(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv,
                                            options):

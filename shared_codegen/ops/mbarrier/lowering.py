@@ -54,7 +54,8 @@ def sync_barrier(ctx, op, bar, kind: str, one_thread: bool = False) -> None:
 
 
 def _asm(ctx, text: str, constraints: str, args) -> None:
-    ctx.inline_asm(text, constraints + ",~{memory}", VOID, args, side_effects=True)
+    constraints = (constraints + "," if constraints else "") + "~{memory}"
+    ctx.inline_asm(text, constraints, VOID, args, side_effects=True)
 
 
 def _before_sm90(ctx) -> bool:
@@ -144,10 +145,14 @@ def lower_arrive_barrier(op, ctx):
     # CTA-wide bar.sync there would wait for warps that never come. The hazard check just
     # above, or a barrier a few ops earlier, may already have done it
     # (`_ordered_by_last_barrier`).
-    # per_warp: each warp arrives for itself (lane 0), in its own program order, so no warp
-    # waits for the others.
+    # per_warp: each warp arrives for itself (lane 0), so no warp waits for the others; a
+    # warp barrier first (bar.warp.sync, which orders memory among the warp's lanes) puts
+    # every lane's accesses before lane 0's release, e.g. a warp's shared stores before a
+    # TMA store that a waiter issues.
     per_warp = bool(op.attrs.get("per_warp"))
-    if not per_warp and ctx.barrier_count == barriers and not _ordered_by_last_barrier(op, ctx):
+    if per_warp:
+        _asm(ctx, "bar.warp.sync -1;", "", [])
+    elif ctx.barrier_count == barriers and not _ordered_by_last_barrier(op, ctx):
         ctx.barrier()
     issue = _issuer(ctx, pred_of(op, 1), per_warp)
     if _before_sm90(ctx):

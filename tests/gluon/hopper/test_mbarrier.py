@@ -175,6 +175,9 @@ def test_per_warp_arrivals_count_every_warp_and_need_no_barrier():
     # threads). Per warp: no barrier between the hand-off and the arrival.
     assert re.search(r"bar\.sync\s+1, 128;", before_arrival(False))
     assert not re.search(r"bar\.sync\s+1,", before_arrival(True))
+    # Per warp, a warp barrier orders every lane's accesses before lane 0's arrival.
+    assert not re.search(r"bar\.warp\.sync", before_arrival(False))
+    assert "bar.warp.sync -1;" in before_arrival(True)
     # A barrier initialized for one arrival is over-arrived by 4 warps.
     with pytest.raises(InterpreterError, match=r"mbarrier arrive of count 4 on the mbarrier "
                                                r"allocated at .*, whose phase 0 has only 1 of 1 "

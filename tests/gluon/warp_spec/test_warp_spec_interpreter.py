@@ -6,9 +6,9 @@ rejected at trace time with the user's numbers."""
 import numpy as np
 import pytest
 from ws_kernels import (arange2d, bad_regs_kernel, deadlock_kernel, desc, line_of,
-                        pingpong_order_kernel, pipeline_sum_kernel, producer_consumer_kernel,
-                        racy_kernel, register_pipeline_kernel, results_kernel,
-                        tensor_capture_kernel, two_workers_kernel)
+                        per_warp_pipeline_kernel, pingpong_order_kernel, pipeline_sum_kernel,
+                        producer_consumer_kernel, racy_kernel, register_pipeline_kernel,
+                        results_kernel, tensor_capture_kernel, two_workers_kernel)
 
 import gluon
 from gluon import language as gl
@@ -52,6 +52,14 @@ def test_a_register_producer_commits_stages_with_arrivals():
     x = np.arange(32 * 9, dtype=np.float32)
     out = np.zeros_like(x)
     register_pipeline_kernel[(1,)](x, out, 9, 2)
+    np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_a_producer_whose_warps_commit_each_on_its_own_fills_stages():
+    # PRODUCER_ARRIVALS = 4: a stage is full once all four warps have committed their rows.
+    x = np.arange(512 * 5, dtype=np.float32)
+    out = np.zeros_like(x)
+    per_warp_pipeline_kernel[(1,)](x, out, 5, 2)
     np.testing.assert_array_equal(out, 2 * x)
 
 

@@ -6,8 +6,8 @@ import re
 
 import numpy as np
 import pytest
-from ws_kernels import (arange2d, desc, pipeline_sum_kernel, producer_consumer_kernel,
-                        register_pipeline_kernel, results_kernel)
+from ws_kernels import (arange2d, desc, per_warp_pipeline_kernel, pipeline_sum_kernel,
+                        producer_consumer_kernel, register_pipeline_kernel, results_kernel)
 
 import gluon
 from gluon import language as gl
@@ -99,6 +99,21 @@ def test_a_worker_that_stores_with_registers_syncs_on_its_own_named_barrier():
     barriers = set(re.findall(r"bar\.sync\s+([^;]+);", compiled.asm["ptx"]))
     # 2: the producer's one warp, before its one thread arrives for all 32.
     assert barriers == {"0", "1, 128", "2, 32"}
+
+
+def test_per_warp_commits_sync_the_warp_not_the_partition():
+    # Each of the default partition's warps: its stores, the proxy fence, a warp barrier
+    # (orders the lanes' stores before lane 0's release), lane 0's arrival, with no barrier
+    # of the partition's 4 warps (named barrier 1) in between. (The one at the top of each
+    # iteration orders a stage's stores after other threads' stores of the last one: the
+    # hazard analysis does not tell stages apart.)
+    ptx = _compile(per_warp_pipeline_kernel, {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16"},
+                   {"NUM_TILES": 4, "STAGES": 2}).asm["ptx"]
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%rd\d+\], 4;", ptx)) == 2
+    commits = re.findall(r"\tfence\.proxy\.async\.shared::cta;((?:.|\n)*?)"
+                         r"mbarrier\.arrive\.shared::cta\.b64 _, \[%rd\d+\], 1;", ptx)
+    assert commits and all("bar.warp.sync -1;" in c and not re.search(r"bar\.sync\s", c)
+                           for c in commits), commits
 
 
 def test_the_worker_issues_from_its_own_first_thread(pipeline_ptx):

@@ -253,6 +253,41 @@ def register_pipeline_kernel(x_ptr, out_ptr, NUM_TILES: gl.constexpr, STAGES: gl
                         (_register_producer, (x_ptr, ring, pipe, NUM_TILES))], [1], [24])
 
 
+@gluon.jit
+def _per_warp_register_producer(x_ptr, ring, pipe, NUM_TILES: gl.constexpr):
+    rows = gl.arange(0, 16, gl.SliceLayout(1, BLOCKED))
+    cols = gl.arange(0, 32, gl.SliceLayout(0, BLOCKED))
+    offs = gl.expand_dims(rows * 32, 1) + gl.expand_dims(cols, 0)
+    for i in range(NUM_TILES):
+        s, ready = pipeline.producer_acquire(pipe, i)
+        ring.index(s).store(gl.load(x_ptr + i * 512 + offs))
+        pipeline.producer_commit(pipe, i, per_warp=True)  # each warp its own rows
+
+
+@gluon.jit
+def _one_warp_doubling_consumer(ring, pipe, out_ptr, NUM_TILES: gl.constexpr):
+    rows = gl.arange(0, 16, gl.SliceLayout(1, BLOCKED_1W))
+    cols = gl.arange(0, 32, gl.SliceLayout(0, BLOCKED_1W))
+    offs = gl.expand_dims(rows * 32, 1) + gl.expand_dims(cols, 0)
+    for i in range(NUM_TILES):
+        s = pipeline.consumer_wait(pipe, i)
+        x = ring.index(s).load(BLOCKED_1W)
+        pipeline.consumer_release(pipe, i)
+        gl.store(out_ptr + i * 512 + offs, x * 2)
+
+
+@gluon.jit
+def per_warp_pipeline_kernel(x_ptr, out_ptr, NUM_TILES: gl.constexpr, STAGES: gl.constexpr):
+    """The default partition's 4 warps store [16, 32] tiles and commit each warp on its own
+    (a stage is full after 4 arrivals); a 1-warp worker doubles them."""
+    ring = gl.allocate_shared_memory(gl.float32, [STAGES, 16, 32],
+                                     gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    pipe = pipeline.create(STAGES, 1, 4)
+    gl.warp_specialize([(_per_warp_register_producer, (x_ptr, ring, pipe, NUM_TILES)),
+                        (_one_warp_doubling_consumer, (ring, pipe, out_ptr, NUM_TILES))],
+                       [1], [24])
+
+
 # ---- a warp-specialized wgmma tile: TMA producer, wgmma consumer -------------------------------
 
 @gluon.jit

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# 2026-12-06 (twelfth session) device calls, H100 (`nvidia-h100-x1`). STEPS picks what runs
+# (space-separated); logs under $OUT. Run as: OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_06c.sh
+# Steps:
+#   bwd_tests   the backward's GPU tests (dq_writer and early_dv cases included)
+#   bwd_var     the backward against SDPA, D = 128 fp16, 4k and 16k, causal and not, with
+#               same-run variants: a copy of ours, dq_writer (a writer warp issues dQ's
+#               reduces, consumer warps arrive each on its own), early_dv (dV issued before
+#               dP^T's wait), both
+#   bwd_var2    the same at 4k, 8k and 16k, 7 rounds, with dq_stages=2 (two dQ tiles, so the
+#               consumers never wait for the writer's reduce to read one; with 2 Q / dO
+#               stages, which s2 times alone) after the GPU tests of the gradients
+#   bwd_stages  causal backward, 2 against 3 Q / dO stages (s2 gave 0.99x at 4k, 1.03x at 8k
+#               and 1.09x at 16k against ours at 17:58, beside a copy of ours at 1.00-1.04x),
+#               4k, 8k and 16k, 11 rounds
+#   ncu_bwd     ncu of ours and cuDNN's backward kernels (and its forward), N = 4k, causal and not:
+#               tensor pipe, issue, stall reasons, L2
+#   fwd_tests   the Hopper forward's GPU tests (not the cluster ones)
+#   gpu_tests   every GPU test
+set -uo pipefail
+OUT=${OUT:-out}; mkdir -p "$OUT"
+export PYTHONPATH=.:${PYTHONPATH:-} PYTHONUNBUFFERED=1 SC_CACHE_DIR=$(mktemp -d)
+STEPS=${STEPS:-"bwd_tests bwd_var"}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+step() { local name=$1; shift; local t0=$SECONDS; timeout "$@" > "$OUT/$name.log" 2>&1; echo "$name rc=$? $((SECONDS-t0))s"; grep -E "^(FAILED|ERROR)" "$OUT/$name.log" | head -20; tail -${TAIL:-30} "$OUT/$name.log"; }
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+PYTEST="python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -q -rf"
+BWD_OK=1
+if has bwd_tests; then
+  TAIL=3 step bwd_tests 300 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py
+  grep -q " passed" "$OUT/bwd_tests.log" && ! grep -qE "failed|error" "$OUT/bwd_tests.log" || BWD_OK=0
+fi
+if has bwd_var && [[ $BWD_OK == 1 ]]; then
+  step bwd_var 400 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 5 --variants "same:;dqw:dq_writer=1;edv:early_dv=1;both:dq_writer=1,early_dv=1" --json "$OUT/bwd_var.json"
+fi
+if has bwd_var2; then
+  TAIL=3 step dqw_tests 200 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py -k gradients
+  if grep -q " passed" "$OUT/dqw_tests.log" && ! grep -qE "failed|error" "$OUT/dqw_tests.log"; then
+    step bwd_var2 400 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --rounds 7 --variants "same:;dqw:dq_writer=1;both:dq_writer=1,early_dv=1;dqw2:dq_writer=1,dq_stages=2,stages=2;s2:stages=2" --json "$OUT/bwd_var2.json"
+  fi
+fi
+if has bwd_stages; then
+  step bwd_stages 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --causal 1 --rounds 11 --variants "same:;s2:stages=2;s3:stages=3" --json "$OUT/bwd_stages.json"
+fi
+if has ncu_bwd; then
+  TAIL=5 step ncu_bwd 300 ncu --clock-control none -k regex:"attention_bwd_kernel|sdpa|bprop" -c 10 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section InstructionStats -f -o /tmp/ncu_bwd python3 benchmarks/attention_bwd_profile_target.py 4096:0 4096:1
+  ncu -i /tmp/ncu_bwd.ncu-rep --page details --print-details all > "$OUT/ncu_bwd.details.txt" 2>&1
+  ncu -i /tmp/ncu_bwd.ncu-rep --page raw --csv > "$OUT/ncu_bwd.raw.csv" 2>&1
+  grep -E "^  [a-z_]+.*\(|Duration|Throughput|Busy|Issued|Eligible|Warp Cycles|Stall|Pipe" "$OUT/ncu_bwd.details.txt" | head -150
+fi
+if has fwd_tests; then
+  TAIL=3 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py -k "not cluster"
+fi
+if has gpu_tests; then
+  TAIL=15 step gpu_tests 580 $PYTEST tests/gpu
+fi
