@@ -15,6 +15,15 @@
 #               4k, 8k and 16k, 11 rounds
 #   ncu_bwd     ncu of ours and cuDNN's backward kernels (and its forward), N = 4k, causal and not:
 #               tensor pipe, issue, stall reasons, L2
+#   paged_deep  paged decode at batch 1, 8k and 32k keys, cold: one program per SM with deep
+#               K/V rings (16 ranges of 8 64-key tiles in 4- and 6-deep rings, or 4 128-key
+#               tiles in a 3-deep one), so that each SM keeps 128-192 KB of loads in flight
+#               from its first block-table read on, against the default 33 ranges of 64-key
+#               tiles in 2-deep rings (2 programs per SM); --splits 16 times the default
+#               config at 16 ranges too
+#   final       after causal 2-stage became the default and per-warp arrivals gained their
+#               warp barrier: the backward's GPU tests, the forward's warp_arrivals cases
+#               and the backward against SDPA (fp16, 4k and 16k, causal and not, 7 rounds)
 #   fwd_tests   the Hopper forward's GPU tests (not the cluster ones)
 #   gpu_tests   every GPU test
 set -uo pipefail
@@ -47,6 +56,14 @@ if has ncu_bwd; then
   ncu -i /tmp/ncu_bwd.ncu-rep --page details --print-details all > "$OUT/ncu_bwd.details.txt" 2>&1
   ncu -i /tmp/ncu_bwd.ncu-rep --page raw --csv > "$OUT/ncu_bwd.raw.csv" 2>&1
   grep -E "^  [a-z_]+.*\(|Duration|Throughput|Busy|Issued|Eligible|Warp Cycles|Stall|Pipe" "$OUT/ncu_bwd.details.txt" | head -150
+fi
+if has paged_deep; then
+  step paged_deep 200 python3 benchmarks/paged_decode.py --batches 1 --contexts 8192 32768 --dtypes float16 --rounds 7 --cold-sets 5 --splits 16 --variants "d4:num_stages=4;d6:num_stages=6;t128:BLOCK_N=128,num_stages=3" --json "$OUT/paged_deep.json"
+fi
+if has final; then
+  TAIL=3 step final_bwd_tests 200 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py
+  TAIL=3 step final_warp_tests 100 $PYTEST tests/gpu/test_flash_attention_gpu.py -k warp_arrivals
+  step final_bwd 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 7 --json "$OUT/final_bwd.json"
 fi
 if has fwd_tests; then
   TAIL=3 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py -k "not cluster"

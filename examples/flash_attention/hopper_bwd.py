@@ -375,12 +375,10 @@ DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
 # Q/dO ring depth (32.5 KB a stage at D = 128, next to 64 KB of K and V, 16 KB of dS^T and
 # 32 KB of dQ). Without a mask, 2 stages measured as fast as 3 at N = 4k and faster at 16k
-# (469 against 400 TFLOP/s on the H100). Causal runs take 3, the depth measured there (337
-# TFLOP/s at 4k, 394 at 16k): their CTAs start at different query blocks, so a deeper
-# prefetch may hide more load latency. The 2-stage causal kernel has no valid measurement
-# yet (those runs loaded it without setmaxnreg, a loader bug fixed since).
+# (469 against 400 TFLOP/s on the H100). Causal too: 2 stages against 3 in the same run
+# (H100, 2026-12-06 17:58 and 18:16 UTC) gave 0.99x and 1.01x at 4k, 1.01x and 1.02x at
+# 8k, 1.05x and 1.03x at 16k.
 STAGES = 2
-CAUSAL_STAGES = 3
 
 
 def _dtype_name(x) -> str:
@@ -486,14 +484,17 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     wavefront each, gl.bank_conflicts); `dq_layout` says why 128 is the default.
     `persistent`: one CTA per SM walks the (key block, head) tiles, loading the next tile's
     K and V under this one's dK / dV epilogue, instead of one CTA per tile (see `_tile`
-    for what it measured). `dq_writer`: a third partition, one warp, issues the dQ reduces
-    (FlashAttention-3's dQ writer warp), and the consumer warps hand dQ and the Q / dO
-    stages over each on its own, without a barrier of the 8 warps. `early_dv`: dV = P^T dO
-    is issued right after P^T's exp2s, before dP^T's wait, so that dS^T is computed while
-    the tensor cores run it. `dq_stages` (1 or 2, with `dq_writer`): dQ tiles in shared
-    memory, so that the consumers need not wait for the writer's last reduce to have read
-    its tile. `stages`: the Q / dO ring's depth (default STAGES, CAUSAL_STAGES when causal;
-    at D = 128 two dQ stages leave room for two)."""
+    for what it measured). `stages`: the Q / dO ring's depth (default STAGES).
+
+    Options measured on the H100 and left off (examples/flash_attention/README.md,
+    "Measured (backward)", 2026-12-06): `dq_writer`, a third partition, one warp, issues
+    the dQ reduces (FlashAttention-3's dQ writer warp) while the consumer warps hand dQ and
+    the Q / dO stages over each on its own, without a barrier of the 8 warps (about 3%
+    slower); `dq_stages` (1 or 2, with `dq_writer`): dQ tiles in shared memory, so that
+    the consumers need not wait for the writer's last reduce to have read one (with
+    stages=2 at D = 128, where it fits: level with ours); `early_dv`: dV = P^T dO issued
+    right after P^T's exp2s, before dP^T's wait, so that dS^T is computed under it (no
+    gain; causal builds spill 8-12 bytes)."""
     B, H, H_kv, N_q, N_kv, D = _check_inputs(q, k, v, o, lse, do)
     if dq_swizzle not in (32, 64, 128) or isinstance(dq_swizzle, bool):
         raise ValueError(f"attention_backward: dq_swizzle must be 32, 64 or 128 (bytes), got "
@@ -503,7 +504,7 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
         raise ValueError(f"attention_backward: dq_stages must be 1, or 2 with dq_writer=True, "
                          f"got {dq_stages!r} (dq_writer={dq_writer!r})")
     if stages is None:
-        stages = CAUSAL_STAGES if causal else STAGES
+        stages = STAGES
     if stages not in (2, 3, 4) or isinstance(stages, bool):
         raise ValueError(f"attention_backward: stages must be 2, 3 or 4, got {stages!r}")
     dt = _dtype_name(q)

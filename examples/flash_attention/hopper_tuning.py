@@ -60,7 +60,9 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       ping-pong turn over on its own (`mbarrier.arrive(per_warp=True)`, 4 arrivals a
       warpgroup), where by default one thread arrives after a barrier of the warpgroup's 4
       warps: the block loop's last partition barrier goes (merging the loop's three into one
-      gave 1.035x at D = 128 and 1.05x at D = 256, 2026-11-28). Off until timed.
+      gave 1.035x at D = 128 and 1.05x at D = 256, 2026-11-28). Off: within the noise
+      (H100, 2026-12-06 17:45 UTC, against a copy of ours at 0.94-1.02x: 0.98-1.05x at
+      D = 128 in fp16, 0.97-1.02x at D = 64, 0.95-0.99x at D = 256, 1.00-1.01x in fp8).
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,

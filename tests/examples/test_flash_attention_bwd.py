@@ -87,6 +87,11 @@ def test_bad_inputs_are_named():
         f(x, y, y, x, lse, x)
     with pytest.raises(ValueError, match=r"dq_swizzle must be 32, 64 or 128 \(bytes\), got 16"):
         f(x, x, x, x, lse, x, dq_swizzle=16)
+    with pytest.raises(ValueError, match=r"dq_stages must be 1, or 2 with dq_writer=True, got 2 "
+                                         r"\(dq_writer=False\)"):
+        f(x, x, x, x, lse, x, dq_stages=2)
+    with pytest.raises(ValueError, match=r"stages must be 2, 3 or 4, got 1"):
+        f(x, x, x, x, lse, x, stages=1)
 
 
 def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE, dq_writer=False, early_dv=False,
@@ -107,7 +112,7 @@ def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE, dq_writer=False, early
          "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "N_PAD": "i32",
          "H_KV": "i32", "GROUP": "i32", "num_tiles": "i32", "qk_scale": "fp32",
          "sm_scale": "fp32"},
-        {"STAGES": stages or (hopper_bwd.CAUSAL_STAGES if causal else hopper_bwd.STAGES),
+        {"STAGES": stages or hopper_bwd.STAGES,
          "CAUSAL": causal, "DQ_WRITER": dq_writer, "EARLY_DV": early_dv, "DQ_STAGES": dq_stages},
         target="sm_90a", num_warps=8)
 
