@@ -23,7 +23,8 @@
 #               config at 16 ranges too
 #   final       after causal 2-stage became the default and per-warp arrivals gained their
 #               warp barrier: the backward's GPU tests, the forward's warp_arrivals cases
-#               and the backward against SDPA (fp16, 4k and 16k, causal and not, 7 rounds)
+#               and the backward against SDPA (fp16, 4k and 16k, causal and not, 7 rounds);
+#               final_tests: the tests alone
 #   fwd_tests   the Hopper forward's GPU tests (not the cluster ones)
 #   gpu_tests   every GPU test
 set -uo pipefail
@@ -60,9 +61,11 @@ fi
 if has paged_deep; then
   step paged_deep 200 python3 benchmarks/paged_decode.py --batches 1 --contexts 8192 32768 --dtypes float16 --rounds 7 --cold-sets 5 --splits 16 --variants "d4:num_stages=4;d6:num_stages=6;t128:BLOCK_N=128,num_stages=3" --json "$OUT/paged_deep.json"
 fi
-if has final; then
-  TAIL=3 step final_bwd_tests 200 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py
+if has final || has final_tests; then
+  TAIL=3 step final_bwd_tests 200 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py -k gradients
   TAIL=3 step final_warp_tests 100 $PYTEST tests/gpu/test_flash_attention_gpu.py -k warp_arrivals
+fi
+if has final; then
   step final_bwd 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 7 --json "$OUT/final_bwd.json"
 fi
 if has fwd_tests; then
