@@ -4,7 +4,8 @@
 # Ran that day: "cl_tests cluster fwd_tests ncu_l2" (16:44, remote arrivals still at cluster
 # scope: cluster=2 at 0.44-0.58x; ncu_l2 failed on a dtype name and never ran), the probe by
 # hand, then "cl_tests cluster probe cl_other_tests" (16:50, arrivals at CTA scope). The
-# device time then ran out: "timeline" and "warp" have not run; run "warp fwd_tests" next.
+# device time then ran out. "warp" ran in the next session (17:45 UTC: within the noise);
+# "timeline" has not run.
 # Steps:
 #   cl_tests    the forward's GPU tests of cluster=2 (120 s limit: a cluster that waits
 #               forever must not eat the session); the `cluster` step runs only after them

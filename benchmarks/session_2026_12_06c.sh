@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # 2026-12-06 (twelfth session) device calls, H100 (`nvidia-h100-x1`). STEPS picks what runs
 # (space-separated); logs under $OUT. Run as: OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_06c.sh
+# Ran that day: "bwd_tests bwd_var" (17:54), "bwd_var2" (17:58), "bwd_stages paged_deep
+# ncu_bwd" (18:16). Not run (no machine started after 18:16, then the device time ran out):
+# "final" / "final_tests", with the causal {"stages": 2} GPU cases; run "final" next, and
+# make 2 stages the causal default if they pass.
 # Steps:
 #   bwd_tests   the backward's GPU tests (dq_writer and early_dv cases included)
 #   bwd_var     the backward against SDPA, D = 128 fp16, 4k and 16k, causal and not, with
@@ -21,8 +25,8 @@
 #               from its first block-table read on, against the default 33 ranges of 64-key
 #               tiles in 2-deep rings (2 programs per SM); --splits 16 times the default
 #               config at 16 ranges too
-#   final       after causal 2-stage became the default and per-warp arrivals gained their
-#               warp barrier: the backward's GPU tests, the forward's warp_arrivals cases
+#   final       the backward's GPU tests (causal with 2 stages among them), the forward's
+#               warp_arrivals cases (per-warp arrivals now sync the warp first)
 #               and the backward against SDPA (fp16, 4k and 16k, causal and not, 7 rounds);
 #               final_tests: the tests alone
 #   fwd_tests   the Hopper forward's GPU tests (not the cluster ones)

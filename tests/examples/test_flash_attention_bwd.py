@@ -112,7 +112,7 @@ def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE, dq_writer=False, early
          "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "N_PAD": "i32",
          "H_KV": "i32", "GROUP": "i32", "num_tiles": "i32", "qk_scale": "fp32",
          "sm_scale": "fp32"},
-        {"STAGES": stages or hopper_bwd.STAGES,
+        {"STAGES": stages or (hopper_bwd.CAUSAL_STAGES if causal else hopper_bwd.STAGES),
          "CAUSAL": causal, "DQ_WRITER": dq_writer, "EARLY_DV": early_dv, "DQ_STAGES": dq_stages},
         target="sm_90a", num_warps=8)
 
