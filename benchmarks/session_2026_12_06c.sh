@@ -3,8 +3,9 @@
 # (space-separated); logs under $OUT. Run as: OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_06c.sh
 # Ran that day: "bwd_tests bwd_var" (17:54), "bwd_var2" (17:58), "bwd_stages paged_deep
 # ncu_bwd" (18:16). Not run (no machine started after 18:16, then the device time ran out):
-# "final" / "final_tests", with the causal {"stages": 2} GPU cases; run "final" next, and
-# make 2 stages the causal default if they pass.
+# "final" / "final_tests", with the causal {"stages": 2} and the `paired` GPU cases; run
+# "final" next, make 2 stages the causal default if they pass, and `paired` the default if
+# it wins beyond the "same" copy's spread.
 # Steps:
 #   bwd_tests   the backward's GPU tests (dq_writer and early_dv cases included)
 #   bwd_var     the backward against SDPA, D = 128 fp16, 4k and 16k, causal and not, with
@@ -27,7 +28,10 @@
 #               config at 16 ranges too
 #   final       the backward's GPU tests (causal with 2 stages among them), the forward's
 #               warp_arrivals cases (per-warp arrivals now sync the warp first)
-#               and the backward against SDPA (fp16, 4k and 16k, causal and not, 7 rounds);
+#               and the backward against SDPA (fp16, 4k, 8k and 16k, causal and not, 7
+#               rounds) with variants: a copy of ours, causal-default stages=2, and `paired`
+#               (query blocks in pairs through two dS^T and two dQ tiles: one partition
+#               barrier a block instead of two, where ncu found 6.4 of every 17 warp cycles);
 #               final_tests: the tests alone
 #   fwd_tests   the Hopper forward's GPU tests (not the cluster ones)
 #   gpu_tests   every GPU test
@@ -70,7 +74,7 @@ if has final || has final_tests; then
   TAIL=3 step final_warp_tests 100 $PYTEST tests/gpu/test_flash_attention_gpu.py -k warp_arrivals
 fi
 if has final; then
-  step final_bwd 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 7 --json "$OUT/final_bwd.json"
+  step final_bwd 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --rounds 7 --variants "same:;s2:stages=2;paired:paired=1" --json "$OUT/final_bwd.json"
 fi
 if has fwd_tests; then
   TAIL=3 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py -k "not cluster"

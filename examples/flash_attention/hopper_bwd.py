@@ -46,6 +46,12 @@ Three kernels:
      diagonal are never loaded and only blocks that cross it pay for the causal mask; see
      `_consumer` for why ragged ends need no mask on the query side.
   3. `_dq_convert_kernel`: dQ = dQ_acc * sm_scale in the input dtype.
+
+The consumers' two warpgroups meet at two partition barriers a query block (dS^T's stores
+before the dQ wgmma, and dQ's stores before the stage's release and the reduce); ncu finds
+their warps waiting there 6.4 of every 17 cycles. `_consumer_paired` (`paired=True`) needs
+one: two dS^T and two dQ tiles, per-warp stage releases, each dQ reduced after the next
+block's barrier.
 """
 
 from __future__ import annotations
@@ -137,6 +143,55 @@ def _tile(tile, N_KV, H_KV):
     return (tile % n_kb) * BN, bhk // H_KV, bhk % H_KV
 
 
+@gluon.constexpr_function
+def _s_layout():
+    """S^T and dP^T, [keys, queries]: warpgroup w has keys 64w .. 64w + 63."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                     instr_shape=[16, BM, 16])
+
+
+@gluon.constexpr_function
+def _acc_layout(D):
+    """dK and dV, [keys, D]."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                     instr_shape=[16, D, 16])
+
+
+@gluon.constexpr_function
+def _dq_layout(D):
+    """dQ, [queries, D]: warpgroup w has columns D/2 * w .. + D/2."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                     instr_shape=[16, D // 2, 16])
+
+
+@gluon.jit
+def _tile_start(tile, kv_ready, t, N_Q, N_KV, H_KV, D: gl.constexpr, CAUSAL: gl.constexpr):
+    """A tile's key block and head, its keys (and which are real), zeroed dK and dV, its
+    query blocks; waits for its K and V."""
+    n0, b, hk = _tile(tile, N_KV, H_KV)
+    keys = n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, _s_layout()))
+    key_ok = gl.expand_dims(keys < N_KV, 1)
+    dk = gl.zeros([BN, D], gl.float32, _acc_layout(D))
+    dv = gl.zeros([BN, D], gl.float32, _acc_layout(D))
+    first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
+    mbarrier.wait(kv_ready, t & 1)
+    return n0, b, hk, keys, key_ok, dk, dv, first, end
+
+
+@gluon.jit
+def _store_dk_dv(dk, dv, dk_ptr, dv_ptr, n0, b, hk, H_KV, N_KV, sm_scale):
+    """The tile's epilogue: dK (scaled) and dV in the input dtype, rows past N_kv clipped."""
+    acc_layout: gl.constexpr = dk.type.layout
+    D: gl.constexpr = dk.shape[1]
+    rows = n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, acc_layout))
+    d_cols = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
+    offs = (gl.expand_dims(((b * H_KV + hk) * N_KV + rows) * D, 1)
+            + gl.expand_dims(d_cols, 0))
+    keep = gl.expand_dims(rows < N_KV, 1)
+    gl.store(dk_ptr + offs, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=keep)
+    gl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=keep)
+
+
 @gluon.jit
 def _producer(q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring, do_ring,
               neg_lse2_ring, delta_ring, k_smem, v_smem, kv_ready, kv_empty, qpipe, N_Q,
@@ -174,6 +229,52 @@ def _producer(q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring
 
 
 @gluon.jit
+def _block_grads(q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, qpipe, item, dv, dk, keys,
+                 key_ok, n0, m0, off, N_KV, qk_scale, CAUSAL: gl.constexpr,
+                 EARLY_DV: gl.constexpr):
+    """One query block up to the dK wgmma's issue: wait for its Q / dO stage, S^T and dP^T,
+    P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q issued. Returns (dS^T, dV,
+    dK, P^T and dS^T as wgmma operands)."""
+    D: gl.constexpr = q_ring.shape[4]
+    dtype: gl.constexpr = q_ring.dtype
+    a_layout: gl.constexpr = gl.DotOperandLayout(
+        operand_index=0, parent=_acc_layout(D), k_width=32 // dtype.primitive_bitwidth)
+    col_s: gl.constexpr = gl.SliceLayout(0, _s_layout())
+    s_zero = gl.zeros([BN, BM], gl.float32, _s_layout())
+    stage = pipeline.consumer_wait(qpipe, item)
+    q = q_ring.index(stage).reshape([BM, D])
+    do = do_ring.index(stage).reshape([BM, D])
+    st = warpgroup_mma(k, q.permute([1, 0]), s_zero, use_acc=False, is_async=True)
+    dpt = warpgroup_mma(v, do.permute([1, 0]), s_zero, use_acc=False, is_async=True)
+    neg_lse2 = neg_lse2_ring.index(stage).reshape([BM]).load(col_s)
+    st = warpgroup_mma_wait(1, deps=[st])
+    pt = gl.exp2(gl.fma(st, qk_scale, gl.expand_dims(neg_lse2, 0)))
+    delta = delta_ring.index(stage).reshape([BM]).load(col_s)
+    if CAUSAL:  # only blocks crossing the diagonal pay for the causal mask
+        if m0 + off < n0 + BN - 1:
+            queries = m0 + off + gl.arange(0, BM, layout=col_s)
+            pt = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(queries, 0),
+                          pt, 0.0)
+    if n0 + BN > N_KV:  # keys past N_kv: only in the last key block
+        pt = gl.where(key_ok, pt, 0.0)
+    if EARLY_DV:
+        # dV = P^T dO goes to the tensor cores straight after dP^T, and dS^T is computed
+        # under it.
+        pt_op = gl.convert_layout(pt.to(dtype), a_layout)
+        dv = warpgroup_mma(pt_op, do, dv, is_async=True)
+        dpt = warpgroup_mma_wait(1, deps=[dpt])
+        dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
+    else:
+        dpt = warpgroup_mma_wait(0, deps=[dpt])
+        dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
+        pt_op = gl.convert_layout(pt.to(dtype), a_layout)
+        dv = warpgroup_mma(pt_op, do, dv, is_async=True)
+    ds_op = gl.convert_layout(dst, a_layout)
+    dk = warpgroup_mma(ds_op, q, dk, is_async=True)
+    return dst, dv, dk, pt_op, ds_op
+
+
+@gluon.jit
 def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_smem, dq_smem,
               kv_ready, kv_empty, qpipe, dqpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV,
               H_KV, GROUP, num_tiles, qk_scale, sm_scale, CAUSAL: gl.constexpr,
@@ -190,69 +291,23 @@ def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_sme
     negative,
     and an inf in dS times K's zero row would be a NaN in dQ."""
     D: gl.constexpr = q_ring.shape[4]
-    dtype: gl.constexpr = q_ring.dtype
-    # S^T, dP^T: [keys, queries]; dK, dV: [keys, D]; dQ: [queries, D].
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[8, 1], instr_shape=[16, BM, 16])
-    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[8, 1], instr_shape=[16, D, 16])
-    a_layout: gl.constexpr = gl.DotOperandLayout(
-        operand_index=0, parent=acc_layout, k_width=32 // dtype.primitive_bitwidth)
-    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, D // 2, 16])
-    col_s: gl.constexpr = gl.SliceLayout(0, s_layout)
-    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     off = N_KV - N_Q
     k = k_smem.reshape([BN, D])
     v = v_smem.reshape([BN, D])
     dq_view = dq_smem.index(0).reshape([BM, D])
-    s_zero = gl.zeros([BN, BM], gl.float32, s_layout)
-    dq_zero = gl.zeros([BM, D], gl.float32, dq_layout)
+    dq_zero = gl.zeros([BM, D], gl.float32, _dq_layout(D))
     item = 0
     t = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        n0, b, hk = _tile(tile, N_KV, H_KV)
-        keys = n0 + gl.arange(0, BN, layout=row_s)
-        key_ok = gl.expand_dims(keys < N_KV, 1)
-        dk = gl.zeros([BN, D], gl.float32, acc_layout)
-        dv = gl.zeros([BN, D], gl.float32, acc_layout)
-        first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
-        mbarrier.wait(kv_ready, t & 1)
+        n0, b, hk, keys, key_ok, dk, dv, first, end = _tile_start(tile, kv_ready, t, N_Q, N_KV,
+                                                                  H_KV, D, CAUSAL)
         for g in range(GROUP):
             h = hk * GROUP + g
             for mb in range(first, end):
                 m0 = mb * BM
-                stage = pipeline.consumer_wait(qpipe, item)
-                q = q_ring.index(stage).reshape([BM, D])
-                do = do_ring.index(stage).reshape([BM, D])
-                st = warpgroup_mma(k, q.permute([1, 0]), s_zero, use_acc=False, is_async=True)
-                dpt = warpgroup_mma(v, do.permute([1, 0]), s_zero, use_acc=False,
-                                    is_async=True)
-                neg_lse2 = neg_lse2_ring.index(stage).reshape([BM]).load(col_s)
-                st = warpgroup_mma_wait(1, deps=[st])
-                pt = gl.exp2(gl.fma(st, qk_scale, gl.expand_dims(neg_lse2, 0)))
-                delta = delta_ring.index(stage).reshape([BM]).load(col_s)
-                if CAUSAL:  # only blocks crossing the diagonal pay for the causal mask
-                    if m0 + off < n0 + BN - 1:
-                        queries = m0 + off + gl.arange(0, BM, layout=col_s)
-                        pt = gl.where(gl.expand_dims(keys, 1) <= gl.expand_dims(queries, 0),
-                                      pt, 0.0)
-                if n0 + BN > N_KV:  # keys past N_kv: only in the last key block
-                    pt = gl.where(key_ok, pt, 0.0)
-                if EARLY_DV:
-                    # dV = P^T dO goes to the tensor cores straight after dP^T, and dS^T
-                    # is computed under it.
-                    pt_op = gl.convert_layout(pt.to(dtype), a_layout)
-                    dv = warpgroup_mma(pt_op, do, dv, is_async=True)
-                    dpt = warpgroup_mma_wait(1, deps=[dpt])
-                    dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
-                else:
-                    dpt = warpgroup_mma_wait(0, deps=[dpt])
-                    dst = (pt * (dpt - gl.expand_dims(delta, 0))).to(dtype)
-                    pt_op = gl.convert_layout(pt.to(dtype), a_layout)
-                    dv = warpgroup_mma(pt_op, do, dv, is_async=True)
-                ds_op = gl.convert_layout(dst, a_layout)
-                dk = warpgroup_mma(ds_op, q, dk, is_async=True)
+                dst, dv, dk, pt_op, ds_op = _block_grads(
+                    q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, qpipe, item, dv, dk,
+                    keys, key_ok, n0, m0, off, N_KV, qk_scale, CAUSAL, EARLY_DV)
                 if not DQ_WRITER:
                     # The previous block's dQ reduce is done reading dq_smem (long since):
                     # waited for here, the barrier that orders dS^T's stores before the dQ
@@ -285,17 +340,92 @@ def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_sme
                 item += 1
         # Every wgmma that read K and V is done: the producer may load the next tile's.
         mbarrier.arrive(kv_empty)
-        # Epilogue: dK (scaled) and dV in the input dtype, rows past N_kv clipped.
-        rows = n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, acc_layout))
-        d_cols = gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout))
-        offs = (gl.expand_dims(((b * H_KV + hk) * N_KV + rows) * D, 1)
-                + gl.expand_dims(d_cols, 0))
-        keep = gl.expand_dims(rows < N_KV, 1)
-        gl.store(dk_ptr + offs, (dk * sm_scale).to(dtype), mask=keep)
-        gl.store(dv_ptr + offs, dv.to(dtype), mask=keep)
+        _store_dk_dv(dk, dv, dk_ptr, dv_ptr, n0, b, hk, H_KV, N_KV, sm_scale)
         t += 1
     if not DQ_WRITER:
         tma.store_wait(0)
+
+
+@gluon.jit
+def _paired_half(q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, ds_cur, dq_cur, dq_prev,
+                 qpipe, dq_desc, item, dv, dk, keys, key_ok, n0, mb, off, b, h, prev_m0,
+                 prev_ok, N_KV, qk_scale, CAUSAL: gl.constexpr):
+    """One query block of `_consumer_paired`: dS^T into ds_cur and dQ into dq_cur, and,
+    after the block's one partition barrier, the TMA reduce of the previous block's dQ
+    (dq_prev, rows from prev_m0) when prev_ok."""
+    D: gl.constexpr = q_ring.shape[4]
+    dst, dv, dk, pt_op, ds_op = _block_grads(
+        q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, qpipe, item, dv, dk, keys, key_ok,
+        n0, mb * BM, off, N_KV, qk_scale, CAUSAL, False)
+    # The reduce of two blocks back (issued one block ago) is done reading dq_cur: waited
+    # for here, before the barrier that also orders dq_cur's stores below.
+    tma.store_wait(0)
+    ds_cur.store(dst)
+    fence_async_shared()
+    # The partition barrier (dS^T's stores before the dQ wgmma reads them) also orders every
+    # warp's stores of the previous block's dQ (fenced) before its reduce.
+    dq = warpgroup_mma(ds_cur.permute([1, 0]), k, gl.zeros([BM, D], gl.float32, _dq_layout(D)),
+                       use_acc=False, is_async=True)
+    if prev_ok:
+        tma.async_atomic_add(dq_desc, [b, h, prev_m0, 0], dq_prev)
+    dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv, dk, dq, pt_op, ds_op])
+    pipeline.consumer_release(qpipe, item, per_warp=True)
+    dq_cur.reshape([BM, D]).store(dq)
+    fence_async_shared()
+    return dv, dk
+
+
+@gluon.jit
+def _consumer_paired(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_a, ds_b,
+                     dq_a, dq_b, kv_ready, kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV,
+                     H_KV, GROUP, num_tiles, qk_scale, sm_scale, CAUSAL: gl.constexpr):
+    """`_consumer` with one partition barrier a query block instead of two (`paired`): the
+    blocks go in pairs through two dS^T tiles (A, B) and two dQ tiles, so a block's dS^T
+    store never meets the previous block's dQ wgmma, still reading the other tile; each
+    block's dQ is reduced by TMA after the next block's barrier; each warp releases its
+    Q / dO stage on its own. Separate allocations (not stages of one) and a loop body of two
+    blocks let the shared-memory hazard analysis tell the tiles apart. An odd last block
+    goes through A after the loop, and each head's last dQ is reduced after a barrier."""
+    D: gl.constexpr = q_ring.shape[4]
+    off = N_KV - N_Q
+    k = k_smem.reshape([BN, D])
+    v = v_smem.reshape([BN, D])
+    item = 0
+    t = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        n0, b, hk, keys, key_ok, dk, dv, first, end = _tile_start(tile, kv_ready, t, N_Q, N_KV,
+                                                                  H_KV, D, CAUSAL)
+        pairs = (end - first) // 2
+        for g in range(GROUP):
+            h = hk * GROUP + g
+            for p in range(pairs):
+                mb = first + 2 * p
+                dv, dk = _paired_half(q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, ds_a,
+                                      dq_a, dq_b, qpipe, dq_desc, item, dv, dk, keys, key_ok,
+                                      n0, mb, off, b, h, (mb - 1) * BM, p > 0, N_KV, qk_scale,
+                                      CAUSAL)
+                dv, dk = _paired_half(q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, ds_b,
+                                      dq_b, dq_a, qpipe, dq_desc, item + 1, dv, dk, keys,
+                                      key_ok, n0, mb + 1, off, b, h, mb * BM, True, N_KV,
+                                      qk_scale, CAUSAL)
+                item += 2
+            last = end - 1
+            if (end - first) % 2 == 1:
+                dv, dk = _paired_half(q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, ds_a,
+                                      dq_a, dq_b, qpipe, dq_desc, item, dv, dk, keys, key_ok,
+                                      n0, last, off, b, h, (last - 1) * BM, pairs > 0, N_KV,
+                                      qk_scale, CAUSAL)
+                item += 1
+                gl.thread_barrier()  # every warp's dQ rows of the last block are stored
+                tma.async_atomic_add(dq_desc, [b, h, last * BM, 0], dq_a)
+            elif pairs > 0:
+                gl.thread_barrier()
+                tma.async_atomic_add(dq_desc, [b, h, last * BM, 0], dq_b)
+        # Every wgmma that read K and V is done: the producer may load the next tile's.
+        mbarrier.arrive(kv_empty)
+        _store_dk_dv(dk, dv, dk_ptr, dv_ptr, n0, b, hk, H_KV, N_KV, sm_scale)
+        t += 1
+    tma.store_wait(0)
 
 
 @gluon.jit
@@ -323,7 +453,7 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc
                          dk_ptr, dv_ptr, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles, qk_scale,
                          sm_scale, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                          DQ_WRITER: gl.constexpr = False, EARLY_DV: gl.constexpr = False,
-                         DQ_STAGES: gl.constexpr = 1):
+                         DQ_STAGES: gl.constexpr = 1, PAIRED: gl.constexpr = False):
     q_ring = gl.allocate_shared_memory(q_desc.dtype, [STAGES] + q_desc.block_shape,
                                        q_desc.layout)
     do_ring = gl.allocate_shared_memory(do_desc.dtype, [STAGES] + do_desc.block_shape,
@@ -345,8 +475,9 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc
     kv_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_ready, count=1)
     mbarrier.init(kv_empty, count=1)
-    # DQ_WRITER: the 8 consumer warps release stages and hand dQ over each on its own.
-    ARRIVALS: gl.constexpr = 8 if DQ_WRITER else 1
+    # DQ_WRITER, PAIRED: the 8 consumer warps release stages (and hand dQ over) each on its
+    # own.
+    ARRIVALS: gl.constexpr = 8 if DQ_WRITER or PAIRED else 1
     qpipe = pipeline.create(STAGES, ARRIVALS)
     # DQ_WRITER: a ring of DQ_STAGES dQ tiles, filled by the consumers' 8 warps.
     dqpipe = pipeline.create(DQ_STAGES, 1, ARRIVALS)
@@ -357,7 +488,15 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc
     producer = (_producer, (q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring,
                             do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, kv_ready,
                             kv_empty, qpipe, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles, CAUSAL))
-    if DQ_WRITER:
+    if PAIRED:
+        ds_b = gl.allocate_shared_memory(q_desc.dtype, [BN, BM], ds_smem.layout)
+        dq_b = gl.allocate_shared_memory(dq_desc.dtype, dq_desc.block_shape, dq_desc.layout)
+        consumer = (_consumer_paired, (q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem,
+                                       v_smem, ds_smem, ds_b, dq_smem.index(0), dq_b, kv_ready,
+                                       kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV,
+                                       H_KV, GROUP, num_tiles, qk_scale, sm_scale, CAUSAL))
+        gl.warp_specialize([consumer, producer], [1], [24])
+    elif DQ_WRITER:
         writer = (_dq_writer, (dq_desc, dq_smem, dqpipe, N_Q, N_KV, H_KV, GROUP, num_tiles,
                                CAUSAL))
         gl.warp_specialize([consumer, producer, writer], [1, 1], [24, 24])
@@ -475,7 +614,7 @@ ROW_LAYOUT = gl.NVMMASharedLayout(0, 32, rank=2)
 
 def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
                        dq_swizzle=DQ_SWIZZLE, persistent=False, dq_writer=False,
-                       early_dv=False, dq_stages=1, stages=None):
+                       early_dv=False, dq_stages=1, stages=None, paired=False):
     """Gradients (dq, dk, dv) of o = attention(q, k, v) given dO = `do`, the forward's
     output `o` and its row log-sum-exp `lse` (natural log, fp32, (B, H, N_q)). q, o, do:
     (B, H, N_q, D); k, v: (B, H_kv, N_kv, D); fp16 / bf16, D in {64, 128}, H a multiple of
@@ -497,7 +636,11 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     the consumers need not wait for the writer's last reduce to have read one (with
     stages=2 at D = 128, where it fits: level with ours); `early_dv`: dV = P^T dO issued
     right after P^T's exp2s, before dP^T's wait, so that dS^T is computed under it (no
-    gain; causal builds spill 8-12 bytes)."""
+    gain; causal builds spill 8-12 bytes).
+
+    `paired` (not yet timed): one partition barrier a query block instead of two, with two
+    dS^T and two dQ tiles (`_consumer_paired`); 2 Q / dO stages, so that it fits, and none
+    of `dq_writer`, `dq_stages` and `early_dv`."""
     B, H, H_kv, N_q, N_kv, D = _check_inputs(q, k, v, o, lse, do)
     if dq_swizzle not in (32, 64, 128) or isinstance(dq_swizzle, bool):
         raise ValueError(f"attention_backward: dq_swizzle must be 32, 64 or 128 (bytes), got "
@@ -506,8 +649,13 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
             (dq_stages == 2 and not dq_writer):
         raise ValueError(f"attention_backward: dq_stages must be 1, or 2 with dq_writer=True, "
                          f"got {dq_stages!r} (dq_writer={dq_writer!r})")
+    if paired and (dq_writer or early_dv or dq_stages != 1 or stages not in (None, 2)):
+        raise ValueError(f"attention_backward: paired=True takes 2 Q / dO stages and none of "
+                         f"dq_writer, early_dv and dq_stages=2 (its dS^T and dQ tiles fill the "
+                         f"shared memory), got stages={stages!r}, dq_writer={dq_writer!r}, "
+                         f"early_dv={early_dv!r}, dq_stages={dq_stages!r}")
     if stages is None:
-        stages = CAUSAL_STAGES if causal else STAGES
+        stages = 2 if paired else CAUSAL_STAGES if causal else STAGES
     if stages not in (2, 3, 4) or isinstance(stages, bool):
         raise ValueError(f"attention_backward: stages must be 2, 3 or 4, got {stages!r}")
     dt = _dtype_name(q)
@@ -542,7 +690,7 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
                                delta_desc, dk, dv, N_q, N_kv, n_pad, H_kv, H // H_kv, num_tiles,
                                float(sm_scale) * LOG2E.value, float(sm_scale),
                                stages, bool(causal), bool(dq_writer), bool(early_dv),
-                               dq_stages, num_warps=8)
+                               dq_stages, bool(paired), num_warps=8)
     block = 1024
     _dq_convert_kernel[(-(-n_rows * D // block),)](dq_acc, dq, n_rows * D, float(sm_scale),
                                                    block, num_warps=4)

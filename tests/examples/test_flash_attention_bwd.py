@@ -92,10 +92,14 @@ def test_bad_inputs_are_named():
         f(x, x, x, x, lse, x, dq_stages=2)
     with pytest.raises(ValueError, match=r"stages must be 2, 3 or 4, got 1"):
         f(x, x, x, x, lse, x, stages=1)
+    with pytest.raises(ValueError, match=r"paired=True takes 2 Q / dO stages and none of "
+                                         r"dq_writer, early_dv and dq_stages=2 .*, got stages=3, "
+                                         r"dq_writer=False"):
+        f(x, x, x, x, lse, x, paired=True, stages=3)
 
 
 def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE, dq_writer=False, early_dv=False,
-             dq_stages=1, stages=None):
+             dq_stages=1, stages=None, paired=False):
     from gluon.nvidia.hopper import TensorDescriptor
 
     x = np.zeros((1, 16, 4096, D), np.float16)
@@ -113,7 +117,8 @@ def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE, dq_writer=False, early
          "H_KV": "i32", "GROUP": "i32", "num_tiles": "i32", "qk_scale": "fp32",
          "sm_scale": "fp32"},
         {"STAGES": stages or (hopper_bwd.CAUSAL_STAGES if causal else hopper_bwd.STAGES),
-         "CAUSAL": causal, "DQ_WRITER": dq_writer, "EARLY_DV": early_dv, "DQ_STAGES": dq_stages},
+         "CAUSAL": causal, "DQ_WRITER": dq_writer, "EARLY_DV": early_dv, "DQ_STAGES": dq_stages,
+         "PAIRED": paired},
         target="sm_90a", num_warps=8)
 
 
@@ -196,6 +201,23 @@ def test_the_dp_wait_follows_the_exp2s_without_a_causal_mask():
     assert s_wait < exp2s[0] and exp2s[-1] < dp_wait, loop
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_paired_blocks_meet_at_one_barrier_each(causal):
+    # `paired`: the loop body is two query blocks (64 HGMMAs: S^T, dP^T, dV, dK and dQ of
+    # each) through separate dS^T and dQ tiles, and the hazard analysis puts one partition
+    # barrier in each (dS^T's stores before the dQ wgmma), where the default has two a
+    # block. Each block's body also issues the previous block's 4 dQ reduce boxes.
+    from tools import static_report as sr
+    if not sr.have_sass_tools():
+        pytest.skip("needs ptxas and nvdisasm (the nvidia-cuda-nvdisasm wheel)")
+    cubin, _ = sr.whole_program_cubin(_compile(128, causal, paired=True, stages=2).asm["ptx"],
+                                      "sm_90a")
+    loops = sr.sass_loops(sr.disassemble(cubin))
+    pair = min((body for body in loops if sum("HGMMA" in b for b in body) == 64), key=len)
+    assert sum("BAR.SYNC" in b for b in pair) == 2, pair
+    assert sum(b.startswith("UTMAREDG") for b in pair) == 8
+
+
 @pytest.mark.parametrize("dq_swizzle, boxes, addresses", [(32, 16, 1), (64, 8, 2), (128, 4, 4)])
 def test_dq_box_width(dq_swizzle, boxes, addresses):
     # D = 128: dQ's 128 fp32 columns in boxes of 8, 16 or 32 columns, one TMA reduce each.
@@ -214,7 +236,9 @@ def test_dq_box_width(dq_swizzle, boxes, addresses):
     ({"persistent": True}, False), ({"persistent": True}, True),  # 2 CTAs walk the tiles
     ({"dq_writer": True}, False), ({"dq_writer": True, "persistent": True}, True),
     ({"early_dv": True}, False), ({"early_dv": True, "dq_writer": True}, True),
-    ({"dq_writer": True, "dq_stages": 2, "stages": 2}, True)])
+    ({"dq_writer": True, "dq_stages": 2, "stages": 2}, True),
+    ({"paired": True}, False), ({"paired": True}, True),  # query blocks in pairs
+    ({"paired": True, "persistent": True}, True)])
 def test_backward_options_match_float64(options, causal, monkeypatch):
     q, k, v, o, lse, do = _inputs("float16", 128, causal, 1, 2, 1, 200, 330)
     refs = hopper_bwd.reference(q, k, v, do, causal)

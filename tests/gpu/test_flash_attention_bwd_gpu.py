@@ -75,6 +75,10 @@ def _rel(a, b):
     # Causal with 2 Q / dO stages (measured faster than the default 3; not yet run here).
     ("float16", 128, True, 2, 8, 8, 2048, 2048, {"stages": 2}),
     ("bfloat16", 64, True, 1, 4, 2, 700, 1500, {"stages": 2}),
+    # Query blocks in pairs, one partition barrier a block (not yet run on a GPU either).
+    ("float16", 128, False, 2, 8, 2, 1000, 1000, {"paired": True}),
+    ("float16", 128, True, 2, 8, 8, 2048, 2048, {"paired": True}),
+    ("bfloat16", 64, True, 1, 4, 2, 700, 1500, {"paired": True, "persistent": True}),
 ])
 def test_gradients_match_float32_like_sdpa(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv,
                                            options):
