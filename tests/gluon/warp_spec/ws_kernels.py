@@ -254,10 +254,16 @@ def register_pipeline_kernel(x_ptr, out_ptr, NUM_TILES: gl.constexpr, STAGES: gl
 
 
 @gluon.jit
+def _tile_offsets(layout: gl.constexpr):
+    """Offsets of a row-major [16, 32] tile in `layout`."""
+    rows = gl.arange(0, 16, gl.SliceLayout(1, layout))
+    cols = gl.arange(0, 32, gl.SliceLayout(0, layout))
+    return gl.expand_dims(rows * 32, 1) + gl.expand_dims(cols, 0)
+
+
+@gluon.jit
 def _per_warp_register_producer(x_ptr, ring, pipe, NUM_TILES: gl.constexpr):
-    rows = gl.arange(0, 16, gl.SliceLayout(1, BLOCKED))
-    cols = gl.arange(0, 32, gl.SliceLayout(0, BLOCKED))
-    offs = gl.expand_dims(rows * 32, 1) + gl.expand_dims(cols, 0)
+    offs = _tile_offsets(BLOCKED)
     for i in range(NUM_TILES):
         s, ready = pipeline.producer_acquire(pipe, i)
         ring.index(s).store(gl.load(x_ptr + i * 512 + offs))
@@ -266,9 +272,7 @@ def _per_warp_register_producer(x_ptr, ring, pipe, NUM_TILES: gl.constexpr):
 
 @gluon.jit
 def _one_warp_doubling_consumer(ring, pipe, out_ptr, NUM_TILES: gl.constexpr):
-    rows = gl.arange(0, 16, gl.SliceLayout(1, BLOCKED_1W))
-    cols = gl.arange(0, 32, gl.SliceLayout(0, BLOCKED_1W))
-    offs = gl.expand_dims(rows * 32, 1) + gl.expand_dims(cols, 0)
+    offs = _tile_offsets(BLOCKED_1W)
     for i in range(NUM_TILES):
         s = pipeline.consumer_wait(pipe, i)
         x = ring.index(s).load(BLOCKED_1W)
