@@ -5,11 +5,16 @@ medians: the H100 lowers its clock under sustained load, so only same-run ratios
 Each round runs the functions in a fresh random order (`shuffled_rounds`): until
 2026-11-28 13:30 UTC the order was fixed, and on the H200 a function measured up to 10%
 faster after a light one (SDPA's flash backend) than after a heavy one, which favoured
-whatever came after the light one (our attention kernels, listed first).
+whatever came after the light one (our attention kernels, listed first). Shuffling alone
+was not enough: on 2026-12-06 (19:26 UTC, H100, 7 rounds) two names for one and the same
+backward kernel measured 13% apart. So each sample now runs its function untimed for about
+`settle_ms` first (`interleaved_medians`), and is timed at the clock that function's own
+load sets rather than at the one its predecessor left.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 
@@ -29,9 +34,12 @@ def gpu_torch(script: str):
     return torch
 
 
-def cuda_time_ms(fn, torch, inner: int = 5) -> float:
-    """Mean milliseconds of `inner` back-to-back calls, timed with CUDA events."""
+def cuda_time_ms(fn, torch, inner: int = 5, settle: int = 0) -> float:
+    """Mean milliseconds of `inner` back-to-back calls, timed with CUDA events, after
+    `settle` untimed calls queued just before them."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(settle):
+        fn()
     start.record()
     for _ in range(inner):
         fn()
@@ -40,15 +48,26 @@ def cuda_time_ms(fn, torch, inner: int = 5) -> float:
     return start.elapsed_time(end) / inner
 
 
-def interleaved_medians(fns: dict, rounds: int, torch, inner: int = 5) -> dict:
-    """{name: median ms}: every function once per round, rounds repeated (after a warm-up)."""
+def interleaved_medians(fns: dict, rounds: int, torch, inner: int = 5,
+                        settle_ms: float = 20.0) -> dict:
+    """{name: median ms}: every function once per round, rounds repeated (after a warm-up);
+    each sample preceded by about `settle_ms` of untimed calls of the same function."""
     for fn in fns.values():  # compile, load, fill caches
         fn()
     torch.cuda.synchronize()
+    settle = {name: settle_calls(cuda_time_ms(fn, torch, 1), settle_ms)
+              for name, fn in fns.items()}
     times = {name: [] for name in fns}
     for name in shuffled_rounds(fns, rounds):
-        times[name].append(cuda_time_ms(fns[name], torch, inner))
+        times[name].append(cuda_time_ms(fns[name], torch, inner, settle[name]))
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def settle_calls(ms_per_call: float, settle_ms: float) -> int:
+    """Untimed calls that fill about `settle_ms` (at least one when settle_ms > 0)."""
+    if settle_ms <= 0:
+        return 0
+    return max(1, min(1000, math.ceil(settle_ms / max(ms_per_call, 1e-3))))
 
 
 def shuffled_rounds(names, rounds: int, seed: int = 0):

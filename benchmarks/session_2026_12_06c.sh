@@ -5,7 +5,8 @@
 # ncu_bwd" (18:16). Not run (no machine started after 18:16, then the device time ran out):
 # "final" / "final_tests", with the causal {"stages": 2} and the `paired` GPU cases; run
 # "final" next, make 2 stages the causal default if they pass, and `paired` the default if
-# it wins beyond the "same" copy's spread.
+# it wins beyond the "same" copy's spread. "final" ran in the thirteenth session (19:26 UTC,
+# on an H100): tests passed; session_2026_12_06d.sh follows it.
 # Steps:
 #   bwd_tests   the backward's GPU tests (dq_writer and early_dv cases included)
 #   bwd_var     the backward against SDPA, D = 128 fp16, 4k and 16k, causal and not, with

@@ -8,7 +8,7 @@ Three kernels:
 
   1. `_delta_kernel`: delta = rowsum(dO * O) and neg_lse2 = -lse * log2(e) in fp32, per
      (batch, head) padded to whole 64-query blocks (zeros past N_q), so that the main kernel
-     can load them by TMA next to Q and dO.
+     can load them by TMA next to Q and dO; and zeroes dQ's fp32 accumulator.
   2. `attention_bwd_kernel`: each CTA walks (128-key block, batch * kv head) tiles, one
      per CTA by default (`persistent=True`: one CTA per SM walks them all). Two partitions
      (gl.warp_specialize):
@@ -47,11 +47,11 @@ Three kernels:
      `_consumer` for why ragged ends need no mask on the query side.
   3. `_dq_convert_kernel`: dQ = dQ_acc * sm_scale in the input dtype.
 
-The consumers' two warpgroups meet at two partition barriers a query block (dS^T's stores
-before the dQ wgmma, and dQ's stores before the stage's release and the reduce); ncu finds
-their warps waiting there 6.4 of every 17 cycles. `_consumer_paired` (`paired=True`) needs
-one: two dS^T and two dQ tiles, per-warp stage releases, each dQ reduced after the next
-block's barrier.
+In `_consumer` the two warpgroups meet at two partition barriers a query block (dS^T's
+stores before the dQ wgmma, and dQ's stores before the stage's release and the reduce); ncu
+found their warps waiting there 6.4 of every 17 cycles. The default, `_consumer_paired`,
+needs one: two dS^T and two dQ tiles, per-warp stage releases, each dQ reduced after the
+next block's barrier (1.04-1.11x `_consumer` on the H100).
 """
 
 from __future__ import annotations
@@ -83,14 +83,16 @@ ROWS = gl.constexpr(64)   # rows per program of the pre- and post-pass
 
 
 @gluon.jit
-def _delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, neg_lse2_ptr, N_Q, N_PAD,
+def _delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, neg_lse2_ptr, dq_acc_ptr, N_Q, N_PAD,
                  D: gl.constexpr):
     """For the rows of one (batch, head), padded to N_PAD (a multiple of BM):
     delta[n] = sum_d dO[n, d] * O[n, d] and neg_lse2[n] = -lse[n] * log2(e), both fp32, with
     0 for rows past N_q and neg_lse2 = 0 where lse = -inf (a row that sees no key: the main
     kernel masks its scores). Negated here so that P's exp2 argument is one FFMA per score
-    (the main kernel had negated 16 values a thread in every block). o, do: (rows, D)
-    contiguous; lse: (rows,)."""
+    (the main kernel had negated 16 values a thread in every block). Also zeroes the rows'
+    fp32 dQ accumulator, which the main kernel's TMA reduces add into (as FlashAttention-3's
+    pre-pass does: one launch and no separate fill). o, do, dq_acc: (rows, D) contiguous;
+    lse: (rows,)."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (D // 8), D // 8], [4, 1], [1, 0])
     row_l: gl.constexpr = gl.SliceLayout(1, layout)
     bh = gl.program_id(1)
@@ -102,6 +104,7 @@ def _delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, neg_lse2_ptr, N_Q, N_PAD,
     o = gl.load(o_ptr + offs, mask=keep, other=0.0).to(gl.float32)
     do = gl.load(do_ptr + offs, mask=keep, other=0.0).to(gl.float32)
     gl.store(delta_ptr + bh * N_PAD + n, gl.sum(o * do, axis=1))
+    gl.store(dq_acc_ptr + offs, gl.zeros([ROWS, D], gl.float32, layout), mask=keep)
     lse = gl.load(lse_ptr + bh * N_Q + n, mask=valid, other=0.0)
     gl.store(neg_lse2_ptr + bh * N_PAD + n,
              gl.where(lse == -float("inf"), 0.0, lse * -LOG2E))
@@ -352,7 +355,9 @@ def _paired_half(q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, ds_cur, dq_cu
                  prev_ok, N_KV, qk_scale, CAUSAL: gl.constexpr):
     """One query block of `_consumer_paired`: dS^T into ds_cur and dQ into dq_cur, and,
     after the block's one partition barrier, the TMA reduce of the previous block's dQ
-    (dq_prev, rows from prev_m0) when prev_ok."""
+    (dq_prev, rows from prev_m0) when prev_ok. Each warp releases its Q / dO stage after
+    the wait for all three wgmmas: releasing it between dV's and dK's wait and dQ's (they
+    last read the stage) measured 0.95-0.98x (H100, 2026-12-06 19:50 UTC)."""
     D: gl.constexpr = q_ring.shape[4]
     dst, dv, dk, pt_op, ds_op = _block_grads(
         q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, qpipe, item, dv, dk, keys, key_ok,
@@ -512,14 +517,11 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc
 
 DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128)
-# Q/dO ring depth (32.5 KB a stage at D = 128, next to 64 KB of K and V, 16 KB of dS^T and
-# 32 KB of dQ). Without a mask, 2 stages measured as fast as 3 at N = 4k and faster at 16k
-# (469 against 400 TFLOP/s on the H100). Causal runs take 3 for now: 2 stages measured
-# faster in the same run (H100, 2026-12-06 17:58 and 18:16 UTC: 0.99x and 1.01x at 4k,
-# 1.01x and 1.02x at 8k, 1.05x and 1.03x at 16k), but the GPU tests of the causal kernel
-# with 2 stages (the default's code path) have not run yet; `stages=2` chooses it.
+# Q/dO ring depth (32.5 KB a stage at D = 128, next to 64 KB of K and V and, paired, 32 KB
+# of dS^T and 64 KB of dQ: 225 KB, so the paired default has room for 2). The unpaired
+# consumer measured 1.02-1.07x faster with 3 (settled samples, H100, 2026-12-06 19:28 UTC),
+# and 0.90-0.94x the paired one with them (19:50); `stages=3` chooses it.
 STAGES = 2
-CAUSAL_STAGES = 3
 
 
 def _dtype_name(x) -> str:
@@ -582,15 +584,14 @@ def _check_inputs(q, k, v, o, lse, do):
     return B, H, H_kv, N_q, N_kv, D
 
 
-def _empty(like, shape, dtype_name, zero=False):
+def _empty(like, shape, dtype_name):
     if _is_numpy(like):
         import ml_dtypes
         np_dtype = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
                     "float32": np.float32}[dtype_name]
-        return (np.zeros if zero else np.empty)(shape, np_dtype)
+        return np.empty(shape, np_dtype)
     import torch
-    make = torch.zeros if zero else torch.empty
-    return make(shape, device=like.device, dtype=getattr(torch, dtype_name))
+    return torch.empty(shape, device=like.device, dtype=getattr(torch, dtype_name))
 
 
 def _nvmma(inner: int) -> gl.NVMMASharedLayout:
@@ -614,7 +615,7 @@ ROW_LAYOUT = gl.NVMMASharedLayout(0, 32, rank=2)
 
 def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
                        dq_swizzle=DQ_SWIZZLE, persistent=False, dq_writer=False,
-                       early_dv=False, dq_stages=1, stages=None, paired=False):
+                       early_dv=False, dq_stages=1, stages=None, paired=None):
     """Gradients (dq, dk, dv) of o = attention(q, k, v) given dO = `do`, the forward's
     output `o` and its row log-sum-exp `lse` (natural log, fp32, (B, H, N_q)). q, o, do:
     (B, H, N_q, D); k, v: (B, H_kv, N_kv, D); fp16 / bf16, D in {64, 128}, H a multiple of
@@ -625,11 +626,11 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     wavefront each, gl.bank_conflicts); `dq_layout` says why 128 is the default.
     `persistent`: one CTA per SM walks the (key block, head) tiles, loading the next tile's
     K and V under this one's dK / dV epilogue, instead of one CTA per tile (see `_tile`
-    for what it measured). `stages`: the Q / dO ring's depth (default STAGES, CAUSAL_STAGES
-    when causal).
+    for what it measured). `stages`: the Q / dO ring's depth (default STAGES).
 
     Options measured on the H100 and left off (examples/flash_attention/README.md,
-    "Measured (backward)", 2026-12-06): `dq_writer`, a third partition, one warp, issues
+    "Measured (backward)", 2026-12-06, against the unpaired consumer and before the
+    benchmarks settled their samples): `dq_writer`, a third partition, one warp, issues
     the dQ reduces (FlashAttention-3's dQ writer warp) while the consumer warps hand dQ and
     the Q / dO stages over each on its own, without a barrier of the 8 warps (about 3%
     slower); `dq_stages` (1 or 2, with `dq_writer`): dQ tiles in shared memory, so that
@@ -638,9 +639,12 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     right after P^T's exp2s, before dP^T's wait, so that dS^T is computed under it (no
     gain; causal builds spill 8-12 bytes).
 
-    `paired` (not yet timed): one partition barrier a query block instead of two, with two
-    dS^T and two dQ tiles (`_consumer_paired`); 2 Q / dO stages, so that it fits, and none
-    of `dq_writer`, `dq_stages` and `early_dv`."""
+    `paired` (the default where the options allow it: None means paired unless one of
+    `dq_writer`, `early_dv`, `dq_stages=2` or `stages` other than 2 is asked for): query
+    blocks in pairs through two dS^T and two dQ tiles, one partition barrier a block instead
+    of two (`_consumer_paired`); 2 Q / dO stages, so that it fits. Measured 1.04-1.11x the
+    unpaired kernel in two runs (H100, 2026-12-06 19:26 and 19:28 UTC, N = 4k-16k, causal
+    and not); `paired=False` chooses the unpaired one."""
     B, H, H_kv, N_q, N_kv, D = _check_inputs(q, k, v, o, lse, do)
     if dq_swizzle not in (32, 64, 128) or isinstance(dq_swizzle, bool):
         raise ValueError(f"attention_backward: dq_swizzle must be 32, 64 or 128 (bytes), got "
@@ -649,13 +653,16 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
             (dq_stages == 2 and not dq_writer):
         raise ValueError(f"attention_backward: dq_stages must be 1, or 2 with dq_writer=True, "
                          f"got {dq_stages!r} (dq_writer={dq_writer!r})")
-    if paired and (dq_writer or early_dv or dq_stages != 1 or stages not in (None, 2)):
+    unpaired = dq_writer or early_dv or dq_stages != 1 or stages not in (None, 2)
+    if paired is None:
+        paired = not unpaired
+    elif paired and unpaired:
         raise ValueError(f"attention_backward: paired=True takes 2 Q / dO stages and none of "
                          f"dq_writer, early_dv and dq_stages=2 (its dS^T and dQ tiles fill the "
                          f"shared memory), got stages={stages!r}, dq_writer={dq_writer!r}, "
                          f"early_dv={early_dv!r}, dq_stages={dq_stages!r}")
     if stages is None:
-        stages = 2 if paired else CAUSAL_STAGES if causal else STAGES
+        stages = STAGES
     if stages not in (2, 3, 4) or isinstance(stages, bool):
         raise ValueError(f"attention_backward: stages must be 2, 3 or 4, got {stages!r}")
     dt = _dtype_name(q)
@@ -668,15 +675,15 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     n_pad = -(-N_q // BM.value) * BM.value
     delta = _empty(q, (B * H, n_pad), "float32")
     neg_lse2 = _empty(q, (B * H, n_pad), "float32")
-    dq_acc = _empty(q, (B, H, N_q, D), "float32", zero=True)
+    dq_acc = _empty(q, (B, H, N_q, D), "float32")  # zeroed by _delta_kernel
     dq = _empty(q, (B, H, N_q, D), dt)
     dk = _empty(q, (B, H_kv, N_kv, D), dt)
     dv = _empty(q, (B, H_kv, N_kv, D), dt)
     n_rows = B * H * N_q
     if n_rows == 0:
         return dq, _zero(dk), _zero(dv)
-    _delta_kernel[(n_pad // ROWS.value, B * H)](o, do, lse, delta, neg_lse2, N_q, n_pad, D,
-                                                num_warps=4)
+    _delta_kernel[(n_pad // ROWS.value, B * H)](o, do, lse, delta, neg_lse2, dq_acc, N_q,
+                                                n_pad, D, num_warps=4)
     q_desc = TensorDescriptor.from_tensor(q, [1, 1, BM.value, D], _nvmma(D))
     do_desc = TensorDescriptor.from_tensor(do, [1, 1, BM.value, D], _nvmma(D))
     k_desc = TensorDescriptor.from_tensor(k, [1, 1, BN.value, D], _nvmma(D))

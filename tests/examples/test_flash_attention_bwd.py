@@ -116,7 +116,7 @@ def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE, dq_writer=False, early
          "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "N_PAD": "i32",
          "H_KV": "i32", "GROUP": "i32", "num_tiles": "i32", "qk_scale": "fp32",
          "sm_scale": "fp32"},
-        {"STAGES": stages or (hopper_bwd.CAUSAL_STAGES if causal else hopper_bwd.STAGES),
+        {"STAGES": stages or hopper_bwd.STAGES,
          "CAUSAL": causal, "DQ_WRITER": dq_writer, "EARLY_DV": early_dv, "DQ_STAGES": dq_stages,
          "PAIRED": paired},
         target="sm_90a", num_warps=8)
@@ -210,12 +210,20 @@ def test_paired_blocks_meet_at_one_barrier_each(causal):
     from tools import static_report as sr
     if not sr.have_sass_tools():
         pytest.skip("needs ptxas and nvdisasm (the nvidia-cuda-nvdisasm wheel)")
-    cubin, _ = sr.whole_program_cubin(_compile(128, causal, paired=True, stages=2).asm["ptx"],
-                                      "sm_90a")
+    ptx = _compile(128, causal, paired=True, stages=2).asm["ptx"]
+    cubin, _ = sr.whole_program_cubin(ptx, "sm_90a")
     loops = sr.sass_loops(sr.disassemble(cubin))
     pair = min((body for body in loops if sum("HGMMA" in b for b in body) == 64), key=len)
     assert sum("BAR.SYNC" in b for b in pair) == 2, pair
     assert sum(b.startswith("UTMAREDG") for b in pair) == 8
+    # Each warp's stage release (its lane 0's arrival) follows the wait for all of the
+    # block's wgmmas (releasing before dQ's was slower).
+    arrivals = [i for i, b in enumerate(pair) if "SYNCS.ARRIVE" in b]
+    waits = [(i, b.split()[-1]) for i, b in enumerate(pair) if "WARPGROUP.DEPBAR.LE" in b]
+    assert len(arrivals) == 2, pair
+    for a in arrivals:
+        before = [w for i, w in waits if i < a][-1]
+        assert before == "0x0", (a, waits)
 
 
 @pytest.mark.parametrize("dq_swizzle, boxes, addresses", [(32, 16, 1), (64, 8, 2), (128, 4, 4)])
@@ -237,8 +245,8 @@ def test_dq_box_width(dq_swizzle, boxes, addresses):
     ({"dq_writer": True}, False), ({"dq_writer": True, "persistent": True}, True),
     ({"early_dv": True}, False), ({"early_dv": True, "dq_writer": True}, True),
     ({"dq_writer": True, "dq_stages": 2, "stages": 2}, True),
-    ({"paired": True}, False), ({"paired": True}, True),  # query blocks in pairs
-    ({"paired": True, "persistent": True}, True)])
+    ({"paired": False}, False), ({"paired": False}, True),  # two barriers a query block
+    ({"stages": 3}, True)])
 def test_backward_options_match_float64(options, causal, monkeypatch):
     q, k, v, o, lse, do = _inputs("float16", 128, causal, 1, 2, 1, 200, 330)
     refs = hopper_bwd.reference(q, k, v, do, causal)
