@@ -25,6 +25,12 @@
 #   fwdvar    the forward's options that had measured within the noise, re-timed with settled
 #             samples: fp16 D = 128 at 4k and 16k, causal and not (warp_arrivals, no
 #             ping-pong, late_wait), and fp8 D = 128 at 16k with warp_arrivals, 7 rounds
+#   bwd_pers  (next) the paired backward with persistent CTAs against one CTA per tile, 4k,
+#             8k and 16k, 9 rounds: at 4k (0.98x cuDNN) each tile's K/V load and dK/dV
+#             epilogue weigh twice what they do at 8k, and only persistent CTAs hide them
+#             (measured within 2% with the unpaired kernel, unsettled, on the H200)
+#   paged     (next) paged decode, batch 1 and 4, 8k and 32k keys, cold, with the split and
+#             merge kernels timed alone (--breakdown), settled samples
 #   gpu_tests every GPU test
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -54,6 +60,12 @@ fi
 if has fwdvar; then
   step fwdvar 200 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;wa:warp_arrivals=1;pp0:pingpong=0;lw:late_wait=1" --json "$OUT/fwdvar.json"
   step fwdvar8 120 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 16384 --dtypes fp8 --causal 0 --rounds 7 --no-triton --variants "same:;wa:warp_arrivals=1" --json "$OUT/fwdvar8.json"
+fi
+if has bwd_pers; then
+  step bwd_pers 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --rounds 9 --variants "same:;pers:persistent=1" --json "$OUT/bwd_pers.json"
+fi
+if has paged; then
+  step paged 300 python3 benchmarks/paged_decode.py --batches 1 4 --contexts 8192 32768 --dtypes float16 --rounds 7 --cold-sets 5 --breakdown --json "$OUT/paged.json"
 fi
 if has gpu_tests; then
   # Without -q, so that a run cut short still names the files it got through; the
