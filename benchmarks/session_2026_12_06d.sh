@@ -31,6 +31,9 @@
 #             (measured within 2% with the unpaired kernel, unsettled, on the H200)
 #   paged     (next) paged decode, batch 1 and 4, 8k and 32k keys, cold, with the split and
 #             merge kernels timed alone (--breakdown), settled samples
+#   fwd_lazy  (next) the forward's lazy_rescale (FA4's conditional rescale through
+#             gl.barrier_any) against a copy of ours, fp16 and bf16 D = 128 at 4k and 16k,
+#             causal and not, D = 64 and 256 at 16k, 9 rounds, after its GPU cases
 #   gpu_tests every GPU test
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -66,6 +69,13 @@ if has bwd_pers; then
 fi
 if has paged; then
   step paged 300 python3 benchmarks/paged_decode.py --batches 1 4 --contexts 8192 32768 --dtypes float16 --rounds 7 --cold-sets 5 --breakdown --json "$OUT/paged.json"
+fi
+if has fwd_lazy; then
+  TAIL=3 step lazy_tests 200 $PYTEST tests/gpu/test_flash_attention_gpu.py -k lazy_rescale
+  if grep -q " passed" "$OUT/lazy_tests.log" && ! grep -qE "failed|error" "$OUT/lazy_tests.log"; then
+    step fwd_lazy 300 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16,bf16 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1" --json "$OUT/fwd_lazy.json"
+    step fwd_lazy_dims 200 python3 benchmarks/attention_vs_sdpa.py --dims 64,256 --ns 16384 --dtypes fp16 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1" --json "$OUT/fwd_lazy_dims.json"
+  fi
 fi
 if has gpu_tests; then
   # Without -q, so that a run cut short still names the files it got through; the

@@ -42,7 +42,8 @@ D = 256 issue their GEMMs without taking turns):
 - P never touches shared memory: it is converted in registers to the A-operand layout of
   the PV wgmma (DotOperandLayout(0, o_layout)).
 - Softmax in base 2: scores are scaled by sm_scale * log2(e) once; row max m and sum l are
-  kept online, O rescaled by alpha = exp2(m_old - m_new).
+  kept online, O rescaled by alpha = exp2(m_old - m_new). LAZY_RESCALE (an option, FA4's):
+  only when a row maximum of the warpgroup outgrew m by RESCALE_SLACK (`gl.barrier_any`).
 - Masks: only blocks that cross the causal diagonal or the ragged end of K pay for a mask;
   blocks past the diagonal are never loaded. With N_q != N_kv the last query row sees the
   last key (FlashAttention's alignment). Rows past N_q are computed and clipped by the
@@ -93,6 +94,9 @@ from attention_host import (FP8_KEY_ORDER, _aligned, _is_numpy, _nvmma,  # noqa:
 
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
 LOG2E = gl.constexpr(1.4426950408889634)
+# LAZY_RESCALE: how far (log2 units) a row's maximum may outgrow the one P is taken against
+# before O is rescaled: P <= 256, within fp16's and bf16's range (FlashAttention-4's 8.0).
+RESCALE_SLACK = gl.constexpr(8.0)
 
 
 @gluon.jit
@@ -372,7 +376,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
               RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr,
               Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, LATE_WAIT: gl.constexpr,
               ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones, k_ring_x, v_ring_x,
-              BN_X: gl.constexpr, PER_WARP: gl.constexpr):
+              BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr):
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     BM: gl.constexpr = q_smem.shape[0] * BM_WG
@@ -452,6 +456,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             p_run = p_op  # the P an in-flight PV wgmma reads
             p_run_x = p_op_x
             alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
+            rescale = n_blocks < 0  # LAZY_RESCALE: O *= alpha needed (an i1 the loop carries)
             for j in range(1, n_blocks):
                 pl.enter_scope("wait K")
                 sk = pipeline.consumer_wait(kpipe, item + 1)
@@ -475,7 +480,10 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 if PROMOTE_PV:
                     o_blk, l_blk = _pv_product(p_op, v, o_blk, ones, l_blk, True, True)
                 else:
-                    acc = _rescaled(acc, alpha)
+                    if not LAZY_RESCALE:
+                        acc = _rescaled(acc, alpha)
+                    elif rescale:
+                        acc = _rescaled(acc, alpha)
                     acc, l_blk = _pv_product(p_op, v, acc, ones, l_blk, ROW_SUM_MMA, False)
                 if BN_X > 0:
                     acc = warpgroup_mma(p_op_x, v_x, acc, is_async=True)
@@ -503,13 +511,29 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                     s, s_x, acc = warpgroup_mma_wait(0, deps=[s, s_x, acc])
                 else:
                     s, acc = warpgroup_mma_wait(0, deps=[s, acc])
-                pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS,
-                                          per_warp=PER_WARP)
+                if not LAZY_RESCALE:
+                    pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS,
+                                              per_warp=PER_WARP)
                 pl.enter_scope("softmax")
                 s, s_x, m_blk = _scores(s, s_x, _kv_block(j, rot, n_blocks), n_full, row0,
                                         N_KV, off, qk_scale, BN, BN_X, CAUSAL)
-                m_new = gl.maximum(m_i, m_blk)
-                alpha = gl.exp2(m_i - m_new)
+                if LAZY_RESCALE:
+                    # FA4's conditional rescale: the maxima stay unless a row of the
+                    # warpgroup grew by more than RESCALE_SLACK, so P <= 2^RESCALE_SLACK
+                    # (exact once O / l) and most blocks skip O *= alpha's 64 FMULs a
+                    # thread. K_j's release shares the barrier that decides.
+                    rescale = gl.barrier_any(m_blk > m_i + RESCALE_SLACK)
+                    pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS,
+                                              per_warp=PER_WARP)
+                    if rescale:
+                        m_new = gl.maximum(m_i, m_blk)
+                        alpha = gl.exp2(m_i - m_new)
+                    else:
+                        m_new = m_i
+                        alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
+                else:
+                    m_new = gl.maximum(m_i, m_blk)
+                    alpha = gl.exp2(m_i - m_new)
                 p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
                 if not ROW_SUM_MMA:
                     l_i = l_i * alpha + gl.sum(p, axis=1)
@@ -540,7 +564,10 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                                                      l_blk, PV_WAIT_TOP, ROW_SUM_MMA, V_T, D,
                                                      BN, BN_X)
             if not PROMOTE_PV:
-                acc = _rescaled(acc, alpha)
+                if not LAZY_RESCALE:
+                    acc = _rescaled(acc, alpha)
+                elif rescale:
+                    acc = _rescaled(acc, alpha)
             if ROW_SUM_MMA:
                 l_tot = _rescaled(l_tot + l_blk, alpha)
             if PINGPONG:
@@ -600,7 +627,8 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      NUM_WG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                      Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, K_STAGES: gl.constexpr,
                      V_LAG: gl.constexpr, LATE_WAIT: gl.constexpr, ROW_SUM_MMA: gl.constexpr,
-                     PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr, PER_WARP: gl.constexpr):
+                     PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr, PER_WARP: gl.constexpr,
+                     LAZY_RESCALE: gl.constexpr = False):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
@@ -651,7 +679,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         cluster.barrier()
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
-              PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP)
+              PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP, LAZY_RESCALE)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe, q_ready, q_empty,
               turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -680,20 +708,13 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     """A function of no arguments running the forward pass (descriptors built once);
     it returns o, or (o, lse) with `return_lse`. See `attention_forward`. `launch_options`
     go to the kernel launch (`debug=True`, `timeline=True`: docs/debug_mode.md). Tuning
-    options: `num_programs`, `kv_ahead` (K/V blocks of a tile the producer loads before the
-    tile's Q), `q_in_regs` (Q as the register A operand of QK^T, loaded from shared memory
-    once per tile), and, defaulting to `default_config`: `block_n`, `stages` (V's ring),
-    `k_stages` (K's ring; `stages` when only that is given), `warpgroups` (consumer
-    warpgroups of 64 query rows each, 2 or 3), `overlap` (the PV wgmma under the next
-    softmax), `pingpong` (the consumer warpgroups take turns issuing their wgmmas), `o_in_q`,
-    `v_lag` (1: V_{j-1} is loaded after K_j, 0: V_j), `late_wait` (the PV wait after the
-    softmax's exp2s), `row_sum_mma` (P's row sums as a small wgmma against ones),
-    `promote_pv` (each block's P V added into O in fp32), `extra_n` (a block is block_n
-    + extra_n keys, the extra ones in rings and wgmmas of their own), `cluster` (2:
-    programs are clusters of two CTAs on neighbouring Q tiles of one head, each K/V block
-    loaded once for both by TMA multicast; not causal; `num_programs` counts clusters) and
-    `warp_arrivals` (each consumer warp releases K/V stages and hands the ping-pong turn over
-    on its own, with no partition barrier first)."""
+    options: `num_programs` (clusters with `cluster=2`), `kv_ahead` (K/V blocks of a tile
+    the producer loads before the tile's Q), `q_in_regs` (Q as the register A operand of
+    QK^T, loaded from shared memory once per tile), and those of `default_config`, which
+    says what each does and what it measured: `block_n`, `stages` (V's ring), `k_stages`
+    (K's ring; `stages` when only that is given), `warpgroups`, `overlap`, `pingpong`,
+    `o_in_q`, `v_lag`, `late_wait`, `row_sum_mma`, `promote_pv`, `extra_n`, `cluster`,
+    `warp_arrivals` and `lazy_rescale`."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if isinstance(kv_ahead, bool) or not isinstance(kv_ahead, int) or kv_ahead < 0:
         raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
@@ -759,7 +780,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                bool(return_lse), o_in_q, bool(cfg["overlap"]), kv_ahead, warpgroups,
                consumer_regs, bool(q_in_regs), bool(cfg["pingpong"]), cfg["k_stages"],
                int(cfg["v_lag"]), bool(cfg["late_wait"]), bool(cfg["row_sum_mma"]),
-               bool(cfg["promote_pv"]), bn_x, bool(cfg["warp_arrivals"]), num_warps=4,
+               bool(cfg["promote_pv"]), bn_x, bool(cfg["warp_arrivals"]),
+               bool(cfg["lazy_rescale"]), num_warps=4,
                num_ctas=ctas,
                **(launch_options or {}))
         return (o, lse) if return_lse else o

@@ -63,11 +63,18 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       gave 1.035x at D = 128 and 1.05x at D = 256, 2026-11-28). Off: within the noise
       (H100, 2026-12-06 17:45 UTC, against a copy of ours at 0.94-1.02x: 0.98-1.05x at
       D = 128 in fp16, 0.97-1.02x at D = 64, 0.95-0.99x at D = 256, 1.00-1.01x in fp8).
+    - `lazy_rescale`: FlashAttention-4's conditional rescale. Each block the warpgroup's
+      warps meet at a barrier that also ORs "a row maximum grew by more than 8 (log2)"
+      (`gl.barrier_any`); unless one did, P is taken against the old maxima (P <= 256) and
+      O *= alpha's 64 FMULs a thread, inside the ping-pong turn, are skipped. Not yet timed
+      (written 2026-12-06 without device time left); needs `row_sum_mma`, `promote_pv` and
+      `extra_n` off.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
-               row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False)
+               row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
+               lazy_rescale=False)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:
@@ -95,6 +102,10 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
         raise ValueError(f"attention_forward: promote_pv needs row_sum_mma=True and "
                          f"overlap=False, got row_sum_mma={cfg['row_sum_mma']!r}, "
                          f"overlap={cfg['overlap']!r}")
+    if cfg["lazy_rescale"] and (cfg["row_sum_mma"] or cfg["promote_pv"] or cfg["extra_n"]):
+        raise ValueError(f"attention_forward: lazy_rescale needs row_sum_mma, promote_pv and "
+                         f"extra_n off, got row_sum_mma={cfg['row_sum_mma']!r}, "
+                         f"promote_pv={cfg['promote_pv']!r}, extra_n={cfg['extra_n']!r}")
     if cfg["extra_n"] and (cfg["overlap"] and not cfg["late_wait"] or cfg["row_sum_mma"]
                            or cfg["promote_pv"]):
         raise ValueError(f"attention_forward: extra_n needs row_sum_mma and promote_pv off and "

@@ -121,9 +121,27 @@ def thread_barrier(_semantic=None):
     _semantic.thread_barrier()
 
 
+@builtin
+def barrier_any(pred, _semantic=None):
+    """A `thread_barrier` that also answers whether `pred` (a boolean tensor or scalar) is
+    true anywhere: in any element of any thread of the CTA, or of the partition inside
+    `gl.warp_specialize` (whose warps meet at their own named barrier). The result is a
+    boolean scalar, the same in every thread, so `if` may branch on it without splitting
+    the warps. PTX `bar.red.or.pred`, CUDA's `__syncthreads_or`; no Triton counterpart.
+    Placed right before an `mbarrier.arrive`, it is the barrier that arrival needs."""
+    from shared_codegen.ir.types import int1
+    from shared_codegen.ops.program.definition import BarrierAnyOp
+
+    pred = _semantic.to_tensor(pred)
+    if pred.dtype != int1:
+        raise TypeError(f"gl.barrier_any: pred must be a boolean (a comparison), got "
+                        f"{pred.type}")
+    return _semantic.make_tensor(BarrierAnyOp.build(_semantic.builder, pred.handle))
+
+
 __all__ = ["arange", "full", "zeros", "full_like", "zeros_like", "to_tensor", "convert_layout",
            "set_auto_layout", "to_linear_layout", "bank_conflicts", "distributed_type",
-           "num_warps", "num_ctas", "thread_barrier"]
+           "num_warps", "num_ctas", "thread_barrier", "barrier_any"]
 
 
 # ---- arithmetic as functions, hints --------------------------------------------------------

@@ -397,6 +397,23 @@ class LoweringContext:
         self.barrier_block = self.builder.block
         self.barriers.append((self.current_op, self.named_barrier))
 
+    def barrier_or(self, pred: ir.Value) -> ir.Value:
+        """`barrier()` that also ORs an i1 over the same threads (PTX ISA 9.7.13.1
+        `bar.red.or.pred`, which orders memory as `bar.sync` does): true in every thread
+        when `pred` is true in any. Counts as the barrier it is, so an mbarrier arrival
+        right after it needs no other (mbarrier lowering, `_ordered_by_last_barrier`)."""
+        ident, nthreads = self.named_barrier or (0, None)
+        count = "" if nthreads is None else f", {nthreads}"
+        asm = ("{\n.reg .pred %p_in, %p_any;\nsetp.ne.u32 %p_in, $1, 0;\n"
+               f"bar.red.or.pred %p_any, {ident}{count}, %p_in;\n"
+               "selp.u32 $0, 1, 0, %p_any;\n}")
+        flag = self.inline_asm(asm, "=r,r", I32, [self.builder.zext(pred, I32)],
+                               side_effects=True)
+        self.barrier_count += 1
+        self.barrier_block = self.builder.block
+        self.barriers.append((self.current_op, self.named_barrier))
+        return self.builder.icmp_unsigned("!=", flag, self.i32(0))
+
     def barrier_placed_before(self, instruction_or_block, named_barrier, op) -> None:
         """The barrier `barrier()` would emit, placed afterwards in code already lowered: before
         `instruction_or_block` (an instruction, or a block's start). For loop-carried hazards

@@ -116,6 +116,43 @@ def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
         assert err <= TOLERANCE[dtype], (seed, err)
 
 
+@pytest.mark.parametrize("dtype, D, causal", [("float16", 128, False),
+                                               ("bfloat16", 64, True)])
+def test_lazy_rescale_matches_float64(dtype, D, causal, monkeypatch):
+    # Later keys score ever higher (k's rows scaled up along N), so some blocks outgrow the
+    # kept maxima by more than RESCALE_SLACK and rescale, and others skip it; GQA, ragged.
+    q, k, v = hopper.random_inputs(1, 2, 1, 150, 520, D, dtype, seed=3)
+    grow = (1.0 + np.arange(520) / 60.0).astype(np.float32)[None, None, :, None]
+    k = (k.astype(np.float32) * grow).astype(k.dtype)
+    ref_o, ref_lse = hopper.reference(q, k, v, causal)
+    for seed in (0, 1):
+        monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+        o, lse = hopper.attention_forward(q, k, v, causal=causal, return_lse=True,
+                                          num_programs=2, lazy_rescale=True)
+        err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
+        assert err <= TOLERANCE[dtype], (seed, err)
+        finite = np.isfinite(ref_lse)
+        # The scores reach about 9 x 2^3: the lse's fp32 rounding, not the kept maxima.
+        assert float(np.abs(lse[finite] - ref_lse[finite]).max()) < 3e-5, seed
+
+
+def test_lazy_rescale_branches_around_the_rescale():
+    # The block loop's one partition barrier reduces (bar.red.or, which K's release shares:
+    # no second bar.sync), and O's 64 rescaling FMULs a thread sit behind a branch on it.
+    if not static_report.have_sass_tools():
+        pytest.skip("needs ptxas and nvdisasm (the nvidia-cuda-nvdisasm wheel)")
+    ptx = _compile(128, CAUSAL=False, RETURN_LSE=False, LAZY_RESCALE=True).asm["ptx"]
+    cubin, log = static_report.whole_program_cubin(ptx, "sm_90a")
+    assert "0 bytes spill stores" in log
+    loops = static_report.sass_loops(static_report.disassemble(cubin))
+    body = min((b for b in loops if sum("HGMMA" in x for x in b) == 16), key=len)
+    assert sum(x.startswith("BAR.RED.OR") for x in body) == 1, body
+    assert sum(x.startswith("BAR.SYNC") for x in body) == 1, body
+    first = next(i for i, x in enumerate(body) if x.startswith("FMUL"))
+    assert re.match(r"@!?P\d BRA", body[first - 1]), body[first - 2:first + 2]
+    assert all(x.startswith("FMUL") for x in body[first:first + 64]), body[first:first + 64]
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
 def test_row_sum_mma_gives_the_lse(dtype, monkeypatch):
     # l from each block's P 1 (an m64n8 wgmma against ones) added up in fp32 and rescaled
@@ -357,8 +394,13 @@ def test_bad_inputs_are_named():
     with pytest.raises(TypeError, match=r"unknown option 'stage'; tuning options: block_n, "
                                         r"stages, k_stages, warpgroups, overlap, pingpong, "
                                         r"o_in_q, v_lag, late_wait, row_sum_mma, "
-                                        r"promote_pv, extra_n, cluster, warp_arrivals"):
+                                        r"promote_pv, extra_n, cluster, warp_arrivals, "
+                                        r"lazy_rescale"):
         f(q, q, q, stage=2)
+    with pytest.raises(ValueError, match=r"lazy_rescale needs row_sum_mma, promote_pv and "
+                                         r"extra_n off, got row_sum_mma=True, "
+                                         r"promote_pv=False, extra_n=0"):
+        f(q, q, q, lazy_rescale=True, row_sum_mma=True)
     with pytest.raises(ValueError, match=r"promote_pv needs row_sum_mma=True and "
                                          r"overlap=False, got row_sum_mma=False, overlap=True"):
         f(q, q, q, promote_pv=True)

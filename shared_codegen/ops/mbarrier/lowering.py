@@ -21,6 +21,7 @@ from shared_codegen.ops.mbarrier.definition import (ArriveBarrierOp, BarrierExpe
                                                     WaitBarrierOp, pred_of)
 from shared_codegen.ir.types import MemoryDescriptorType, TensorType
 from shared_codegen.lowering.smem_matrix import arch_of
+from shared_codegen.ops.program.definition import BarrierAnyOp
 from shared_codegen.ops.shared_memory.lowering import sync_shared
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
 
@@ -99,13 +100,15 @@ def lower_barrier_expect(op, ctx):
 
 def _releases_nothing_new(other, ctx) -> bool:
     """Whether `other`, lowered after the last barrier, leaves nothing that one thread's
-    arrival could release too early: it touches only barrier words (atomic), issues a wgmma
+    arrival could release too early: it is the barrier (`gl.barrier_any`: its last act is
+    the barrier itself), touches only barrier words (atomic), issues a wgmma
     (an asynchronous read that retires through a wait), waits for wgmmas (in one warpgroup,
     thread 0's wait covers the whole warpgroup's MMA), or computes scalars from scalars and
     views. Distributed tensors are refused even from pure ops: a layout conversion or a
     reduction may go through shared memory."""
     opdef = other.opdef
-    if isinstance(opdef, (ArriveBarrierOp, BarrierExpectOp, WaitBarrierOp, WarpGroupDotOp)):
+    if isinstance(opdef, (ArriveBarrierOp, BarrierExpectOp, WaitBarrierOp, WarpGroupDotOp,
+                          BarrierAnyOp)):
         return True
     if isinstance(opdef, WarpGroupDotWaitOp):
         return ctx.num_warps <= 4

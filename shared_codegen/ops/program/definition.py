@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from shared_codegen.ir.core import OpDef, VerificationError
-from shared_codegen.ir.types import TensorType, int32, scalar_of
+from shared_codegen.ir.types import TensorType, int1, int32, scalar_of
 from shared_codegen.ops.program.print_format import (index_widths, line_format, program_format,
                                                      python_format, value_spec)
 from shared_codegen.layouts.relations import NO_RELATION, OWN_LAYOUTS, SAME_LAYOUT
@@ -54,6 +54,29 @@ class BarrierOp(OpDef):
     def interpret(self, op, frame):
         # Programs run whole-tile at a time, so every thread is always at the same point.
         return []
+
+
+class BarrierAnyOp(OpDef):
+    """`sc.barrier_any`: a barrier of the threads running this code (the CTA, or a
+    warp-specialized partition's warps) that also reduces: the i1 result is true in every
+    thread when any element of the i1 operand is true in any thread (PTX `bar.red.or.pred`,
+    CUDA's `__syncthreads_or`). The result is uniform, so a scalar `if` may branch on it."""
+
+    name = "sc.barrier_any"
+    layout_rule = NO_RELATION
+
+    @staticmethod
+    def build(b, pred):
+        return b.create("sc.barrier_any", [pred], [int1]).result
+
+    def verify(self, op):
+        if scalar_of(op.operands[0].type) != int1:
+            raise VerificationError(f"barrier_any takes an i1 operand (a comparison), got "
+                                    f"{op.operands[0].type}", op)
+
+    def interpret(self, op, frame):
+        # A program (or partition) runs whole at a time: its threads' elements are all here.
+        return [np.bool_(np.asarray(frame[op.operands[0]]).any())]
 
 
 class PrintOp(OpDef):

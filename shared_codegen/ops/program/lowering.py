@@ -8,8 +8,8 @@ from llvmlite import ir
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.lowering.context import I1, I32, LoweringError
 from shared_codegen.ops.control.lowering import new_block
-from shared_codegen.ops.program.definition import (LAUNCH_GRID, AssertOp, AssumeOp, BarrierOp,
-                                                   ProgramIdOp)
+from shared_codegen.ops.program.definition import (LAUNCH_GRID, AssertOp, AssumeOp,
+                                                   BarrierAnyOp, BarrierOp, ProgramIdOp)
 
 _AXES = "xyz"
 
@@ -31,6 +31,19 @@ def lower_program_id(op, ctx):
 def lower_barrier(op, ctx):
     ctx.barrier()
     return None
+
+
+@lowering_rule(BarrierAnyOp)
+def lower_barrier_any(op, ctx):
+    """Each thread ORs its own elements; `bar.red.or.pred` ORs the threads'."""
+    b = ctx.builder
+    value = ctx.get(op.operands[0])
+    mine = None
+    for r in value if isinstance(value, list) else [value]:
+        if r.type != I1:
+            r = b.icmp_unsigned("!=", r, ir.Constant(r.type, 0))
+        mine = r if mine is None else b.or_(mine, r)
+    return [ctx.barrier_or(mine)]
 
 
 @lowering_rule(AssertOp)
@@ -64,4 +77,5 @@ def lower_assume(op, ctx):
     return None
 
 
-__all__ = ["lower_program_id", "lower_barrier", "lower_assert", "lower_assume"]
+__all__ = ["lower_program_id", "lower_barrier", "lower_barrier_any", "lower_assert",
+           "lower_assume"]
