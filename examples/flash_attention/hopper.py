@@ -95,7 +95,7 @@ from attention_host import (FP8_KEY_ORDER, _aligned, _is_numpy, _nvmma,  # noqa:
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
 LOG2E = gl.constexpr(1.4426950408889634)
 # LAZY_RESCALE: how far (log2 units) a row's maximum may outgrow the one P is taken against
-# before O is rescaled: P <= 256, within fp16's and bf16's range (FlashAttention-4's 8.0).
+# before O is rescaled: P <= 256, within fp16's, bf16's and e4m3's range (FA4's 8.0).
 RESCALE_SLACK = gl.constexpr(8.0)
 
 
