@@ -32,7 +32,8 @@
 #   paged     (next) paged decode, batch 1 and 4, 8k and 32k keys, cold, with the split and
 #             merge kernels timed alone (--breakdown), settled samples
 #   fwd_lazy  (next) the forward's lazy_rescale (FA4's conditional rescale through
-#             gl.barrier_any) against a copy of ours, fp16 and bf16 D = 128 at 4k and 16k,
+#             gl.barrier_any), alone and with warp_arrivals (then bar.red is the loop's
+#             only barrier, as bar.sync is the default's), against a copy of ours, fp16 and bf16 D = 128 at 4k and 16k,
 #             causal and not, D = 64 and 256 at 16k, fp8 D = 128 at 4k and 16k, 9 rounds,
 #             after its GPU cases
 #   gpu_tests every GPU test
@@ -74,7 +75,7 @@ fi
 if has fwd_lazy; then
   TAIL=3 step lazy_tests 200 $PYTEST tests/gpu/test_flash_attention_gpu.py -k lazy_rescale
   if grep -q " passed" "$OUT/lazy_tests.log" && ! grep -qE "failed|error" "$OUT/lazy_tests.log"; then
-    step fwd_lazy 300 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16,bf16 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1" --json "$OUT/fwd_lazy.json"
+    step fwd_lazy 300 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16,bf16 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1;lzwa:lazy_rescale=1,warp_arrivals=1" --json "$OUT/fwd_lazy.json"
     step fwd_lazy_dims 200 python3 benchmarks/attention_vs_sdpa.py --dims 64,256 --ns 16384 --dtypes fp16 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1" --json "$OUT/fwd_lazy_dims.json"
     step fwd_lazy_fp8 200 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp8 --causal 0 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1" --json "$OUT/fwd_lazy_fp8.json"
   fi

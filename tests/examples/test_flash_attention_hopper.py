@@ -116,10 +116,13 @@ def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
         assert err <= TOLERANCE[dtype], (seed, err)
 
 
-@pytest.mark.parametrize("dtype, D, causal", [("float16", 128, False),
-                                               ("bfloat16", 64, True),
-                                               ("float8_e4m3fn", 128, True)])  # row_sum_mma
-def test_lazy_rescale_matches_float64(dtype, D, causal, monkeypatch):
+@pytest.mark.parametrize("dtype, D, causal, options", [
+    ("float16", 128, False, {}),
+    ("bfloat16", 64, True, {}),
+    ("float8_e4m3fn", 128, True, {}),                 # with row_sum_mma, fp8's default
+    ("float16", 128, True, {"warp_arrivals": True}),  # bar.red the loop's only barrier
+])
+def test_lazy_rescale_matches_float64(dtype, D, causal, options, monkeypatch):
     # Later keys score ever higher (k's rows scaled up along N), so some blocks outgrow the
     # kept maxima by more than RESCALE_SLACK and rescale, and others skip it; GQA, ragged.
     q, k, v = hopper.random_inputs(1, 2, 1, 150, 520, D, dtype, seed=3)
@@ -130,7 +133,7 @@ def test_lazy_rescale_matches_float64(dtype, D, causal, monkeypatch):
     for seed in (0, 1):
         monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
         out = hopper.attention_forward(q, k, v, causal=causal, return_lse=not fp8,
-                                       num_programs=2, lazy_rescale=True)
+                                       num_programs=2, lazy_rescale=True, **options)
         o, lse = (out, None) if fp8 else out
         err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
         assert err <= TOLERANCE[dtype], (seed, err)
@@ -140,18 +143,22 @@ def test_lazy_rescale_matches_float64(dtype, D, causal, monkeypatch):
             assert float(np.abs(lse[finite] - ref_lse[finite]).max()) < 3e-5, seed
 
 
-def test_lazy_rescale_branches_around_the_rescale():
-    # The block loop's one partition barrier reduces (bar.red.or, which K's release shares:
-    # no second bar.sync), and O's 64 rescaling FMULs a thread sit behind a branch on it.
+@pytest.mark.parametrize("per_warp", [False, True])
+def test_lazy_rescale_branches_around_the_rescale(per_warp):
+    # The decision is a barrier that reduces (bar.red.or, which K's release shares), and
+    # O's 64 rescaling FMULs a thread sit behind a branch on it. The turn's hand-over keeps
+    # its partition barrier, unless each warp hands over on its own (warp_arrivals): then
+    # bar.red is the loop's only barrier, as bar.sync is the default loop's.
     if not static_report.have_sass_tools():
         pytest.skip("needs ptxas and nvdisasm (the nvidia-cuda-nvdisasm wheel)")
-    ptx = _compile(128, CAUSAL=False, RETURN_LSE=False, LAZY_RESCALE=True).asm["ptx"]
+    ptx = _compile(128, CAUSAL=False, RETURN_LSE=False, LAZY_RESCALE=True,
+                   PER_WARP=per_warp).asm["ptx"]
     cubin, log = static_report.whole_program_cubin(ptx, "sm_90a")
     assert "0 bytes spill stores" in log
     loops = static_report.sass_loops(static_report.disassemble(cubin))
     body = min((b for b in loops if sum("HGMMA" in x for x in b) == 16), key=len)
     assert sum(x.startswith("BAR.RED.OR") for x in body) == 1, body
-    assert sum(x.startswith("BAR.SYNC") for x in body) == 1, body
+    assert sum(x.startswith("BAR.SYNC") for x in body) == (0 if per_warp else 1), body
     first = next(i for i, x in enumerate(body) if x.startswith("FMUL"))
     assert re.match(r"@!?P\d BRA", body[first - 1]), body[first - 2:first + 2]
     assert all(x.startswith("FMUL") for x in body[first:first + 64]), body[first:first + 64]

@@ -97,6 +97,8 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     pytest.param("bfloat16", 64, False, {"lazy_rescale": True}, id="lazy_rescale-bf16-64"),
     pytest.param("float16", 256, False, {"lazy_rescale": True}, id="lazy_rescale-fp16-256"),
     pytest.param("float8_e4m3fn", 128, True, {"lazy_rescale": True}, id="lazy_rescale-fp8-128"),
+    pytest.param("float16", 128, False, {"lazy_rescale": True, "warp_arrivals": True},
+                 id="lazy_rescale-warp_arrivals-fp16-128"),
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.
