@@ -36,6 +36,8 @@
 #             only barrier, as bar.sync is the default's), against a copy of ours, fp16 and bf16 D = 128 at 4k and 16k,
 #             causal and not, D = 64 and 256 at 16k, fp8 D = 128 at 4k and 16k, 9 rounds,
 #             after its GPU cases
+#   ncu_lazy  (next) ncu of the forward at D = 128, 16k, fp16, default against lazy_rescale
+#             (with and without warp_arrivals): tensor pipe, issue, barrier stalls
 #   gpu_tests every GPU test
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -79,6 +81,9 @@ if has fwd_lazy; then
     step fwd_lazy_dims 200 python3 benchmarks/attention_vs_sdpa.py --dims 64,256 --ns 16384 --dtypes fp16 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1" --json "$OUT/fwd_lazy_dims.json"
     step fwd_lazy_fp8 200 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp8 --causal 0 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1" --json "$OUT/fwd_lazy_fp8.json"
   fi
+fi
+if has ncu_lazy; then
+  TAIL=60 step ncu_lazy 240 ncu --clock-control none -k regex:attention_kernel -c 3 --section SpeedOfLight --section WarpStateStats --section SchedulerStats python3 benchmarks/attention_profile_target.py 128:16384:0:fp16 128:16384:0:fp16:lazy_rescale=1 128:16384:0:fp16:lazy_rescale=1:warp_arrivals=1
 fi
 if has gpu_tests; then
   # Without -q, so that a run cut short still names the files it got through; the
