@@ -106,13 +106,8 @@
 #               defaults at N=16k: D=128 and D=256 fp16 (NCU_SPECS), details and SASS as text
 #   arrive      the Hopper forward with no bar.sync before one-thread mbarrier arrives, a
 #               same-run experiment (.tut06/exp_arrive.py patches the lowering in-process)
-set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
-export PYTHONPATH=.:${PYTHONPATH:-} PYTHONUNBUFFERED=1 SC_CACHE_DIR=$(mktemp -d)
 STEPS=${STEPS:-"fwd_tests fwd"}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-step() { local name=$1; shift; local t0=$SECONDS; timeout "$@" > "$OUT/$name.log" 2>&1; echo "$name rc=$? $((SECONDS-t0))s"; grep -E "^(FAILED|ERROR)" "$OUT/$name.log" | head -20; tail -${TAIL:-30} "$OUT/$name.log"; }
-has() { [[ " $STEPS " == *" $1 "* ]]; }
+source "$(dirname "$0")/_session.sh"
 A=benchmarks/attention_vs_sdpa.py
 if has lazy; then  # written 2026-12-06 after the day's device time ran out, not yet run
   TAIL=3 step lazy_tests 300 python3 -m pytest -m gpu tests/gpu/test_flash_attention_gpu.py -p no:cacheprovider -o addopts="" -q -rf

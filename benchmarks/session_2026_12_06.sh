@@ -33,13 +33,8 @@
 #   ncu_paged   ncu of paged decode's split and merge kernels at batch 1, 8k keys (cold caches)
 #   ncu_fwd     ncu of the forward at D = 128, N = 16k, fp16 and fp8, with SASS stall samples
 #   gpu_tests   every GPU test
-set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
-export PYTHONPATH=.:${PYTHONPATH:-} PYTHONUNBUFFERED=1 SC_CACHE_DIR=$(mktemp -d)
 STEPS=${STEPS:-"fwd_tests rowsum"}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-step() { local name=$1; shift; local t0=$SECONDS; timeout "$@" > "$OUT/$name.log" 2>&1; echo "$name rc=$? $((SECONDS-t0))s"; grep -E "^(FAILED|ERROR)" "$OUT/$name.log" | head -20; tail -${TAIL:-30} "$OUT/$name.log"; }
-has() { [[ " $STEPS " == *" $1 "* ]]; }
+source "$(dirname "$0")/_session.sh"
 A=benchmarks/attention_vs_sdpa.py
 if has fwd_tests; then
   TAIL=3 step fwd_tests 300 python3 -m pytest -m gpu tests/gpu/test_flash_attention_gpu.py -p no:cacheprovider -o addopts="" -q -rf

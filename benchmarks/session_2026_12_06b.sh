@@ -25,13 +25,8 @@
 #               first row_sum_mma it gave 1.09x at 16k, 0.98-1.01x at 4k), after its GPU
 #               tests (not run this session: no device time left)
 #   gpu_tests   every GPU test
-set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
-export PYTHONPATH=.:${PYTHONPATH:-} PYTHONUNBUFFERED=1 SC_CACHE_DIR=$(mktemp -d)
 STEPS=${STEPS:-"cl_tests cluster fwd_tests"}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-step() { local name=$1; shift; local t0=$SECONDS; timeout "$@" > "$OUT/$name.log" 2>&1; echo "$name rc=$? $((SECONDS-t0))s"; grep -E "^(FAILED|ERROR)" "$OUT/$name.log" | head -20; tail -${TAIL:-30} "$OUT/$name.log"; }
-has() { [[ " $STEPS " == *" $1 "* ]]; }
+source "$(dirname "$0")/_session.sh"
 A=benchmarks/attention_vs_sdpa.py
 T=tests/gpu/test_flash_attention_gpu.py
 CL_OK=0

@@ -36,14 +36,8 @@
 #               final_tests: the tests alone
 #   fwd_tests   the Hopper forward's GPU tests (not the cluster ones)
 #   gpu_tests   every GPU test
-set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
-export PYTHONPATH=.:${PYTHONPATH:-} PYTHONUNBUFFERED=1 SC_CACHE_DIR=$(mktemp -d)
 STEPS=${STEPS:-"bwd_tests bwd_var"}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-step() { local name=$1; shift; local t0=$SECONDS; timeout "$@" > "$OUT/$name.log" 2>&1; echo "$name rc=$? $((SECONDS-t0))s"; grep -E "^(FAILED|ERROR)" "$OUT/$name.log" | head -20; tail -${TAIL:-30} "$OUT/$name.log"; }
-has() { [[ " $STEPS " == *" $1 "* ]]; }
-PYTEST="python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -q -rf"
+source "$(dirname "$0")/_session.sh"
 BWD_OK=1
 if has bwd_tests; then
   TAIL=3 step bwd_tests 300 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py

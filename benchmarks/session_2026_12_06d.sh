@@ -39,14 +39,8 @@
 #   ncu_lazy  (next) ncu of the forward at D = 128, 16k, fp16, default against lazy_rescale
 #             (with and without warp_arrivals): tensor pipe, issue, barrier stalls
 #   gpu_tests every GPU test
-set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
-export PYTHONPATH=.:${PYTHONPATH:-} PYTHONUNBUFFERED=1 SC_CACHE_DIR=$(mktemp -d)
 STEPS=${STEPS:-"bwd fwd"}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-step() { local name=$1; shift; local t0=$SECONDS; timeout "$@" > "$OUT/$name.log" 2>&1; echo "$name rc=$? $((SECONDS-t0))s"; grep -E "^(FAILED|ERROR)" "$OUT/$name.log" | head -20; tail -${TAIL:-30} "$OUT/$name.log"; }
-has() { [[ " $STEPS " == *" $1 "* ]]; }
-PYTEST="python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -q -rf"
+source "$(dirname "$0")/_session.sh"
 if has bwd; then
   step bwd 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --rounds 9 --variants "same:;s3:stages=3;paired:paired=1" --json "$OUT/bwd.json"
 fi
