@@ -1,6 +1,6 @@
 """Where the Hopper attention backward's time goes, kernel by kernel: ours (the delta
-pre-pass, dQ's fp32 buffer cleared, the main kernel, the dQ conversion) next to torch SDPA's
-cuDNN backward, from torch.profiler's device times (CUDA kernels and memsets).
+pre-pass, which also clears dQ's fp32 buffer, the main kernel, the dQ conversion) next to
+torch SDPA's cuDNN backward, from torch.profiler's device times (CUDA kernels and memsets).
 
     B*N = 16k tokens, H*D = 2048, D = 128 (the shapes of attention_bwd_vs_sdpa.py)
 

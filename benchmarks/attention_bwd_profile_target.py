@@ -6,10 +6,6 @@ once each per listed config, for a profiler to catch:
 
 fp16, D = 128, B*N = 16k tokens and H*D = 2048 (the shapes of attention_bwd_vs_sdpa.py).
 Ours is compiled and run once before the launch a profiler should look at.
-
-With --kernels first, it profiles instead (torch.profiler, 10 calls after a warm-up) and
-prints every kernel of ours and of cuDNN's backward with its mean microseconds per call:
-where the time goes besides the main kernel (pre-pass, dQ conversion, fills).
 """
 
 import os
@@ -22,27 +18,8 @@ for p in (os.path.join(HERE, "..", "examples", "flash_attention"), os.path.join(
 D = 128
 
 
-def kernel_table(torch, name, fn, calls=10):
-    """Print the kernels `fn` launches, mean microseconds per call each, and their sum."""
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    rows = [(e.key, e.device_time_total / calls, e.count // calls)
-            for e in prof.key_averages() if e.device_time_total > 0]
-    rows.sort(key=lambda r: -r[1])
-    print(f"  {name}: {sum(us for _, us, _ in rows):9.1f} us a call", flush=True)
-    for key, us, count in rows:
-        print(f"    {us:9.1f} us  x{count}  {key[:100]}", flush=True)
-
-
 def main(argv):
     import torch
-    kernels = bool(argv) and argv[0] == "--kernels"
-    argv = argv[1:] if kernels else argv
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from hopper import attention_forward
     from hopper_bwd import attention_backward
@@ -56,17 +33,6 @@ def main(argv):
         o, lse = attention_forward(q, k, v, causal=causal, return_lse=True)
         attention_backward(q, k, v, o, lse, do, causal=causal, **kw)  # compiled, warm
         torch.cuda.synchronize()
-        if kernels:
-            print(f"{spec} (B={B}, H={H})", flush=True)
-            kernel_table(torch, "ours", lambda: attention_backward(q, k, v, o, lse, do,
-                                                                   causal=causal, **kw))
-            qr, kr, vr = (x.detach().requires_grad_() for x in (q, k, v))
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                out = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr,
-                                                                       is_causal=causal)
-            kernel_table(torch, "cuDNN", lambda: torch.autograd.grad(out, (qr, kr, vr), do,
-                                                                     retain_graph=True))
-            continue
         attention_backward(q, k, v, o, lse, do, causal=causal, **kw)
         qr, kr, vr = (x.detach().requires_grad_() for x in (q, k, v))
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):

@@ -4,7 +4,8 @@
 # The samples are settled now (benchmarks/_bench.py: about 20 ms of untimed calls of the same
 # function before each timed one), after two names of one backward kernel measured 13% apart.
 # Ran: "bwd fwd" (19:28 UTC), "bwd_tests kernels bwd2" (19:50; early_release was a variant
-# then, since dropped), "fwdvar gpu_tests" (20:06, on an H200; the GPU tests cut at 300 s,
+# then, since dropped; "kernels" then ran a --kernels mode of attention_bwd_profile_target.py,
+# since dropped for benchmarks/attention_bwd_breakdown.py, which does the same), "fwdvar gpu_tests" (20:06, on an H200; the GPU tests cut at 300 s,
 # about 75% through, with the backward's file skipped: every case passed but
 # test_paged_decode_gpu.py's 9, which had imported benchmarks/paged_decode.py by its module
 # name; they passed alone, and now import the example at collection). Machine starts failed
@@ -53,7 +54,7 @@ if has bwd_tests; then
   grep -q " passed" "$OUT/bwd_tests.log" && ! grep -qE "failed|error" "$OUT/bwd_tests.log" || BWD_OK=0
 fi
 if has kernels; then
-  TAIL=60 step kernels 200 python3 benchmarks/attention_bwd_profile_target.py --kernels 4096:0 4096:1 16384:0
+  TAIL=60 step kernels 200 python3 benchmarks/attention_bwd_breakdown.py --ns 4096,16384 --causal 0,1
 fi
 if has bwd2 && [[ $BWD_OK == 1 ]]; then
   step bwd2 300 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --rounds 9 --variants "same:;unp:paired=0;er:early_release=1;s3:stages=3" --json "$OUT/bwd2.json"
