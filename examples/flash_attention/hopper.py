@@ -480,9 +480,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 if PROMOTE_PV:
                     o_blk, l_blk = _pv_product(p_op, v, o_blk, ones, l_blk, True, True)
                 else:
-                    if not LAZY_RESCALE:
-                        acc = _rescaled(acc, alpha)
-                    elif rescale:
+                    if not LAZY_RESCALE or rescale:
                         acc = _rescaled(acc, alpha)
                     acc, l_blk = _pv_product(p_op, v, acc, ones, l_blk, ROW_SUM_MMA, False)
                 if BN_X > 0:
@@ -564,9 +562,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                                                      l_blk, PV_WAIT_TOP, ROW_SUM_MMA, V_T, D,
                                                      BN, BN_X)
             if not PROMOTE_PV:
-                if not LAZY_RESCALE:
-                    acc = _rescaled(acc, alpha)
-                elif rescale:
+                if not LAZY_RESCALE or rescale:
                     acc = _rescaled(acc, alpha)
             if ROW_SUM_MMA:
                 l_tot = _rescaled(l_tot + l_blk, alpha)

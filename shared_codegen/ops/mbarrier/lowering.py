@@ -191,9 +191,9 @@ def _remote_arrivals(op, ctx, bar, num_ctas: int, mask, multicast: int, issue) -
     every arrival, and a flash-attention forward whose four releases a block were remote
     ran at half speed. The releasing threads' reads are done before the arrival (the
     partition's bar.sync precedes it, or with `per_warp` the warp's own program order).
-    `from_cta`: one target,
-    `rank & mask`; `multicast_cta`: every CTA c with `c & ~m == rank & ~m`, one predicated
-    arrival per candidate c (sm_90 has no multicast arrive)."""
+    `from_cta`: one target, `rank & mask`; `multicast_cta`: every CTA c with
+    `c & ~m == rank & ~m`, one predicated arrival per candidate c (sm_90 has no multicast
+    arrive)."""
     from shared_codegen.ops.cluster.lowering import cta_rank
     b = ctx.builder
     rank = cta_rank(ctx)
