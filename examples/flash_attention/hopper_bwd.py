@@ -485,7 +485,9 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc
     ARRIVALS: gl.constexpr = 8 if DQ_WRITER or PAIRED else 1
     qpipe = pipeline.create(STAGES, ARRIVALS)
     # DQ_WRITER: a ring of DQ_STAGES dQ tiles, filled by the consumers' 8 warps.
-    dqpipe = pipeline.create(DQ_STAGES, 1, ARRIVALS)
+    dqpipe = None
+    if DQ_WRITER:
+        dqpipe = pipeline.create(DQ_STAGES, 1, ARRIVALS)
     consumer = (_consumer, (q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_smem,
                             dq_smem, kv_ready, kv_empty, qpipe, dqpipe, dq_desc,
                             dk_ptr, dv_ptr, N_Q, N_KV, H_KV, GROUP, num_tiles, qk_scale,
@@ -510,7 +512,8 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc
     pipeline.invalidate(qpipe)
     mbarrier.invalidate(kv_ready)
     mbarrier.invalidate(kv_empty)
-    pipeline.invalidate(dqpipe)
+    if DQ_WRITER:
+        pipeline.invalidate(dqpipe)
 
 
 # ---- host side ---------------------------------------------------------------------------------
