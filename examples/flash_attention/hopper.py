@@ -42,8 +42,9 @@ D = 256 issue their GEMMs without taking turns):
 - P never touches shared memory: it is converted in registers to the A-operand layout of
   the PV wgmma (DotOperandLayout(0, o_layout)).
 - Softmax in base 2: scores are scaled by sm_scale * log2(e) once; row max m and sum l are
-  kept online, O rescaled by alpha = exp2(m_old - m_new). LAZY_RESCALE (an option, FA4's):
-  only when a row maximum of the warpgroup outgrew m by RESCALE_SLACK (`gl.barrier_any`).
+  kept online, O rescaled by alpha = exp2(m_old - m_new). LAZY_RESCALE (FA4's; 16-bit's
+  default): only when a row maximum of the warpgroup outgrew m by RESCALE_SLACK
+  (`gl.barrier_any`).
 - Masks: only blocks that cross the causal diagonal or the ragged end of K pay for a mask;
   blocks past the diagonal are never loaded. With N_q != N_kv the last query row sees the
   last key (FlashAttention's alignment). Rows past N_q are computed and clipped by the
@@ -55,6 +56,10 @@ D = 256 issue their GEMMs without taking turns):
   With ROW_SUM_MMA (an option) P's row sums come from the tensor cores (a small wgmma
   against ones beside PV's, added into l in fp32), which frees the issue-bound fp8 softmax
   of 64 FADDs a thread a block.
+- SPLIT (`split_tail`, non-causal): the last full wave's and the ragged wave's tiles are
+  dealt out as K/V blocks (gluon.stream_k), so no SM idles through a half-empty last wave;
+  a tile cut between two programs is finished by the second of them to get there, from
+  both partials (attention_tiles.combine).
 - Between tiles the producer sends the next tile's first K/V block before its Q (KV_AHEAD):
   ring stages free as the last blocks are consumed, Q's buffer only after the epilogue.
 - BN_X (an option): blocks of BN + BN_X keys, the last BN_X in K and V rings of their own
@@ -81,9 +86,13 @@ from gluon import language as gl  # noqa: E402
 from gluon.language.nvidia.hopper import (cluster, fence_async_shared, mbarrier,  # noqa: E402
                                           tma, warpgroup_mma, warpgroup_mma_wait)
 from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
+from gluon import stream_k  # noqa: E402
 from gluon.warp_spec import pingpong, pipeline  # noqa: E402
+# Which tiles and K/V blocks a program visits; split_tail's partials combined.
+import attention_tiles  # noqa: E402
+from attention_tiles import _kv_block, _kv_blocks, _rotation, _tile_coords  # noqa: E402,F401
 import tile.profiler.language as pl  # noqa: E402  (timeline regions: nothing unless recorded)
-from hopper_tuning import check_tuning, default_config  # noqa: E402
+from hopper_tuning import default_config, tuned_config  # noqa: E402,F401
 # The float64 reference and the random inputs the tests and benchmarks take from here.
 from attention_reference import (check_forward, numpy_dtype, random_inputs,  # noqa: E402,F401
                                  reference)
@@ -97,50 +106,6 @@ LOG2E = gl.constexpr(1.4426950408889634)
 # LAZY_RESCALE: how far (log2 units) a row's maximum may outgrow the one P is taken against
 # before O is rescaled: P <= 256, within fp16's, bf16's and e4m3's range (FA4's 8.0).
 RESCALE_SLACK = gl.constexpr(8.0)
-
-
-@gluon.jit
-def _tile_coords(tile, BH, H, num_m, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
-    """(batch, head, first query row) of tile `tile` (BLOCK_M query rows). Causal: the last
-    (longest) Q blocks first, across all heads; otherwise head-major so neighbouring CTAs
-    share K/V in L2. (The Blackwell forward walks its tiles the same way.)"""
-    if CAUSAL:
-        mb = num_m - 1 - tile // BH
-        bh = tile % BH
-    else:
-        mb = tile % num_m
-        bh = tile // num_m
-    return bh // H, bh % H, mb * BLOCK_M
-
-
-@gluon.jit
-def _kv_blocks(m0, N_Q, N_KV, BN: gl.constexpr, CAUSAL: gl.constexpr, BLOCK_M: gl.constexpr):
-    """(blocks to visit, blocks that need no mask) for the CTA's rows [m0, m0 + BLOCK_M)."""
-    if CAUSAL:
-        off = N_KV - N_Q
-        hi = gl.minimum(N_KV, m0 + BLOCK_M + off)
-        n_blocks = gl.cdiv(gl.maximum(hi, 0), BN)
-        n_full = gl.minimum(gl.maximum(m0 + off + 1, 0) // BN, N_KV // BN)
-    else:
-        n_blocks = gl.cdiv(N_KV, BN)
-        n_full = N_KV // BN
-    return n_blocks, n_full
-
-
-@gluon.jit
-def _rotation(m0, n_blocks, ROWS: gl.constexpr):
-    """The block a tile starts at (see `_kv_block`): the tile's index in units of ROWS query
-    rows, so that the CTAs of a cluster (ROWS = their tiles' rows together) agree."""
-    return (m0 // ROWS) % gl.maximum(n_blocks, 1)
-
-
-@gluon.jit
-def _kv_block(j, rot, n_blocks):
-    """The KV block visited j-th: tiles start at a rotated block (`rot`) so that the CTAs
-    working on one head do not all read the same K/V lines of L2 at once (at N = 16k a
-    whole wave of CTAs shares a head)."""
-    jj = j + rot
-    return gl.where(jj >= n_blocks, jj - n_blocks, jj)
 
 
 @gluon.jit
@@ -183,16 +148,16 @@ def _v_copy(v_desc, dst, ready, b, hk, n0, V_T: gl.constexpr):
 
 
 @gluon.jit
-def _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, i, rot, n_blocks,
-               BN: gl.constexpr, V_T: gl.constexpr, V_LAG: gl.constexpr, k_desc_x, v_desc_x,
-               k_ring_x, v_ring_x, BN_X: gl.constexpr):
-    """The producer's i-th step of a tile: K of the i-th block visited, then V of the
-    (i - V_LAG)-th. With V_LAG = 1 the loads come in the order the consumers use them
-    (S_j = Q K_j^T is issued with O += P_{j-1} V_{j-1}), so a full V ring never holds back
-    a K that the K ring has room for."""
+def _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, i, j0, rot,
+               n_blocks, BN: gl.constexpr, V_T: gl.constexpr, V_LAG: gl.constexpr, k_desc_x,
+               v_desc_x, k_ring_x, v_ring_x, BN_X: gl.constexpr):
+    """The producer's i-th step of a tile (whose part starts at its j0-th block): K of the
+    i-th block visited, then V of the (i - V_LAG)-th. With V_LAG = 1 the loads come in the
+    order the consumers use them (S_j = Q K_j^T is issued with O += P_{j-1} V_{j-1}), so a
+    full V ring never holds back a K that the K ring has room for."""
     _load_k(k_desc, k_ring, kpipe, item + i, b, hk, _kv_block(i, rot, n_blocks), BN, k_desc_x,
             k_ring_x, BN_X)
-    if i >= V_LAG:
+    if i >= j0 + V_LAG:
         _load_v(v_desc, v_ring, vpipe, item + i - V_LAG, b, hk,
                 _kv_block(i - V_LAG, rot, n_blocks), BN, V_T, v_desc_x, v_ring_x, BN_X)
 
@@ -202,26 +167,31 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
               N_Q, N_KV, H, GROUP, BH, num_m, num_tiles,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
               KV_AHEAD: gl.constexpr, V_LAG: gl.constexpr, k_desc_x, v_desc_x, k_ring_x,
-              v_ring_x, BN_X: gl.constexpr):
+              v_ring_x, BN_X: gl.constexpr, SPLIT: gl.constexpr):
     NUM_WG: gl.constexpr = q_smem.shape[0]
     BM: gl.constexpr = NUM_WG * BM_WG
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     item = 0
     t = 0
-    for tile in range(gl.program_id(0), num_tiles // NUM_CTAS, gl.num_programs(0)):
+    units = gl.cdiv(N_KV, BN + BN_X)  # SPLIT (never causal): every tile's K/V blocks
+    for w in range(stream_k.num_work(num_tiles // NUM_CTAS, units, SPLIT)):
+        tile, j0, j1, _slot, _side = stream_k.work(w, num_tiles // NUM_CTAS, units, SPLIT)
         b, h, m0 = _tile_coords(tile * NUM_CTAS + cluster.cta_rank(), BH, H, num_m, CAUSAL, BM)
         hk = h // GROUP
         n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN + BN_X, CAUSAL, BM)
         rot = _rotation(m0, n_blocks, BM * NUM_CTAS)
+        if not SPLIT:
+            j1 = n_blocks
+        base = item - j0  # ring items count the blocks of every piece
         pl.enter_scope("load K, V")
         # The tile's first KV_AHEAD K/V blocks go out before its Q: their ring stages free
         # while the previous tile's last blocks are consumed, but Q's buffer only once the
         # consumers are done with the previous tile (with O_IN_Q, once its epilogue's TMA
         # store has read O out of it). Waiting for Q first would leave the whole ring empty
         # across every tile boundary.
-        ahead = gl.minimum(n_blocks, KV_AHEAD)
-        for i in range(ahead):
-            _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, i, rot,
+        ahead = gl.minimum(j1, j0 + KV_AHEAD)
+        for i in range(j0, ahead):
+            _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, base, b, hk, i, j0, rot,
                        n_blocks, BN, V_T, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X)
         for wg in gl.static_range(NUM_WG):
             # The warpgroup is done with the previous tile's Q (its last QK^T retired).
@@ -229,13 +199,13 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
             mbarrier.expect(q_ready.index(wg), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [b, h, m0 + wg * BM_WG, 0],
                                             q_ready.index(wg), q_smem.index(wg))
-        for i in range(ahead, n_blocks):
-            _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, item, b, hk, i, rot,
+        for i in range(ahead, j1):
+            _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, base, b, hk, i, j0, rot,
                        n_blocks, BN, V_T, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X)
-        for i in range(gl.maximum(n_blocks - V_LAG, 0), n_blocks):  # the lagging V blocks
-            _load_v(v_desc, v_ring, vpipe, item + i, b, hk, _kv_block(i, rot, n_blocks), BN,
+        for i in range(gl.maximum(j1 - V_LAG, j0), j1):  # the lagging V blocks
+            _load_v(v_desc, v_ring, vpipe, base + i, b, hk, _kv_block(i, rot, n_blocks), BN,
                     V_T, v_desc_x, v_ring_x, BN_X)
-        item += n_blocks
+        item += j1 - j0
         pl.exit_scope("load K, V")
         t += 1
     if NUM_CTAS > 1:  # the peers' last releases arrive here: none may come after we leave
@@ -376,7 +346,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
               RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr,
               Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, LATE_WAIT: gl.constexpr,
               ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones, k_ring_x, v_ring_x,
-              BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr):
+              BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr,
+              SPLIT: gl.constexpr, split_ws):
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     BM: gl.constexpr = q_smem.shape[0] * BM_WG
@@ -409,10 +380,15 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
     turn = 0
     if PINGPONG:
         turn = pingpong.start(turns, WG, PER_WARP)
-    for tile in range(gl.program_id(0), num_tiles // NUM_CTAS, gl.num_programs(0)):
+    units = gl.cdiv(N_KV, BN + BN_X)  # SPLIT (never causal): every tile's K/V blocks
+    for w in range(stream_k.num_work(num_tiles // NUM_CTAS, units, SPLIT)):
+        # Blocks [j0, j1) of the tile (all of them unless SPLIT made it a part of one).
+        tile, j0, j1, slot, side = stream_k.work(w, num_tiles // NUM_CTAS, units, SPLIT)
         b, h, m0 = _tile_coords(tile * NUM_CTAS + cluster.cta_rank(), BH, H, num_m, CAUSAL, BM)
         n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN + BN_X, CAUSAL, BM)
         rot = _rotation(m0, n_blocks, BM * NUM_CTAS)
+        if not SPLIT:
+            j1 = n_blocks
         row0 = m0 + WG * BM_WG
         off = N_KV - N_Q
         m_i = gl.full([BM_WG], -1.0e30, gl.float32, row_s)
@@ -427,8 +403,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                                                 k_width=32 // dtype.primitive_bitwidth))
         else:
             q = q_view
-        if n_blocks > 0:
-            # Block 0: S_0 = Q K_0^T, then its softmax.
+        if j1 > j0:
+            # The first block: S_0 = Q K_0^T, then its softmax.
             sk = pipeline.consumer_wait(kpipe, item)
             if PINGPONG:
                 pingpong.wait_turn(turns, WG, turn)
@@ -442,7 +418,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             pipeline.consumer_release(kpipe, item, multicast_cta=PEERS, per_warp=PER_WARP)
             # Scores stay unscaled: max(S) * scale = max(S * scale) (scale > 0), and
             # exp2(S * scale - m) is one FFMA before the MUFU.EX2.
-            s, s_x, m_blk = _scores(s, s_x, _kv_block(0, rot, n_blocks), n_full, row0, N_KV,
+            s, s_x, m_blk = _scores(s, s_x, _kv_block(j0, rot, n_blocks), n_full, row0, N_KV,
                                     off, qk_scale, BN, BN_X, CAUSAL)
             m_i = gl.maximum(m_i, m_blk)
             p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
@@ -457,7 +433,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             p_run_x = p_op_x
             alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
             rescale = n_blocks < 0  # LAZY_RESCALE: O *= alpha needed (an i1 the loop carries)
-            for j in range(1, n_blocks):
+            for j in range(j0 + 1, j1):
                 pl.enter_scope("wait K")
                 sk = pipeline.consumer_wait(kpipe, item + 1)
                 pl.exit_scope("wait K")
@@ -491,7 +467,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                     turn = pingpong.pass_turn(turns, WG, turn, PER_WARP)
                 # A predicate, not a branch: the turn's arrival, this release and K's below
                 # stay in one basic block and share one partition barrier (mbarrier lowering).
-                pipeline.consumer_release(vpipe, item - 1, pred=j > 1, multicast_cta=PEERS,
+                pipeline.consumer_release(vpipe, item - 1, pred=j > j0 + 1, multicast_cta=PEERS,
                                           per_warp=PER_WARP)
                 # S_j is done (wgmmas retire in order); O += P_{j-1} V_{j-1} (and l's
                 # product) runs on under the softmax of S_j.
@@ -542,7 +518,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                     # K_{j+1}'s wait (a spin loop, so a basic block of its own) keeps ptxas
                     # from hoisting the PV wait above the exp2s: it moves a wgmma wait to
                     # the top of its block. The loop's top finds K_{j+1} ready.
-                    if j + 1 < n_blocks:
+                    if j + 1 < j1:
                         pipeline.consumer_wait(kpipe, item + 2)
                     if ROW_SUM_MMA:
                         acc, p_run, l_blk = warpgroup_mma_wait(0, deps=[acc, p_run, l_blk])
@@ -576,7 +552,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 acc = warpgroup_mma(p_op_x, v_x, acc, is_async=True)
             if PINGPONG:
                 turn = pingpong.pass_turn(turns, WG, turn, PER_WARP)
-            pipeline.consumer_release(vpipe, item - 1, pred=n_blocks > 1, multicast_cta=PEERS,
+            pipeline.consumer_release(vpipe, item - 1, pred=j1 - j0 > 1, multicast_cta=PEERS,
                                       per_warp=PER_WARP)
             if PROMOTE_PV:
                 o_blk, p_op, l_blk = warpgroup_mma_wait(0, deps=[o_blk, p_op, l_blk])
@@ -593,22 +569,32 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
             item += 1
         elif not O_IN_Q:
             mbarrier.arrive(q_empty.index(WG))
+        finish = True
+        if SPLIT:  # part of a tile: the second of its two programs to get here finishes it
+            finish = slot < 0
+            if slot >= 0:
+                finish, acc, m_i, l_i = attention_tiles.combine(
+                    acc, m_i, l_i, split_ws[0], split_ws[1], split_ws[2], slot, side, WG,
+                    q_smem.shape[0])
         # Epilogue: O / l through shared memory and a TMA store (clipped at N_q).
         pl.enter_scope("epilogue")
-        l_safe = gl.where(l_i > 0.0, l_i, 1.0)
-        o = acc * gl.expand_dims(gl.convert_layout(o_scale / l_safe, row_o), 1)
-        tma.store_wait(0)  # the previous tile's store is done reading o_smem
-        o_view = o_smem.index(WG)
-        o_view.reshape([BM_WG, D]).store(o.to(o_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [b, h, m0 + WG * BM_WG, 0], o_view)
-        if O_IN_Q:  # O went through Q's buffer: free it once the store has read it
-            tma.store_wait(0)
+        if finish:
+            l_safe = gl.where(l_i > 0.0, l_i, 1.0)
+            o = acc * gl.expand_dims(gl.convert_layout(o_scale / l_safe, row_o), 1)
+            tma.store_wait(0)  # the previous tile's store is done reading o_smem
+            o_view = o_smem.index(WG)
+            o_view.reshape([BM_WG, D]).store(o.to(o_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(o_desc, [b, h, m0 + WG * BM_WG, 0], o_view)
+            if O_IN_Q:  # O went through Q's buffer: free it once the store has read it
+                tma.store_wait(0)
+                mbarrier.arrive(q_empty.index(WG))
+            if RETURN_LSE:
+                lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_safe)) / LOG2E, -float("inf"))
+                rows = row0 + gl.arange(0, BM_WG, layout=row_s)
+                gl.store(lse_ptr + (b * H + h) * N_Q + rows, lse, mask=rows < N_Q)
+        elif O_IN_Q:
             mbarrier.arrive(q_empty.index(WG))
-        if RETURN_LSE:
-            lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_safe)) / LOG2E, -float("inf"))
-            rows = row0 + gl.arange(0, BM_WG, layout=row_s)
-            gl.store(lse_ptr + (b * H + h) * N_Q + rows, lse, mask=rows < N_Q)
         pl.exit_scope("epilogue")
         t += 1
     tma.store_wait(0)
@@ -624,7 +610,8 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, K_STAGES: gl.constexpr,
                      V_LAG: gl.constexpr, LATE_WAIT: gl.constexpr, ROW_SUM_MMA: gl.constexpr,
                      PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr, PER_WARP: gl.constexpr,
-                     LAZY_RESCALE: gl.constexpr = False):
+                     LAZY_RESCALE: gl.constexpr, split_part, split_ml, split_count,
+                     SPLIT: gl.constexpr):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
@@ -675,7 +662,8 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         cluster.barrier()
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
-              PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP, LAZY_RESCALE)
+              PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP, LAZY_RESCALE, SPLIT,
+              (split_part, split_ml, split_count))
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe, q_ready, q_empty,
               turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -685,7 +673,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         consumers +
         [(_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
                       q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T,
-                      KV_AHEAD, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X))],
+                      KV_AHEAD, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X, SPLIT))],
         [4] * (NUM_WG - 1) + [1], [CONSUMER_REGS] * (NUM_WG - 1) + [24])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
@@ -710,31 +698,11 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     says what each does and what it measured: `block_n`, `stages` (V's ring), `k_stages`
     (K's ring; `stages` when only that is given), `warpgroups`, `overlap`, `pingpong`,
     `o_in_q`, `v_lag`, `late_wait`, `row_sum_mma`, `promote_pv`, `extra_n`, `cluster`,
-    `warp_arrivals` and `lazy_rescale`."""
+    `warp_arrivals`, `lazy_rescale` and `split_tail`."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
-    if isinstance(kv_ahead, bool) or not isinstance(kv_ahead, int) or kv_ahead < 0:
-        raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
-                         f"must be an int >= 0, got {kv_ahead!r}")
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
-    cfg = default_config(D, dt, causal)
-    if return_lse:  # an exact lse needs the row sums of P before its rounding to e4m3
-        cfg["row_sum_mma"] = False
-    unknown = sorted(set(tuning) - set(cfg))
-    if unknown:
-        raise TypeError(f"attention_forward: unknown option {unknown[0]!r}; tuning options: "
-                        f"{', '.join(cfg)}")
-    if "stages" in tuning and "k_stages" not in tuning:
-        tuning["k_stages"] = tuning["stages"]
-    cfg.update({name: value for name, value in tuning.items() if value is not None})
-    if cfg["extra_n"] and "row_sum_mma" not in tuning:  # fp8's default; extra_n needs it off
-        cfg["row_sum_mma"] = False
-    check_tuning(cfg, fp8)
-    if cfg["extra_n"] and q_in_regs:
-        raise ValueError("attention_forward: extra_n needs q_in_regs=False, got q_in_regs=True")
-    if cfg["cluster"] == 2 and causal:  # a causal pair of tiles visits different K/V blocks
-        raise ValueError("attention_forward: cluster=2 (K/V multicast to a pair of Q tiles) "
-                         "needs causal=False, got causal=True")
+    cfg = tuned_config(D, dt, fp8, causal, return_lse, tuning, q_in_regs, kv_ahead)
     bn, st, warpgroups = cfg["block_n"], cfg["stages"], cfg["warpgroups"]
     block_m = BM_WG.value * warpgroups
     # 2 consumer warpgroups and the producer's: 240 registers a consumer thread; 3 and the
@@ -768,6 +736,11 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     qk_scale = float(sm_scale) * LOG2E.value * float(q_descale) * float(k_descale)
     o_scale = float(v_descale)
     o_in_q = bool(cfg["o_in_q"]) and not fp8  # fp8: Q's buffer is too small for O
+    # split_tail: the partials' workspace (its counts start at 0 and end each launch at 0).
+    split = (bool(cfg["split_tail"]) and not causal and ctas == 1
+             and stream_k.enabled(num_tiles, grid[0]))
+    part, ml, count = attention_tiles.workspace(q, grid[0] if split else 0, warpgroups,
+                                                BM_WG.value, D)
     launch = attention_kernel[grid]
 
     def run():
@@ -777,7 +750,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                consumer_regs, bool(q_in_regs), bool(cfg["pingpong"]), cfg["k_stages"],
                int(cfg["v_lag"]), bool(cfg["late_wait"]), bool(cfg["row_sum_mma"]),
                bool(cfg["promote_pv"]), bn_x, bool(cfg["warp_arrivals"]),
-               bool(cfg["lazy_rescale"]), num_warps=4,
+               bool(cfg["lazy_rescale"]), part, ml, count, split, num_warps=4,
                num_ctas=ctas,
                **(launch_options or {}))
         return (o, lse) if return_lse else o

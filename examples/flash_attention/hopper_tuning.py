@@ -67,14 +67,28 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       warps meet at a barrier that also ORs "a row maximum grew by more than 8 (log2)"
       (`gl.barrier_any`); unless one did, P is taken against the old maxima (P <= 256) and
       O *= alpha's 64 FMULs a thread, inside the ping-pong turn, are skipped (P <= 256 fits
-      e4m3 too, whose largest value is 448). Not yet timed (written 2026-12-06 without
-      device time left); needs `promote_pv` and `extra_n` off.
+      e4m3 too, whose largest value is 448). On in 16-bit: 1.045-1.08x at D = 128 (fp16,
+      4k to 16k, causal and not; a copy of ours 0.99-1.035x), 1.046x in bf16, 1.086x at
+      D = 256, 1.025x at D = 64 (copy 1.025x); off in fp8, where it measured 0.937x (H100,
+      2026-12-06 21:46 UTC, 21 and 15 rounds). Needs `promote_pv` and `extra_n` off (the
+      launcher turns it off for them unless it is asked for).
+    - `split_tail`: stream-K for the last tiles (gluon/stream_k.py, attention_tiles.py).
+      2048 tiles of 128 rows (B * N = 16k, 16 heads, the benchmark's shapes) on 132 SMs
+      are 15.5 waves, so every SM idles through half of a 16th tile's time, 3% (ours ran
+      2.3% and 3.2% faster at N = 4224 and 8448, 12 and 8 whole waves, than at 4096 and
+      8192). With it the last full wave's and the ragged wave's tiles are dealt out as K/V
+      blocks, about 1.5 tiles a program; a tile cut between two programs is finished by the
+      second of them to get there, from both partials (O, m, l). On: with `lazy_rescale`
+      1.02x more at D = 128, 8k and 16k (0.98x at 4k, inside the copies' spread), 1.044x in
+      fp8; D = 64 and 256 within the noise (H100, 2026-12-06 21:46 UTC). Non-causal only
+      (causal tiles differ in length and already run longest first), and only where the
+      tiles are not whole waves; the launcher decides.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
                row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
-               lazy_rescale=False)
+               lazy_rescale=not fp8, split_tail=True)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:
@@ -122,4 +136,35 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
                              f"ring's depth) must be an int >= {least}, got {value!r}")
 
 
-__all__ = ["default_config", "check_tuning"]
+def tuned_config(head_dim: int, dtype_name: str, fp8: bool, causal: bool, return_lse: bool,
+                 tuning: dict, q_in_regs: bool, kv_ahead) -> dict:
+    """`default_config` with the caller's options (`tuning`; None keeps a default) applied
+    and checked, as `attention_launcher` runs it."""
+    if isinstance(kv_ahead, bool) or not isinstance(kv_ahead, int) or kv_ahead < 0:
+        raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
+                         f"must be an int >= 0, got {kv_ahead!r}")
+    cfg = default_config(head_dim, dtype_name, causal)
+    if return_lse:  # an exact lse needs the row sums of P before its rounding to e4m3
+        cfg["row_sum_mma"] = False
+    unknown = sorted(set(tuning) - set(cfg))
+    if unknown:
+        raise TypeError(f"attention_forward: unknown option {unknown[0]!r}; tuning options: "
+                        f"{', '.join(cfg)}")
+    tuning = dict(tuning)
+    if "stages" in tuning and "k_stages" not in tuning:
+        tuning["k_stages"] = tuning["stages"]
+    cfg.update({name: value for name, value in tuning.items() if value is not None})
+    if cfg["extra_n"] and "row_sum_mma" not in tuning:  # fp8's default; extra_n needs it off
+        cfg["row_sum_mma"] = False
+    if (cfg["extra_n"] or cfg["promote_pv"]) and "lazy_rescale" not in tuning:
+        cfg["lazy_rescale"] = False  # 16-bit's default, which those two options exclude
+    check_tuning(cfg, fp8)
+    if cfg["extra_n"] and q_in_regs:
+        raise ValueError("attention_forward: extra_n needs q_in_regs=False, got q_in_regs=True")
+    if cfg["cluster"] == 2 and causal:  # a causal pair of tiles visits different K/V blocks
+        raise ValueError("attention_forward: cluster=2 (K/V multicast to a pair of Q tiles) "
+                         "needs causal=False, got causal=True")
+    return cfg
+
+
+__all__ = ["default_config", "check_tuning", "tuned_config"]

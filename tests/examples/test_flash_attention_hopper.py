@@ -104,6 +104,8 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("bfloat16", 64, {"warp_arrivals": True}),   # three warpgroups take turns
     ("float8_e4m3fn", 128, {"warp_arrivals": True}),
     ("float16", 256, {"warp_arrivals": True}),   # no ping-pong at D = 256
+    ("float16", 128, {"lazy_rescale": False}),   # O rescaled every block (16-bit's old default)
+    ("bfloat16", 64, {"lazy_rescale": False}),
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
@@ -141,6 +143,35 @@ def test_lazy_rescale_matches_float64(dtype, D, causal, options, monkeypatch):
             finite = np.isfinite(ref_lse)
             # Scores reach about 9 x 2^3: the lse's fp32 rounding, not the kept maxima.
             assert float(np.abs(lse[finite] - ref_lse[finite]).max()) < 3e-5, seed
+
+
+@pytest.mark.parametrize("dtype, D, programs, options", [
+    ("float16", 128, 4, {}),                       # 9 tiles: 2 of them split
+    ("bfloat16", 128, 2, {"lazy_rescale": True}),  # 9 tiles: 1 split
+    ("float16", 64, 4, {}),                        # 3 warpgroups: 6 tiles of 192 rows
+    ("float16", 256, 4, {}),                       # 64-key blocks, O through Q's buffer
+    ("float8_e4m3fn", 128, 4, {}),
+])
+def test_split_tail_matches_float64(dtype, D, programs, options, monkeypatch):
+    # split_tail: the last tiles dealt out as K/V blocks; a tile shared by two programs is
+    # finished by the second from both partials, whichever order the programs and their
+    # async copies complete in. The arrival counts end at 0 (the next launch reuses them).
+    import attention_tiles
+
+    q, k, v = hopper.random_inputs(1, 3 if D != 64 else 5, 1, 300, 300, D, dtype, seed=4)
+    ref_o, ref_lse = hopper.reference(q, k, v, False)
+    made, workspace = [], attention_tiles.workspace
+    monkeypatch.setattr(attention_tiles, "workspace",
+                        lambda *a: made.append(workspace(*a)) or made[-1])
+    for seed in (0, 1, 2):
+        monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+        o, lse = hopper.attention_forward(q, k, v, return_lse=True, num_programs=programs,
+                                          split_tail=True, **options)
+        err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
+        assert err <= TOLERANCE[dtype], (seed, err)
+        assert float(np.abs(lse - ref_lse).max()) < 1e-5, seed
+        part, _, count = made[-1]
+        assert part.shape[0] == programs and part[:, 1].any() and not count.any()
 
 
 @pytest.mark.parametrize("per_warp", [False, True])
@@ -450,7 +481,7 @@ def _compile(D, BN=128, fp8=False, num_ctas=1, **constexprs):
               "O_IN_Q": not fp8, "OVERLAP": not fp8, "KV_AHEAD": 1, "NUM_WG": 2,
               "CONSUMER_REGS": 240, "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3,
               "V_LAG": 0, "LATE_WAIT": False, "ROW_SUM_MMA": False, "PROMOTE_PV": False,
-              "BN_X": 0, "PER_WARP": False}
+              "BN_X": 0, "PER_WARP": False, "LAZY_RESCALE": False, "SPLIT": False}
     values.update(constexprs)
     bn_x = values["BN_X"]
     v_x = (hopper.transposed_v_descriptor(x, bn_x, hopper.FP8_KEY_ORDER) if fp8 else
@@ -460,7 +491,8 @@ def _compile(D, BN=128, fp8=False, num_ctas=1, **constexprs):
         {"q_desc": block(64), "k_desc": block(BN), "v_desc": v, "o_desc": out,
          "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
          "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32",
-         "k_desc_x": block(bn_x) if bn_x else block(BN), "v_desc_x": v_x},
+         "k_desc_x": block(bn_x) if bn_x else block(BN), "v_desc_x": v_x,
+         "split_part": "*fp32:16", "split_ml": "*fp32:16", "split_count": "*i32:16"},
         values, target="sm_90a", num_warps=4, num_ctas=num_ctas)
 
 

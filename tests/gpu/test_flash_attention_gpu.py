@@ -92,10 +92,14 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     pytest.param("float8_e4m3fn", 128, False, {"warp_arrivals": True},
                  id="warp_arrivals-fp8-128"),
     pytest.param("float16", 256, True, {"warp_arrivals": True}, id="warp_arrivals-fp16-256"),
-    # O's rescale skipped while no row maximum outgrows the kept one by 8 (not yet run).
+    # O's rescale skipped while no row maximum outgrows the kept one by 8 (16-bit's
+    # default since 2026-12-06), and the rescale of every block it replaced.
     pytest.param("float16", 128, True, {"lazy_rescale": True}, id="lazy_rescale-fp16-128"),
     pytest.param("bfloat16", 64, False, {"lazy_rescale": True}, id="lazy_rescale-bf16-64"),
     pytest.param("float16", 256, False, {"lazy_rescale": True}, id="lazy_rescale-fp16-256"),
+    pytest.param("float16", 128, False, {"lazy_rescale": False, "split_tail": False},
+                 id="lazy_rescale-off-fp16-128"),
+    pytest.param("bfloat16", 256, True, {"lazy_rescale": False}, id="lazy_rescale-off-bf16-256"),
     pytest.param("float8_e4m3fn", 128, True, {"lazy_rescale": True}, id="lazy_rescale-fp8-128"),
     pytest.param("float16", 128, False, {"lazy_rescale": True, "warp_arrivals": True},
                  id="lazy_rescale-warp_arrivals-fp16-128"),
@@ -125,6 +129,34 @@ def test_lazy_rescale_rescales_when_the_maxima_grow(torch):
     ref, ref_lse = _reference(torch, q, k, v, False)
     assert float((o.float() - ref).abs().max() / ref.abs().max()) <= 4e-3
     assert float((lse - ref_lse).abs().max()) < 1e-3
+
+
+@pytest.mark.parametrize("dtype, D, B, N, programs, options", [
+    ("float16", 128, 4, 4096, None, {}),          # 2048 tiles on every SM: 200 split
+    ("bfloat16", 128, 2, 8192, None, {"lazy_rescale": True}),
+    ("float16", 64, 2, 1000, 5, {}),              # 3 warpgroups, 192-row tiles
+    ("float16", 256, 2, 1000, 3, {}),             # O through Q's buffer
+    ("float8_e4m3fn", 128, 2, 1000, 5, {}),
+])
+def test_split_tail_matches_float32(torch, dtype, D, B, N, programs, options):
+    # split_tail: the last tiles cut into K/V blocks, a tile shared by two programs finished
+    # by the second from both partials. A second call reuses the workspace (its counts back
+    # at 0), so it must give the same bits.
+    from hopper import attention_launcher
+
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    q, k, v = (torch.randn((B, 2048 // D if N >= 4096 else 4, N, D), device="cuda",
+                           generator=gen).to(getattr(torch, dtype)) for _ in range(3))
+    run = attention_launcher(q, k, v, return_lse=True, split_tail=True, num_programs=programs,
+                             **options)
+    o, lse = run()
+    o, lse = o.clone(), lse.clone()
+    ref, ref_lse = _reference(torch, q, k, v, False)
+    err = float((o.float() - ref).abs().max() / ref.abs().max())
+    assert err <= {"float16": 4e-3, "bfloat16": 2e-2, "float8_e4m3fn": 8e-2}[dtype], err
+    assert float((lse - ref_lse).abs().max()) < 1e-3
+    o2, lse2 = run()
+    assert torch.equal(o, o2) and torch.equal(lse, lse2)
 
 
 @pytest.mark.parametrize("dtype, D, N, options", [
