@@ -2,6 +2,9 @@
 # 2026-12-06 (fourteenth session) device calls. STEPS picks what runs (space-separated); logs
 # under $OUT. Run as: OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_06e.sh
 # Each call stays under the device's 600 s a command, so the steps' limits add up to less.
+# Ran (H100): "lazy_tests lazy waves" (21:45), "fwd2 bwd_pers paged" (21:46-21:49), "final"
+# (22:12-22:14, with lazy_rescale and split_tail the defaults), "users" (22:20). Machine
+# starts failed at about 21:03, 21:16, 21:29 and 21:54.
 # Steps:
 #   lazy_tests the forward's lazy_rescale GPU cases (FA4's conditional rescale) and split_tail
 #              cases (stream-K for the last tiles: gluon/stream_k.py)
@@ -27,7 +30,10 @@
 #   final      with lazy_rescale (16-bit) and split_tail as the defaults: the
 #              benchmark of the defaults against the old ones ("old"), fp16 and bf16 D = 128
 #              at 4k, 8k and 16k, causal and not, and D = 64, 256 and fp8 D = 128 at 16k;
-#              the backward (its fwd + bwd rows run our forward); then the forward's GPU tests
+#              the backward (its fwd + bwd rows run our forward); then the forward's GPU
+#              tests. Variant "od": o_direct (O from registers, Q's buffer freed early)
+#   users      the GPU tests of the forward's users: the backward and the torch operator
+#              (their lse comes from the forward), and the examples' main
 #   gpu_tests  every GPU test
 STEPS=${STEPS:-"lazy_tests lazy lazy8"}
 source "$(dirname "$0")/_session.sh"
@@ -65,11 +71,14 @@ if has paged; then
   step paged 120 python3 benchmarks/paged_decode.py --batches 1 4 --contexts 8192 32768 --dtypes float16 --rounds 7 --cold-sets 5 --breakdown --json "$OUT/paged.json"
 fi
 if has final; then
-  step final_bench 150 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16,bf16 --rounds 15 --no-triton --variants "old:lazy_rescale=0,split_tail=0" --json "$OUT/final_bench.json"
+  step final_bench 150 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16,bf16 --rounds 15 --no-triton --variants "old:lazy_rescale=0,split_tail=0;od:o_direct=1" --json "$OUT/final_bench.json"
   step final_dims 80 python3 benchmarks/attention_vs_sdpa.py --dims 64,256 --ns 16384 --dtypes fp16 --rounds 15 --no-triton --variants "old:lazy_rescale=0,split_tail=0" --json "$OUT/final_dims.json"
-  step final_fp8 50 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 16384 --dtypes fp8 --causal 0 --rounds 15 --no-triton --variants "old:split_tail=0" --json "$OUT/final_fp8.json"
+  step final_fp8 50 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 16384 --dtypes fp8 --causal 0 --rounds 15 --no-triton --variants "old:split_tail=0;od:o_direct=1" --json "$OUT/final_fp8.json"
   step final_bwd 70 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --rounds 9 --json "$OUT/final_bwd.json"
   TAIL=5 step final_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py
+fi
+if has users; then
+  TAIL=5 step users 230 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py tests/gpu/test_examples_gpu.py::test_examples_main_on_gpu
 fi
 if has gpu_tests; then
   TAIL=15 step gpu_tests ${GPU_TESTS_S:-560} python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rf tests/gpu ${GPU_TESTS_SKIP_BWD:+--ignore=tests/gpu/test_flash_attention_bwd_gpu.py}

@@ -20,7 +20,7 @@ the other's partial to its own and finishes the tile, so neither ever waits).
 Without SPLIT it is the plain persistent loop (program p takes tiles p, p + G, ...), so
 the tiles in flight at once stay neighbours (a wave of attention tiles shares its heads'
 K/V in L2), and so does the data-parallel part with SPLIT; the split part's tiles are the
-last (T mod G) + G, a program's 1-2 of them consecutive.
+last (T mod G) + G, a program's pieces of them (at most 3) consecutive.
 """
 
 from __future__ import annotations
@@ -36,10 +36,13 @@ def enabled(num_tiles: int, num_programs: int) -> bool:
 
 
 @gluon.jit
-def _split_tiles(num_tiles):
-    """(first split tile, units a program takes in the split part is computed by callers)."""
+def _split_part(num_tiles, units):
+    """(first tile of the split part, its units, how many a program takes): the last
+    (T mod G) + G tiles, at least one tile's units a program."""
     G = gl.num_programs(0)
-    return num_tiles - (num_tiles % G) - G
+    first = num_tiles - (num_tiles % G) - G
+    total = (num_tiles - first) * units
+    return first, total, gl.cdiv(total, G)
 
 
 @gluon.jit
@@ -49,9 +52,7 @@ def num_work(num_tiles, units, SPLIT: gl.constexpr):
     pid = gl.program_id(0)
     G = gl.num_programs(0)
     if SPLIT:
-        first = _split_tiles(num_tiles)
-        total = (num_tiles - first) * units
-        per = gl.cdiv(total, G)
+        first, total, per = _split_part(num_tiles, units)
         a = gl.minimum(pid * per, total)
         e = gl.minimum(a + per, total)
         pieces = gl.where(e > a, gl.cdiv(e, units) - a // units, 0)
@@ -73,11 +74,9 @@ def work(w, num_tiles, units, SPLIT: gl.constexpr):
     slot = u0 - 1
     side = u0
     if SPLIT:
-        first = _split_tiles(num_tiles)
+        first, total, per = _split_part(num_tiles, units)
         n_whole = first // G
         if w >= n_whole:
-            total = (num_tiles - first) * units
-            per = gl.cdiv(total, G)
             a = pid * per
             e = gl.minimum(a + per, total)
             t = a // units + (w - n_whole)

@@ -340,14 +340,14 @@ def _extra_p(s_x, m, l_i, qk_scale):
 
 
 @gluon.jit
-def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe,
-              q_ready, q_empty, turns, N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale,
-              BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
+def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, lse_ptr, kpipe,
+              vpipe, q_ready, q_empty, turns, N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale,
+              o_scale, BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
               RETURN_LSE: gl.constexpr, O_IN_Q: gl.constexpr, OVERLAP: gl.constexpr,
               Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, LATE_WAIT: gl.constexpr,
               ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones, k_ring_x, v_ring_x,
               BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr,
-              SPLIT: gl.constexpr, split_ws):
+              SPLIT: gl.constexpr, split_ws, O_DIRECT: gl.constexpr):
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     BM: gl.constexpr = q_smem.shape[0] * BM_WG
@@ -404,7 +404,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
         else:
             q = q_view
         if j1 > j0:
-            # The first block: S_0 = Q K_0^T, then its softmax.
+            # The first block (j0: 0 unless a split tile's second part): S = Q K^T, softmax.
             sk = pipeline.consumer_wait(kpipe, item)
             if PINGPONG:
                 pingpong.wait_turn(turns, WG, turn)
@@ -576,16 +576,24 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr,
                 finish, acc, m_i, l_i = attention_tiles.combine(
                     acc, m_i, l_i, split_ws[0], split_ws[1], split_ws[2], slot, side, WG,
                     q_smem.shape[0])
-        # Epilogue: O / l through shared memory and a TMA store (clipped at N_q).
+        # Epilogue: O / l through shared memory and a TMA store (clipped at N_q), or with
+        # O_DIRECT stored from registers (masked at N_q).
         pl.enter_scope("epilogue")
         if finish:
             l_safe = gl.where(l_i > 0.0, l_i, 1.0)
             o = acc * gl.expand_dims(gl.convert_layout(o_scale / l_safe, row_o), 1)
-            tma.store_wait(0)  # the previous tile's store is done reading o_smem
-            o_view = o_smem.index(WG)
-            o_view.reshape([BM_WG, D]).store(o.to(o_desc.dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [b, h, m0 + WG * BM_WG, 0], o_view)
+            if O_DIRECT:  # from registers: Q's buffer was free once the last S_j was done
+                rows = row0 + gl.arange(0, BM_WG, layout=row_o)
+                cols = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
+                o_head = o_ptr + (b * H + h).to(gl.int64) * N_Q * D
+                gl.store(o_head + gl.expand_dims(rows, 1) * D + gl.expand_dims(cols, 0),
+                         o.to(o_desc.dtype), mask=gl.expand_dims(rows < N_Q, 1))
+            else:
+                tma.store_wait(0)  # the previous tile's store is done reading o_smem
+                o_view = o_smem.index(WG)
+                o_view.reshape([BM_WG, D]).store(o.to(o_desc.dtype))
+                fence_async_shared()
+                tma.async_copy_shared_to_global(o_desc, [b, h, m0 + WG * BM_WG, 0], o_view)
             if O_IN_Q:  # O went through Q's buffer: free it once the store has read it
                 tma.store_wait(0)
                 mbarrier.arrive(q_empty.index(WG))
@@ -611,14 +619,14 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      V_LAG: gl.constexpr, LATE_WAIT: gl.constexpr, ROW_SUM_MMA: gl.constexpr,
                      PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr, PER_WARP: gl.constexpr,
                      LAZY_RESCALE: gl.constexpr, split_part, split_ml, split_count,
-                     SPLIT: gl.constexpr):
+                     SPLIT: gl.constexpr, o_ptr, O_DIRECT: gl.constexpr):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
     num_m = gl.cdiv(gl.cdiv(N_Q, NUM_WG * BM_WG), NUM_CTAS) * NUM_CTAS
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [NUM_WG] + q_desc.block_shape,
                                        q_desc.layout)
-    if O_IN_Q:  # D = 256 with 16-bit inputs: no room for a separate O buffer
+    if O_IN_Q or O_DIRECT:  # O through Q's buffer (no room for its own), or no buffer at all
         o_smem = q_smem
     else:
         o_smem = gl.allocate_shared_memory(o_desc.dtype, [NUM_WG] + o_desc.block_shape,
@@ -663,9 +671,9 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
               PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP, LAZY_RESCALE, SPLIT,
-              (split_part, split_ml, split_count))
-    shared = (q_smem, k_ring, v_ring, o_smem, o_desc, lse_ptr, kpipe, vpipe, q_ready, q_empty,
-              turns) + common
+              (split_part, split_ml, split_count), O_DIRECT)
+    shared = (q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, lse_ptr, kpipe, vpipe, q_ready,
+              q_empty, turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
     if NUM_WG == 3:  # D = 64: FA3's 192-row tiles
         consumers = consumers + [(_consumer, (2,) + shared)]
@@ -698,7 +706,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     says what each does and what it measured: `block_n`, `stages` (V's ring), `k_stages`
     (K's ring; `stages` when only that is given), `warpgroups`, `overlap`, `pingpong`,
     `o_in_q`, `v_lag`, `late_wait`, `row_sum_mma`, `promote_pv`, `extra_n`, `cluster`,
-    `warp_arrivals`, `lazy_rescale` and `split_tail`."""
+    `warp_arrivals`, `lazy_rescale`, `split_tail` and `o_direct`."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
@@ -735,7 +743,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     grid = persistent_grid(q, num_tiles // ctas, num_programs, ctas)
     qk_scale = float(sm_scale) * LOG2E.value * float(q_descale) * float(k_descale)
     o_scale = float(v_descale)
-    o_in_q = bool(cfg["o_in_q"]) and not fp8  # fp8: Q's buffer is too small for O
+    o_direct = bool(cfg["o_direct"])
+    o_in_q = bool(cfg["o_in_q"]) and not fp8 and not o_direct  # fp8: Q's buffer is too small
     # split_tail: the partials' workspace (its counts start at 0 and end each launch at 0).
     split = (bool(cfg["split_tail"]) and not causal and ctas == 1
              and stream_k.enabled(num_tiles, grid[0]))
@@ -750,7 +759,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                consumer_regs, bool(q_in_regs), bool(cfg["pingpong"]), cfg["k_stages"],
                int(cfg["v_lag"]), bool(cfg["late_wait"]), bool(cfg["row_sum_mma"]),
                bool(cfg["promote_pv"]), bn_x, bool(cfg["warp_arrivals"]),
-               bool(cfg["lazy_rescale"]), part, ml, count, split, num_warps=4,
+               bool(cfg["lazy_rescale"]), part, ml, count, split, o, o_direct, num_warps=4,
                num_ctas=ctas,
                **(launch_options or {}))
         return (o, lse) if return_lse else o

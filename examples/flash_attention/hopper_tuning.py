@@ -80,15 +80,24 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       blocks, about 1.5 tiles a program; a tile cut between two programs is finished by the
       second of them to get there, from both partials (O, m, l). On: with `lazy_rescale`
       1.02x more at D = 128, 8k and 16k (0.98x at 4k, inside the copies' spread), 1.044x in
-      fp8; D = 64 and 256 within the noise (H100, 2026-12-06 21:46 UTC). Non-causal only
+      fp8 (1.028x at 22:14); D = 64 and 256 within the noise (H100, 2026-12-06 21:46 UTC).
+      Both defaults together against neither: 1.02-1.065x in fp16 and bf16 at D = 128,
+      1.11x / 1.08x at D = 256, 1.01x at D = 64 (22:12 UTC, 15 rounds). Non-causal only
       (causal tiles differ in length and already run longest first), and only where the
       tiles are not whole waves; the launcher decides.
+    - `o_direct`: the epilogue stores O from registers to global memory (as FA2 does)
+      instead of through Q's shared-memory buffer and a TMA store, so the buffer is free
+      for the next tile's Q once the tile's last S_j is done: with O through Q's buffer a
+      warpgroup waits at every tile for its store and then the next Q's load, and the
+      ping-pong stalls the other warpgroup with it. Off: 0.955-1.03x (fp16 and bf16,
+      D = 128, 4k to 16k, causal and not), 0.97x in fp8 (H100, 2026-12-06 22:12 UTC, 15
+      rounds): the wait it removes is not what holds the 4k rows back.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
                row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
-               lazy_rescale=not fp8, split_tail=True)
+               lazy_rescale=not fp8, split_tail=True, o_direct=False)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:

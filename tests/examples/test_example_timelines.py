@@ -44,12 +44,12 @@ def compile_attention(**options):
          "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
          "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32",
          "k_desc_x": block(128), "v_desc_x": block(128), "split_part": "*fp32:16",
-         "split_ml": "*fp32:16", "split_count": "*i32:16"},
+         "split_ml": "*fp32:16", "split_count": "*i32:16", "o_ptr": "*fp16:16"},
         {"BN": 128, "STAGES": 3, "CAUSAL": True, "V_T": False, "RETURN_LSE": True,
          "O_IN_Q": True, "OVERLAP": True, "KV_AHEAD": 1, "NUM_WG": 2, "CONSUMER_REGS": 240,
          "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3, "V_LAG": 0, "LATE_WAIT": False,
          "ROW_SUM_MMA": False, "PROMOTE_PV": False, "BN_X": 0, "PER_WARP": False,
-         "LAZY_RESCALE": False, "SPLIT": False},
+         "LAZY_RESCALE": False, "SPLIT": False, "O_DIRECT": False},
         target="sm_90a", num_warps=4, **options)
 
 

@@ -106,6 +106,9 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("float16", 256, {"warp_arrivals": True}),   # no ping-pong at D = 256
     ("float16", 128, {"lazy_rescale": False}),   # O rescaled every block (16-bit's old default)
     ("bfloat16", 64, {"lazy_rescale": False}),
+    ("float16", 128, {"o_direct": True}),       # O stored from registers, Q freed early
+    ("float8_e4m3fn", 64, {"o_direct": True}),
+    ("bfloat16", 256, {"o_direct": True}),
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
@@ -481,7 +484,8 @@ def _compile(D, BN=128, fp8=False, num_ctas=1, **constexprs):
               "O_IN_Q": not fp8, "OVERLAP": not fp8, "KV_AHEAD": 1, "NUM_WG": 2,
               "CONSUMER_REGS": 240, "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3,
               "V_LAG": 0, "LATE_WAIT": False, "ROW_SUM_MMA": False, "PROMOTE_PV": False,
-              "BN_X": 0, "PER_WARP": False, "LAZY_RESCALE": False, "SPLIT": False}
+              "BN_X": 0, "PER_WARP": False, "LAZY_RESCALE": False, "SPLIT": False,
+              "O_DIRECT": False}
     values.update(constexprs)
     bn_x = values["BN_X"]
     v_x = (hopper.transposed_v_descriptor(x, bn_x, hopper.FP8_KEY_ORDER) if fp8 else
@@ -492,7 +496,8 @@ def _compile(D, BN=128, fp8=False, num_ctas=1, **constexprs):
          "lse_ptr": "*fp32:16", "N_Q": "i32", "N_KV": "i32", "H": "i32", "GROUP": "i32",
          "BH": "i32", "num_tiles": "i32", "qk_scale": "fp32", "o_scale": "fp32",
          "k_desc_x": block(bn_x) if bn_x else block(BN), "v_desc_x": v_x,
-         "split_part": "*fp32:16", "split_ml": "*fp32:16", "split_count": "*i32:16"},
+         "split_part": "*fp32:16", "split_ml": "*fp32:16", "split_count": "*i32:16",
+         "o_ptr": "*fp16:16"},
         values, target="sm_90a", num_warps=4, num_ctas=num_ctas)
 
 
