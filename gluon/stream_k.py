@@ -1,11 +1,12 @@
 """A persistent schedule whose last tiles are split between programs (stream-K's
 "data-parallel + two-tile stream-K" hybrid, as CUTLASS's stream-K scheduler builds it).
 
-A persistent kernel over T equal tiles on G programs ends when its busiest program does:
-with T = 2048 tiles on 132 SMs that is 16 tiles' time for 15.5 tiles' work on average, 3%
-of every SM idle in a half-empty last wave. Here the tiles of the last full wave and the
-ragged one, (T mod G) + G of them, are cut into their units of work (a tile's K/V blocks,
-a GEMM's k-steps) and dealt out evenly, U = ceil(units / G) consecutive units a program.
+A persistent kernel over T equal tiles (the same number of units each, at least one) on G
+programs ends when its busiest program does: with T = 2048 tiles on 132 SMs that is 16
+tiles' time for 15.5 tiles' work on average, 3% of every SM idle in a half-empty last wave.
+Here the tiles of the last full wave and the ragged one, (T mod G) + G of them, are cut
+into their units of work (a tile's K/V blocks, a GEMM's k-steps) and dealt out evenly,
+U = ceil(units / G) consecutive units a program.
 U is at least one tile's units, so a tile is split between at most two programs: the one
 whose range ends inside it ("side" 0, the tile's first units) and the next ("side" 1).
 Each of them holds a partial result; the kernel combines the two (`slot` names the pair's

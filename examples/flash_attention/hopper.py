@@ -746,8 +746,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     o_direct = bool(cfg["o_direct"])
     o_in_q = bool(cfg["o_in_q"]) and not fp8 and not o_direct  # fp8: Q's buffer is too small
     # split_tail: the partials' workspace (its counts start at 0 and end each launch at 0).
-    split = (bool(cfg["split_tail"]) and not causal and ctas == 1
-             and stream_k.enabled(num_tiles, grid[0]))
+    split = (bool(cfg["split_tail"]) and not causal and ctas == 1 and N_kv > 0
+             and stream_k.enabled(num_tiles, grid[0]))  # N_kv = 0: no blocks to deal out
     part, ml, count = attention_tiles.workspace(q, grid[0] if split else 0, warpgroups,
                                                 BM_WG.value, D)
     launch = attention_kernel[grid]
