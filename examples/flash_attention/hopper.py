@@ -109,6 +109,31 @@ RESCALE_SLACK = gl.constexpr(8.0)
 
 
 @gluon.jit
+def _num_pieces(num_tiles, N_KV, BN_ALL: gl.constexpr, SPLIT: gl.constexpr):
+    """How many pieces of work (whole tiles, or with SPLIT parts of the last ones) this
+    program's producer and consumers walk; `_piece` says which."""
+    return stream_k.num_work(num_tiles // gl.num_ctas(), gl.cdiv(N_KV, BN_ALL), SPLIT)
+
+
+@gluon.jit
+def _piece(w, num_tiles, N_Q, N_KV, H, BH, num_m, BN_ALL: gl.constexpr, CAUSAL: gl.constexpr,
+           BM: gl.constexpr, SPLIT: gl.constexpr):
+    """Piece `w`: (batch, head, first query row, the tile's blocks to visit, those without a
+    mask, its rotation, the piece's blocks [j0, j1), slot, side). The producer and the
+    consumers take it from here alike, so they agree on every block of every piece. SPLIT
+    (never causal: every tile has the same blocks) may make a piece a part of a tile."""
+    NUM_CTAS: gl.constexpr = gl.num_ctas()
+    tile, j0, j1, slot, side = stream_k.work(w, num_tiles // NUM_CTAS, gl.cdiv(N_KV, BN_ALL),
+                                             SPLIT)
+    b, h, m0 = _tile_coords(tile * NUM_CTAS + cluster.cta_rank(), BH, H, num_m, CAUSAL, BM)
+    n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN_ALL, CAUSAL, BM)
+    rot = _rotation(m0, n_blocks, BM * NUM_CTAS)
+    if not SPLIT:
+        j1 = n_blocks
+    return b, h, m0, n_blocks, n_full, rot, j0, j1, slot, side
+
+
+@gluon.jit
 def _load_k(k_desc, k_ring, kpipe, item, b, hk, j, BN: gl.constexpr, k_desc_x, k_ring_x,
             BN_X: gl.constexpr):
     """TMA load of K_j into its ring's stage for `item`; with BN_X extra keys a block, its
@@ -173,15 +198,10 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     item = 0
     t = 0
-    units = gl.cdiv(N_KV, BN + BN_X)  # SPLIT (never causal): every tile's K/V blocks
-    for w in range(stream_k.num_work(num_tiles // NUM_CTAS, units, SPLIT)):
-        tile, j0, j1, _slot, _side = stream_k.work(w, num_tiles // NUM_CTAS, units, SPLIT)
-        b, h, m0 = _tile_coords(tile * NUM_CTAS + cluster.cta_rank(), BH, H, num_m, CAUSAL, BM)
+    for w in range(_num_pieces(num_tiles, N_KV, BN + BN_X, SPLIT)):
+        b, h, m0, n_blocks, _n_full, rot, j0, j1, _slot, _side = _piece(
+            w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT)
         hk = h // GROUP
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN + BN_X, CAUSAL, BM)
-        rot = _rotation(m0, n_blocks, BM * NUM_CTAS)
-        if not SPLIT:
-            j1 = n_blocks
         base = item - j0  # ring items count the blocks of every piece
         pl.enter_scope("load K, V")
         # The tile's first KV_AHEAD K/V blocks go out before its Q: their ring stages free
@@ -380,15 +400,10 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
     turn = 0
     if PINGPONG:
         turn = pingpong.start(turns, WG, PER_WARP)
-    units = gl.cdiv(N_KV, BN + BN_X)  # SPLIT (never causal): every tile's K/V blocks
-    for w in range(stream_k.num_work(num_tiles // NUM_CTAS, units, SPLIT)):
+    for w in range(_num_pieces(num_tiles, N_KV, BN + BN_X, SPLIT)):
         # Blocks [j0, j1) of the tile (all of them unless SPLIT made it a part of one).
-        tile, j0, j1, slot, side = stream_k.work(w, num_tiles // NUM_CTAS, units, SPLIT)
-        b, h, m0 = _tile_coords(tile * NUM_CTAS + cluster.cta_rank(), BH, H, num_m, CAUSAL, BM)
-        n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN + BN_X, CAUSAL, BM)
-        rot = _rotation(m0, n_blocks, BM * NUM_CTAS)
-        if not SPLIT:
-            j1 = n_blocks
+        b, h, m0, n_blocks, n_full, rot, j0, j1, slot, side = _piece(
+            w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT)
         row0 = m0 + WG * BM_WG
         off = N_KV - N_Q
         m_i = gl.full([BM_WG], -1.0e30, gl.float32, row_s)

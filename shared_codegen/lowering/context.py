@@ -393,6 +393,11 @@ class LoweringContext:
         a warp-specialized kernel, see ops/warp_specialize/lowering.py), `bar.sync id, nthreads` for just
         the partition's warps."""
         self._emit_barrier(self.builder, self.named_barrier)
+        self._record_barrier()
+
+    def _record_barrier(self) -> None:
+        """Note a barrier just emitted where the builder stands: what `sync_shared` and the
+        mbarrier lowering ask (`barrier_count`, `barrier_block`) and the dump's list."""
         self.barrier_count += 1
         self.barrier_block = self.builder.block
         self.barriers.append((self.current_op, self.named_barrier))
@@ -409,9 +414,7 @@ class LoweringContext:
                "selp.u32 $0, 1, 0, %p_any;\n}")
         flag = self.inline_asm(asm, "=r,r", I32, [self.builder.zext(pred, I32)],
                                side_effects=True)
-        self.barrier_count += 1
-        self.barrier_block = self.builder.block
-        self.barriers.append((self.current_op, self.named_barrier))
+        self._record_barrier()
         return self.builder.icmp_unsigned("!=", flag, self.i32(0))
 
     def barrier_placed_before(self, instruction_or_block, named_barrier, op) -> None:
