@@ -44,7 +44,8 @@ D = 256 issue their GEMMs without taking turns):
 - Softmax in base 2: scores are scaled by sm_scale * log2(e) once; row max m and sum l are
   kept online, O rescaled by alpha = exp2(m_old - m_new). LAZY_RESCALE (FA4's; 16-bit's
   default): only when a row maximum of the warpgroup outgrew m by RESCALE_SLACK
-  (`gl.barrier_any`).
+  (`gl.barrier_any`). With SPEC_P, P is first taken against the kept m (as it is in most
+  blocks), so the exp2s need not wait for the row max and the barrier that decides.
 - Masks: only blocks that cross the causal diagonal or the ragged end of K pay for a mask;
   blocks past the diagonal are never loaded. With N_q != N_kv the last query row sees the
   last key (FlashAttention's alignment). Rows past N_q are computed and clipped by the
@@ -93,6 +94,9 @@ import attention_tiles  # noqa: E402
 from attention_tiles import _kv_block, _kv_blocks, _rotation, _tile_coords  # noqa: E402,F401
 import tile.profiler.language as pl  # noqa: E402  (timeline regions: nothing unless recorded)
 from hopper_tuning import default_config, tuned_config  # noqa: E402,F401
+# One K/V block's pieces of the consumers (S's issue and mask, P's operand, the PV product).
+from hopper_block import (_extra_p, _issue_s, _p_operand, _promoted, _pv_operands,  # noqa: E402
+                          _pv_product, _rescaled, _row_shares, _scores)
 # The float64 reference and the random inputs the tests and benchmarks take from here.
 from attention_reference import (check_forward, numpy_dtype, random_inputs,  # noqa: E402,F401
                                  reference)
@@ -234,132 +238,6 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
 
 
 @gluon.jit
-def _v_operand(v_ring, stage, V_T: gl.constexpr, D: gl.constexpr, BN: gl.constexpr):
-    """The B operand of the PV wgmma: V[BN, D], or V^T stored K-major (fp8) seen as V."""
-    if V_T:
-        return v_ring.index(stage).reshape([D, BN]).permute([1, 0])
-    return v_ring.index(stage).reshape([BN, D])
-
-
-@gluon.jit
-def _rescaled(x, alpha):
-    """x (O, or l's [64, 8] accumulator) with each row times alpha."""
-    return x * gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, x.type.layout)), 1)
-
-
-@gluon.jit
-def _pv_operands(vpipe, item, v_ring, v_ring_x, acc, p_run, l_blk, OVERLAP: gl.constexpr,
-                 ROW_SUM_MMA: gl.constexpr, V_T: gl.constexpr, D: gl.constexpr,
-                 BN: gl.constexpr, BN_X: gl.constexpr):
-    """Before a PV wgmma: its V stage has landed and the previous PV product (and with
-    ROW_SUM_MMA its row sums) is done (with OVERLAP it ran under the last softmax). Returns
-    O, the P that the finished product read, l's accumulator, V and V's extra keys."""
-    stage = pipeline.consumer_wait(vpipe, item)
-    if OVERLAP:
-        if ROW_SUM_MMA:
-            acc, p_run, l_blk = warpgroup_mma_wait(0, deps=[acc, p_run, l_blk])
-        else:
-            acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
-    v_x = v_ring  # a placeholder unless BN_X
-    if BN_X > 0:
-        v_x = _v_operand(v_ring_x, stage, V_T, D, BN_X)
-    return acc, p_run, l_blk, _v_operand(v_ring, stage, V_T, D, BN), v_x
-
-
-@gluon.jit
-def _pv_product(p_op, v, acc, ones, l_blk, ROW_SUM_MMA: gl.constexpr, FRESH: gl.constexpr):
-    """Issue O += P V (with FRESH, for PROMOTE_PV, acc = P V) and, with ROW_SUM_MMA,
-    l_blk = P 1: the block's row sums on the tensor cores, one more small wgmma against a
-    block of ones in shared memory, in place of 64 FADDs a thread in the softmax (l then
-    sums the P that the PV product reads, rounded to the operand type). A fresh
-    accumulator each block, added into l in fp32 by the caller:
-    fp8 wgmmas accumulate with fewer mantissa bits than fp32, and a running l (thousands,
-    growing by at most 1 a key) went wrong at 16k keys: O's error 0.29 against 0.04."""
-    acc = warpgroup_mma(p_op, v, acc, use_acc=not FRESH, is_async=True)
-    if ROW_SUM_MMA:
-        p_l = gl.convert_layout(p_op, gl.DotOperandLayout(
-            operand_index=0, parent=l_blk.type.layout, k_width=p_op.type.layout.k_width))
-        l_blk = warpgroup_mma(p_l, ones.permute([1, 0]), l_blk, use_acc=False, is_async=True)
-    return acc, l_blk
-
-
-@gluon.jit
-def _promoted(acc, alpha, o_blk):
-    """PROMOTE_PV: O = O * alpha + the block's P V, in fp32 (fp8 wgmmas accumulate with
-    fewer mantissa bits, and O's error grew with N: 2.8e-2 at 4k keys, 4.1e-2 at 16k)."""
-    a = gl.expand_dims(gl.convert_layout(alpha, gl.SliceLayout(1, acc.type.layout)), 1)
-    return gl.fma(acc, a, o_blk)
-
-
-@gluon.jit
-def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, V_T: gl.constexpr):
-    """P as the register A operand of the PV wgmma. For fp8 the columns are first put in
-    FP8_KEY_ORDER (V^T's keys are stored in the same order, so P V is unchanged): within
-    each 32-key group a thread then already holds the four keys that share one operand
-    register, and the conversion packs bytes in place instead of moving them across lanes
-    (S's accumulator gives a thread keys 2q, 2q+1, 2q+8, 2q+9, 2q+16, ... of each 32; the
-    e4m3 A operand wants 4q .. 4q+3 and 16+4q .. 16+4q+3 in its registers)."""
-    if V_T:
-        BM_: gl.constexpr = p.shape[0]
-        BN_: gl.constexpr = p.shape[1]
-        # Column bits c0..c4 (fastest first) of each 32-key group become k0 = c0, k1 = c3,
-        # k2 = c1, k3 = c2, k4 = c4: a permutation of index bits, so no data moves.
-        p = p.reshape([BM_, BN_ // 32, 2, 2, 2, 2, 2]).permute([0, 1, 2, 4, 5, 3, 6])
-        p = p.reshape([BM_, BN_])
-    return gl.convert_layout(p.to(dtype), p_layout)
-
-
-@gluon.jit
-def _masked(s, col0, masked, row0, N_KV, off, CAUSAL: gl.constexpr, s_layout: gl.constexpr):
-    """S (keys col0, col0 + 1, ...) with -inf where a key is past N_kv or (causal) after the
-    query; only the blocks from n_full on (`masked`) can hold such keys, the others pass
-    through untouched."""
-    if masked:
-        cols = col0 + gl.arange(0, s.shape[1], layout=gl.SliceLayout(0, s_layout))
-        keep = gl.expand_dims(cols < N_KV, 0)
-        if CAUSAL:
-            rows = row0 + off + gl.arange(0, s.shape[0], layout=gl.SliceLayout(1, s_layout))
-            keep = keep & (gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1))
-        s = gl.where(keep, s, -float("inf"))
-    return s
-
-
-@gluon.jit
-def _issue_s(q, k_ring, k_ring_x, sk, s_zero, s_x_zero, D: gl.constexpr, BN: gl.constexpr,
-             BN_X: gl.constexpr):
-    """Issue S_j = Q K_j^T, and with BN_X extra keys a block S_x = Q K_x^T for them."""
-    s = warpgroup_mma(q, k_ring.index(sk).reshape([BN, D]).permute([1, 0]), s_zero,
-                      use_acc=False, is_async=True)
-    s_x = s_x_zero
-    if BN_X > 0:
-        s_x = warpgroup_mma(q, k_ring_x.index(sk).reshape([BN_X, D]).permute([1, 0]),
-                            s_x_zero, use_acc=False, is_async=True)
-    return s, s_x
-
-
-@gluon.jit
-def _scores(s, s_x, jb, n_full, row0, N_KV, off, qk_scale, BN: gl.constexpr,
-            BN_X: gl.constexpr, CAUSAL: gl.constexpr):
-    """Block jb's S (and S_x) masked, and its row max in the scaled (log2) units."""
-    masked = jb >= n_full
-    s = _masked(s, jb * (BN + BN_X), masked, row0, N_KV, off, CAUSAL, s.type.layout)
-    m = gl.max(s, axis=1) * qk_scale
-    if BN_X > 0:
-        s_x = _masked(s_x, jb * (BN + BN_X) + BN, masked, row0, N_KV, off, CAUSAL,
-                      s_x.type.layout)
-        m = gl.maximum(m, gl.convert_layout(gl.max(s_x, axis=1) * qk_scale, m.type.layout))
-    return s, s_x, m
-
-
-@gluon.jit
-def _extra_p(s_x, m, l_i, qk_scale):
-    """P of the extra keys against the row max m, and l with their row sums added."""
-    m_x = gl.convert_layout(m, gl.SliceLayout(1, s_x.type.layout))
-    p_x = gl.exp2(gl.fma(s_x, qk_scale, -gl.expand_dims(m_x, 1)))
-    return p_x, l_i + gl.convert_layout(gl.sum(p_x, axis=1), l_i.type.layout)
-
-
-@gluon.jit
 def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, lse_ptr, kpipe,
               vpipe, q_ready, q_empty, turns, N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale,
               o_scale, BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
@@ -367,7 +245,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
               Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, LATE_WAIT: gl.constexpr,
               ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones, k_ring_x, v_ring_x,
               BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr,
-              SPLIT: gl.constexpr, split_ws, O_DIRECT: gl.constexpr):
+              SPLIT: gl.constexpr, split_ws, O_DIRECT: gl.constexpr, SPEC_P: gl.constexpr):
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     BM: gl.constexpr = q_smem.shape[0] * BM_WG
@@ -412,7 +290,9 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
         l_blk = gl.zeros([BM_WG, 8], gl.float32, l_layout)
         l_tot = gl.zeros([BM_WG, 8], gl.float32, l_layout)
         o_blk = gl.zeros([BM_WG, D], gl.float32, o_layout)  # PROMOTE_PV: one block's P V
+        pl.enter_scope("wait Q")
         mbarrier.wait(q_ready.index(WG), t & 1)
+        pl.exit_scope("wait Q")
         if Q_IN_REGS:  # the register A operand of every QK^T wgmma of the tile
             q = q_view.load(gl.DotOperandLayout(operand_index=0, parent=s_layout,
                                                 k_width=32 // dtype.primitive_bitwidth))
@@ -437,7 +317,11 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                                     off, qk_scale, BN, BN_X, CAUSAL)
             m_i = gl.maximum(m_i, m_blk)
             p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
-            if not ROW_SUM_MMA:
+            # SPEC_P: each thread's share of the row sums, added up after the loop.
+            SHARES: gl.constexpr = SPEC_P and not ROW_SUM_MMA
+            if SHARES:
+                l_part = _row_shares(p)
+            elif not ROW_SUM_MMA:
                 l_i = gl.sum(p, axis=1)
             p_op = _p_operand(p, dtype, p_layout, V_T)
             p_op_x = p_op
@@ -511,6 +395,14 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                     # warpgroup grew by more than RESCALE_SLACK, so P <= 2^RESCALE_SLACK
                     # (exact once O / l) and most blocks skip O *= alpha's 64 FMULs a
                     # thread. K_j's release shares the barrier that decides.
+                    if SPEC_P:
+                        # P against the kept maxima before the block's own are known, as
+                        # it is in most blocks: the exp2s need not wait for the row max's
+                        # tree, its shuffles and the barrier (taken again if it rescales).
+                        p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
+                        if SHARES:
+                            l_shares = _row_shares(p)
+                        p_op = _p_operand(p, dtype, p_layout, V_T)
                     rescale = gl.barrier_any(m_blk > m_i + RESCALE_SLACK)
                     pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS,
                                               per_warp=PER_WARP)
@@ -523,9 +415,18 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                 else:
                     m_new = gl.maximum(m_i, m_blk)
                     alpha = gl.exp2(m_i - m_new)
-                p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
-                if not ROW_SUM_MMA:
-                    l_i = l_i * alpha + gl.sum(p, axis=1)
+                if SPEC_P:
+                    if rescale:  # against the new maxima: the speculative P may overflow
+                        p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
+                        if SHARES:
+                            l_shares = _row_shares(p)
+                        p_op = _p_operand(p, dtype, p_layout, V_T)
+                    if SHARES:
+                        l_part = _rescaled(l_part, alpha) + l_shares
+                else:
+                    p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
+                    if not ROW_SUM_MMA:
+                        l_i = l_i * alpha + gl.sum(p, axis=1)
                 if BN_X > 0:
                     p_x, l_i = _extra_p(s_x, m_new, l_i, qk_scale)
                 m_i = m_new
@@ -542,11 +443,15 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                                                                           p_run_x])
                     else:
                         acc, p_run = warpgroup_mma_wait(0, deps=[acc, p_run])
-                p_op = _p_operand(p, dtype, p_layout, V_T)
+                if not SPEC_P:
+                    p_op = _p_operand(p, dtype, p_layout, V_T)
                 if BN_X > 0:
                     p_op_x = _p_operand(p_x, dtype, p_layout, V_T)
                 pl.exit_scope("softmax")
                 item += 1
+            pl.enter_scope("last PV")
+            if SHARES:
+                l_i = gl.convert_layout(gl.sum(l_part, axis=1), row_s)
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
                 mbarrier.arrive(q_empty.index(WG))
             acc, p_run, l_blk, v, v_x = _pv_operands(vpipe, item, v_ring, v_ring_x, acc, p_run,
@@ -582,6 +487,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                 acc, p_op = warpgroup_mma_wait(0, deps=[acc, p_op])
             pipeline.consumer_release(vpipe, item, multicast_cta=PEERS, per_warp=PER_WARP)
             item += 1
+            pl.exit_scope("last PV")
         elif not O_IN_Q:
             mbarrier.arrive(q_empty.index(WG))
         finish = True
@@ -634,7 +540,8 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      V_LAG: gl.constexpr, LATE_WAIT: gl.constexpr, ROW_SUM_MMA: gl.constexpr,
                      PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr, PER_WARP: gl.constexpr,
                      LAZY_RESCALE: gl.constexpr, split_part, split_ml, split_count,
-                     SPLIT: gl.constexpr, o_ptr, O_DIRECT: gl.constexpr):
+                     SPLIT: gl.constexpr, o_ptr, O_DIRECT: gl.constexpr,
+                     SPEC_P: gl.constexpr = False):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
@@ -686,7 +593,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
               PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP, LAZY_RESCALE, SPLIT,
-              (split_part, split_ml, split_count), O_DIRECT)
+              (split_part, split_ml, split_count), O_DIRECT, SPEC_P)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, lse_ptr, kpipe, vpipe, q_ready,
               q_empty, turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -721,7 +628,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     says what each does and what it measured: `block_n`, `stages` (V's ring), `k_stages`
     (K's ring; `stages` when only that is given), `warpgroups`, `overlap`, `pingpong`,
     `o_in_q`, `v_lag`, `late_wait`, `row_sum_mma`, `promote_pv`, `extra_n`, `cluster`,
-    `warp_arrivals`, `lazy_rescale`, `split_tail` and `o_direct`."""
+    `warp_arrivals`, `lazy_rescale`, `split_tail`, `o_direct` and `speculative_p`."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
@@ -774,7 +681,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                consumer_regs, bool(q_in_regs), bool(cfg["pingpong"]), cfg["k_stages"],
                int(cfg["v_lag"]), bool(cfg["late_wait"]), bool(cfg["row_sum_mma"]),
                bool(cfg["promote_pv"]), bn_x, bool(cfg["warp_arrivals"]),
-               bool(cfg["lazy_rescale"]), part, ml, count, split, o, o_direct, num_warps=4,
+               bool(cfg["lazy_rescale"]), part, ml, count, split, o, o_direct,
+               bool(cfg["speculative_p"]), num_warps=4,
                num_ctas=ctas,
                **(launch_options or {}))
         return (o, lse) if return_lse else o

@@ -92,12 +92,18 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       ping-pong stalls the other warpgroup with it. Off: 0.955-1.03x (fp16 and bf16,
       D = 128, 4k to 16k, causal and not), 0.97x in fp8 (H100, 2026-12-06 22:12 UTC, 15
       rounds): the wait it removes is not what holds the 4k rows back.
+    - `speculative_p` (with `lazy_rescale`): P is first taken against the kept maxima, as
+      it is in most blocks, so the exp2s start as soon as S_j is done instead of after the
+      row max's tree, its shuffles and the barrier that decides; a block that rescales
+      takes it again against the new maxima. The row sums are each thread's share of
+      them, added up across the quad once after the loop (no shuffles in the loop, and
+      none in the branch, where ptxas would lose the uniform datapath).
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
                row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
-               lazy_rescale=not fp8, split_tail=True, o_direct=False)
+               lazy_rescale=not fp8, split_tail=True, o_direct=False, speculative_p=False)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:
@@ -125,6 +131,9 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
         raise ValueError(f"attention_forward: promote_pv needs row_sum_mma=True and "
                          f"overlap=False, got row_sum_mma={cfg['row_sum_mma']!r}, "
                          f"overlap={cfg['overlap']!r}")
+    if cfg["speculative_p"] and not cfg["lazy_rescale"]:
+        raise ValueError(f"attention_forward: speculative_p needs lazy_rescale=True, got "
+                         f"lazy_rescale={cfg['lazy_rescale']!r}")
     if cfg["lazy_rescale"] and (cfg["promote_pv"] or cfg["extra_n"]):
         raise ValueError(f"attention_forward: lazy_rescale needs promote_pv and extra_n off, "
                          f"got promote_pv={cfg['promote_pv']!r}, extra_n={cfg['extra_n']!r}")

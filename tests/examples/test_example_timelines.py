@@ -54,8 +54,8 @@ def compile_attention(**options):
 
 
 EXAMPLES = {"gemm": (compile_gemm, ["load", "mainloop", "epilogue"]),
-            "attention": (compile_attention, ["load K, V", "wait K", "wait turn", "softmax",
-                                              "epilogue"])}
+            "attention": (compile_attention, ["load K, V", "wait Q", "wait K", "wait turn",
+                                              "softmax", "last PV", "epilogue"])}
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES))

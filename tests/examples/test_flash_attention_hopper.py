@@ -109,6 +109,8 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("float16", 128, {"o_direct": True}),       # O stored from registers, Q freed early
     ("float8_e4m3fn", 64, {"o_direct": True}),
     ("bfloat16", 256, {"o_direct": True}),
+    ("float16", 128, {"speculative_p": True}),  # P before the row max (lazy_rescale's)
+    ("bfloat16", 64, {"speculative_p": True}),
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
@@ -126,6 +128,10 @@ def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     ("bfloat16", 64, True, {}),
     ("float8_e4m3fn", 128, True, {}),                 # with row_sum_mma, fp8's default
     ("float16", 128, True, {"warp_arrivals": True}),  # bar.red the loop's only barrier
+    ("float16", 128, False, {"speculative_p": True}),  # P first against the kept maxima
+    ("bfloat16", 64, True, {"speculative_p": True}),   # three warpgroups, late_wait
+    ("float16", 256, True, {"speculative_p": True}),
+    ("float8_e4m3fn", 128, False, {"speculative_p": True}),  # l from row_sum_mma
 ])
 def test_lazy_rescale_matches_float64(dtype, D, causal, options, monkeypatch):
     # Later keys score ever higher (k's rows scaled up along N), so some blocks outgrow the
@@ -201,6 +207,25 @@ def test_lazy_rescale_branches_around_the_rescale(per_warp):
     first = next(i for i, x in enumerate(body) if x.startswith("FMUL"))
     assert re.match(r"@!?P\d BRA", body[first - 1]), body[first - 2:first + 2]
     assert all(x.startswith("FMUL") for x in body[first:first + 64]), body[first:first + 64]
+
+
+def test_speculative_p_takes_exp2s_before_the_barrier_that_decides():
+    # speculative_p: P against the kept maxima goes ahead of the row max's shuffles and the
+    # bar.red that decides whether to rescale, so MUFU.EX2s come before BAR.RED.OR; the row
+    # sums are per-thread shares (no shuffles for them in the loop: the 4 left are the row
+    # max's), and the descriptors stay on the uniform datapath (no R2UR).
+    if not static_report.have_sass_tools():
+        pytest.skip("needs ptxas and nvdisasm (the nvidia-cuda-nvdisasm wheel)")
+    ptx = _compile(128, CAUSAL=False, RETURN_LSE=False, LAZY_RESCALE=True,
+                   SPEC_P=True).asm["ptx"]
+    cubin, log = static_report.whole_program_cubin(ptx, "sm_90a")
+    assert "0 bytes spill stores" in log
+    loops = static_report.sass_loops(static_report.disassemble(cubin))
+    body = min((b for b in loops if sum("HGMMA" in x for x in b) == 16), key=len)
+    bar = next(i for i, x in enumerate(body) if x.startswith("BAR.RED.OR"))
+    assert sum(x.startswith("MUFU.EX2") for x in body[:bar]) >= 8, body[:bar]
+    assert sum(x.startswith("SHFL") for x in body) == 4, body
+    assert not any(x.startswith("R2UR") for x in body), body
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
@@ -450,6 +475,9 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"lazy_rescale needs promote_pv and extra_n off, got "
                                          r"promote_pv=False, extra_n=64"):
         f(q, q, q, lazy_rescale=True, extra_n=64, late_wait=True)
+    with pytest.raises(ValueError, match=r"speculative_p needs lazy_rescale=True, got "
+                                         r"lazy_rescale=False"):
+        f(q, q, q, speculative_p=True, lazy_rescale=False)
     with pytest.raises(ValueError, match=r"promote_pv needs row_sum_mma=True and "
                                          r"overlap=False, got row_sum_mma=False, overlap=True"):
         f(q, q, q, promote_pv=True)
@@ -490,7 +518,7 @@ def _compile(D, BN=128, fp8=False, num_ctas=1, **constexprs):
               "CONSUMER_REGS": 240, "Q_IN_REGS": False, "PINGPONG": True, "K_STAGES": 3,
               "V_LAG": 0, "LATE_WAIT": False, "ROW_SUM_MMA": False, "PROMOTE_PV": False,
               "BN_X": 0, "PER_WARP": False, "LAZY_RESCALE": False, "SPLIT": False,
-              "O_DIRECT": False}
+              "O_DIRECT": False, "SPEC_P": False}
     values.update(constexprs)
     bn_x = values["BN_X"]
     v_x = (hopper.transposed_v_descriptor(x, bn_x, hopper.FP8_KEY_ORDER) if fp8 else

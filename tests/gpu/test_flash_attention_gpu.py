@@ -108,6 +108,12 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     pytest.param("bfloat16", 128, True, {"o_direct": True}, id="o_direct-bf16-128-causal"),
     pytest.param("float8_e4m3fn", 128, False, {"o_direct": True}, id="o_direct-fp8-128"),
     pytest.param("float16", 64, True, {"o_direct": True}, id="o_direct-fp16-64"),
+    # P first against the kept maxima (lazy_rescale's), taken again where a block rescales.
+    pytest.param("float16", 128, False, {"speculative_p": True}, id="speculative_p-fp16-128"),
+    pytest.param("bfloat16", 128, True, {"speculative_p": True},
+                 id="speculative_p-bf16-128-causal"),
+    pytest.param("float16", 64, False, {"speculative_p": True}, id="speculative_p-fp16-64"),
+    pytest.param("float16", 256, True, {"speculative_p": True}, id="speculative_p-fp16-256"),
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.
@@ -130,10 +136,12 @@ def test_lazy_rescale_rescales_when_the_maxima_grow(torch):
     q, k, v = (torch.randn((2, 4, 1000, 128), device="cuda", generator=gen) for _ in range(3))
     k = k * (1.0 + torch.arange(1000, device="cuda") / 100.0)[:, None]
     q, k, v = q.half(), k.half(), v.half()
-    o, lse = attention_forward(q, k, v, return_lse=True, num_programs=4, lazy_rescale=True)
     ref, ref_lse = _reference(torch, q, k, v, False)
-    assert float((o.float() - ref).abs().max() / ref.abs().max()) <= 4e-3
-    assert float((lse - ref_lse).abs().max()) < 1e-3
+    for speculative_p in (False, True):
+        o, lse = attention_forward(q, k, v, return_lse=True, num_programs=4, lazy_rescale=True,
+                                   speculative_p=speculative_p)
+        assert float((o.float() - ref).abs().max() / ref.abs().max()) <= 4e-3, speculative_p
+        assert float((lse - ref_lse).abs().max()) < 1e-3, speculative_p
 
 
 @pytest.mark.parametrize("dtype, D, B, N, programs, options", [

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# 2026-12-06/07 (fifteenth session) device calls. STEPS picks what runs (space-separated); logs
+# under $OUT. Run as: OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_06f.sh
+# Each call stays under the device's 600 s a command, so the steps' limits add up to less.
+# Steps:
+#   gaps       timelines of the forward (fp16, D = 128, 4k and 16k, causal and not, and
+#              o_direct at 4k): what a tile boundary costs (benchmarks/attention_tile_gaps.py)
+#   spec_tests the GPU cases of speculative_p (P against the kept maxima before the row max)
+#   spec       speculative_p against a copy of ours, fp16 D = 128 at 4k, 8k and 16k, causal
+#              and not; then bf16 D = 128, fp16 D = 64 and 256 at 16k (only when spec_tests
+#              passed); fp8 D = 128 at 16k with lazy_rescale, alone and with speculative_p
+#   fwd_tests  the forward's GPU tests
+#   gpu_tests  every GPU test
+STEPS=${STEPS:-"spec_tests gaps spec"}
+source "$(dirname "$0")/_session.sh"
+SPEC_OK=1
+if has spec_tests; then
+  TAIL=5 step spec_tests 150 $PYTEST tests/gpu/test_flash_attention_gpu.py -k 'speculative_p or rescales_when'
+  grep -q " passed" "$OUT/spec_tests.log" && ! grep -qE "failed|error" "$OUT/spec_tests.log" || SPEC_OK=0
+fi
+if has spec && [[ $SPEC_OK == 1 ]]; then
+  step spec 170 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;spec:speculative_p=1" --json "$OUT/spec.json"
+fi
+if has gaps; then
+  TAIL=12 step gaps 100 python3 benchmarks/attention_tile_gaps.py 128:4096:0:fp16 128:16384:0:fp16 128:4096:1:fp16 128:16384:1:fp16 128:4096:0:fp16:speculative_p=1 128:16384:0:fp16:speculative_p=1 128:4096:0:fp16:o_direct=1 --json "$OUT/gaps.json"
+fi
+if has spec && [[ $SPEC_OK == 1 ]]; then
+  step spec_dims 100 python3 benchmarks/attention_vs_sdpa.py --dims 64,256 --ns 16384 --dtypes fp16 --causal 0 --rounds 9 --no-triton --variants "same:;spec:speculative_p=1" --json "$OUT/spec_dims.json"
+  step spec8 60 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 16384 --dtypes fp8 --causal 0 --rounds 7 --no-triton --variants "same:;lz:lazy_rescale=1;lzsp:lazy_rescale=1,speculative_p=1" --json "$OUT/spec8.json"
+fi
+if has fwd_tests; then
+  TAIL=5 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py
+fi
+if has gpu_tests; then
+  TAIL=15 step gpu_tests ${GPU_TESTS_S:-560} python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rf tests/gpu
+fi
