@@ -228,6 +228,19 @@ def test_speculative_p_takes_exp2s_before_the_barrier_that_decides():
     assert not any(x.startswith("R2UR") for x in body), body
 
 
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas (CUDA toolkit)")
+@pytest.mark.parametrize("constexprs", [
+    {"CAUSAL": True, "RETURN_LSE": True},
+    {"CAUSAL": False, "RETURN_LSE": False, "SPLIT": True},
+])
+def test_the_d128_default_spills_nothing(constexprs):
+    # 16-bit D = 128's default: lazy_rescale with speculative_p (S stays live beside the
+    # speculative P, for a block that rescales), causal with the lse, or split_tail's build.
+    ptx = _compile(128, LAZY_RESCALE=True, SPEC_P=True, **constexprs).asm["ptx"]
+    _, log = static_report.whole_program_cubin(ptx, "sm_90a")
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
 def test_row_sum_mma_gives_the_lse(dtype, monkeypatch):
     # l from each block's P 1 (an m64n8 wgmma against ones) added up in fp32 and rescaled
