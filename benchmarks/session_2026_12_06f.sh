@@ -15,6 +15,8 @@
 #   spec       speculative_p against a copy of ours, fp16 D = 128 at 4k, 8k and 16k, causal
 #              and not; then bf16 D = 128, fp16 D = 64 and 256 at 16k (only when spec_tests
 #              passed)
+#   qpf        (not run yet) q_prefetch's GPU cases, then q_prefetch against a copy of ours,
+#              fp16 D = 128 at 4k and 16k, causal and not, and the tile gaps with it
 #   fwd_tests  the forward's GPU tests
 #   gpu_tests  every GPU test
 STEPS=${STEPS:-"spec_tests gaps spec"}
@@ -32,6 +34,13 @@ if has gaps; then
 fi
 if has spec && [[ $SPEC_OK == 1 ]]; then
   step spec_dims 100 python3 benchmarks/attention_vs_sdpa.py --dims 64,256 --ns 16384 --dtypes fp16 --causal 0 --rounds 9 --no-triton --variants "same:;spec:speculative_p=1" --json "$OUT/spec_dims.json"
+fi
+if has qpf; then
+  TAIL=5 step qpf_tests 120 $PYTEST tests/gpu/test_flash_attention_gpu.py -k q_prefetch
+  if grep -q " passed" "$OUT/qpf_tests.log" && ! grep -qE "failed|error" "$OUT/qpf_tests.log"; then
+    step qpf 150 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 9 --no-triton --variants "same:;qpf:q_prefetch=1" --json "$OUT/qpf.json"
+    TAIL=6 step qpf_gaps 80 python3 benchmarks/attention_tile_gaps.py 128:4096:0:fp16 128:4096:0:fp16:q_prefetch=1 128:4096:1:fp16:q_prefetch=1
+  fi
 fi
 if has fwd_tests; then
   TAIL=5 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py

@@ -196,13 +196,14 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
               N_Q, N_KV, H, GROUP, BH, num_m, num_tiles,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
               KV_AHEAD: gl.constexpr, V_LAG: gl.constexpr, k_desc_x, v_desc_x, k_ring_x,
-              v_ring_x, BN_X: gl.constexpr, SPLIT: gl.constexpr):
+              v_ring_x, BN_X: gl.constexpr, SPLIT: gl.constexpr, Q_PREFETCH: gl.constexpr):
     NUM_WG: gl.constexpr = q_smem.shape[0]
     BM: gl.constexpr = NUM_WG * BM_WG
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     item = 0
     t = 0
-    for w in range(_num_pieces(num_tiles, N_KV, BN + BN_X, SPLIT)):
+    num_pieces = _num_pieces(num_tiles, N_KV, BN + BN_X, SPLIT)
+    for w in range(num_pieces):
         b, h, m0, n_blocks, _n_full, rot, j0, j1, _slot, _side = _piece(
             w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT)
         hk = h // GROUP
@@ -223,6 +224,13 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
             mbarrier.expect(q_ready.index(wg), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [b, h, m0 + wg * BM_WG, 0],
                                             q_ready.index(wg), q_smem.index(wg))
+        if Q_PREFETCH and w + 1 < num_pieces:
+            # The next piece's Q into L2 now: its load waits for the epilogue that frees
+            # Q's buffer (with O_IN_Q, for O's TMA store), and then finds it in L2.
+            b2, h2, m2, _nb, _nf, _rt, _j0, _j1, _sl, _sd = _piece(
+                w + 1, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT)
+            for wg in gl.static_range(NUM_WG):
+                tma.async_prefetch(q_desc, [b2, h2, m2 + wg * BM_WG, 0])
         for i in range(ahead, j1):
             _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, base, b, hk, i, j0, rot,
                        n_blocks, BN, V_T, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X)
@@ -541,7 +549,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr, PER_WARP: gl.constexpr,
                      LAZY_RESCALE: gl.constexpr, split_part, split_ml, split_count,
                      SPLIT: gl.constexpr, o_ptr, O_DIRECT: gl.constexpr,
-                     SPEC_P: gl.constexpr = False):
+                     SPEC_P: gl.constexpr = False, Q_PREFETCH: gl.constexpr = False):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
@@ -603,7 +611,8 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         consumers +
         [(_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
                       q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T,
-                      KV_AHEAD, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X, SPLIT))],
+                      KV_AHEAD, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X, SPLIT,
+                      Q_PREFETCH))],
         [4] * (NUM_WG - 1) + [1], [CONSUMER_REGS] * (NUM_WG - 1) + [24])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
@@ -628,7 +637,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     says what each does and what it measured: `block_n`, `stages` (V's ring), `k_stages`
     (K's ring; `stages` when only that is given), `warpgroups`, `overlap`, `pingpong`,
     `o_in_q`, `v_lag`, `late_wait`, `row_sum_mma`, `promote_pv`, `extra_n`, `cluster`,
-    `warp_arrivals`, `lazy_rescale`, `split_tail`, `o_direct` and `speculative_p`."""
+    `warp_arrivals`, `lazy_rescale`, `split_tail`, `o_direct`, `speculative_p` and
+    `q_prefetch`."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
@@ -682,7 +692,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                int(cfg["v_lag"]), bool(cfg["late_wait"]), bool(cfg["row_sum_mma"]),
                bool(cfg["promote_pv"]), bn_x, bool(cfg["warp_arrivals"]),
                bool(cfg["lazy_rescale"]), part, ml, count, split, o, o_direct,
-               bool(cfg["speculative_p"]), num_warps=4,
+               bool(cfg["speculative_p"]), bool(cfg["q_prefetch"]), num_warps=4,
                num_ctas=ctas,
                **(launch_options or {}))
         return (o, lse) if return_lse else o

@@ -102,13 +102,18 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       a copy of ours at 0.953-1.040x (H100, 2026-12-07 00:37 and 00:40 UTC, 7 rounds);
       0.768x at D = 64 (three warpgroups with `late_wait`) and 1.000x at D = 256: off there.
       Not for fp8: there the two branches' packed P meet byte by byte (86 PRMTs a block).
+    - `q_prefetch`: the producer sends the next tile's Q blocks into L2
+      (`tma.async_prefetch`) once it has loaded this tile's. A tile boundary costs 2.3-3.0
+      us, 1.2 us of it waiting for the next Q, which cannot be loaded before the epilogue
+      has stored O out of Q's buffer; from L2 that load should take less of it. Not timed
+      yet: off.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
                row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
                lazy_rescale=not fp8, split_tail=True, o_direct=False,
-               speculative_p=not fp8 and head_dim == 128)
+               speculative_p=not fp8 and head_dim == 128, q_prefetch=False)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:

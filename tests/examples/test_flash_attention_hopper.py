@@ -111,6 +111,8 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("bfloat16", 256, {"o_direct": True}),
     ("float16", 128, {"speculative_p": True}),  # P before the row max (lazy_rescale's)
     ("bfloat16", 64, {"speculative_p": True}),
+    ("float16", 128, {"q_prefetch": True}),     # the next tile's Q into L2
+    ("float8_e4m3fn", 256, {"q_prefetch": True}),
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
@@ -226,6 +228,22 @@ def test_speculative_p_takes_exp2s_before_the_barrier_that_decides():
     assert sum(x.startswith("MUFU.EX2") for x in body[:bar]) >= 8, body[:bar]
     assert sum(x.startswith("SHFL") for x in body) == 4, body
     assert not any(x.startswith("R2UR") for x in body), body
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_q_prefetch_sends_the_next_q_into_l2(split):
+    # q_prefetch: the producer prefetches the next piece's Q blocks, one per warpgroup (two
+    # 64-column boxes each at D = 128 with the 128-byte swizzle); without it, none.
+    ptx = _compile(128, CAUSAL=not split, SPLIT=split, LAZY_RESCALE=True, SPEC_P=True,
+                   Q_PREFETCH=True).asm["ptx"]
+    assert ptx.count("cp.async.bulk.prefetch.tensor.4d.L2.global.tile") == 4
+    plain = _compile(128, CAUSAL=not split, SPLIT=split, LAZY_RESCALE=True,
+                     SPEC_P=True).asm["ptx"]
+    assert "cp.async.bulk.prefetch" not in plain
+    if shutil.which("ptxas") is None:
+        pytest.skip("needs ptxas (CUDA toolkit) for the spill check")
+    _, log = static_report.whole_program_cubin(ptx, "sm_90a")  # the producer keeps 24 regs
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas (CUDA toolkit)")

@@ -114,6 +114,10 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
                  id="speculative_p-bf16-128-causal"),
     pytest.param("float16", 64, False, {"speculative_p": True}, id="speculative_p-fp16-64"),
     pytest.param("float16", 256, True, {"speculative_p": True}, id="speculative_p-fp16-256"),
+    # The next tile's Q prefetched into L2 (tma.async_prefetch).
+    pytest.param("float16", 128, False, {"q_prefetch": True}, id="q_prefetch-fp16-128"),
+    pytest.param("bfloat16", 128, True, {"q_prefetch": True}, id="q_prefetch-bf16-128-causal"),
+    pytest.param("float8_e4m3fn", 128, False, {"q_prefetch": True}, id="q_prefetch-fp8-128"),
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.

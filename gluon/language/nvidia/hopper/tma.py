@@ -37,8 +37,10 @@ from shared_codegen.layouts import NVMMASharedLayout  # noqa: F401 (upstream's n
 from shared_codegen.ops.tma.definition import (AsyncTMACopyGlobalToLocalOp,
                                                AsyncTMACopyLocalToGlobalOp, AsyncTMAStoreWaitOp,
                                                check_smem)
+from shared_codegen.ops.tma.prefetch import AsyncTMAPrefetchOp
 
 __all__ = ["async_copy_global_to_shared", "async_copy_shared_to_global", "store_wait",
+           "async_prefetch",
            "tensor_descriptor", "tensor_descriptor_type", "make_tensor_descriptor",
            "async_load", "async_store", "async_atomic_add", "async_atomic_min",
            "async_atomic_max", "async_atomic_and", "async_atomic_or", "async_atomic_xor"]
@@ -118,6 +120,18 @@ def async_copy_shared_to_global(tensor_desc, coord, src, _semantic=None):
     coords = _coords(coord, desc, _semantic, name)
     _checked(AsyncTMACopyLocalToGlobalOp.build(_semantic.builder, desc.handle, coords,
                                                smem.handle))
+
+
+@builtin
+def async_prefetch(tensor_desc, coord, pred=True, _semantic=None):
+    """Ask the TMA unit to bring the block at `coord` into L2 (`cp.async.bulk.prefetch.tensor`),
+    so that a later `async_copy_global_to_shared` of it waits for L2 instead of DRAM. A hint:
+    nothing to wait for, nothing written (JAX Mosaic GPU's `async_prefetch`)."""
+    name = "tma.async_prefetch"
+    desc = _desc(tensor_desc, name)
+    coords = _coords(coord, desc, _semantic, name)
+    _checked(AsyncTMAPrefetchOp.build(_semantic.builder, desc.handle, coords,
+                                      pred_arg(pred, _semantic, name)))
 
 
 @builtin
