@@ -254,6 +254,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
               ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones, k_ring_x, v_ring_x,
               BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr,
               SPLIT: gl.constexpr, split_ws, O_DIRECT: gl.constexpr, SPEC_P: gl.constexpr):
+    # SPEC_P's P taken again where the deciding barrier says so: that barrier is LAZY_RESCALE's.
+    gl.static_assert(LAZY_RESCALE or not SPEC_P, "SPEC_P needs LAZY_RESCALE")
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     BM: gl.constexpr = q_smem.shape[0] * BM_WG

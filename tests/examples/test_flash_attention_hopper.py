@@ -230,6 +230,14 @@ def test_speculative_p_takes_exp2s_before_the_barrier_that_decides():
     assert not any(x.startswith("R2UR") for x in body), body
 
 
+def test_the_kernel_refuses_spec_p_without_lazy_rescale():
+    # The launcher says it by option name; the kernel itself, compiled directly, by file
+    # and line: the speculative P is taken again only where LAZY_RESCALE's barrier says so.
+    with pytest.raises(Exception, match=r"hopper\.py:\d+: static_assert failed: SPEC_P needs "
+                                        r"LAZY_RESCALE"):
+        _compile(128, SPEC_P=True, LAZY_RESCALE=False)
+
+
 @pytest.mark.parametrize("split", [False, True])
 def test_q_prefetch_sends_the_next_q_into_l2(split):
     # q_prefetch: the producer prefetches the next piece's Q blocks, one per warpgroup (two
