@@ -31,6 +31,19 @@ def _median_ms(torch, fn, reps=10):
     return sorted(times)[len(times) // 2]
 
 
+def config_inputs(torch, spec):
+    """q, k, v (random, on the GPU), causal and the launcher options of a config
+    `D:N:causal:dtype[:B=..][:H=..][:launcher_option=int...]` (B * N = 16k tokens and
+    H * D = 2048 unless given)."""
+    D, N, causal, dtype, *opts = spec.split(":")
+    D, N, causal = int(D), int(N), bool(int(causal))
+    kw = {a: int(b) for a, b in (o.split("=") for o in opts)}
+    B, H = kw.pop("B", 16384 // N), kw.pop("H", 2048 // D)
+    tdt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}[dtype]
+    q, k, v = (torch.randn((B, H, N, D), device="cuda").to(tdt) for _ in range(3))
+    return q, k, v, causal, kw
+
+
 def main(argv):
     import torch
     from hopper import attention_kernel, attention_launcher
@@ -39,13 +52,8 @@ def main(argv):
     specs = [a for i, a in enumerate(argv) if not a.startswith("--")
              and (i == 0 or argv[i - 1] != "--ptx")]
     for spec in specs:
-        D, N, causal, dtype, *opts = spec.split(":")
-        D, N, causal = int(D), int(N), bool(int(causal))
-        kw = {a: int(b) for a, b in (o.split("=") for o in opts)}
-        B, H = kw.pop("B", 16384 // N), kw.pop("H", 2048 // D)
-        tdt = {"fp16": torch.float16, "bf16": torch.bfloat16,
-               "fp8": torch.float8_e4m3fn}[dtype]
-        q, k, v = (torch.randn((B, H, N, D), device="cuda").to(tdt) for _ in range(3))
+        q, k, v, causal, kw = config_inputs(torch, spec)
+        B, H, N, D = q.shape
         run = attention_launcher(q, k, v, causal=causal, **kw)
         run()
         torch.cuda.synchronize()

@@ -5,8 +5,8 @@ is level: the same 2048 tiles, a quarter as long, so something costs a fixed tim
     PYTHONPATH=. python3 benchmarks/attention_tile_gaps.py 128:4096:0:fp16 128:16384:0:fp16 \\
         [128:4096:0:fp16:o_direct=1 ...] [--json out.json]
 
-Configs are D:N:causal:dtype[:B=..][:H=..][:launcher_option=int...] (as
-attention_profile_target.py; B * N = 16k tokens and H * D = 2048 unless given). For each
+Configs are D:N:causal:dtype[:B=..][:H=..][:launcher_option=int...]
+(`attention_profile_target.config_inputs`; B * N = 16k tokens and H * D = 2048 unless given). For each
 consumer warpgroup (its first warp) of every program the script takes the kernel's regions
 (`softmax` of blocks 1 .. n-1, `last PV`, `epilogue`, `wait Q`, `wait turn`, `wait K`) and
 reports, in microseconds (medians over warpgroups and tiles):
@@ -108,16 +108,11 @@ def main(argv=None) -> int:
     if torch is None:
         return 0
     os.environ.setdefault("SC_TIMELINE_EVENTS", "16384")
+    from attention_profile_target import config_inputs
     from hopper import attention_kernel, attention_launcher
     results = {}
     for spec in args.configs:
-        D, N, causal, dtype, *opts = spec.split(":")
-        D, N, causal = int(D), int(N), bool(int(causal))
-        kw = {a: int(b) for a, b in (o.split("=") for o in opts)}
-        B, H = kw.pop("B", 16384 // N), kw.pop("H", 2048 // D)
-        tdt = {"fp16": torch.float16, "bf16": torch.bfloat16,
-               "fp8": torch.float8_e4m3fn}[dtype]
-        q, k, v = (torch.randn((B, H, N, D), device="cuda").to(tdt) for _ in range(3))
+        q, k, v, causal, kw = config_inputs(torch, spec)
         run = attention_launcher(q, k, v, causal=causal, launch_options={"timeline": True},
                                  **kw)
         run()  # compile and warm up

@@ -37,7 +37,6 @@ def _boxes(ctx, op, desc, smem, coords, base=None, lowered=None):
     first element, the XOR of each dim's offset bits. (`base` / `lowered`: a multicast
     slice's start and coordinates instead of the block's.)"""
     ty = desc.type
-    box = box_shape(ty)
     start_base, xor = ctx.get(smem)
     if not (hasattr(xor, "constant") and int(xor.constant) == 0):
         raise LoweringError("TMA needs a shared memory view that starts a whole tile", op)
@@ -48,10 +47,8 @@ def _boxes(ctx, op, desc, smem, coords, base=None, lowered=None):
     dims = offset_map(smem.type).dims
     itemsize = ty.element.itemsize
     lowered = [ctx.get(c) for c in coords] if lowered is None else lowered
-    counts = [size // b for size, b in zip(shape, box)]
     out = []
-    for index in itertools.product(*(range(n) for n in counts)):
-        starts = [k * b for k, b in zip(index, box)]
+    for starts, box_coords in box_coordinates(ctx, ty, shape, lowered):
         offset = 0
         for dim, start in zip(dims, starts):
             if dim.bits is None:  # a buffer dim: whole tiles one after another
@@ -62,12 +59,22 @@ def _boxes(ctx, op, desc, smem, coords, base=None, lowered=None):
                     offset ^= v
         addr = base if not offset else ctx.builder.gep(base, [ctx.i32(offset * itemsize)],
                                                        source_etype=I8)
-        box_coords = [c if not start else ctx.builder.add(c, ctx.i32(start))
-                      for c, start in zip(lowered, starts)]
-        if ty.layout.fp4_padded:  # the map's innermost dim counts e2m1 values, two per byte
-            box_coords[-1] = ctx.builder.shl(box_coords[-1], ctx.i32(1))
-        out.append((addr, box_coords[::-1]))
+        out.append((addr, box_coords))
     return out
+
+
+def box_coordinates(ctx, ty, shape, lowered):
+    """Per TMA box of a `shape` block of descriptor type `ty`: its start (element offsets,
+    outermost first) and its coordinates for PTX (`lowered`, the block's, plus the start;
+    innermost first). Boxes tile every dim the block exceeds one box along."""
+    box = box_shape(ty)
+    for index in itertools.product(*(range(size // b) for size, b in zip(shape, box))):
+        starts = [k * b for k, b in zip(index, box)]
+        coords = [c if not start else ctx.builder.add(c, ctx.i32(start))
+                  for c, start in zip(lowered, starts)]
+        if ty.layout.fp4_padded:  # the map's innermost dim counts e2m1 values, two per byte
+            coords[-1] = ctx.builder.shl(coords[-1], ctx.i32(1))
+        yield starts, coords[::-1]
 
 
 def _store_sources(op):

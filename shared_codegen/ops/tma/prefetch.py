@@ -13,13 +13,11 @@ Gluon: `tma.async_prefetch(desc, coord, pred=True)`; JAX's Mosaic GPU has the sa
 
 from __future__ import annotations
 
-import itertools
-
 from shared_codegen.ir.core import MemoryEffect, OpDef, VerificationError, lowering_rule
 from shared_codegen.ir.types import TensorDescriptorType, TensorType, int1, int32
 from shared_codegen.layouts.relations import OWN_LAYOUTS
 from shared_codegen.ops.mbarrier.lowering import thread_zero
-from shared_codegen.ops.tma.definition import box_shape
+from shared_codegen.ops.tma.lowering import _check_multicast_use, _emit, box_coordinates
 
 PREFETCH = "ttng.async_tma_prefetch"
 
@@ -73,26 +71,16 @@ class AsyncTMAPrefetchOp(OpDef):
 
 @lowering_rule(AsyncTMAPrefetchOp)
 def lower_tma_prefetch(op, ctx):
-    from shared_codegen.ops.tma.lowering import _check_multicast_use, _emit
-
     desc, coords, pred = AsyncTMAPrefetchOp.parts(op)
     _check_multicast_use(ctx, op, desc)
     ty = desc.type
     rank = ty.rank
-    box = box_shape(ty)
-    lowered = [ctx.get(c) for c in coords]
     lead = [thread_zero(ctx, pred), ctx.get(desc)]
     crd = ", ".join(f"${2 + i}" for i in range(rank))
-    # One message per box, as a load of the block sends (boxes tile every dim the block
-    # exceeds one box along).
-    for index in itertools.product(*(range(size // b) for size, b in zip(ty.block_shape, box))):
-        starts = [k * b for k, b in zip(index, box)]
-        box_coords = [c if not s else ctx.builder.add(c, ctx.i32(s))
-                      for c, s in zip(lowered, starts)]
-        if ty.layout.fp4_padded:  # the map's innermost dim counts e2m1 values, two per byte
-            box_coords[-1] = ctx.builder.shl(box_coords[-1], ctx.i32(1))
+    # One message per box, as a load of the block sends.
+    for _, box_coords in box_coordinates(ctx, ty, ty.block_shape, [ctx.get(c) for c in coords]):
         _emit(ctx, f"@$0 cp.async.bulk.prefetch.tensor.{rank}d.L2.global.tile [$1, {{{crd}}}];",
-              "b,l" + ",r" * rank, lead + box_coords[::-1])
+              "b,l" + ",r" * rank, lead + box_coords)
     return None
 
 
