@@ -63,6 +63,8 @@ D = 256 issue their GEMMs without taking turns):
   both partials (attention_tiles.combine).
 - Between tiles the producer sends the next tile's first K/V block before its Q (KV_AHEAD):
   ring stages free as the last blocks are consumed, Q's buffer only after the epilogue.
+  With Q_BUFS = 2 (an option) Q has a buffer per tile parity, so the next tile's Q loads
+  while this one runs; O's TMA store out of Q's buffer is waited for in the next tile.
 - BN_X (an option): blocks of BN + BN_X keys, the last BN_X in K and V rings of their own
   with S_x = Q K_x^T and O += P_x V_x wgmmas of their own (our layouts have power-of-two
   shapes; FA3's 176-key blocks spread a block's fixed softmax costs over more keys).
@@ -196,8 +198,9 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
               N_Q, N_KV, H, GROUP, BH, num_m, num_tiles,
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
               KV_AHEAD: gl.constexpr, V_LAG: gl.constexpr, k_desc_x, v_desc_x, k_ring_x,
-              v_ring_x, BN_X: gl.constexpr, SPLIT: gl.constexpr, Q_PREFETCH: gl.constexpr):
-    NUM_WG: gl.constexpr = q_smem.shape[0]
+              v_ring_x, BN_X: gl.constexpr, SPLIT: gl.constexpr, Q_PREFETCH: gl.constexpr,
+              Q_BUFS: gl.constexpr):
+    NUM_WG: gl.constexpr = q_smem.shape[0] // Q_BUFS
     BM: gl.constexpr = NUM_WG * BM_WG
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     item = 0
@@ -219,11 +222,13 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
             _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, base, b, hk, i, j0, rot,
                        n_blocks, BN, V_T, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X)
         for wg in gl.static_range(NUM_WG):
-            # The warpgroup is done with the previous tile's Q (its last QK^T retired).
-            mbarrier.wait(q_empty.index(wg), (t & 1) ^ 1)
-            mbarrier.expect(q_ready.index(wg), q_desc.block_type.nbytes)
+            # The warpgroup is done with the Q that last used this buffer (its last QK^T
+            # retired; with O_IN_Q, its O stored): with Q_BUFS = 2 the tile before last's.
+            qi = (t % Q_BUFS) * NUM_WG + wg
+            mbarrier.wait(q_empty.index(qi), ((t // Q_BUFS) & 1) ^ 1)
+            mbarrier.expect(q_ready.index(qi), q_desc.block_type.nbytes)
             tma.async_copy_global_to_shared(q_desc, [b, h, m0 + wg * BM_WG, 0],
-                                            q_ready.index(wg), q_smem.index(wg))
+                                            q_ready.index(qi), q_smem.index(qi))
         if Q_PREFETCH and w + 1 < num_pieces:
             # The next piece's Q into L2 now: its load waits for the epilogue that frees
             # Q's buffer (with O_IN_Q, for O's TMA store), and then finds it in L2.
@@ -246,6 +251,15 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
 
 
 @gluon.jit
+def _free_last_q(q_empty, t, WG: gl.constexpr, NUM_WG: gl.constexpr):
+    """Q_BUFS = 2 with O through Q's buffer: early in tile t, the previous tile's buffer
+    is freed once its O's TMA store has read it (long done by now), for the Q after next."""
+    if t > 0:
+        tma.store_wait(0)
+        mbarrier.arrive(q_empty.index(((t - 1) % 2) * NUM_WG + WG))
+
+
+@gluon.jit
 def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, lse_ptr, kpipe,
               vpipe, q_ready, q_empty, turns, N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale,
               o_scale, BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
@@ -253,12 +267,17 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
               Q_IN_REGS: gl.constexpr, PINGPONG: gl.constexpr, LATE_WAIT: gl.constexpr,
               ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones, k_ring_x, v_ring_x,
               BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr,
-              SPLIT: gl.constexpr, split_ws, O_DIRECT: gl.constexpr, SPEC_P: gl.constexpr):
+              SPLIT: gl.constexpr, split_ws, O_DIRECT: gl.constexpr, SPEC_P: gl.constexpr,
+              Q_BUFS: gl.constexpr):
     # SPEC_P's P taken again where the deciding barrier says so: that barrier is LAZY_RESCALE's.
     gl.static_assert(LAZY_RESCALE or not SPEC_P, "SPEC_P needs LAZY_RESCALE")
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
-    BM: gl.constexpr = q_smem.shape[0] * BM_WG
+    NUM_WG: gl.constexpr = q_smem.shape[0] // Q_BUFS
+    BM: gl.constexpr = NUM_WG * BM_WG
+    # Q_BUFS = 2 with O through Q's buffer: the buffer is freed during the next tile, once
+    # O's TMA store has read it, so neither the epilogue nor the next Q's load waits for it.
+    LATE_Q_FREE: gl.constexpr = O_IN_Q and Q_BUFS == 2
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # In a cluster every CTA's producer multicasts into this CTA's rings: releases go to all.
     PEERS: gl.constexpr = NUM_CTAS - 1
@@ -277,7 +296,6 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
     # l_tot the rows' sums before it.
     l_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 8, 16])
-    q_view = q_smem.index(WG).reshape([BM_WG, D])
     # Where the PV wait goes: at the top of the next block (PV_WAIT_TOP) or, with LATE_WAIT,
     # after this block's softmax and before P_j is packed into the registers P_{j-1} held.
     PV_WAIT_TOP: gl.constexpr = OVERLAP and not LATE_WAIT
@@ -300,8 +318,10 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
         l_blk = gl.zeros([BM_WG, 8], gl.float32, l_layout)
         l_tot = gl.zeros([BM_WG, 8], gl.float32, l_layout)
         o_blk = gl.zeros([BM_WG, D], gl.float32, o_layout)  # PROMOTE_PV: one block's P V
+        qi = (t % Q_BUFS) * NUM_WG + WG  # this tile's Q buffer (and O's, with O_IN_Q)
+        q_view = q_smem.index(qi).reshape([BM_WG, D])
         pl.enter_scope("wait Q")
-        mbarrier.wait(q_ready.index(WG), t & 1)
+        mbarrier.wait(q_ready.index(qi), (t // Q_BUFS) & 1)
         pl.exit_scope("wait Q")
         if Q_IN_REGS:  # the register A operand of every QK^T wgmma of the tile
             q = q_view.load(gl.DotOperandLayout(operand_index=0, parent=s_layout,
@@ -316,6 +336,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
             s, s_x = _issue_s(q, k_ring, k_ring_x, sk, s_zero, s_x_zero, D, BN, BN_X)
             if PINGPONG:
                 turn = pingpong.pass_turn(turns, WG, turn, PER_WARP)
+            if LATE_Q_FREE:
+                _free_last_q(q_empty, t, WG, NUM_WG)
             if BN_X > 0:
                 s, s_x = warpgroup_mma_wait(0, deps=[s, s_x])
             else:
@@ -463,7 +485,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
             if SHARES:
                 l_i = gl.convert_layout(gl.sum(l_part, axis=1), row_s)
             if not O_IN_Q:  # Q is no longer read: the producer may load the next tile's
-                mbarrier.arrive(q_empty.index(WG))
+                mbarrier.arrive(q_empty.index(qi))
             acc, p_run, l_blk, v, v_x = _pv_operands(vpipe, item, v_ring, v_ring_x, acc, p_run,
                                                      l_blk, PV_WAIT_TOP, ROW_SUM_MMA, V_T, D,
                                                      BN, BN_X)
@@ -498,15 +520,17 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
             pipeline.consumer_release(vpipe, item, multicast_cta=PEERS, per_warp=PER_WARP)
             item += 1
             pl.exit_scope("last PV")
+        elif LATE_Q_FREE:
+            _free_last_q(q_empty, t, WG, NUM_WG)
         elif not O_IN_Q:
-            mbarrier.arrive(q_empty.index(WG))
+            mbarrier.arrive(q_empty.index(qi))
         finish = True
         if SPLIT:  # part of a tile: the second of its two programs to get here finishes it
             finish = slot < 0
             if slot >= 0:
                 finish, acc, m_i, l_i = attention_tiles.combine(
                     acc, m_i, l_i, split_ws[0], split_ws[1], split_ws[2], slot, side, WG,
-                    q_smem.shape[0])
+                    NUM_WG)
         # Epilogue: O / l through shared memory and a TMA store (clipped at N_q), or with
         # O_DIRECT stored from registers (masked at N_q).
         pl.enter_scope("epilogue")
@@ -520,20 +544,21 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                 gl.store(o_head + gl.expand_dims(rows, 1) * D + gl.expand_dims(cols, 0),
                          o.to(o_desc.dtype), mask=gl.expand_dims(rows < N_Q, 1))
             else:
-                tma.store_wait(0)  # the previous tile's store is done reading o_smem
-                o_view = o_smem.index(WG)
+                if not LATE_Q_FREE:  # (else: waited for when the buffer was freed)
+                    tma.store_wait(0)  # the previous tile's store is done reading o_smem
+                o_view = o_smem.index(qi if O_IN_Q else WG)
                 o_view.reshape([BM_WG, D]).store(o.to(o_desc.dtype))
                 fence_async_shared()
                 tma.async_copy_shared_to_global(o_desc, [b, h, m0 + WG * BM_WG, 0], o_view)
-            if O_IN_Q:  # O went through Q's buffer: free it once the store has read it
-                tma.store_wait(0)
-                mbarrier.arrive(q_empty.index(WG))
+            if O_IN_Q and not LATE_Q_FREE:  # O went through Q's buffer: free it once the
+                tma.store_wait(0)           # store has read it
+                mbarrier.arrive(q_empty.index(qi))
             if RETURN_LSE:
                 lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_safe)) / LOG2E, -float("inf"))
                 rows = row0 + gl.arange(0, BM_WG, layout=row_s)
                 gl.store(lse_ptr + (b * H + h) * N_Q + rows, lse, mask=rows < N_Q)
-        elif O_IN_Q:
-            mbarrier.arrive(q_empty.index(WG))
+        elif O_IN_Q and not LATE_Q_FREE:
+            mbarrier.arrive(q_empty.index(qi))
         pl.exit_scope("epilogue")
         t += 1
     tma.store_wait(0)
@@ -551,12 +576,14 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      PROMOTE_PV: gl.constexpr, BN_X: gl.constexpr, PER_WARP: gl.constexpr,
                      LAZY_RESCALE: gl.constexpr, split_part, split_ml, split_count,
                      SPLIT: gl.constexpr, o_ptr, O_DIRECT: gl.constexpr,
-                     SPEC_P: gl.constexpr = False, Q_PREFETCH: gl.constexpr = False):
+                     SPEC_P: gl.constexpr = False, Q_PREFETCH: gl.constexpr = False,
+                     Q_BUFS: gl.constexpr = 1):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
     num_m = gl.cdiv(gl.cdiv(N_Q, NUM_WG * BM_WG), NUM_CTAS) * NUM_CTAS
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [NUM_WG] + q_desc.block_shape,
+    # Q_BUFS = 2: two tiles' Q buffers, so the next tile's Q loads during this one.
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [Q_BUFS * NUM_WG] + q_desc.block_shape,
                                        q_desc.layout)
     if O_IN_Q or O_DIRECT:  # O through Q's buffer (no room for its own), or no buffer at all
         o_smem = q_smem
@@ -574,11 +601,13 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                                              k_desc_x.layout)
         v_ring_x = gl.allocate_shared_memory(v_desc_x.dtype, [STAGES] + v_desc_x.block_shape,
                                              v_desc_x.layout)
-    q_ready = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
-    q_empty = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
-    for wg in gl.static_range(NUM_WG):
-        mbarrier.init(q_ready.index(wg), count=1)
-        mbarrier.init(q_empty.index(wg), count=1)
+    q_ready = gl.allocate_shared_memory(gl.int64, [Q_BUFS * NUM_WG, 1],
+                                        mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFS * NUM_WG, 1],
+                                        mbarrier.MBarrierLayout())
+    for qi in gl.static_range(Q_BUFS * NUM_WG):
+        mbarrier.init(q_ready.index(qi), count=1)
+        mbarrier.init(q_empty.index(qi), count=1)
     # Every consumer warpgroup reads every K and V stage: NUM_WG arrivals free one; in a
     # cluster the loads are multicast (each CTA fetches a slice of a block for all), so a
     # stage frees when the consumers of every CTA are done with it.
@@ -603,7 +632,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
               PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP, LAZY_RESCALE, SPLIT,
-              (split_part, split_ml, split_count), O_DIRECT, SPEC_P)
+              (split_part, split_ml, split_count), O_DIRECT, SPEC_P, Q_BUFS)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, lse_ptr, kpipe, vpipe, q_ready,
               q_empty, turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -614,14 +643,14 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         [(_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
                       q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T,
                       KV_AHEAD, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X, SPLIT,
-                      Q_PREFETCH))],
+                      Q_PREFETCH, Q_BUFS))],
         [4] * (NUM_WG - 1) + [1], [CONSUMER_REGS] * (NUM_WG - 1) + [24])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
     pingpong.invalidate(turns)
-    for wg in gl.static_range(NUM_WG):
-        mbarrier.invalidate(q_ready.index(wg))
-        mbarrier.invalidate(q_empty.index(wg))
+    for qi in gl.static_range(Q_BUFS * NUM_WG):
+        mbarrier.invalidate(q_ready.index(qi))
+        mbarrier.invalidate(q_empty.index(qi))
 
 
 # ---- host side ---------------------------------------------------------------------------------
@@ -639,8 +668,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     says what each does and what it measured: `block_n`, `stages` (V's ring), `k_stages`
     (K's ring; `stages` when only that is given), `warpgroups`, `overlap`, `pingpong`,
     `o_in_q`, `v_lag`, `late_wait`, `row_sum_mma`, `promote_pv`, `extra_n`, `cluster`,
-    `warp_arrivals`, `lazy_rescale`, `split_tail`, `o_direct`, `speculative_p` and
-    `q_prefetch`."""
+    `warp_arrivals`, `lazy_rescale`, `split_tail`, `o_direct`, `speculative_p`,
+    `q_prefetch` and `q_buffers`."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
@@ -694,7 +723,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                int(cfg["v_lag"]), bool(cfg["late_wait"]), bool(cfg["row_sum_mma"]),
                bool(cfg["promote_pv"]), bn_x, bool(cfg["warp_arrivals"]),
                bool(cfg["lazy_rescale"]), part, ml, count, split, o, o_direct,
-               bool(cfg["speculative_p"]), bool(cfg["q_prefetch"]), num_warps=4,
+               bool(cfg["speculative_p"]), bool(cfg["q_prefetch"]), cfg["q_buffers"],
+               num_warps=4,
                num_ctas=ctas,
                **(launch_options or {}))
         return (o, lse) if return_lse else o

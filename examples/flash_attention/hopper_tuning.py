@@ -107,13 +107,19 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       us, 1.2 us of it waiting for the next Q, which cannot be loaded before the epilogue
       has stored O out of Q's buffer; from L2 that load should take less of it. Not timed
       yet: off.
+    - `q_buffers` (1 or 2): with 2, two tiles' Q buffers, so the producer loads the next
+      tile's Q while this one runs (its buffer held the tile before last's), and with O
+      through Q's buffer the epilogue leaves its TMA store behind: the buffer is freed
+      early in the next tile. Costs a K stage at D = 128 (another 32 KB). Not timed yet:
+      off.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
                row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
                lazy_rescale=not fp8, split_tail=True, o_direct=False,
-               speculative_p=not fp8 and head_dim == 128, q_prefetch=False)
+               speculative_p=not fp8 and head_dim == 128, q_prefetch=False,
+               q_buffers=1)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:
@@ -136,6 +142,7 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
                "extra_n": ((0, 32, 64), "0, 32 or 64 (keys a block beyond block_n)"),
                "cluster": ((1, 2), "1 or 2 (CTAs a program, sharing K/V loads)"),
                "v_lag": ((0, 1), "0 or 1 (V_j or V_{j-1} loaded after K_j)"),
+               "q_buffers": ((1, 2), "1 or 2 (tiles whose Q shared memory holds)"),
                "block_n": block_n}
     if cfg["promote_pv"] and (cfg["overlap"] or not cfg["row_sum_mma"]):
         raise ValueError(f"attention_forward: promote_pv needs row_sum_mma=True and "
@@ -164,6 +171,20 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
                              f"ring's depth) must be an int >= {least}, got {value!r}")
 
 
+SHARED_BYTES = 227 * 1024  # a CTA's shared memory on sm_90a
+
+
+def _shared_bytes(cfg: dict, head_dim: int, fp8: bool) -> int:
+    """The shared memory of Q's buffers, O's (unless through Q's or stored from
+    registers) and the K and V rings (mbarriers aside)."""
+    size = 1 if fp8 else 2
+    rows = 64 * cfg["warpgroups"]
+    o_own = not (cfg["o_direct"] or cfg["o_in_q"] and not fp8)
+    keys = cfg["block_n"] + cfg["extra_n"]
+    return (rows * head_dim * (cfg["q_buffers"] * size + (2 if o_own else 0))
+            + (cfg["k_stages"] + cfg["stages"]) * keys * head_dim * size)
+
+
 def tuned_config(head_dim: int, dtype_name: str, fp8: bool, causal: bool, return_lse: bool,
                  tuning: dict, q_in_regs: bool, kv_ahead) -> dict:
     """`default_config` with the caller's options (`tuning`; None keeps a default) applied
@@ -186,6 +207,15 @@ def tuned_config(head_dim: int, dtype_name: str, fp8: bool, causal: bool, return
         cfg["row_sum_mma"] = False
     if (cfg["extra_n"] or cfg["promote_pv"]) and "lazy_rescale" not in tuning:
         cfg["lazy_rescale"] = False  # 16-bit's default, which those two options exclude
+    if cfg["q_buffers"] == 2 and "k_stages" not in tuning:
+        # The second Q buffer's room comes out of K's ring (D = 128 16-bit: 3 stages to 2).
+        while cfg["k_stages"] > 2 and _shared_bytes(cfg, head_dim, fp8) > SHARED_BYTES:
+            cfg["k_stages"] -= 1
+        if _shared_bytes(cfg, head_dim, fp8) > SHARED_BYTES:
+            raise ValueError(f"attention_forward: q_buffers=2 at D = {head_dim} needs "
+                             f"{_shared_bytes(cfg, head_dim, fp8)} bytes of shared memory "
+                             f"with k_stages={cfg['k_stages']}, stages={cfg['stages']}, "
+                             f"more than the {SHARED_BYTES} a CTA has; use shallower rings")
     if not cfg["lazy_rescale"] and "speculative_p" not in tuning:
         cfg["speculative_p"] = False  # D = 128's default, which needs lazy_rescale
     check_tuning(cfg, fp8)

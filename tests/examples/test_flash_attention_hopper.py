@@ -113,6 +113,9 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("bfloat16", 64, {"speculative_p": True}),
     ("float16", 128, {"q_prefetch": True}),     # the next tile's Q into L2
     ("float8_e4m3fn", 256, {"q_prefetch": True}),
+    ("float16", 128, {"q_buffers": 2}),         # the next tile's Q loads during this one
+    ("float8_e4m3fn", 128, {"q_buffers": 2}),   # O in a buffer of its own
+    ("bfloat16", 64, {"q_buffers": 2}),         # three warpgroups' Q, twice
 ])
 def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
     # One program walks all the tiles, so each option's hand-over between tiles is run.
@@ -162,6 +165,7 @@ def test_lazy_rescale_matches_float64(dtype, D, causal, options, monkeypatch):
     ("float16", 64, 4, {}),                        # 3 warpgroups: 6 tiles of 192 rows
     ("float16", 256, 4, {}),                       # 64-key blocks, O through Q's buffer
     ("float8_e4m3fn", 128, 4, {}),
+    ("float16", 128, 2, {"q_buffers": 2}),         # a split tile's part in either buffer
 ])
 def test_split_tail_matches_float64(dtype, D, programs, options, monkeypatch):
     # split_tail: the last tiles dealt out as K/V blocks; a tile shared by two programs is
@@ -251,6 +255,27 @@ def test_q_prefetch_sends_the_next_q_into_l2(split):
     if shutil.which("ptxas") is None:
         pytest.skip("needs ptxas (CUDA toolkit) for the spill check")
     _, log = static_report.whole_program_cubin(ptx, "sm_90a")  # the producer keeps 24 regs
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_q_buffers_free_the_last_q_after_its_store(split):
+    # q_buffers=2 with O through Q's buffer: the epilogue stores O and leaves; the next
+    # tile waits for that store (cp.async.bulk.wait_group.read) after issuing its first
+    # QK^T, before that QK^T's wgmma wait, and then frees the buffer. One buffer: no such
+    # wait there (the epilogue waits).
+    def between_issue_and_wait(q_bufs):  # what comes after each wgmma issue's last wgmma
+        ptx = _compile(128, CAUSAL=not split, SPLIT=split, LAZY_RESCALE=True, SPEC_P=True,
+                       K_STAGES=2, Q_BUFS=q_bufs).asm["ptx"]
+        return ptx, re.findall(r"wgmma\.mma_async(?:(?!wgmma\.mma_async).)*?wgmma\.wait_group", ptx,
+                               re.S)
+    two, gaps = between_issue_and_wait(2)
+    freed = [g for g in gaps if "cp.async.bulk.wait_group.read 0" in g]
+    assert len(freed) == 2 and all("mbarrier.arrive" in g for g in freed)  # one a consumer
+    assert not any("cp.async.bulk.wait_group" in g for g in between_issue_and_wait(1)[1])
+    if shutil.which("ptxas") is None:
+        pytest.skip("needs ptxas (CUDA toolkit) for the spill check")
+    _, log = static_report.whole_program_cubin(two, "sm_90a")
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
 
 
@@ -530,6 +555,14 @@ def test_bad_inputs_are_named():
         f(q, q, q, extra_n=48, overlap=False)
     with pytest.raises(ValueError, match=r"extra_n needs q_in_regs=False, got q_in_regs=True"):
         f(q, q, q, extra_n=64, overlap=False, q_in_regs=True)
+    with pytest.raises(ValueError, match=r"q_buffers must be 1 or 2 \(tiles whose Q shared "
+                                         r"memory holds\), got 3"):
+        f(q, q, q, q_buffers=3)
+    q256 = np.zeros((1, 1, 64, 256), np.float16)
+    with pytest.raises(ValueError, match=r"q_buffers=2 at D = 256 needs 294912 bytes of shared "
+                                         r"memory with k_stages=2, stages=3, more than the "
+                                         r"232448 a CTA has; use shallower rings"):
+        f(q256, q256, q256, q_buffers=2)
     with pytest.raises(ValueError, match=r"cluster must be 1 or 2 \(CTAs a program, sharing "
                                          r"K/V loads\), got 4"):
         f(q, q, q, cluster=4)

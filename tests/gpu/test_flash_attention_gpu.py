@@ -118,6 +118,11 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     pytest.param("float16", 128, False, {"q_prefetch": True}, id="q_prefetch-fp16-128"),
     pytest.param("bfloat16", 128, True, {"q_prefetch": True}, id="q_prefetch-bf16-128-causal"),
     pytest.param("float8_e4m3fn", 128, False, {"q_prefetch": True}, id="q_prefetch-fp8-128"),
+    # Two tiles' Q buffers: the next Q loads during this tile; O's store is waited for later.
+    pytest.param("float16", 128, False, {"q_buffers": 2}, id="q_buffers-fp16-128"),
+    pytest.param("bfloat16", 128, True, {"q_buffers": 2}, id="q_buffers-bf16-128-causal"),
+    pytest.param("float8_e4m3fn", 128, True, {"q_buffers": 2}, id="q_buffers-fp8-128-causal"),
+    pytest.param("float16", 64, False, {"q_buffers": 2}, id="q_buffers-fp16-64"),
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.

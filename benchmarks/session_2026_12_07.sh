@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# 2026-12-07 (sixteenth session) device calls. STEPS picks what runs (space-separated); logs
+# under $OUT. Run as: OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_07.sh
+# Each call stays under the device's 600 s a command, so the steps' limits add up to less.
+# Steps:
+#   new_tests  the GPU cases of q_prefetch and q_buffers (the next tile's Q into L2, or into
+#              a second buffer while this tile runs)
+#   qbuf       (only when new_tests passed) q_buffers=2 (which takes a K stage: k_stages=2),
+#              k_stages=2 alone and q_prefetch against a copy of ours, fp16 D = 128 at 4k,
+#              8k and 16k, causal and not; q_buffers=2 at D = 64 (16k); then the tile
+#              gaps with q_buffers=2 at 4k
+#   fwd_tests  the forward's GPU tests
+#   gpu_tests  every GPU test
+STEPS=${STEPS:-"new_tests qbuf"}
+source "$(dirname "$0")/_session.sh"
+NEW_OK=1
+if has new_tests; then
+  TAIL=5 step new_tests 150 $PYTEST tests/gpu/test_flash_attention_gpu.py -k 'q_prefetch or q_buffers'
+  grep -q " passed" "$OUT/new_tests.log" && ! grep -qE "failed|error" "$OUT/new_tests.log" || NEW_OK=0
+fi
+if has qbuf && [[ $NEW_OK == 1 ]]; then
+  step qbuf 250 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16 --rounds 5 --no-triton --variants "same:;k2:k_stages=2;q2:q_buffers=2;qpf:q_prefetch=1" --json "$OUT/qbuf.json"
+  step qbuf64 60 python3 benchmarks/attention_vs_sdpa.py --dims 64 --ns 16384 --dtypes fp16 --rounds 5 --no-triton --variants "same:;q2:q_buffers=2" --json "$OUT/qbuf64.json"
+  TAIL=8 step qbuf_gaps 80 python3 benchmarks/attention_tile_gaps.py 128:4096:0:fp16 128:4096:0:fp16:q_buffers=2 128:4096:1:fp16:q_buffers=2 --json "$OUT/qbuf_gaps.json"
+fi
+if has fwd_tests; then
+  TAIL=5 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py
+fi
+if has gpu_tests; then
+  TAIL=15 step gpu_tests ${GPU_TESTS_S:-560} python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rf tests/gpu
+fi
