@@ -7,8 +7,9 @@
 #              a second buffer while this tile runs)
 #   qbuf       (only when new_tests passed) q_buffers=2 (which takes a K stage: k_stages=2),
 #              k_stages=2 alone and q_prefetch against a copy of ours, fp16 D = 128 at 4k,
-#              8k and 16k, causal and not; q_buffers=2 at D = 64 (16k); then the tile
-#              gaps with q_buffers=2 at 4k
+#              8k and 16k, causal and not; q_buffers=2 at D = 64 (16k); in fp8 (16k)
+#              q_buffers=2 and lazy_rescale (0.937x at 2026-12-06 21:46, before later
+#              changes); then the tile gaps with q_buffers=2 at 4k
 #   fwd_tests  the forward's GPU tests
 #   gpu_tests  every GPU test
 STEPS=${STEPS:-"new_tests qbuf"}
@@ -19,8 +20,9 @@ if has new_tests; then
   grep -q " passed" "$OUT/new_tests.log" && ! grep -qE "failed|error" "$OUT/new_tests.log" || NEW_OK=0
 fi
 if has qbuf && [[ $NEW_OK == 1 ]]; then
-  step qbuf 250 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16 --rounds 5 --no-triton --variants "same:;k2:k_stages=2;q2:q_buffers=2;qpf:q_prefetch=1" --json "$OUT/qbuf.json"
+  step qbuf 250 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;k2:k_stages=2;q2:q_buffers=2;qpf:q_prefetch=1" --json "$OUT/qbuf.json"
   step qbuf64 60 python3 benchmarks/attention_vs_sdpa.py --dims 64 --ns 16384 --dtypes fp16 --rounds 5 --no-triton --variants "same:;q2:q_buffers=2" --json "$OUT/qbuf64.json"
+  step qbuf8 70 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 16384 --dtypes fp8 --rounds 5 --no-triton --variants "same:;lazy:lazy_rescale=1;q2:q_buffers=2" --json "$OUT/qbuf8.json"
   TAIL=8 step qbuf_gaps 80 python3 benchmarks/attention_tile_gaps.py 128:4096:0:fp16 128:4096:0:fp16:q_buffers=2 128:4096:1:fp16:q_buffers=2 --json "$OUT/qbuf_gaps.json"
 fi
 if has fwd_tests; then
