@@ -2,6 +2,11 @@
 # 2026-12-07 (sixteenth session) device calls. STEPS picks what runs (space-separated); logs
 # under $OUT. Run as: OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_07.sh
 # Each call stays under the device's 600 s a command, so the steps' limits add up to less.
+# Ran (H100, 2026-12-07): "new_tests short" (02:40: 7 GPU cases passed, then the 5-round
+# runs), then by hand the 9-round q_buffers run at 4k, 8k and 16k, D = 64's, the tile gaps
+# and the backward's and examples' GPU tests (02:41, 39 passed), and with q_buffers the
+# default the forward's main, split_tail, speculative_p and q_buffers GPU cases (02:44, 24
+# passed). Machine starts failed or were refused from 01:35 to 02:38.
 # Steps:
 #   new_tests  the GPU cases of q_prefetch and q_buffers (the next tile's Q into L2, or into
 #              a second buffer while this tile runs)
@@ -10,6 +15,7 @@
 #              8k and 16k, causal and not; q_buffers=2 at D = 64 (16k); in fp8 (16k)
 #              q_buffers=2 and lazy_rescale (0.937x at 2026-12-06 21:46, before later
 #              changes); then the tile gaps with q_buffers=2 at 4k
+#   short      qbuf's essentials (fp16 D = 128 at 4k and 16k: q_buffers=2, q_prefetch; fp8)
 #   fwd_tests  the forward's GPU tests
 #   gpu_tests  every GPU test
 STEPS=${STEPS:-"new_tests qbuf"}
@@ -24,6 +30,10 @@ if has qbuf && [[ $NEW_OK == 1 ]]; then
   step qbuf64 60 python3 benchmarks/attention_vs_sdpa.py --dims 64 --ns 16384 --dtypes fp16 --rounds 5 --no-triton --variants "same:;q2:q_buffers=2" --json "$OUT/qbuf64.json"
   step qbuf8 70 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 16384 --dtypes fp8 --rounds 5 --no-triton --variants "same:;lazy:lazy_rescale=1;q2:q_buffers=2" --json "$OUT/qbuf8.json"
   TAIL=8 step qbuf_gaps 80 python3 benchmarks/attention_tile_gaps.py 128:4096:0:fp16 128:4096:0:fp16:q_buffers=2 128:4096:1:fp16:q_buffers=2 --json "$OUT/qbuf_gaps.json"
+fi
+if has short && [[ $NEW_OK == 1 ]]; then  # qbuf's essentials, when little device time is left
+  step qbuf_short 150 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 5 --no-triton --variants "same:;q2:q_buffers=2;qpf:q_prefetch=1" --json "$OUT/qbuf_short.json"
+  step qbuf8 70 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 16384 --dtypes fp8 --rounds 5 --no-triton --variants "same:;lazy:lazy_rescale=1;q2:q_buffers=2" --json "$OUT/qbuf8.json"
 fi
 if has fwd_tests; then
   TAIL=5 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py

@@ -63,8 +63,9 @@ D = 256 issue their GEMMs without taking turns):
   both partials (attention_tiles.combine).
 - Between tiles the producer sends the next tile's first K/V block before its Q (KV_AHEAD):
   ring stages free as the last blocks are consumed, Q's buffer only after the epilogue.
-  With Q_BUFS = 2 (an option) Q has a buffer per tile parity, so the next tile's Q loads
-  while this one runs; O's TMA store out of Q's buffer is waited for in the next tile.
+  With Q_BUFS = 2 (16-bit D = 128's default) Q has a buffer per tile parity, so the next
+  tile's Q loads while this one runs; O's TMA store out of Q's buffer is waited for in the
+  next tile, after its first QK^T's issue.
 - BN_X (an option): blocks of BN + BN_X keys, the last BN_X in K and V rings of their own
   with S_x = Q K_x^T and O += P_x V_x wgmmas of their own (our layouts have power-of-two
   shapes; FA3's 176-key blocks spread a block's fixed softmax costs over more keys).

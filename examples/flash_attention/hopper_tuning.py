@@ -12,7 +12,8 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
     the options that had lost narrowly came out ahead by more than the noise):
 
     - `block_n`, `stages`, `k_stages`: keys per block and the V and K ring depths, within
-      the registers and the 227 KB of shared memory;
+      the registers and the 227 KB of shared memory (K's ring is 2 deep at D = 128 in
+      16-bit, to make room for `q_buffers`);
     - `warpgroups`: 3 consumer warpgroups (192-row tiles, 160 registers each, as FA3) at
       D = 64, where the softmax is as long as the GEMMs; else 2;
     - `overlap`: the PV wgmma under the next softmax (16-bit; fp8 measured slower with it);
@@ -70,7 +71,8 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       e4m3 too, whose largest value is 448). On in 16-bit: 1.045-1.08x at D = 128 (fp16,
       4k to 16k, causal and not; a copy of ours 0.99-1.035x), 1.046x in bf16, 1.086x at
       D = 256, 1.025x at D = 64 (copy 1.025x); off in fp8, where it measured 0.937x (H100,
-      2026-12-06 21:46 UTC, 21 and 15 rounds). Needs `promote_pv` and `extra_n` off (the
+      2026-12-06 21:46 UTC, 21 and 15 rounds) and again 0.968x and 0.986x at 16k (copy
+      1.007x and 0.953x; 2026-12-07 02:40 UTC, 5 rounds). Needs `promote_pv` and `extra_n` off (the
       launcher turns it off for them unless it is asked for).
     - `split_tail`: stream-K for the last tiles (gluon/stream_k.py, attention_tiles.py).
       2048 tiles of 128 rows (B * N = 16k, 16 heads, the benchmark's shapes) on 132 SMs
@@ -105,13 +107,20 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
     - `q_prefetch`: the producer sends the next tile's Q blocks into L2
       (`tma.async_prefetch`) once it has loaded this tile's. A tile boundary costs 2.3-3.0
       us, 1.2 us of it waiting for the next Q, which cannot be loaded before the epilogue
-      has stored O out of Q's buffer; from L2 that load should take less of it. Not timed
-      yet: off.
+      has stored O out of Q's buffer; from L2 that load takes less of it. Off: 0.965-1.046x
+      (fp16, D = 128, 4k and 16k, causal and not) against a copy of ours at 0.980-1.098x
+      (H100, 2026-12-07 02:40 UTC, 5 rounds), and `q_buffers` takes the wait away whole.
     - `q_buffers` (1 or 2): with 2, two tiles' Q buffers, so the producer loads the next
       tile's Q while this one runs (its buffer held the tile before last's), and with O
       through Q's buffer the epilogue leaves its TMA store behind: the buffer is freed
-      early in the next tile. Costs a K stage at D = 128 (another 32 KB). Not timed yet:
-      off.
+      early in the next tile. The 32 KB it takes at D = 128 come out of K's ring (2 stages
+      instead of 3; the default yields to ring depths or a `kv_ahead` the caller asks for
+      that leave no room). On at D = 128 in 16-bit: 1.024-1.053x in all 6 rows (4k to 16k,
+      causal and not) against a copy of ours at 0.982-1.010x (H100, 2026-12-07 02:41 UTC, 9
+      rounds; 1.052/0.994/1.086/0.987x at 4k and 16k in a 5-round run at 02:40); a tile
+      boundary went from 2.40 to 1.02 us at 4k (the wait for Q from 0.99 to 0.10 us).
+      Off at D = 64 (1.025x and 1.052x against a copy at 1.013x and 1.025x, 16k) and in
+      fp8 (1.013x and 1.019x, copy 1.007x and 0.953x); no room at D = 256.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
@@ -119,7 +128,9 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
                row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
                lazy_rescale=not fp8, split_tail=True, o_direct=False,
                speculative_p=not fp8 and head_dim == 128, q_prefetch=False,
-               q_buffers=1)
+               q_buffers=2 if head_dim == 128 and not fp8 else 1)
+    if cfg["q_buffers"] == 2:  # the second Q buffer's 32 KB come out of K's ring
+        cfg.update(k_stages=2)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:
@@ -207,18 +218,33 @@ def tuned_config(head_dim: int, dtype_name: str, fp8: bool, causal: bool, return
         cfg["row_sum_mma"] = False
     if (cfg["extra_n"] or cfg["promote_pv"]) and "lazy_rescale" not in tuning:
         cfg["lazy_rescale"] = False  # 16-bit's default, which those two options exclude
-    if cfg["q_buffers"] == 2 and "k_stages" not in tuning:
+    asked = "q_buffers" in tuning
+    if cfg["q_buffers"] == 2 and asked and "k_stages" not in tuning:
         # The second Q buffer's room comes out of K's ring (D = 128 16-bit: 3 stages to 2).
         while cfg["k_stages"] > 2 and _shared_bytes(cfg, head_dim, fp8) > SHARED_BYTES:
             cfg["k_stages"] -= 1
-        if _shared_bytes(cfg, head_dim, fp8) > SHARED_BYTES:
-            raise ValueError(f"attention_forward: q_buffers=2 at D = {head_dim} needs "
-                             f"{_shared_bytes(cfg, head_dim, fp8)} bytes of shared memory "
-                             f"with k_stages={cfg['k_stages']}, stages={cfg['stages']}, "
-                             f"more than the {SHARED_BYTES} a CTA has; use shallower rings")
+    if cfg["q_buffers"] == 1 and asked and "k_stages" not in tuning and \
+            default_config(head_dim, dtype_name, causal)["q_buffers"] == 2:
+        cfg["k_stages"] = 3  # the K stage the default's second Q buffer took, back
+    if (cfg["q_buffers"] == 2 and not asked and "k_stages" not in tuning
+            and kv_ahead > cfg["k_stages"]):
+        cfg.update(q_buffers=1, k_stages=3)  # the default yields to a longer kv_ahead
+    if cfg["q_buffers"] == 2 and _shared_bytes(cfg, head_dim, fp8) > SHARED_BYTES:
+        if not asked:  # the default yields to the rings (or extra_n) the caller asked for
+            cfg["q_buffers"] = 1
+        else:
+                raise ValueError(f"attention_forward: q_buffers=2 at D = {head_dim} needs "
+                                 f"{_shared_bytes(cfg, head_dim, fp8)} bytes of shared memory "
+                                 f"with k_stages={cfg['k_stages']}, stages={cfg['stages']}, "
+                                 f"more than the {SHARED_BYTES} a CTA has; use shallower rings")
     if not cfg["lazy_rescale"] and "speculative_p" not in tuning:
         cfg["speculative_p"] = False  # D = 128's default, which needs lazy_rescale
     check_tuning(cfg, fp8)
+    if kv_ahead > min(cfg["k_stages"], cfg["stages"]):  # the rings fill before Q is sent
+        raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
+                         f"must be at most the rings' depth, k_stages={cfg['k_stages']} and "
+                         f"stages={cfg['stages']}, got {kv_ahead}: a further block would "
+                         f"wait for a stage that only the tile's Q frees")
     if cfg["extra_n"] and q_in_regs:
         raise ValueError("attention_forward: extra_n needs q_in_regs=False, got q_in_regs=True")
     if cfg["cluster"] == 2 and causal:  # a causal pair of tiles visits different K/V blocks

@@ -286,8 +286,10 @@ def test_q_buffers_free_the_last_q_after_its_store(split):
 ])
 def test_the_d128_default_spills_nothing(constexprs):
     # 16-bit D = 128's default: lazy_rescale with speculative_p (S stays live beside the
-    # speculative P, for a block that rescales), causal with the lse, or split_tail's build.
-    ptx = _compile(128, LAZY_RESCALE=True, SPEC_P=True, **constexprs).asm["ptx"]
+    # speculative P, for a block that rescales) and two Q buffers, causal with the lse, or
+    # split_tail's build.
+    ptx = _compile(128, LAZY_RESCALE=True, SPEC_P=True, Q_BUFS=2, K_STAGES=2,
+                   **constexprs).asm["ptx"]
     _, log = static_report.whole_program_cubin(ptx, "sm_90a")
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
 
@@ -514,6 +516,12 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"kv_ahead \(K/V blocks loaded before a tile's Q\) "
                                          r"must be an int >= 0, got -1"):
         f(q, q, q, kv_ahead=-1)
+    q128 = np.zeros((1, 2, 64, 128), np.float16)  # D = 128: 2 Q buffers and 2 K stages
+    with pytest.raises(ValueError, match=r"kv_ahead \(K/V blocks loaded before a tile's Q\) "
+                                         r"must be at most the rings' depth, k_stages=2 and "
+                                         r"stages=3, got 3: a further block would wait for a "
+                                         r"stage that only the tile's Q frees"):
+        f(q128, q128, q128, kv_ahead=3, q_buffers=2)  # (left alone, the default yields)
     with pytest.raises(ValueError, match=r"warpgroups must be 2 or 3 \(consumer warpgroups of 64 "
                                          r"query rows\), got 4"):
         f(q, q, q, warpgroups=4)
