@@ -16,6 +16,9 @@
 #              q_buffers=2 and lazy_rescale (0.937x at 2026-12-06 21:46, before later
 #              changes); then the tile gaps with q_buffers=2 at 4k
 #   short      qbuf's essentials (fp16 D = 128 at 4k and 16k: q_buffers=2, q_prefetch; fp8)
+#   rings      (not run yet) with two Q buffers the default at D = 128: K's ring 3 deep and
+#              V's 2 instead, V_{j-1} loaded after K_j (v_lag=1), and one Q buffer again,
+#              fp16 at 4k and 16k, causal and not, 9 rounds
 #   fwd_tests  the forward's GPU tests
 #   gpu_tests  every GPU test
 STEPS=${STEPS:-"new_tests qbuf"}
@@ -34,6 +37,9 @@ fi
 if has short && [[ $NEW_OK == 1 ]]; then  # qbuf's essentials, when little device time is left
   step qbuf_short 150 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 5 --no-triton --variants "same:;q2:q_buffers=2;qpf:q_prefetch=1" --json "$OUT/qbuf_short.json"
   step qbuf8 70 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 16384 --dtypes fp8 --rounds 5 --no-triton --variants "same:;lazy:lazy_rescale=1;q2:q_buffers=2" --json "$OUT/qbuf8.json"
+fi
+if has rings; then  # not run yet: with two Q buffers, which ring takes the cut, and in what order
+  step rings 250 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 9 --no-triton --variants "same:;k3v2:k_stages=3,stages=2;lag:v_lag=1;q1:q_buffers=1" --json "$OUT/rings.json"
 fi
 if has fwd_tests; then
   TAIL=5 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py

@@ -196,6 +196,34 @@ def _shared_bytes(cfg: dict, head_dim: int, fp8: bool) -> int:
             + (cfg["k_stages"] + cfg["stages"]) * keys * head_dim * size)
 
 
+def _fit_q_buffers(cfg: dict, tuning: dict, head_dim: int, dtype_name: str, fp8: bool,
+                   causal: bool, kv_ahead: int) -> None:
+    """Two Q buffers' room comes out of K's ring: asked for, K's ring is made shallower
+    (down to 2) until the shared memory fits, or a ValueError says what it would need; as
+    the default (16-bit D = 128, K's ring 2 deep for it), it yields to the ring depths,
+    extra_n or kv_ahead the caller asks for. Asked for one buffer where the default has
+    two, K's ring gets its third stage back."""
+    asked = "q_buffers" in tuning
+    own_k = "k_stages" in tuning
+    if cfg["q_buffers"] == 1:
+        if asked and not own_k and default_config(head_dim, dtype_name, causal)["q_buffers"] == 2:
+            cfg["k_stages"] = 3
+        return
+    if asked:
+        while not own_k and cfg["k_stages"] > 2 and \
+                _shared_bytes(cfg, head_dim, fp8) > SHARED_BYTES:
+            cfg["k_stages"] -= 1
+        if _shared_bytes(cfg, head_dim, fp8) > SHARED_BYTES:
+            raise ValueError(f"attention_forward: q_buffers=2 at D = {head_dim} needs "
+                             f"{_shared_bytes(cfg, head_dim, fp8)} bytes of shared memory "
+                             f"with k_stages={cfg['k_stages']}, stages={cfg['stages']}, "
+                             f"more than the {SHARED_BYTES} a CTA has; use shallower rings")
+    elif not own_k and kv_ahead > cfg["k_stages"]:
+        cfg.update(q_buffers=1, k_stages=3)
+    elif _shared_bytes(cfg, head_dim, fp8) > SHARED_BYTES:
+        cfg["q_buffers"] = 1
+
+
 def tuned_config(head_dim: int, dtype_name: str, fp8: bool, causal: bool, return_lse: bool,
                  tuning: dict, q_in_regs: bool, kv_ahead) -> dict:
     """`default_config` with the caller's options (`tuning`; None keeps a default) applied
@@ -218,28 +246,10 @@ def tuned_config(head_dim: int, dtype_name: str, fp8: bool, causal: bool, return
         cfg["row_sum_mma"] = False
     if (cfg["extra_n"] or cfg["promote_pv"]) and "lazy_rescale" not in tuning:
         cfg["lazy_rescale"] = False  # 16-bit's default, which those two options exclude
-    asked = "q_buffers" in tuning
-    if cfg["q_buffers"] == 2 and asked and "k_stages" not in tuning:
-        # The second Q buffer's room comes out of K's ring (D = 128 16-bit: 3 stages to 2).
-        while cfg["k_stages"] > 2 and _shared_bytes(cfg, head_dim, fp8) > SHARED_BYTES:
-            cfg["k_stages"] -= 1
-    if cfg["q_buffers"] == 1 and asked and "k_stages" not in tuning and \
-            default_config(head_dim, dtype_name, causal)["q_buffers"] == 2:
-        cfg["k_stages"] = 3  # the K stage the default's second Q buffer took, back
-    if (cfg["q_buffers"] == 2 and not asked and "k_stages" not in tuning
-            and kv_ahead > cfg["k_stages"]):
-        cfg.update(q_buffers=1, k_stages=3)  # the default yields to a longer kv_ahead
-    if cfg["q_buffers"] == 2 and _shared_bytes(cfg, head_dim, fp8) > SHARED_BYTES:
-        if not asked:  # the default yields to the rings (or extra_n) the caller asked for
-            cfg["q_buffers"] = 1
-        else:
-                raise ValueError(f"attention_forward: q_buffers=2 at D = {head_dim} needs "
-                                 f"{_shared_bytes(cfg, head_dim, fp8)} bytes of shared memory "
-                                 f"with k_stages={cfg['k_stages']}, stages={cfg['stages']}, "
-                                 f"more than the {SHARED_BYTES} a CTA has; use shallower rings")
     if not cfg["lazy_rescale"] and "speculative_p" not in tuning:
         cfg["speculative_p"] = False  # D = 128's default, which needs lazy_rescale
     check_tuning(cfg, fp8)
+    _fit_q_buffers(cfg, tuning, head_dim, dtype_name, fp8, causal, kv_ahead)
     if kv_ahead > min(cfg["k_stages"], cfg["stages"]):  # the rings fill before Q is sent
         raise ValueError(f"attention_forward: kv_ahead (K/V blocks loaded before a tile's Q) "
                          f"must be at most the rings' depth, k_stages={cfg['k_stages']} and "
