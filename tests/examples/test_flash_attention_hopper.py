@@ -202,12 +202,8 @@ def test_lazy_rescale_branches_around_the_rescale(per_warp):
     # bar.red is the loop's only barrier, as bar.sync is the default loop's.
     if not static_report.have_sass_tools():
         pytest.skip("needs ptxas and nvdisasm (the nvidia-cuda-nvdisasm wheel)")
-    ptx = _compile(128, CAUSAL=False, RETURN_LSE=False, LAZY_RESCALE=True,
-                   PER_WARP=per_warp).asm["ptx"]
-    cubin, log = static_report.whole_program_cubin(ptx, "sm_90a")
-    assert "0 bytes spill stores" in log
-    loops = static_report.sass_loops(static_report.disassemble(cubin))
-    body = min((b for b in loops if sum("HGMMA" in x for x in b) == 16), key=len)
+    body = _block_loop_sass(_compile(128, CAUSAL=False, RETURN_LSE=False, LAZY_RESCALE=True,
+                                     PER_WARP=per_warp).asm["ptx"], (16, 16), no_spills=True)
     assert sum(x.startswith("BAR.RED.OR") for x in body) == 1, body
     assert sum(x.startswith("BAR.SYNC") for x in body) == (0 if per_warp else 1), body
     first = next(i for i, x in enumerate(body) if x.startswith("FMUL"))
@@ -222,12 +218,8 @@ def test_speculative_p_takes_exp2s_before_the_barrier_that_decides():
     # max's), and the descriptors stay on the uniform datapath (no R2UR).
     if not static_report.have_sass_tools():
         pytest.skip("needs ptxas and nvdisasm (the nvidia-cuda-nvdisasm wheel)")
-    ptx = _compile(128, CAUSAL=False, RETURN_LSE=False, LAZY_RESCALE=True,
-                   SPEC_P=True).asm["ptx"]
-    cubin, log = static_report.whole_program_cubin(ptx, "sm_90a")
-    assert "0 bytes spill stores" in log
-    loops = static_report.sass_loops(static_report.disassemble(cubin))
-    body = min((b for b in loops if sum("HGMMA" in x for x in b) == 16), key=len)
+    body = _block_loop_sass(_compile(128, CAUSAL=False, RETURN_LSE=False, LAZY_RESCALE=True,
+                                     SPEC_P=True).asm["ptx"], (16, 16), no_spills=True)
     bar = next(i for i, x in enumerate(body) if x.startswith("BAR.RED.OR"))
     assert sum(x.startswith("MUFU.EX2") for x in body[:bar]) >= 8, body[:bar]
     assert sum(x.startswith("SHFL") for x in body) == 4, body
@@ -254,8 +246,7 @@ def test_q_prefetch_sends_the_next_q_into_l2(split):
     assert "cp.async.bulk.prefetch" not in plain
     if shutil.which("ptxas") is None:
         pytest.skip("needs ptxas (CUDA toolkit) for the spill check")
-    _, log = static_report.whole_program_cubin(ptx, "sm_90a")  # the producer keeps 24 regs
-    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    _assert_no_spills(ptx)  # the producer keeps 24 regs
 
 
 @pytest.mark.parametrize("split", [False, True])
@@ -275,8 +266,7 @@ def test_q_buffers_free_the_last_q_after_its_store(split):
     assert not any("cp.async.bulk.wait_group" in g for g in between_issue_and_wait(1)[1])
     if shutil.which("ptxas") is None:
         pytest.skip("needs ptxas (CUDA toolkit) for the spill check")
-    _, log = static_report.whole_program_cubin(two, "sm_90a")
-    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    _assert_no_spills(two)
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas (CUDA toolkit)")
@@ -290,8 +280,7 @@ def test_the_d128_default_spills_nothing(constexprs):
     # split_tail's build.
     ptx = _compile(128, LAZY_RESCALE=True, SPEC_P=True, Q_BUFS=2, K_STAGES=2,
                    **constexprs).asm["ptx"]
-    _, log = static_report.whole_program_cubin(ptx, "sm_90a")
-    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    _assert_no_spills(ptx)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float8_e4m3fn"])
@@ -372,8 +361,7 @@ def test_cluster_multicasts_k_and_v_and_releases_to_both_ctas():
     assert ptx.count("mbarrier.arrive.shared::cluster.b64") >= 10
     assert ptx.count("barrier.cluster.arrive.aligned;") == 2
     if static_report.have_sass_tools():
-        _, log = static_report.whole_program_cubin(ptx, "sm_90a")
-        assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+        _assert_no_spills(ptx)
         # Remote arrivals at CTA scope: `.release.cluster` put a MEMBAR.ALL.GPU before each
         # of them, and the kernel ran at half speed (H100, 2026-12-06).
         body = _block_loop_sass(ptx)
@@ -402,10 +390,8 @@ def test_extra_n_keeps_its_block_loop_free_of_spills():
     # wgmmas a 192-key block (4 + 2 K steps for S and S_x, 4 + 2 for the two PV products).
     ptx = _compile(128, fp8=True, CAUSAL=False, OVERLAP=False, O_IN_Q=False, BN_X=64).asm["ptx"]
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k32\.f32\.e4m3\.e4m3", ptx)
-    body = _block_loop_sass(ptx, (8, 32))
+    body = _block_loop_sass(ptx, (8, 32), no_spills=True)
     assert sum("GMMA." in b for b in body) == 14
-    _, log = static_report.whole_program_cubin(ptx, "sm_90a")
-    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
     # fp16 with the overlap and late_wait (S 96, one P of 192 keys, O): 28 wgmmas a block
     # and nothing spilled inside the loop; ptxas spills a few of the tile loop's values
     # (under 128 bytes, as the default causal build does in its epilogue).
@@ -430,13 +416,11 @@ def test_row_sum_mma_moves_the_row_sums_onto_the_tensor_cores(fp8):
     options = dict(fp8=True, OVERLAP=False, O_IN_Q=False) if fp8 else {}
     base = _block_loop_sass(_compile(128, CAUSAL=False, **options).asm["ptx"])
     ptx = _compile(128, CAUSAL=False, ROW_SUM_MMA=True, **options).asm["ptx"]
-    row_sums = _block_loop_sass(ptx, (8, 32))
+    row_sums = _block_loop_sass(ptx, (8, 32), no_spills=True)
     k_steps = 4 if fp8 else 8
     assert counts(base) == (70, 2 * k_steps)
     assert counts(row_sums) == (8, 3 * k_steps)
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n8k(16|32)\.f32\.", ptx)
-    _, log = static_report.whole_program_cubin(ptx, "sm_90a")
-    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
 
 
 def test_fp8_v_transpose_stores_keys_in_the_operand_order():
@@ -680,16 +664,26 @@ def test_three_consumer_warpgroups_at_d64(compiled_d64):
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx    # O += P V
     if shutil.which("ptxas") is None:
         pytest.skip("needs ptxas (CUDA toolkit) for the spill check")
-    _, log = static_report.whole_program_cubin(ptx, "sm_90a")  # raises if ptxas fails
-    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    log = _assert_no_spills(ptx)  # raises if ptxas fails
     for warning in ("C7507", "C7508", "C7511", "C7512"):
         assert warning not in log, log
 
 
-def _block_loop_sass(ptx, wgmmas=(8, 24)):
+def _assert_no_spills(ptx):
+    """The whole-program ptxas build of `ptx` for sm_90a (the driver JIT's, which keeps
+    setmaxnreg) spills nothing; returns ptxas's log."""
+    _, log = static_report.whole_program_cubin(ptx, "sm_90a")
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    return log
+
+
+def _block_loop_sass(ptx, wgmmas=(8, 24), no_spills=False):
     """The first loop with `wgmmas` (a range) wgmmas (HGMMA, QGMMA for fp8), S's and PV's,
-    in the whole-program ptxas build: the first consumer warpgroup's block loop."""
-    cubin, _ = static_report.whole_program_cubin(ptx, "sm_90a")
+    in the whole-program ptxas build: the first consumer warpgroup's block loop. With
+    `no_spills`, that build must spill nothing (ptxas runs once for both)."""
+    cubin, log = static_report.whole_program_cubin(ptx, "sm_90a")
+    if no_spills:
+        assert "0 bytes spill stores, 0 bytes spill loads" in log, log
     for body in static_report.sass_loops(static_report.disassemble(cubin)):
         if wgmmas[0] <= sum("GMMA." in b for b in body) <= wgmmas[1]:
             return body
