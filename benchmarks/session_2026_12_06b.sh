@@ -32,7 +32,7 @@ T=tests/gpu/test_flash_attention_gpu.py
 CL_OK=0
 if has cl_tests; then
   TAIL=3 step cl_tests 120 python3 -m pytest -m gpu $T -k cluster -p no:cacheprovider -o addopts="" -q -rf -x
-  grep -q " passed" "$OUT/cl_tests.log" && ! grep -qE "failed|error" "$OUT/cl_tests.log" && CL_OK=1
+  passed cl_tests && CL_OK=1
 fi
 if has cluster && [[ $CL_OK == 1 ]]; then
   step cluster128 240 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16,bf16 --causal 0 --rounds 5 --no-triton --variants "same:;cl:cluster=2" --json "$OUT/cluster128.json"
@@ -56,7 +56,7 @@ if has timeline; then
 fi
 if has warp; then
   TAIL=3 step warp_tests 200 python3 -m pytest -m gpu $T -k warp_arrivals -p no:cacheprovider -o addopts="" -q -rf -x
-  if grep -q " passed" "$OUT/warp_tests.log" && ! grep -qE "failed|error" "$OUT/warp_tests.log"; then
+  if passed warp_tests; then
     step warp128 240 python3 $A --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;wa:warp_arrivals=1" --json "$OUT/warp128.json"
     step warp_other 200 python3 $A --dims 64,256 --ns 16384 --dtypes fp16 --rounds 5 --no-triton --variants "same:;wa:warp_arrivals=1" --json "$OUT/warp_other.json"
     step warp_fp8 200 python3 $A --dims 128 --ns 4096,16384 --dtypes fp8 --rounds 7 --no-triton --variants "same:;wa:warp_arrivals=1;lw:overlap=1,late_wait=1;walw:warp_arrivals=1,overlap=1,late_wait=1" --json "$OUT/warp_fp8.json"

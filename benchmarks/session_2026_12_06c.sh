@@ -41,14 +41,14 @@ source "$(dirname "$0")/_session.sh"
 BWD_OK=1
 if has bwd_tests; then
   TAIL=3 step bwd_tests 300 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py
-  grep -q " passed" "$OUT/bwd_tests.log" && ! grep -qE "failed|error" "$OUT/bwd_tests.log" || BWD_OK=0
+  passed bwd_tests || BWD_OK=0
 fi
 if has bwd_var && [[ $BWD_OK == 1 ]]; then
   step bwd_var 400 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,16384 --dtypes fp16 --rounds 5 --variants "same:;dqw:dq_writer=1;edv:early_dv=1;both:dq_writer=1,early_dv=1" --json "$OUT/bwd_var.json"
 fi
 if has bwd_var2; then
   TAIL=3 step dqw_tests 200 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py -k gradients
-  if grep -q " passed" "$OUT/dqw_tests.log" && ! grep -qE "failed|error" "$OUT/dqw_tests.log"; then
+  if passed dqw_tests; then
     step bwd_var2 400 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --rounds 7 --variants "same:;dqw:dq_writer=1;both:dq_writer=1,early_dv=1;dqw2:dq_writer=1,dq_stages=2,stages=2;s2:stages=2" --json "$OUT/bwd_var2.json"
   fi
 fi

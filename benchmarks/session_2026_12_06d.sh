@@ -51,7 +51,7 @@ fi
 BWD_OK=1
 if has bwd_tests; then
   TAIL=3 step bwd_tests 300 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py
-  grep -q " passed" "$OUT/bwd_tests.log" && ! grep -qE "failed|error" "$OUT/bwd_tests.log" || BWD_OK=0
+  passed bwd_tests || BWD_OK=0
 fi
 if has kernels; then
   TAIL=60 step kernels 200 python3 benchmarks/attention_bwd_breakdown.py --ns 4096,16384 --causal 0,1
@@ -71,7 +71,7 @@ if has paged; then
 fi
 if has fwd_lazy; then
   TAIL=3 step lazy_tests 200 $PYTEST tests/gpu/test_flash_attention_gpu.py -k lazy_rescale
-  if grep -q " passed" "$OUT/lazy_tests.log" && ! grep -qE "failed|error" "$OUT/lazy_tests.log"; then
+  if passed lazy_tests; then
     step fwd_lazy 300 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16,bf16 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1;lzwa:lazy_rescale=1,warp_arrivals=1" --json "$OUT/fwd_lazy.json"
     step fwd_lazy_dims 200 python3 benchmarks/attention_vs_sdpa.py --dims 64,256 --ns 16384 --dtypes fp16 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1" --json "$OUT/fwd_lazy_dims.json"
     step fwd_lazy_fp8 200 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp8 --causal 0 --rounds 9 --no-triton --variants "same:;lazy:lazy_rescale=1" --json "$OUT/fwd_lazy_fp8.json"

@@ -40,7 +40,7 @@ source "$(dirname "$0")/_session.sh"
 LAZY_OK=1
 if has lazy_tests; then
   TAIL=3 step lazy_tests 150 $PYTEST tests/gpu/test_flash_attention_gpu.py -k 'lazy_rescale or split_tail'
-  grep -q " passed" "$OUT/lazy_tests.log" && ! grep -qE "failed|error" "$OUT/lazy_tests.log" || LAZY_OK=0
+  passed lazy_tests || LAZY_OK=0
 fi
 if has lazy && [[ $LAZY_OK == 1 ]]; then
   step lazy 300 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;lazy:lazy_rescale=1;lzwa:lazy_rescale=1,warp_arrivals=1;s2:stages=2,k_stages=2;lzs2:lazy_rescale=1,stages=2,k_stages=2;sk:split_tail=1;lzsk:lazy_rescale=1,split_tail=1" --json "$OUT/lazy.json"

@@ -24,7 +24,7 @@ source "$(dirname "$0")/_session.sh"
 SPEC_OK=1
 if has spec_tests; then
   TAIL=5 step spec_tests 150 $PYTEST tests/gpu/test_flash_attention_gpu.py -k 'speculative_p or rescales_when'
-  grep -q " passed" "$OUT/spec_tests.log" && ! grep -qE "failed|error" "$OUT/spec_tests.log" || SPEC_OK=0
+  passed spec_tests || SPEC_OK=0
 fi
 if has spec && [[ $SPEC_OK == 1 ]]; then
   step spec 170 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;spec:speculative_p=1" --json "$OUT/spec.json"
@@ -37,7 +37,7 @@ if has spec && [[ $SPEC_OK == 1 ]]; then
 fi
 if has qpf; then
   TAIL=5 step qpf_tests 120 $PYTEST tests/gpu/test_flash_attention_gpu.py -k q_prefetch
-  if grep -q " passed" "$OUT/qpf_tests.log" && ! grep -qE "failed|error" "$OUT/qpf_tests.log"; then
+  if passed qpf_tests; then
     step qpf 150 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp16 --rounds 9 --no-triton --variants "same:;qpf:q_prefetch=1" --json "$OUT/qpf.json"
     TAIL=6 step qpf_gaps 80 python3 benchmarks/attention_tile_gaps.py 128:4096:0:fp16 128:4096:0:fp16:q_prefetch=1 128:4096:1:fp16:q_prefetch=1
   fi

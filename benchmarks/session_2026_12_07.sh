@@ -31,7 +31,7 @@ source "$(dirname "$0")/_session.sh"
 NEW_OK=1
 if has new_tests; then
   TAIL=5 step new_tests 150 $PYTEST tests/gpu/test_flash_attention_gpu.py -k 'q_prefetch or q_buffers'
-  grep -q " passed" "$OUT/new_tests.log" && ! grep -qE "failed|error" "$OUT/new_tests.log" || NEW_OK=0
+  passed new_tests || NEW_OK=0
 fi
 if has qbuf && [[ $NEW_OK == 1 ]]; then
   step qbuf 250 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16 --rounds 7 --no-triton --variants "same:;k2:k_stages=2;q2:q_buffers=2;qpf:q_prefetch=1" --json "$OUT/qbuf.json"
