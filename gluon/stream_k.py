@@ -22,6 +22,15 @@ Without SPLIT it is the plain persistent loop (program p takes tiles p, p + G, .
 the tiles in flight at once stay neighbours (a wave of attention tiles shares its heads'
 K/V in L2), and so does the data-parallel part with SPLIT; the split part's tiles are the
 last (T mod G) + G, a program's pieces of them (at most 3) consecutive.
+
+A kernel launched with one program a tile (the hardware deals the CTAs out as SMs free
+up) gets the same split from `tail_grid`, `tail_num_work` and `tail_work`: programs
+0 .. first - 1 take tile p each, and the last G of the grid (G = the SM count, passed in)
+share the split part as above; its slots number those G programs.
+
+    grid = (stream_k.tail_grid(num_tiles, num_sms),)        # host side
+    for w in range(stream_k.tail_num_work(num_tiles, units, num_sms, SPLIT)):
+        tile, u0, u1, slot, side = stream_k.tail_work(w, num_tiles, units, num_sms, SPLIT)
 """
 
 from __future__ import annotations
@@ -36,14 +45,46 @@ def enabled(num_tiles: int, num_programs: int) -> bool:
     return num_tiles > num_programs and num_tiles % num_programs != 0
 
 
+def tail_grid(num_tiles: int, num_sms: int) -> int:
+    """Programs of a one-tile-a-program launch over `num_tiles` tiles whose last ones are
+    split between `num_sms` programs (`tail_work`): one per tile before the split part, and
+    num_sms for it; `num_tiles` where the split would not shorten the kernel."""
+    if not enabled(num_tiles, num_sms):
+        return num_tiles
+    return num_tiles - num_tiles % num_sms
+
+
 @gluon.jit
-def _split_part(num_tiles, units):
+def _split_part(num_tiles, units, G):
     """(first tile of the split part, its units, how many a program takes): the last
-    (T mod G) + G tiles, at least one tile's units a program."""
-    G = gl.num_programs(0)
+    (T mod G) + G tiles, at least one tile's units a program (G: the programs that share
+    them)."""
     first = num_tiles - (num_tiles % G) - G
     total = (num_tiles - first) * units
     return first, total, gl.cdiv(total, G)
+
+
+@gluon.jit
+def _piece(p, w, first, total, per, units):
+    """Piece w of the split part's program p: (tile, u0, u1, slot, side), as `work`."""
+    a = p * per
+    e = gl.minimum(a + per, total)
+    t = a // units + w
+    u0 = gl.maximum(a - t * units, 0)
+    u1 = gl.minimum(e - t * units, units)
+    # A piece that does not start at unit 0 began in the previous program; one that ends
+    # early goes on in the next.
+    slot = gl.where(u0 > 0, p - 1, gl.where(u1 < units, p, -1))
+    side = gl.where(u0 > 0, 1, 0)
+    return first + t, u0, u1, slot, side
+
+
+@gluon.jit
+def _pieces(p, total, per, units):
+    """How many pieces of the split part program p runs (0 to 3)."""
+    a = gl.minimum(p * per, total)
+    e = gl.minimum(a + per, total)
+    return gl.where(e > a, gl.cdiv(e, units) - a // units, 0)
 
 
 @gluon.jit
@@ -53,11 +94,8 @@ def num_work(num_tiles, units, SPLIT: gl.constexpr):
     pid = gl.program_id(0)
     G = gl.num_programs(0)
     if SPLIT:
-        first, total, per = _split_part(num_tiles, units)
-        a = gl.minimum(pid * per, total)
-        e = gl.minimum(a + per, total)
-        pieces = gl.where(e > a, gl.cdiv(e, units) - a // units, 0)
-        return first // G + pieces
+        first, total, per = _split_part(num_tiles, units, G)
+        return first // G + _pieces(pid, total, per, units)
     else:
         return gl.cdiv(gl.maximum(num_tiles - pid, 0), G)
 
@@ -75,20 +113,42 @@ def work(w, num_tiles, units, SPLIT: gl.constexpr):
     slot = u0 - 1
     side = u0
     if SPLIT:
-        first, total, per = _split_part(num_tiles, units)
+        first, total, per = _split_part(num_tiles, units, G)
         n_whole = first // G
         if w >= n_whole:
-            a = pid * per
-            e = gl.minimum(a + per, total)
-            t = a // units + (w - n_whole)
-            tile = first + t
-            u0 = gl.maximum(a - t * units, 0)
-            u1 = gl.minimum(e - t * units, units)
-            # A piece that does not start at unit 0 began in the previous program; one that
-            # ends early goes on in the next.
-            slot = gl.where(u0 > 0, pid - 1, gl.where(u1 < units, pid, -1))
-            side = gl.where(u0 > 0, 1, 0)
+            tile, u0, u1, slot, side = _piece(pid, w - n_whole, first, total, per, units)
     return tile, u0, u1, slot, side
 
 
-__all__ = ["enabled", "num_work", "work"]
+@gluon.jit
+def tail_num_work(num_tiles, units, num_sms, SPLIT: gl.constexpr):
+    """How many pieces of work this program of a `tail_grid` launch runs: its tile, or with
+    SPLIT and a program of the last num_sms, its 0-3 pieces of the split part."""
+    pid = gl.program_id(0)
+    if SPLIT:
+        first, total, per = _split_part(num_tiles, units, num_sms)
+        return gl.where(pid < first, 1, _pieces(gl.maximum(pid - first, 0), total, per, units))
+    else:
+        return gl.cdiv(gl.maximum(num_tiles - pid, 0), gl.num_programs(0))
+
+
+@gluon.jit
+def tail_work(w, num_tiles, units, num_sms, SPLIT: gl.constexpr):
+    """Piece `w` of this program of a `tail_grid` launch: (tile, first unit, end unit, slot,
+    side) as `work` gives them; slots number the split part's programs (0 .. num_sms - 1).
+    Without SPLIT, program p takes tiles p, p + grid, ... (one each when the grid is one
+    program a tile)."""
+    pid = gl.program_id(0)
+    tile = pid + w * gl.num_programs(0)
+    u0 = w * 0
+    u1 = u0 + units
+    slot = u0 - 1
+    side = u0
+    if SPLIT:
+        first, total, per = _split_part(num_tiles, units, num_sms)
+        if pid >= first:
+            tile, u0, u1, slot, side = _piece(pid - first, w, first, total, per, units)
+    return tile, u0, u1, slot, side
+
+
+__all__ = ["enabled", "num_work", "work", "tail_grid", "tail_num_work", "tail_work"]

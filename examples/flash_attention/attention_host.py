@@ -14,6 +14,7 @@ from gluon.nvidia.hopper import TensorDescriptor
 IN_DTYPES = ("float16", "bfloat16", "float8_e4m3fn")
 OUT_DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (64, 128, 256)
+BACKWARD_HEAD_DIMS = (64, 128)
 
 
 def _dtype_name(x) -> str:
@@ -121,6 +122,54 @@ def check_inputs(q, k, v, out_dtype=None, head_dims=HEAD_DIMS) -> Problem:
         raise ValueError(f"attention_forward: out_dtype {out_name} is not allowed for {dt} "
                          f"inputs; allowed: {', '.join(OUT_DTYPES if fp8 else (dt,))}")
     return Problem(B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8)
+
+
+def _backward_shape(x, name, rank):
+    shape = tuple(int(s) for s in x.shape)
+    if len(shape) != rank:
+        dims = "(B, H, N, D)" if rank == 4 else "(B, H, N_q)"
+        raise ValueError(f"attention_backward: {name} must have {rank} dims {dims}, got shape "
+                         f"{shape}")
+    return shape
+
+
+def check_backward_inputs(q, k, v, o, lse, do):
+    """hopper_bwd.attention_backward's arguments checked: (B, H, H_kv, N_q, N_kv, D)."""
+    B, H, N_q, D = _backward_shape(q, "q", 4)
+    ks, vs = _backward_shape(k, "k", 4), _backward_shape(v, "v", 4)
+    if ks != vs:
+        raise ValueError(f"attention_backward: k and v must have the same shape, got k {ks} "
+                         f"and v {vs}")
+    Bk, H_kv, N_kv, Dk = ks
+    if (Bk, Dk) != (B, D):
+        raise ValueError(f"attention_backward: k has (batch, head dim) ({Bk}, {Dk}) but q has "
+                         f"({B}, {D}); they must match")
+    for name, x in (("o", o), ("do", do)):
+        if _backward_shape(x, name, 4) != (B, H, N_q, D):
+            raise ValueError(f"attention_backward: {name} must have q's shape {(B, H, N_q, D)}, "
+                             f"got {tuple(x.shape)}")
+    if _backward_shape(lse, "lse", 3) != (B, H, N_q):
+        raise ValueError(f"attention_backward: lse must have shape (B, H, N_q) = "
+                         f"{(B, H, N_q)}, got {tuple(lse.shape)}")
+    if _dtype_name(lse) != "float32":
+        raise ValueError(f"attention_backward: lse has dtype {_dtype_name(lse)}; it must be "
+                         f"float32 (attention_forward(..., return_lse=True) gives it)")
+    if D not in BACKWARD_HEAD_DIMS:
+        raise ValueError(f"attention_backward: head dim D = {D} is not supported; allowed: "
+                         f"{', '.join(map(str, BACKWARD_HEAD_DIMS))}")
+    if H % H_kv:
+        raise ValueError(f"attention_backward: q has H = {H} heads, not a multiple of k/v's "
+                         f"H_kv = {H_kv}")
+    names = {n: _dtype_name(x) for n, x in (("q", q), ("k", k), ("v", v), ("o", o),
+                                            ("do", do))}
+    for n, dt in names.items():
+        if dt not in OUT_DTYPES:
+            raise ValueError(f"attention_backward: {n} has dtype {dt}; allowed: "
+                             f"{', '.join(OUT_DTYPES)}")
+    if len(set(names.values())) != 1:
+        raise ValueError(f"attention_backward: q, k, v, o and do must share one dtype, got "
+                         f"{', '.join(f'{n} {d}' for n, d in names.items())}")
+    return B, H, H_kv, N_q, N_kv, D
 
 
 def allocate_outputs(q, B, H, N_q, D, out_name, return_lse):

@@ -1,5 +1,5 @@
-"""The attention forward's float64 reference, random inputs, and the check the examples'
-`main` runs (hopper.py and blackwell.py re-export them)."""
+"""The attention forward's and backward's float64 references, random inputs, and the check
+the examples' `main` runs (hopper.py and blackwell.py re-export them)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,26 @@ def reference(q, k, v, causal=False, sm_scale=None, descales=(1.0, 1.0, 1.0)):
         lse = np.where(l[..., 0] > 0, np.log(np.where(l[..., 0] > 0, l[..., 0], 1.0))
                        + m_safe[..., 0], -np.inf)
     return o, lse
+
+
+def backward_reference(q, k, v, do, causal=False, sm_scale=None):
+    """The backward's (dq, dk, dv) in float64 on the CPU (rows that see no key get zero
+    gradients; dk and dv summed over the query heads that share them)."""
+    q64, k64, v64, do64 = (np.asarray(x).astype(np.float64) for x in (q, k, v, do))
+    B, H, N_q, D = q64.shape
+    H_kv, N_kv = k64.shape[1], k64.shape[2]
+    group = H // H_kv
+    kr, vr = np.repeat(k64, group, axis=1), np.repeat(v64, group, axis=1)
+    p, _, denom, scale = softmax_parts(q64, kr, causal, sm_scale)
+    p = p / np.where(denom > 0, denom, 1.0)
+    o = np.einsum("bhqk,bhkd->bhqd", p, vr)
+    dv = np.einsum("bhqk,bhqd->bhkd", p, do64)
+    dp = np.einsum("bhqd,bhkd->bhqk", do64, vr)
+    ds = p * (dp - (do64 * o).sum(-1, keepdims=True))
+    dq = np.einsum("bhqk,bhkd->bhqd", ds, kr) * scale
+    dk = np.einsum("bhqk,bhqd->bhkd", ds, q64) * scale
+    fold = lambda x: x.reshape(B, H_kv, group, N_kv, D).sum(axis=2)  # noqa: E731
+    return dq, fold(dk), fold(dv)
 
 
 def numpy_dtype(dtype_name: str):

@@ -72,8 +72,12 @@ from gluon import language as gl  # noqa: E402
 from gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma,  # noqa: E402
                                           warpgroup_mma, warpgroup_mma_wait)
 from gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
+from gluon import stream_k  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
-from attention_reference import softmax_parts  # noqa: E402
+# reference: the float64 gradients (tests and benchmarks call hopper_bwd.reference).
+from attention_reference import backward_reference as reference  # noqa: E402,F401
+from attention_host import (BACKWARD_HEAD_DIMS, OUT_DTYPES, _dtype_name,  # noqa: E402
+                            _is_numpy, check_backward_inputs, num_sms as device_sm_count)
 from hopper import persistent_grid  # noqa: E402
 
 BM = gl.constexpr(64)     # query rows per block (the N dimension of S^T)
@@ -132,7 +136,18 @@ def _q_blocks(n0, N_Q, N_KV, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _tile(tile, N_KV, H_KV):
+def _head_blocks(first, end, u0, u1, g, N_Q):
+    """The query blocks [lo, hi) of the group's head g that units [u0, u1) of a tile hold
+    (unit g * cdiv(N_q, BM) + mb is block mb of head g; `split_tail` deals a tile's units
+    out to two CTAs), within the blocks that see the tile's keys, [first, end)."""
+    nq = gl.cdiv(N_Q, BM)
+    lo = gl.maximum(first, gl.minimum(gl.maximum(u0 - g * nq, 0), nq))
+    hi = gl.minimum(end, gl.minimum(gl.maximum(u1 - g * nq, 0), nq))
+    return lo, gl.maximum(hi, lo)
+
+
+@gluon.jit
+def _tile(tile, N_KV, H_KV, num_tiles, lpt_heads):
     """(n0, b, hk) of a tile: its key block and (batch, kv head). Consecutive tiles are
     consecutive key blocks of one head, so CTAs side by side read the same Q and dO blocks
     from L2 and add into the same rows of dQ's buffer (staggering them measured 0.85-0.90x
@@ -140,10 +155,18 @@ def _tile(tile, N_KV, H_KV):
     are the same length and the CTAs stay in step, within 2% of one CTA per tile on the
     H200 (2026-11-28, D = 128, 4k and 16k keys); causal tiles differ in length, the CTAs
     drift apart over many heads' Q, dO and dQ, more than L2 holds (0.58-0.66x at 16k),
-    where one CTA per tile lets the hardware keep the running ones a contiguous window."""
+    where one CTA per tile lets the hardware keep the running ones a contiguous window.
+    The last lpt_heads heads (`lpt_tail`) are the exception: their tiles go key block by
+    key block across those heads, causal's longest (first) blocks first, so that the grid
+    does not end on a late head's long tiles."""
     n_kb = gl.cdiv(N_KV, BN)
     bhk = tile // n_kb
-    return (tile % n_kb) * BN, bhk // H_KV, bhk % H_KV
+    kb = tile % n_kb
+    tail = tile - (num_tiles // n_kb - lpt_heads) * n_kb
+    if tail >= 0:
+        bhk = num_tiles // n_kb - lpt_heads + tail % lpt_heads
+        kb = tail // lpt_heads
+    return kb * BN, bhk // H_KV, bhk % H_KV
 
 
 @gluon.constexpr_function
@@ -168,10 +191,11 @@ def _dq_layout(D):
 
 
 @gluon.jit
-def _tile_start(tile, kv_ready, t, N_Q, N_KV, H_KV, D: gl.constexpr, CAUSAL: gl.constexpr):
+def _tile_start(tile, kv_ready, t, N_Q, N_KV, H_KV, num_tiles, lpt_heads, D: gl.constexpr,
+                CAUSAL: gl.constexpr):
     """A tile's key block and head, its keys (and which are real), zeroed dK and dV, its
     query blocks; waits for its K and V."""
-    n0, b, hk = _tile(tile, N_KV, H_KV)
+    n0, b, hk = _tile(tile, N_KV, H_KV, num_tiles, lpt_heads)
     keys = n0 + gl.arange(0, BN, layout=gl.SliceLayout(1, _s_layout()))
     key_ok = gl.expand_dims(keys < N_KV, 1)
     dk = gl.zeros([BN, D], gl.float32, _acc_layout(D))
@@ -196,13 +220,42 @@ def _store_dk_dv(dk, dv, dk_ptr, dv_ptr, n0, b, hk, H_KV, N_KV, sm_scale):
 
 
 @gluon.jit
+def _combine_dk_dv(dk, dv, part_ptr, count_ptr, slot, side):
+    """(finish, dK, dV) of a tile whose query blocks two CTAs share (`split_tail`): each
+    stores its fp32 partial dK and dV in its side of the pair's slot and counts itself in;
+    the second to arrive adds the other's partials to its own and gets finish = True, so
+    neither waits for the other (attention_tiles.combine does the same for the forward)."""
+    acc_layout: gl.constexpr = dk.type.layout
+    D: gl.constexpr = dk.shape[1]
+    TILE: gl.constexpr = BN * D
+    offs = (gl.expand_dims(gl.arange(0, BN, layout=gl.SliceLayout(1, acc_layout)), 1) * D
+            + gl.expand_dims(gl.arange(0, D, layout=gl.SliceLayout(0, acc_layout)), 0))
+    mine = part_ptr + (slot * 2 + side) * (2 * TILE)
+    theirs = part_ptr + (slot * 2 + 1 - side) * (2 * TILE)
+    gl.store(mine + offs, dk)
+    gl.store(mine + TILE + offs, dv)
+    # Every warp's stores before one thread's gpu-scope release (CUTLASS's fix-up order).
+    gl.thread_barrier()
+    count = count_ptr + slot
+    finish = gl.atomic_add(count, 1, sem="acq_rel", scope="gpu") == 1
+    if finish:
+        gl.store(count, 0)  # the next launch finds it at 0
+        dk = dk + gl.load(theirs + offs)
+        dv = dv + gl.load(theirs + TILE + offs)
+    return finish, dk, dv
+
+
+@gluon.jit
 def _producer(q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring, do_ring,
               neg_lse2_ring, delta_ring, k_smem, v_smem, kv_ready, kv_empty, qpipe, N_Q,
-              N_KV, N_PAD, H_KV, GROUP, num_tiles, CAUSAL: gl.constexpr):
+              N_KV, N_PAD, H_KV, GROUP, num_tiles, num_sms, lpt_heads, CAUSAL: gl.constexpr,
+              SPLIT: gl.constexpr):
     item = 0
     t = 0
-    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        n0, b, hk = _tile(tile, N_KV, H_KV)
+    units = GROUP * gl.cdiv(N_Q, BM)
+    for w in range(stream_k.tail_num_work(num_tiles, units, num_sms, SPLIT)):
+        tile, u0, u1, _, _ = stream_k.tail_work(w, num_tiles, units, num_sms, SPLIT)
+        n0, b, hk = _tile(tile, N_KV, H_KV, num_tiles, lpt_heads)
         # K and V have one buffer: the next tile's load waits until the consumers' last
         # wgmma of this one has read them, and then runs under their dK / dV epilogue
         # (this tile's Q / dO blocks are already in the ring ahead of it).
@@ -213,7 +266,8 @@ def _producer(q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring
         first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
         for g in range(GROUP):
             h = hk * GROUP + g
-            for mb in range(first, end):
+            lo, hi = _head_blocks(first, end, u0, u1, g, N_Q)
+            for mb in range(lo, hi):
                 s, ready = pipeline.producer_acquire(qpipe, item)
                 mbarrier.expect(ready, q_desc.block_type.nbytes + do_desc.block_type.nbytes
                                 + neg_lse2_desc.block_type.nbytes
@@ -280,7 +334,7 @@ def _block_grads(q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, qpipe, item, 
 @gluon.jit
 def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_smem, dq_smem,
               kv_ready, kv_empty, qpipe, dqpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV,
-              H_KV, GROUP, num_tiles, qk_scale, sm_scale, CAUSAL: gl.constexpr,
+              H_KV, GROUP, num_tiles, qk_scale, sm_scale, lpt_heads, CAUSAL: gl.constexpr,
               DQ_WRITER: gl.constexpr, EARLY_DV: gl.constexpr):
     """Both consumer warpgroups as one 8-warp partition: warpgroup w owns keys
     n0 + 64w .. +64 in S^T, dP^T, dV and dK (warps_per_cta [8, 1]) and columns
@@ -302,8 +356,8 @@ def _consumer(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_sme
     item = 0
     t = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        n0, b, hk, keys, key_ok, dk, dv, first, end = _tile_start(tile, kv_ready, t, N_Q, N_KV,
-                                                                  H_KV, D, CAUSAL)
+        n0, b, hk, keys, key_ok, dk, dv, first, end = _tile_start(
+            tile, kv_ready, t, N_Q, N_KV, H_KV, num_tiles, lpt_heads, D, CAUSAL)
         for g in range(GROUP):
             h = hk * GROUP + g
             for mb in range(first, end):
@@ -383,26 +437,32 @@ def _paired_half(q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, ds_cur, dq_cu
 @gluon.jit
 def _consumer_paired(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_a, ds_b,
                      dq_a, dq_b, kv_ready, kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV,
-                     H_KV, GROUP, num_tiles, qk_scale, sm_scale, CAUSAL: gl.constexpr):
+                     H_KV, GROUP, num_tiles, qk_scale, sm_scale, num_sms, split_part,
+                     split_count, lpt_heads, CAUSAL: gl.constexpr, SPLIT: gl.constexpr):
     """`_consumer` with one partition barrier a query block instead of two (`paired`): the
     blocks go in pairs through two dS^T tiles (A, B) and two dQ tiles, so a block's dS^T
     store never meets the previous block's dQ wgmma, still reading the other tile; each
     block's dQ is reduced by TMA after the next block's barrier; each warp releases its
     Q / dO stage on its own. Separate allocations (not stages of one) and a loop body of two
     blocks let the shared-memory hazard analysis tell the tiles apart. An odd last block
-    goes through A after the loop, and each head's last dQ is reduced after a barrier."""
+    goes through A after the loop, and each head's last dQ is reduced after a barrier.
+    With SPLIT the CTA walks pieces of tiles (`stream_k.tail_work`); a tile cut between two
+    CTAs is finished by the second, from both partial dK and dV."""
     D: gl.constexpr = q_ring.shape[4]
     off = N_KV - N_Q
     k = k_smem.reshape([BN, D])
     v = v_smem.reshape([BN, D])
     item = 0
     t = 0
-    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        n0, b, hk, keys, key_ok, dk, dv, first, end = _tile_start(tile, kv_ready, t, N_Q, N_KV,
-                                                                  H_KV, D, CAUSAL)
-        pairs = (end - first) // 2
+    units = GROUP * gl.cdiv(N_Q, BM)
+    for w in range(stream_k.tail_num_work(num_tiles, units, num_sms, SPLIT)):
+        tile, u0, u1, slot, side = stream_k.tail_work(w, num_tiles, units, num_sms, SPLIT)
+        n0, b, hk, keys, key_ok, dk, dv, q_first, q_end = _tile_start(
+            tile, kv_ready, t, N_Q, N_KV, H_KV, num_tiles, lpt_heads, D, CAUSAL)
         for g in range(GROUP):
             h = hk * GROUP + g
+            first, end = _head_blocks(q_first, q_end, u0, u1, g, N_Q)
+            pairs = (end - first) // 2
             for p in range(pairs):
                 mb = first + 2 * p
                 dv, dk = _paired_half(q_ring, do_ring, neg_lse2_ring, delta_ring, k, v, ds_a,
@@ -428,20 +488,27 @@ def _consumer_paired(q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem,
                 tma.async_atomic_add(dq_desc, [b, h, last * BM, 0], dq_b)
         # Every wgmma that read K and V is done: the producer may load the next tile's.
         mbarrier.arrive(kv_empty)
-        _store_dk_dv(dk, dv, dk_ptr, dv_ptr, n0, b, hk, H_KV, N_KV, sm_scale)
+        if SPLIT:
+            finish = slot < 0
+            if slot >= 0:
+                finish, dk, dv = _combine_dk_dv(dk, dv, split_part, split_count, slot, side)
+            if finish:
+                _store_dk_dv(dk, dv, dk_ptr, dv_ptr, n0, b, hk, H_KV, N_KV, sm_scale)
+        else:
+            _store_dk_dv(dk, dv, dk_ptr, dv_ptr, n0, b, hk, H_KV, N_KV, sm_scale)
         t += 1
     tma.store_wait(0)
 
 
 @gluon.jit
-def _dq_writer(dq_desc, dq_smem, dqpipe, N_Q, N_KV, H_KV, GROUP, num_tiles,
+def _dq_writer(dq_desc, dq_smem, dqpipe, N_Q, N_KV, H_KV, GROUP, num_tiles, lpt_heads,
                CAUSAL: gl.constexpr):
     """FlashAttention-3's dQ writer warp: for each query block the consumers finish, wait
     until all 8 consumer warps have stored their dQ rows, add the tile into dq_acc with
     one TMA reduce, and free dq_smem once the reduce has read it."""
     item = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        n0, b, hk = _tile(tile, N_KV, H_KV)
+        n0, b, hk = _tile(tile, N_KV, H_KV, num_tiles, lpt_heads)
         first, end = _q_blocks(n0, N_Q, N_KV, CAUSAL)
         for g in range(GROUP):
             h = hk * GROUP + g
@@ -456,9 +523,11 @@ def _dq_writer(dq_desc, dq_smem, dqpipe, N_Q, N_KV, H_KV, GROUP, num_tiles,
 @gluon.jit
 def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc, delta_desc,
                          dk_ptr, dv_ptr, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles, qk_scale,
-                         sm_scale, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                         DQ_WRITER: gl.constexpr = False, EARLY_DV: gl.constexpr = False,
-                         DQ_STAGES: gl.constexpr = 1, PAIRED: gl.constexpr = False):
+                         sm_scale, num_sms, split_part, split_count, lpt_heads,
+                         STAGES: gl.constexpr,
+                         CAUSAL: gl.constexpr, DQ_WRITER: gl.constexpr = False,
+                         EARLY_DV: gl.constexpr = False, DQ_STAGES: gl.constexpr = 1,
+                         PAIRED: gl.constexpr = False, SPLIT: gl.constexpr = False):
     q_ring = gl.allocate_shared_memory(q_desc.dtype, [STAGES] + q_desc.block_shape,
                                        q_desc.layout)
     do_ring = gl.allocate_shared_memory(do_desc.dtype, [STAGES] + do_desc.block_shape,
@@ -491,21 +560,23 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc
     consumer = (_consumer, (q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, ds_smem,
                             dq_smem, kv_ready, kv_empty, qpipe, dqpipe, dq_desc,
                             dk_ptr, dv_ptr, N_Q, N_KV, H_KV, GROUP, num_tiles, qk_scale,
-                            sm_scale, CAUSAL, DQ_WRITER, EARLY_DV))
+                            sm_scale, lpt_heads, CAUSAL, DQ_WRITER, EARLY_DV))
     producer = (_producer, (q_desc, do_desc, k_desc, v_desc, neg_lse2_desc, delta_desc, q_ring,
                             do_ring, neg_lse2_ring, delta_ring, k_smem, v_smem, kv_ready,
-                            kv_empty, qpipe, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles, CAUSAL))
+                            kv_empty, qpipe, N_Q, N_KV, N_PAD, H_KV, GROUP, num_tiles,
+                            num_sms, lpt_heads, CAUSAL, SPLIT))
     if PAIRED:
         ds_b = gl.allocate_shared_memory(q_desc.dtype, [BN, BM], ds_smem.layout)
         dq_b = gl.allocate_shared_memory(dq_desc.dtype, dq_desc.block_shape, dq_desc.layout)
         consumer = (_consumer_paired, (q_ring, do_ring, neg_lse2_ring, delta_ring, k_smem,
                                        v_smem, ds_smem, ds_b, dq_smem.index(0), dq_b, kv_ready,
                                        kv_empty, qpipe, dq_desc, dk_ptr, dv_ptr, N_Q, N_KV,
-                                       H_KV, GROUP, num_tiles, qk_scale, sm_scale, CAUSAL))
+                                       H_KV, GROUP, num_tiles, qk_scale, sm_scale, num_sms,
+                                       split_part, split_count, lpt_heads, CAUSAL, SPLIT))
         gl.warp_specialize([consumer, producer], [1], [24])
     elif DQ_WRITER:
         writer = (_dq_writer, (dq_desc, dq_smem, dqpipe, N_Q, N_KV, H_KV, GROUP, num_tiles,
-                               CAUSAL))
+                               lpt_heads, CAUSAL))
         gl.warp_specialize([consumer, producer, writer], [1, 1], [24, 24])
     else:
         gl.warp_specialize([consumer, producer], [1], [24])
@@ -518,73 +589,20 @@ def attention_bwd_kernel(q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc
 
 # ---- host side ---------------------------------------------------------------------------------
 
-DTYPES = ("float16", "bfloat16")
-HEAD_DIMS = (64, 128)
+DTYPES = OUT_DTYPES                 # fp16, bf16
+HEAD_DIMS = BACKWARD_HEAD_DIMS      # 64, 128
 # Q/dO ring depth (32.5 KB a stage at D = 128, next to 64 KB of K and V and, paired, 32 KB
 # of dS^T and 64 KB of dQ: 225 KB, so the paired default has room for 2). The unpaired
 # consumer measured 1.02-1.07x faster with 3 (settled samples, H100, 2026-12-06 19:28 UTC),
 # and 0.90-0.94x the paired one with them (19:50); `stages=3` chooses it.
 STAGES = 2
-
-
-def _dtype_name(x) -> str:
-    name = str(x.dtype)
-    return name[len("torch."):] if name.startswith("torch.") else name
-
-
-def _is_numpy(x) -> bool:
-    return isinstance(x, np.ndarray)
+# split_tail's and lpt_tail's defaults (see attention_backward).
+SPLIT_TAIL = False
+LPT_TAIL = False
 
 
 def _contiguous(x):
     return np.ascontiguousarray(x) if _is_numpy(x) else x.contiguous()
-
-
-def _shape(x, name, rank):
-    shape = tuple(int(s) for s in x.shape)
-    if len(shape) != rank:
-        dims = "(B, H, N, D)" if rank == 4 else "(B, H, N_q)"
-        raise ValueError(f"attention_backward: {name} must have {rank} dims {dims}, got shape "
-                         f"{shape}")
-    return shape
-
-
-def _check_inputs(q, k, v, o, lse, do):
-    B, H, N_q, D = _shape(q, "q", 4)
-    ks, vs = _shape(k, "k", 4), _shape(v, "v", 4)
-    if ks != vs:
-        raise ValueError(f"attention_backward: k and v must have the same shape, got k {ks} "
-                         f"and v {vs}")
-    Bk, H_kv, N_kv, Dk = ks
-    if (Bk, Dk) != (B, D):
-        raise ValueError(f"attention_backward: k has (batch, head dim) ({Bk}, {Dk}) but q has "
-                         f"({B}, {D}); they must match")
-    for name, x in (("o", o), ("do", do)):
-        if _shape(x, name, 4) != (B, H, N_q, D):
-            raise ValueError(f"attention_backward: {name} must have q's shape {(B, H, N_q, D)}, "
-                             f"got {tuple(x.shape)}")
-    if _shape(lse, "lse", 3) != (B, H, N_q):
-        raise ValueError(f"attention_backward: lse must have shape (B, H, N_q) = "
-                         f"{(B, H, N_q)}, got {tuple(lse.shape)}")
-    if _dtype_name(lse) != "float32":
-        raise ValueError(f"attention_backward: lse has dtype {_dtype_name(lse)}; it must be "
-                         f"float32 (attention_forward(..., return_lse=True) gives it)")
-    if D not in HEAD_DIMS:
-        raise ValueError(f"attention_backward: head dim D = {D} is not supported; allowed: "
-                         f"{', '.join(map(str, HEAD_DIMS))}")
-    if H % H_kv:
-        raise ValueError(f"attention_backward: q has H = {H} heads, not a multiple of k/v's "
-                         f"H_kv = {H_kv}")
-    names = {n: _dtype_name(x) for n, x in (("q", q), ("k", k), ("v", v), ("o", o),
-                                            ("do", do))}
-    for n, dt in names.items():
-        if dt not in DTYPES:
-            raise ValueError(f"attention_backward: {n} has dtype {dt}; allowed: "
-                             f"{', '.join(DTYPES)}")
-    if len(set(names.values())) != 1:
-        raise ValueError(f"attention_backward: q, k, v, o and do must share one dtype, got "
-                         f"{', '.join(f'{n} {d}' for n, d in names.items())}")
-    return B, H, H_kv, N_q, N_kv, D
 
 
 def _empty(like, shape, dtype_name):
@@ -618,7 +636,8 @@ ROW_LAYOUT = gl.NVMMASharedLayout(0, 32, rank=2)
 
 def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
                        dq_swizzle=DQ_SWIZZLE, persistent=False, dq_writer=False,
-                       early_dv=False, dq_stages=1, stages=None, paired=None):
+                       early_dv=False, dq_stages=1, stages=None, paired=None,
+                       split_tail=None, num_sms=None, lpt_tail=None, lpt_heads=None):
     """Gradients (dq, dk, dv) of o = attention(q, k, v) given dO = `do`, the forward's
     output `o` and its row log-sum-exp `lse` (natural log, fp32, (B, H, N_q)). q, o, do:
     (B, H, N_q, D); k, v: (B, H_kv, N_kv, D); fp16 / bf16, D in {64, 128}, H a multiple of
@@ -647,8 +666,23 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     blocks in pairs through two dS^T and two dQ tiles, one partition barrier a block instead
     of two (`_consumer_paired`); 2 Q / dO stages, so that it fits. Measured 1.04-1.11x the
     unpaired kernel in two runs (H100, 2026-12-06 19:26 and 19:28 UTC, N = 4k-16k, causal
-    and not); `paired=False` chooses the unpaired one."""
-    B, H, H_kv, N_q, N_kv, D = _check_inputs(q, k, v, o, lse, do)
+    and not); `paired=False` chooses the unpaired one.
+
+    `split_tail` (paired, one CTA a tile; non-causal, where the tiles are alike): the
+    tiles of the last full wave and the ragged one are dealt out to `num_sms` CTAs (the
+    GPU's SM count by default, 132 in the interpreter) as query blocks, about 1.5 tiles'
+    worth each, instead of leaving part of the SMs idle through the last wave (2048 tiles
+    on 132 SMs are 15.5 waves); a tile cut between two CTAs is finished by the second from
+    both partial dK and dV (`gluon/stream_k.py`'s tail schedule). Off by default
+    (SPLIT_TAIL).
+
+    `lpt_tail` (causal): the CTAs of a head-major grid run a head's key blocks longest
+    first, but the grid ends on the last heads' long first blocks (a list-scheduling model
+    of 64 heads x 32 key blocks on 132 SMs, 4k keys, ends 6.8% past the mean). With it the
+    last `lpt_heads` heads (default 3 x cdiv(num_sms, key blocks a head): about three
+    waves) go key block by key block across heads, longest first (the model: 1.0%).
+    Off by default (LPT_TAIL)."""
+    B, H, H_kv, N_q, N_kv, D = check_backward_inputs(q, k, v, o, lse, do)
     if dq_swizzle not in (32, 64, 128) or isinstance(dq_swizzle, bool):
         raise ValueError(f"attention_backward: dq_swizzle must be 32, 64 or 128 (bytes), got "
                          f"{dq_swizzle!r}")
@@ -668,6 +702,14 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
         stages = STAGES
     if stages not in (2, 3, 4) or isinstance(stages, bool):
         raise ValueError(f"attention_backward: stages must be 2, 3 or 4, got {stages!r}")
+    if split_tail and (persistent or not paired):
+        raise ValueError(f"attention_backward: split_tail=True needs the paired consumer and "
+                         f"one CTA a tile, got paired={paired!r}, persistent={persistent!r}")
+    for name, value, least in (("num_sms", num_sms, 1), ("lpt_heads", lpt_heads, 0)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < least):
+            raise ValueError(f"attention_backward: {name} must be an int >= {least}, got "
+                             f"{value!r}")
     dt = _dtype_name(q)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
@@ -696,11 +738,26 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     delta_desc = TensorDescriptor.from_tensor(delta, [1, BM.value], ROW_LAYOUT)
     num_tiles = -(-N_kv // BN.value) * B * H_kv
     grid = persistent_grid(q, num_tiles) if persistent else (num_tiles,)
+    if num_sms is None:
+        num_sms = 132 if _is_numpy(q) else device_sm_count()
+    split = (SPLIT_TAIL if split_tail is None else bool(split_tail)) and paired and \
+        not persistent and not causal and stream_k.enabled(num_tiles, num_sms)
+    # split: a slot of partial dK and dV (fp32, both sides) per split-part CTA, and its
+    # arrival count, which every launch leaves at 0.
+    part = _empty(q, (num_sms, 2, 2, BN.value, D) if split else (1,), "float32")
+    count = _zeros_i32(q, num_sms if split else 1)
+    if split:
+        grid = (stream_k.tail_grid(num_tiles, num_sms),)
+    n_kb = -(-N_kv // BN.value)
+    if lpt_heads is None:
+        lpt = (LPT_TAIL if lpt_tail is None else lpt_tail) and causal
+        lpt_heads = 3 * -(-num_sms // n_kb) if lpt else 0
+    lpt_heads = min(lpt_heads, B * H_kv)
     attention_bwd_kernel[grid](q_desc, do_desc, k_desc, v_desc, dq_desc, neg_lse2_desc,
                                delta_desc, dk, dv, N_q, N_kv, n_pad, H_kv, H // H_kv, num_tiles,
-                               float(sm_scale) * LOG2E.value, float(sm_scale),
-                               stages, bool(causal), bool(dq_writer), bool(early_dv),
-                               dq_stages, bool(paired), num_warps=8)
+                               float(sm_scale) * LOG2E.value, float(sm_scale), num_sms, part,
+                               count, lpt_heads, stages, bool(causal), bool(dq_writer),
+                               bool(early_dv), dq_stages, bool(paired), split, num_warps=8)
     block = 1024
     _dq_convert_kernel[(-(-n_rows * D // block),)](dq_acc, dq, n_rows * D, float(sm_scale),
                                                    block, num_warps=4)
@@ -712,20 +769,8 @@ def _zero(x):
     return x
 
 
-def reference(q, k, v, do, causal=False, sm_scale=None):
-    """(dq, dk, dv) in float64 on the CPU (rows that see no key get zero gradients)."""
-    q64, k64, v64, do64 = (np.asarray(x).astype(np.float64) for x in (q, k, v, do))
-    B, H, N_q, D = q64.shape
-    H_kv, N_kv = k64.shape[1], k64.shape[2]
-    group = H // H_kv
-    kr, vr = np.repeat(k64, group, axis=1), np.repeat(v64, group, axis=1)
-    p, _, denom, scale = softmax_parts(q64, kr, causal, sm_scale)
-    p = p / np.where(denom > 0, denom, 1.0)
-    o = np.einsum("bhqk,bhkd->bhqd", p, vr)
-    dv = np.einsum("bhqk,bhqd->bhkd", p, do64)
-    dp = np.einsum("bhqd,bhkd->bhqk", do64, vr)
-    ds = p * (dp - (do64 * o).sum(-1, keepdims=True))
-    dq = np.einsum("bhqk,bhkd->bhqd", ds, kr) * scale
-    dk = np.einsum("bhqk,bhqd->bhkd", ds, q64) * scale
-    fold = lambda x: x.reshape(B, H_kv, group, N_kv, D).sum(axis=2)  # noqa: E731
-    return dq, fold(dk), fold(dv)
+def _zeros_i32(like, n: int):
+    if _is_numpy(like):
+        return np.zeros(n, np.int32)
+    import torch
+    return torch.zeros(n, device=like.device, dtype=torch.int32)

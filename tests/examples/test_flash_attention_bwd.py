@@ -96,10 +96,19 @@ def test_bad_inputs_are_named():
                                          r"dq_writer, early_dv and dq_stages=2 .*, got stages=3, "
                                          r"dq_writer=False"):
         f(x, x, x, x, lse, x, paired=True, stages=3)
+    with pytest.raises(ValueError, match=r"split_tail=True needs the paired consumer and one "
+                                         r"CTA a tile, got paired=True, persistent=True"):
+        f(x, x, x, x, lse, x, split_tail=True, persistent=True)
+    with pytest.raises(ValueError, match=r"split_tail=True needs .*, got paired=False"):
+        f(x, x, x, x, lse, x, split_tail=True, paired=False)
+    with pytest.raises(ValueError, match=r"num_sms must be an int >= 1, got 0"):
+        f(x, x, x, x, lse, x, num_sms=0)
+    with pytest.raises(ValueError, match=r"lpt_heads must be an int >= 0, got -1"):
+        f(x, x, x, x, lse, x, lpt_heads=-1)
 
 
 def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE, dq_writer=False, early_dv=False,
-             dq_stages=1, stages=None, paired=False):
+             dq_stages=1, stages=None, paired=False, split=False):
     from gluon.nvidia.hopper import TensorDescriptor
 
     x = np.zeros((1, 16, 4096, D), np.float16)
@@ -115,10 +124,11 @@ def _compile(D, causal, dq_swizzle=hopper_bwd.DQ_SWIZZLE, dq_writer=False, early
          "dq_desc": dq, "neg_lse2_desc": rows, "delta_desc": rows,
          "dk_ptr": "*fp16:16", "dv_ptr": "*fp16:16", "N_Q": "i32", "N_KV": "i32", "N_PAD": "i32",
          "H_KV": "i32", "GROUP": "i32", "num_tiles": "i32", "qk_scale": "fp32",
-         "sm_scale": "fp32"},
+         "sm_scale": "fp32", "num_sms": "i32", "split_part": "*fp32:16",
+         "split_count": "*i32:16", "lpt_heads": "i32"},
         {"STAGES": stages or hopper_bwd.STAGES,
          "CAUSAL": causal, "DQ_WRITER": dq_writer, "EARLY_DV": early_dv, "DQ_STAGES": dq_stages,
-         "PAIRED": paired},
+         "PAIRED": paired, "SPLIT": split},
         target="sm_90a", num_warps=8)
 
 
@@ -182,6 +192,18 @@ def test_whole_program_ptxas_accepts_it(causal, dq_swizzle, tmp_path):
     # No spills: dK, dV, S^T and dP^T take 192 of the consumers' 240 registers; the
     # loop-invariant shared addresses and wgmma descriptors must not crowd them out.
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+
+
+def test_split_tail_counts_in_with_one_release_and_spills_nothing():
+    # The fix-up of a shared tile: one gpu-scope acq_rel atomic (after a barrier of the 8
+    # consumer warps), and the partial dK / dV loads and stores fit the 240 registers.
+    from tools import static_report
+
+    ptx = _compile(128, False, paired=True, split=True).asm["ptx"]
+    assert ptx.count("atom.acq_rel.gpu.global.add.u32") == 1
+    if static_report.have_sass_tools():
+        _, log = static_report.whole_program_cubin(ptx, "sm_90a")
+        assert "0 bytes spill stores, 0 bytes spill loads" in log, log
 
 
 def test_the_dp_wait_follows_the_exp2s_without_a_causal_mask():
@@ -256,3 +278,53 @@ def test_backward_options_match_float64(options, causal, monkeypatch):
         for g, ref in zip(grads, refs):
             err = float(np.abs(g.astype(np.float64) - ref).max() / np.abs(ref).max())
             assert err <= TOLERANCE["float16"], (seed, err)
+
+
+@pytest.mark.parametrize("B, H, H_kv, N_q, N_kv, num_sms", [
+    (1, 2, 1, 200, 330, 2),   # 3 tiles on 2 CTAs: tile 1 cut inside the group's second head
+    (2, 2, 2, 200, 200, 3),   # 8 tiles: 3 whole, 5 dealt out as 20 query blocks to 3 CTAs
+    (1, 4, 1, 130, 300, 2),   # GROUP 4, ragged: cuts between heads and past N_q
+])
+def test_split_tail_matches_float64(B, H, H_kv, N_q, N_kv, num_sms, monkeypatch):
+    # split_tail: the last tiles' query blocks dealt out to num_sms CTAs; a tile shared by
+    # two is finished by the second from both partial dK and dV, whichever arrives first.
+    # The arrival counts end at 0 for the next launch.
+    q, k, v, o, lse, do = _inputs("float16", 64, False, B, H, H_kv, N_q, N_kv)
+    refs = hopper_bwd.reference(q, k, v, do, False)
+    made, zeros, empty = [], hopper_bwd._zeros_i32, hopper_bwd._empty
+    monkeypatch.setattr(hopper_bwd, "_zeros_i32", lambda *a: made.append(zeros(*a)) or made[-1])
+    parts = []
+
+    def nan_empty(like, shape, dtype_name):  # the partials NaN until written
+        x = empty(like, shape, dtype_name)
+        if dtype_name == "float32":
+            x[...] = np.nan
+            if len(shape) == 5:
+                parts.append(x)
+        return x
+    monkeypatch.setattr(hopper_bwd, "_empty", nan_empty)
+    for seed in (0, 1, 2):
+        monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+        grads = hopper_bwd.attention_backward(q, k, v, o, lse, do, split_tail=True,
+                                              num_sms=num_sms)
+        for name, g, ref in zip(("dq", "dk", "dv"), grads, refs):
+            err = float(np.abs(g.astype(np.float64) - ref).max() / np.abs(ref).max())
+            assert err <= TOLERANCE["float16"], (seed, name, err)
+        assert made[-1].shape == (num_sms,) and not made[-1].any()
+        assert parts[-1].shape == (num_sms, 2, 2, 128, 64) and np.isfinite(parts[-1]).any()
+
+
+@pytest.mark.parametrize("options", [
+    {"lpt_heads": 2}, {"lpt_tail": True, "num_sms": 4},  # the last 2 of 4 heads; all 4
+    {"lpt_heads": 3, "paired": False}, {"lpt_heads": 2, "dq_writer": True}])
+def test_lpt_tail_matches_float64(options, monkeypatch):
+    # The last heads' tiles key block by key block across the heads (longest first): every
+    # CTA's producer, consumers and dQ writer must map its tile to the same block and head.
+    q, k, v, o, lse, do = _inputs("float16", 64, True, 2, 4, 2, 200, 330)  # 4 heads x 3 tiles
+    refs = hopper_bwd.reference(q, k, v, do, True)
+    for seed in (0, 1):
+        monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+        grads = hopper_bwd.attention_backward(q, k, v, o, lse, do, causal=True, **options)
+        for name, g, ref in zip(("dq", "dk", "dv"), grads, refs):
+            err = float(np.abs(g.astype(np.float64) - ref).max() / np.abs(ref).max())
+            assert err <= TOLERANCE["float16"], (seed, name, err)

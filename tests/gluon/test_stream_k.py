@@ -66,3 +66,56 @@ def test_without_split_the_order_is_the_persistent_one():
     by_program = _pieces(10, 4, 3, False)
     assert by_program == [[(t, 0, 4, -1, 0) for t in range(pid, 10, 3)] for pid in range(3)]
     assert not stream_k.enabled(12, 3) and not stream_k.enabled(3, 4)
+
+
+@gluon.jit
+def _tail_schedule_kernel(out_ptr, num_tiles, units, num_sms, SPLIT: gl.constexpr):
+    row = out_ptr + gl.program_id(0) * (MAX_PIECES * 5)
+    for w in range(stream_k.tail_num_work(num_tiles, units, num_sms, SPLIT)):
+        tile, u0, u1, slot, side = stream_k.tail_work(w, num_tiles, units, num_sms, SPLIT)
+        gl.store(row + w * 5, tile)
+        gl.store(row + w * 5 + 1, u0)
+        gl.store(row + w * 5 + 2, u1)
+        gl.store(row + w * 5 + 3, slot)
+        gl.store(row + w * 5 + 4, side)
+
+
+@pytest.mark.parametrize("num_tiles, units, sms", [
+    (2048, 64, 132), (2048, 128, 132), (9, 5, 4), (9, 3, 2), (48, 16, 5), (7, 1, 3),
+])
+def test_tail_schedule_gives_one_tile_a_program_then_splits_the_last(num_tiles, units, sms):
+    # A one-tile-a-program grid: programs before the split part take their own tile; the
+    # last `sms` programs share the split part, each unit once, a tile cut between two
+    # neighbours that agree on its slot (numbered among the split part's programs).
+    programs = stream_k.tail_grid(num_tiles, sms)
+    first = num_tiles - num_tiles % sms - sms
+    assert programs == first + sms
+    out = np.full((programs, MAX_PIECES.value, 5), -9, np.int32)
+    _tail_schedule_kernel[(programs,)](out, num_tiles, units, sms, SPLIT=True)
+    by_program = [[tuple(int(x) for x in p) for p in row if p[0] != -9] for row in out]
+    assert by_program[:first] == [[(pid, 0, units, -1, 0)] for pid in range(first)]
+    seen = np.zeros((num_tiles, units), np.int32)
+    split = {}
+    for p, pieces in enumerate(by_program[first:]):
+        assert sum(u1 - u0 for _, u0, u1, _, _ in pieces) <= -(-(num_tiles - first) * units
+                                                               // sms)
+        for tile, u0, u1, slot, side in pieces:
+            assert first <= tile and 0 <= u0 < u1 <= units
+            seen[tile, u0:u1] += 1
+            if (u0, u1) != (0, units):
+                assert (slot, side) == ((p, 0) if u0 == 0 else (p - 1, 1))
+                split.setdefault(tile, []).append((slot, side))
+            else:
+                assert slot == -1
+    assert (seen[first:] == 1).all() and not seen[:first].any()
+    assert split or units == 1
+    for parts in split.values():
+        assert sorted(parts) == [(parts[0][0], 0), (parts[0][0], 1)]
+
+
+def test_tail_grid_without_split_is_one_program_a_tile():
+    assert stream_k.tail_grid(12, 3) == 12 and stream_k.tail_grid(3, 4) == 3
+    out = np.full((5, MAX_PIECES.value, 5), -9, np.int32)
+    _tail_schedule_kernel[(5,)](out, 5, 4, 3, SPLIT=False)
+    assert [tuple(out[p, 0]) for p in range(5)] == [(p, 0, 4, -1, 0) for p in range(5)]
+    assert (out[:, 1:] == -9).all()

@@ -81,6 +81,32 @@ def _rel(a, b):
 ])
 def test_gradients_match_float32_like_sdpa(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv,
                                            options):
+    _check_gradients(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv, options)
+
+
+@pytest.mark.parametrize("dtype, D, B, H, H_kv, N, options", [
+    # 512 tiles on the SMs (3.9 waves), the last 116 + 132 dealt out as query blocks (GQA:
+    # cuts inside a head's blocks and between heads); 192 tiles at D = 64; 16 tiles on 5
+    # "SMs", most of them cut.
+    ("float16", 128, 2, 16, 8, 4096, {}),
+    ("bfloat16", 64, 1, 8, 8, 3000, {}),
+    ("float16", 128, 1, 4, 2, 1000, {"num_sms": 5}),
+])
+def test_split_tail_gradients_match_float32_like_sdpa(torch, dtype, D, B, H, H_kv, N, options):
+    _check_gradients(torch, dtype, D, False, B, H, H_kv, N, N, dict(options, split_tail=True))
+
+
+@pytest.mark.parametrize("dtype, D, B, H, H_kv, N_q, N_kv, options", [
+    ("float16", 128, 2, 16, 8, 4096, 4096, {"lpt_tail": True}),  # the last 15 of 16 heads
+    ("bfloat16", 64, 1, 8, 2, 1500, 3000, {"lpt_heads": 2}),     # every head, N_q < N_kv
+    ("float16", 128, 2, 8, 8, 2048, 2048, {"lpt_heads": 5, "paired": False}),
+])
+def test_lpt_tail_gradients_match_float32_like_sdpa(torch, dtype, D, B, H, H_kv, N_q, N_kv,
+                                                    options):
+    _check_gradients(torch, dtype, D, True, B, H, H_kv, N_q, N_kv, options)
+
+
+def _check_gradients(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv, options):
     from hopper import attention_forward
     from hopper_bwd import attention_backward
 
