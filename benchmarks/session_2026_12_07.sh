@@ -23,7 +23,18 @@
 #   fp8wg      (not run yet) fp8 at D = 128 with three consumer warpgroups and 128-key
 #              blocks: without the overlap a warpgroup's period is its GEMMs plus its
 #              softmax, so a third warpgroup could keep the tensor cores fed (ptxas spills
-#              12 words a block in the loop at 160 registers); 4k and 16k, 7 rounds
+#              24 words a block in the loop at 160 registers); and with 64-key blocks (no
+#              spills, 367 SASS instructions a block against 553 for 128 keys at two
+#              warpgroups); 4k and 16k, 7 rounds
+#   bwd_split  (not run yet) the backward's split_tail and lpt_tail GPU cases (bwd_lpt's too),
+#              then split_tail against a
+#              copy of ours (fp16 D = 128, 4k, 8k and 16k, non-causal, 9 rounds): the last
+#              1.5 waves' tiles dealt out as query blocks to the SMs instead of a half-empty
+#              16th wave
+#   bwd_lpt    (not run yet) the GPU cases as bwd_split, then causal with the last
+#              heads' key blocks longest first across heads (lpt_tail: about three waves'
+#              worth; lpt_heads=999: the whole grid) against a copy of ours, 4k, 8k and
+#              16k, 9 rounds
 #   fwd_tests  the forward's GPU tests
 #   gpu_tests  every GPU test
 STEPS=${STEPS:-"new_tests qbuf"}
@@ -48,7 +59,16 @@ if has rings; then  # not run yet: with two Q buffers, which ring takes the cut,
   step rings64 100 python3 benchmarks/attention_vs_sdpa.py --dims 64 --ns 4096,16384 --dtypes fp16 --rounds 9 --no-triton --variants "same:;q2:q_buffers=2" --json "$OUT/rings64.json"
 fi
 if has fp8wg; then  # not run yet: fp8's softmax outlasts the other warpgroup's GEMMs
-  step fp8wg 120 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp8 --rounds 7 --no-triton --variants "same:;wg3:warpgroups=3" --json "$OUT/fp8wg.json"
+  step fp8wg 160 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes fp8 --rounds 7 --no-triton --variants "same:;wg3:warpgroups=3;wg3n64:warpgroups=3,block_n=64" --json "$OUT/fp8wg.json"
+fi
+if has bwd_split || has bwd_lpt; then  # not run yet: the backward's grid tails
+  TAIL=5 step bwd_new_tests 150 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py -k "split_tail or lpt_tail"
+  if passed bwd_new_tests && has bwd_split; then
+    step bwd_split 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --causal 0 --rounds 9 --variants "same:;st:split_tail=1" --json "$OUT/bwd_split.json"
+  fi
+  if passed bwd_new_tests && has bwd_lpt; then
+    step bwd_lpt 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --causal 1 --rounds 9 --variants "same:;lpt:lpt_tail=1;all:lpt_heads=999" --json "$OUT/bwd_lpt.json"
+  fi
 fi
 if has fwd_tests; then
   TAIL=5 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py

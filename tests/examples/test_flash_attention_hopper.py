@@ -81,6 +81,8 @@ def test_d256_with_the_ping_pong_and_no_overlap_matches_float64(monkeypatch):
     ("float16", 128, {"kv_ahead": 0, "o_in_q": False, "stages": 2}),
     ("float16", 128, {"q_in_regs": True}),       # QK^T with Q as a register A operand
     ("bfloat16", 128, {"warpgroups": 3, "overlap": False, "pingpong": False}),
+    ("float8_e4m3fn", 128, {"warpgroups": 3}),   # three warpgroups take turns in fp8
+    ("float8_e4m3fn", 128, {"warpgroups": 3, "block_n": 64}),
     ("float16", 128, {"k_stages": 2}),           # rings of different depths
     ("float16", 64, {"warpgroups": 2, "overlap": True}),  # D = 64's old schedule
     ("float16", 128, {"v_lag": 1, "kv_ahead": 2}),  # K_j with V_{j-1}, two Ks before Q
