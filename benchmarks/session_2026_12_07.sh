@@ -26,11 +26,10 @@
 #              24 words a block in the loop at 160 registers); and with 64-key blocks (no
 #              spills, 367 SASS instructions a block against 553 for 128 keys at two
 #              warpgroups); 4k and 16k, 7 rounds
-#   bwd_split  (not run yet) the backward's split_tail and lpt_tail GPU cases (bwd_lpt's too),
-#              then split_tail against a
-#              copy of ours (fp16 D = 128, 4k, 8k and 16k, non-causal, 9 rounds): the last
-#              1.5 waves' tiles dealt out as query blocks to the SMs instead of a half-empty
-#              16th wave
+#   bwd_split  (not run yet) the backward's split_tail and lpt_tail GPU cases, then
+#              split_tail against a copy of ours (fp16 D = 128, 4k, 8k and 16k, non-causal,
+#              9 rounds): the last 1.5 waves' tiles dealt out as query blocks to the SMs
+#              instead of a half-empty 16th wave
 #   bwd_lpt    (not run yet) the GPU cases as bwd_split, then causal with the last
 #              heads' key blocks longest first across heads (lpt_tail: about three waves'
 #              worth; lpt_heads=999: the whole grid) against a copy of ours, 4k, 8k and

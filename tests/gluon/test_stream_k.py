@@ -1,6 +1,7 @@
 """gluon/stream_k.py: the split schedule covers every unit of every tile exactly once, splits
 a tile between at most two neighbouring programs that agree on its slot, and keeps the
-plain persistent order without a split."""
+plain persistent order without a split; the same for the tail schedule of a one-program-a-
+tile grid."""
 
 import numpy as np
 import pytest
