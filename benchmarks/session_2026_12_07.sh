@@ -34,6 +34,8 @@
 #              heads' key blocks longest first across heads (lpt_tail: about three waves'
 #              worth; lpt_heads=999: the whole grid) against a copy of ours, 4k, 8k and
 #              16k, 9 rounds
+#   bwd_short  (not run yet) the GPU cases as bwd_split, then both options at 4k and 8k,
+#              causal and not, 7 rounds
 #   fwd_tests  the forward's GPU tests
 #   gpu_tests  every GPU test
 STEPS=${STEPS:-"new_tests qbuf"}
@@ -67,6 +69,12 @@ if has bwd_split || has bwd_lpt; then  # not run yet: the backward's grid tails
   fi
   if passed bwd_new_tests && has bwd_lpt; then
     step bwd_lpt 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --causal 1 --rounds 9 --variants "same:;lpt:lpt_tail=1;all:lpt_heads=999" --json "$OUT/bwd_lpt.json"
+  fi
+fi
+if has bwd_short; then  # bwd_split's and bwd_lpt's essentials, when little device time is left
+  TAIL=5 step bwd_new_tests 120 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py -k "split_tail or lpt_tail"
+  if passed bwd_new_tests; then  # causal rows: st is a copy of ours; non-causal: lpt is
+    step bwd_short 280 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192 --dtypes fp16 --causal 0,1 --rounds 7 --variants "same:;st:split_tail=1;lpt:lpt_tail=1" --json "$OUT/bwd_short.json"
   fi
 fi
 if has fwd_tests; then
