@@ -72,9 +72,9 @@ if has bwd_split || has bwd_lpt; then  # not run yet: the backward's grid tails
   fi
 fi
 if has bwd_short; then  # bwd_split's and bwd_lpt's essentials, when little device time is left
-  TAIL=5 step bwd_new_tests 120 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py -k "split_tail or lpt_tail"
+  TAIL=5 step bwd_new_tests 100 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py -k "(split_tail or lpt_tail) and 4096"
   if passed bwd_new_tests; then  # causal rows: st is a copy of ours; non-causal: lpt is
-    step bwd_short 280 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192 --dtypes fp16 --causal 0,1 --rounds 7 --variants "same:;st:split_tail=1;lpt:lpt_tail=1" --json "$OUT/bwd_short.json"
+    step bwd_short 220 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192 --dtypes fp16 --causal 0,1 --rounds 7 --variants "same:;st:split_tail=1;lpt:lpt_tail=1" --json "$OUT/bwd_short.json"
   fi
 fi
 if has fwd_tests; then
