@@ -7,6 +7,10 @@
 # and the backward's and examples' GPU tests (02:41, 39 passed), and with q_buffers the
 # default the forward's main, split_tail, speculative_p and q_buffers GPU cases (02:44, 24
 # passed). Machine starts failed or were refused from 01:35 to 02:38.
+# Seventeenth session (same day): starts failed or were refused from 03:30 to 04:47; then
+# "bwd_short" (04:49: its two GPU cases passed, then the 7-round run), by hand a 9-round
+# split_tail run with two copies of each (04:50), and the machine was taken back at 04:51.
+# rings, fp8wg, bwd_split, bwd_lpt, fwd_tests and gpu_tests have not run.
 # Steps:
 #   new_tests  the GPU cases of q_prefetch and q_buffers (the next tile's Q into L2, or into
 #              a second buffer while this tile runs)
@@ -34,7 +38,7 @@
 #              heads' key blocks longest first across heads (lpt_tail: about three waves'
 #              worth; lpt_heads=999: the whole grid) against a copy of ours, 4k, 8k and
 #              16k, 9 rounds
-#   bwd_short  (not run yet) the GPU cases as bwd_split, then both options at 4k and 8k,
+#   bwd_short  (ran 04:49) the GPU cases as bwd_split, then both options at 4k and 8k,
 #              causal and not, 7 rounds
 #   fwd_tests  the forward's GPU tests
 #   gpu_tests  every GPU test
