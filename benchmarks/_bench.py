@@ -9,14 +9,23 @@ whatever came after the light one (our attention kernels, listed first). Shuffli
 was not enough: on 2026-12-06 (19:26 UTC, H100, 7 rounds) two names for one and the same
 backward kernel measured 13% apart. So each sample now runs its function untimed for about
 `settle_ms` first (`interleaved_medians`), and is timed at the clock that function's own
-load sets rather than at the one its predecessor left.
+load sets rather than at the one its predecessor left. Even so, on 2026-12-07 (04:49 UTC,
+H100, 7 rounds) a second name for our backward measured 1.06-1.08x in every row: each row
+re-seeded the shuffle, so every function took the same places in every row, and that
+name's places were worth about 7%. Rounds now follow a Williams design (`balanced_rounds`:
+over a whole square every function runs once in every place and after every other
+function once), relabelled and started afresh for each call, so a place's effect neither
+piles up on one function within a run nor repeats from row to row.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
+
+_ORDER_SEEDS = itertools.count()  # each timing call's own (reproducible) order
 
 
 def gpu_torch(script: str):
@@ -58,7 +67,7 @@ def interleaved_medians(fns: dict, rounds: int, torch, inner: int = 5,
     settle = {name: settle_calls(cuda_time_ms(fn, torch, 1), settle_ms)
               for name, fn in fns.items()}
     times = {name: [] for name in fns}
-    for name in shuffled_rounds(fns, rounds):
+    for name in balanced_rounds(fns, rounds):
         times[name].append(cuda_time_ms(fns[name], torch, inner, settle[name]))
     return {name: statistics.median(ts) for name, ts in times.items()}
 
@@ -70,15 +79,34 @@ def settle_calls(ms_per_call: float, settle_ms: float) -> int:
     return max(1, min(1000, math.ceil(settle_ms / max(ms_per_call, 1e-3))))
 
 
-def shuffled_rounds(names, rounds: int, seed: int = 0):
-    """Every name once per round, `rounds` times, each round in a fresh random order (a
-    rotation would keep each function's predecessor, and with it the predecessor's effect
-    on the clock). Seeded, so that a rerun times the same sequence."""
-    order = list(names)
-    shuffle = random.Random(seed).shuffle
-    for _ in range(rounds):
-        shuffle(order)
-        yield from order
+def williams_square(n: int) -> list:
+    """Rows of a Williams design for n items: each row a permutation of range(n); over all
+    rows (n of them, 2n for odd n) each item takes each place equally often and follows
+    each other item equally often (once, or twice for odd n)."""
+    base, low, high = [0], 1, n - 1
+    while len(base) < n:
+        base.append(low)
+        low += 1
+        if len(base) < n:
+            base.append(high)
+            high -= 1
+    rows = [[(b + i) % n for b in base] for i in range(n)]
+    return rows + [row[::-1] for row in rows] if n % 2 else rows
+
+
+def balanced_rounds(names, rounds: int, seed=None):
+    """Every name once per round, `rounds` times, the rounds taken in turn from a Williams
+    square (`williams_square`) under a random relabelling of the names, from a random
+    row. `seed` None: the next of a counter, so successive calls (a benchmark's rows) get
+    different orders and a rerun of the same command the same ones."""
+    names = list(names)
+    rng = random.Random(next(_ORDER_SEEDS) if seed is None else seed)
+    rng.shuffle(names)
+    square = williams_square(len(names))
+    start = rng.randrange(len(square))
+    for r in range(rounds):
+        for i in square[(start + r) % len(square)]:
+            yield names[i]
 
 
 def parse_variants(text: str) -> list:
@@ -116,7 +144,7 @@ def graph_medians(fns: dict, rounds: int, torch, inner: int = 5) -> dict:
         graph.replay()
     torch.cuda.synchronize()
     times = {name: [] for name in fns}
-    for name in shuffled_rounds(graphs, rounds):
+    for name in balanced_rounds(graphs, rounds):
         times[name].append(cuda_time_ms(graphs[name].replay, torch, 1) / inner)
     return {name: statistics.median(ts) for name, ts in times.items()}
 

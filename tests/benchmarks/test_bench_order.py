@@ -1,0 +1,38 @@
+"""benchmarks/_bench.py's order of timed samples: a Williams design, so that over a whole
+square every function runs once in every place and after every other function once, under
+a relabelling that differs from call to call (a benchmark's rows) and repeats across reruns."""
+
+import collections
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+
+import _bench  # noqa: E402
+
+
+@pytest.mark.parametrize("n", range(1, 11))
+def test_williams_square_balances_places_and_predecessors(n):
+    square = _bench.williams_square(n)
+    assert len(square) == (2 * n if n % 2 else n)
+    assert all(sorted(row) == list(range(n)) for row in square)
+    places = collections.Counter((row[k], k) for row in square for k in range(n))
+    assert len(places) == n * n and set(places.values()) == {len(square) // n}
+    after = collections.Counter((row[k], row[k + 1]) for row in square for k in range(n - 1))
+    assert len(after) == n * (n - 1)
+    assert set(after.values()) <= {len(square) // n}
+
+
+def test_balanced_rounds_run_each_name_once_a_round_in_orders_that_differ_by_call():
+    names = ["ours", "copy", "cuDNN", "flash", "variant"]
+    first = list(_bench.balanced_rounds(names, 10))
+    rounds = [first[i:i + 5] for i in range(0, 50, 5)]
+    assert all(sorted(r) == sorted(names) for r in rounds)
+    places = collections.Counter((name, k) for r in rounds for k, name in enumerate(r))
+    assert set(places.values()) == {2}  # 10 rounds = the whole square of 5: twice each place
+    second = list(_bench.balanced_rounds(names, 10))
+    assert second != first
+    assert list(_bench.balanced_rounds(names, 10, seed=3)) == \
+        list(_bench.balanced_rounds(names, 10, seed=3))
