@@ -40,6 +40,11 @@
 #              16k, 9 rounds
 #   bwd_short  (ran 04:49) the GPU cases as bwd_split, then both options at 4k and 8k,
 #              causal and not, 7 rounds
+#   fwd_snake  (not run yet) the forward's snake GPU cases, then causal with snake=1 (the
+#              waves of longest-first tiles dealt out in alternating directions; the model
+#              of the static assignment: 6.0-6.3% past the mean without, 0.1-0.3% with)
+#              against a copy of ours, fp16 and bf16 D = 128 at 4k, 8k and 16k, then D = 64
+#              and 256 at 16k, 7 rounds
 #   fwd_tests  the forward's GPU tests
 #   gpu_tests  every GPU test
 STEPS=${STEPS:-"new_tests qbuf"}
@@ -79,6 +84,13 @@ if has bwd_short; then  # bwd_split's and bwd_lpt's essentials, when little devi
   TAIL=5 step bwd_new_tests 100 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py -k "(split_tail or lpt_tail) and 4096"
   if passed bwd_new_tests; then  # causal rows: st is a copy of ours; non-causal: lpt is
     step bwd_short 220 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192 --dtypes fp16 --causal 0,1 --rounds 7 --variants "same:;st:split_tail=1;lpt:lpt_tail=1" --json "$OUT/bwd_short.json"
+  fi
+fi
+if has fwd_snake; then  # not run yet: the causal forward's static assignment
+  TAIL=5 step fwd_snake_tests 150 $PYTEST tests/gpu/test_flash_attention_gpu.py -k snake
+  if passed fwd_snake_tests; then
+    step fwd_snake 250 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16,bf16 --causal 1 --rounds 7 --no-triton --variants "same:;sn:snake=1" --json "$OUT/fwd_snake.json"
+    step fwd_snake_dims 120 python3 benchmarks/attention_vs_sdpa.py --dims 64,256 --ns 16384 --dtypes fp16 --causal 1 --rounds 7 --no-triton --variants "same:;sn:snake=1" --json "$OUT/fwd_snake_dims.json"
   fi
 fi
 if has fwd_tests; then

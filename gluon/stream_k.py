@@ -23,6 +23,11 @@ the tiles in flight at once stay neighbours (a wave of attention tiles shares it
 K/V in L2), and so does the data-parallel part with SPLIT; the split part's tiles are the
 last (T mod G) + G, a program's pieces of them (at most 3) consecutive.
 
+SNAKE deals each wave of whole tiles out in the direction opposite to the last one's: over
+tiles sorted longest first (a causal attention forward), program p would otherwise take the
+longest tile of every wave, and the kernel end about 6% past the mean at 4k-16k keys
+(benchmarks/attention_bwd_tail_model.py --forward models it).
+
 A kernel launched with one program a tile (the hardware deals the CTAs out as SMs free
 up) gets the same split from `tail_grid`, `tail_num_work` and `tail_work`: programs
 0 .. first - 1 take tile p each, and the last G of the grid (G = the SM count, passed in)
@@ -88,26 +93,35 @@ def _pieces(p, total, per, units):
 
 
 @gluon.jit
-def num_work(num_tiles, units, SPLIT: gl.constexpr):
+def num_work(num_tiles, units, SPLIT: gl.constexpr, SNAKE: gl.constexpr = False):
     """How many pieces of work this program runs: whole tiles, then with SPLIT its 0-3
-    pieces of the split part."""
+    pieces of the split part (SNAKE: the order of the whole tiles, see `work`)."""
     pid = gl.program_id(0)
     G = gl.num_programs(0)
     if SPLIT:
         first, total, per = _split_part(num_tiles, units, G)
         return first // G + _pieces(pid, total, per, units)
+    elif SNAKE:  # the ragged last wave's tiles go to the programs its direction reaches
+        waves = num_tiles // G
+        ragged = num_tiles % G
+        return waves + gl.where(waves % 2 == 1, pid >= G - ragged, pid < ragged).to(gl.int32)
     else:
         return gl.cdiv(gl.maximum(num_tiles - pid, 0), G)
 
 
 @gluon.jit
-def work(w, num_tiles, units, SPLIT: gl.constexpr):
+def work(w, num_tiles, units, SPLIT: gl.constexpr, SNAKE: gl.constexpr = False):
     """Piece `w` of this program: (tile, first unit, end unit, slot, side). `slot` is -1 for
     a whole tile; for a split one it numbers the pair of programs sharing it (the first of
-    them), and `side` says which part this is (0: units from 0, 1: units to the end)."""
+    them), and `side` says which part this is (0: units from 0, 1: units to the end).
+    SNAKE: whole tiles wave by wave in alternating directions (program p takes tile
+    w G + p in even waves, w G + G - 1 - p in odd ones), so that over tiles sorted longest
+    first no program gets the longest of every wave."""
     pid = gl.program_id(0)
     G = gl.num_programs(0)
     tile = pid + w * G
+    if SNAKE:
+        tile = w * G + gl.where(w % 2 == 1, G - 1 - pid, pid)
     u0 = w * 0
     u1 = u0 + units
     slot = u0 - 1

@@ -116,22 +116,23 @@ RESCALE_SLACK = gl.constexpr(8.0)
 
 
 @gluon.jit
-def _num_pieces(num_tiles, N_KV, BN_ALL: gl.constexpr, SPLIT: gl.constexpr):
+def _num_pieces(num_tiles, N_KV, BN_ALL: gl.constexpr, SPLIT: gl.constexpr,
+                SNAKE: gl.constexpr):
     """How many pieces of work (whole tiles, or with SPLIT parts of the last ones) this
     program's producer and consumers walk; `_piece` says which."""
-    return stream_k.num_work(num_tiles // gl.num_ctas(), gl.cdiv(N_KV, BN_ALL), SPLIT)
+    return stream_k.num_work(num_tiles // gl.num_ctas(), gl.cdiv(N_KV, BN_ALL), SPLIT, SNAKE)
 
 
 @gluon.jit
 def _piece(w, num_tiles, N_Q, N_KV, H, BH, num_m, BN_ALL: gl.constexpr, CAUSAL: gl.constexpr,
-           BM: gl.constexpr, SPLIT: gl.constexpr):
+           BM: gl.constexpr, SPLIT: gl.constexpr, SNAKE: gl.constexpr):
     """Piece `w`: (batch, head, first query row, the tile's blocks to visit, those without a
     mask, its rotation, the piece's blocks [j0, j1), slot, side). The producer and the
     consumers take it from here alike, so they agree on every block of every piece. SPLIT
     (never causal: every tile has the same blocks) may make a piece a part of a tile."""
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     tile, j0, j1, slot, side = stream_k.work(w, num_tiles // NUM_CTAS, gl.cdiv(N_KV, BN_ALL),
-                                             SPLIT)
+                                             SPLIT, SNAKE)
     b, h, m0 = _tile_coords(tile * NUM_CTAS + cluster.cta_rank(), BH, H, num_m, CAUSAL, BM)
     n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN_ALL, CAUSAL, BM)
     rot = _rotation(m0, n_blocks, BM * NUM_CTAS)
@@ -200,16 +201,16 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
               KV_AHEAD: gl.constexpr, V_LAG: gl.constexpr, k_desc_x, v_desc_x, k_ring_x,
               v_ring_x, BN_X: gl.constexpr, SPLIT: gl.constexpr, Q_PREFETCH: gl.constexpr,
-              Q_BUFS: gl.constexpr):
+              Q_BUFS: gl.constexpr, SNAKE: gl.constexpr):
     NUM_WG: gl.constexpr = q_smem.shape[0] // Q_BUFS
     BM: gl.constexpr = NUM_WG * BM_WG
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     item = 0
     t = 0
-    num_pieces = _num_pieces(num_tiles, N_KV, BN + BN_X, SPLIT)
+    num_pieces = _num_pieces(num_tiles, N_KV, BN + BN_X, SPLIT, SNAKE)
     for w in range(num_pieces):
         b, h, m0, n_blocks, _n_full, rot, j0, j1, _slot, _side = _piece(
-            w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT)
+            w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT, SNAKE)
         hk = h // GROUP
         base = item - j0  # ring items count the blocks of every piece
         pl.enter_scope("load K, V")
@@ -234,7 +235,8 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
             # The next piece's Q into L2 now: its load waits for the epilogue that frees
             # Q's buffer (with O_IN_Q, for O's TMA store), and then finds it in L2.
             b2, h2, m2, _nb, _nf, _rt, _j0, _j1, _sl, _sd = _piece(
-                w + 1, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT)
+                w + 1, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT,
+                SNAKE)
             for wg in gl.static_range(NUM_WG):
                 tma.async_prefetch(q_desc, [b2, h2, m2 + wg * BM_WG, 0])
         for i in range(ahead, j1):
@@ -269,7 +271,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
               ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones, k_ring_x, v_ring_x,
               BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr,
               SPLIT: gl.constexpr, split_ws, O_DIRECT: gl.constexpr, SPEC_P: gl.constexpr,
-              Q_BUFS: gl.constexpr):
+              Q_BUFS: gl.constexpr, SNAKE: gl.constexpr):
     # SPEC_P's P taken again where the deciding barrier says so: that barrier is LAZY_RESCALE's.
     gl.static_assert(LAZY_RESCALE or not SPEC_P, "SPEC_P needs LAZY_RESCALE")
     D: gl.constexpr = o_desc.block_shape[3]
@@ -307,10 +309,10 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
     turn = 0
     if PINGPONG:
         turn = pingpong.start(turns, WG, PER_WARP)
-    for w in range(_num_pieces(num_tiles, N_KV, BN + BN_X, SPLIT)):
+    for w in range(_num_pieces(num_tiles, N_KV, BN + BN_X, SPLIT, SNAKE)):
         # Blocks [j0, j1) of the tile (all of them unless SPLIT made it a part of one).
         b, h, m0, n_blocks, n_full, rot, j0, j1, slot, side = _piece(
-            w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT)
+            w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT, SNAKE)
         row0 = m0 + WG * BM_WG
         off = N_KV - N_Q
         m_i = gl.full([BM_WG], -1.0e30, gl.float32, row_s)
@@ -578,7 +580,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      LAZY_RESCALE: gl.constexpr, split_part, split_ml, split_count,
                      SPLIT: gl.constexpr, o_ptr, O_DIRECT: gl.constexpr,
                      SPEC_P: gl.constexpr = False, Q_PREFETCH: gl.constexpr = False,
-                     Q_BUFS: gl.constexpr = 1):
+                     Q_BUFS: gl.constexpr = 1, SNAKE: gl.constexpr = False):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
@@ -633,7 +635,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
               PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP, LAZY_RESCALE, SPLIT,
-              (split_part, split_ml, split_count), O_DIRECT, SPEC_P, Q_BUFS)
+              (split_part, split_ml, split_count), O_DIRECT, SPEC_P, Q_BUFS, SNAKE)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, lse_ptr, kpipe, vpipe, q_ready,
               q_empty, turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -644,7 +646,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         [(_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
                       q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T,
                       KV_AHEAD, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X, SPLIT,
-                      Q_PREFETCH, Q_BUFS))],
+                      Q_PREFETCH, Q_BUFS, SNAKE))],
         [4] * (NUM_WG - 1) + [1], [CONSUMER_REGS] * (NUM_WG - 1) + [24])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
@@ -670,7 +672,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     (K's ring; `stages` when only that is given), `warpgroups`, `overlap`, `pingpong`,
     `o_in_q`, `v_lag`, `late_wait`, `row_sum_mma`, `promote_pv`, `extra_n`, `cluster`,
     `warp_arrivals`, `lazy_rescale`, `split_tail`, `o_direct`, `speculative_p`,
-    `q_prefetch` and `q_buffers`."""
+    `q_prefetch`, `q_buffers` and `snake`."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
@@ -725,6 +727,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                bool(cfg["promote_pv"]), bn_x, bool(cfg["warp_arrivals"]),
                bool(cfg["lazy_rescale"]), part, ml, count, split, o, o_direct,
                bool(cfg["speculative_p"]), bool(cfg["q_prefetch"]), cfg["q_buffers"],
+               bool(cfg["snake"]),
                num_warps=4,
                num_ctas=ctas,
                **(launch_options or {}))

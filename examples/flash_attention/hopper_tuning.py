@@ -121,6 +121,13 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       boundary went from 2.40 to 1.02 us at 4k (the wait for Q from 0.99 to 0.10 us).
       Off at D = 64 (1.025x and 1.052x against a copy at 1.013x and 1.025x, 16k) and in
       fp8 (1.013x and 1.019x, copy 1.007x and 0.953x); no room at D = 256.
+    - `snake` (causal): persistent programs take the tiles of each wave in the direction
+      opposite to the last wave's (`gluon/stream_k.py`). Causal tiles run longest first, so
+      in the plain order program p gets the p-th longest tile of every wave and program 0
+      the longest of each: a model of the static assignment
+      (`benchmarks/attention_bwd_tail_model.py --forward`) ends 6.0-6.3% past the mean at
+      4k-16k keys, the snake 0.1-0.3%. Which tiles run together is unchanged (a wave is the
+      same set either way). Off until measured on the GPU.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
@@ -128,7 +135,7 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
                row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
                lazy_rescale=not fp8, split_tail=True, o_direct=False,
                speculative_p=not fp8 and head_dim == 128, q_prefetch=False,
-               q_buffers=2 if head_dim == 128 and not fp8 else 1)
+               q_buffers=2 if head_dim == 128 and not fp8 else 1, snake=False)
     if cfg["q_buffers"] == 2:  # the second Q buffer's 32 KB come out of K's ring
         cfg.update(k_stages=2)
     if head_dim == 64:

@@ -130,6 +130,26 @@ def test_launcher_options_match_float64(dtype, D, options, monkeypatch):
         assert err <= TOLERANCE[dtype], (seed, err)
 
 
+@pytest.mark.parametrize("dtype, D, programs", [
+    ("float16", 128, 4),   # 6 causal tiles: the ragged second wave to programs 3 and 2
+    ("bfloat16", 64, 3),   # three warpgroups: 4 tiles of 192 rows
+    ("float8_e4m3fn", 128, 4),
+])
+def test_snake_order_matches_float64(dtype, D, programs, monkeypatch):
+    # snake: each wave of (longest-first) causal tiles dealt out in the other direction;
+    # every program's producer and consumers must walk the same tiles.
+    q, k, v = hopper.random_inputs(1, 2, 1, 300 if D != 64 else 384, 300, D, dtype, seed=5)
+    ref_o, ref_lse = hopper.reference(q, k, v, True)
+    for seed in (0, 1):
+        monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+        o, lse = hopper.attention_forward(q, k, v, causal=True, return_lse=True,
+                                          num_programs=programs, snake=True)
+        err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
+        assert err <= TOLERANCE[dtype], (seed, err)
+        finite = np.isfinite(ref_lse)
+        assert float(np.abs(lse[finite] - ref_lse[finite]).max()) < 1e-4, seed
+
+
 @pytest.mark.parametrize("dtype, D, causal, options", [
     ("float16", 128, False, {}),
     ("bfloat16", 64, True, {}),
@@ -349,6 +369,15 @@ def test_cluster_pairs_share_multicast_kv(dtype, D, n_q, options, monkeypatch):
         # fp8 with row_sum_mma sums P as rounded to e4m3: its lse moves by about 1e-2.
         lse_tol = 1e-2 if dtype == "float8_e4m3fn" else 1e-5
         assert float(np.abs(lse - ref_lse).max()) < lse_tol, (seed, lse_tol)
+
+
+@pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas")
+def test_snake_compiles_causal_d128_without_spills():
+    # The snake's tile index (a select on the wave's parity) in D = 128's default causal
+    # build: the registers it takes are the producer's and the tile loop's, not the block
+    # loop's.
+    _assert_no_spills(_compile(128, SNAKE=True, LAZY_RESCALE=True, SPEC_P=True, Q_BUFS=2,
+                               K_STAGES=2).asm["ptx"])
 
 
 def test_cluster_multicasts_k_and_v_and_releases_to_both_ctas():

@@ -14,11 +14,11 @@ MAX_PIECES = gl.constexpr(64)
 
 
 @gluon.jit
-def _schedule_kernel(out_ptr, num_tiles, units, SPLIT: gl.constexpr):
+def _schedule_kernel(out_ptr, num_tiles, units, SPLIT: gl.constexpr, SNAKE: gl.constexpr):
     # One row of 5 ints per piece: tile, first unit, end unit, slot, side.
     row = out_ptr + gl.program_id(0) * (MAX_PIECES * 5)
-    for w in range(stream_k.num_work(num_tiles, units, SPLIT)):
-        tile, u0, u1, slot, side = stream_k.work(w, num_tiles, units, SPLIT)
+    for w in range(stream_k.num_work(num_tiles, units, SPLIT, SNAKE)):
+        tile, u0, u1, slot, side = stream_k.work(w, num_tiles, units, SPLIT, SNAKE)
         gl.store(row + w * 5, tile)
         gl.store(row + w * 5 + 1, u0)
         gl.store(row + w * 5 + 2, u1)
@@ -26,9 +26,9 @@ def _schedule_kernel(out_ptr, num_tiles, units, SPLIT: gl.constexpr):
         gl.store(row + w * 5 + 4, side)
 
 
-def _pieces(num_tiles, units, programs, split):
+def _pieces(num_tiles, units, programs, split, snake=False):
     out = np.full((programs, MAX_PIECES.value, 5), -9, np.int32)
-    _schedule_kernel[(programs,)](out, num_tiles, units, SPLIT=split)
+    _schedule_kernel[(programs,)](out, num_tiles, units, SPLIT=split, SNAKE=snake)
     return [[tuple(int(x) for x in piece) for piece in row if piece[0] != -9] for row in out]
 
 
@@ -61,6 +61,33 @@ def test_split_schedule_covers_each_unit_once(num_tiles, units, programs):
     for pid, pieces in enumerate(by_program):
         whole = [p[0] for p in pieces if p[0] < first]
         assert whole == list(range(pid, first, programs))
+
+
+@pytest.mark.parametrize("num_tiles, programs, split", [
+    (2048, 132, False), (2047, 132, False), (2112, 132, False), (10, 3, False), (2, 3, False),
+    (2048, 132, True), (23, 4, True)])
+def test_snake_deals_waves_in_alternate_directions(num_tiles, programs, split):
+    # Each tile once; wave w's tiles go to programs 0, 1, ... when w is even and G - 1,
+    # G - 2, ... when odd, so that over tiles sorted longest first the programs' loads even
+    # out (here tile t takes num_tiles - t: the plain order leaves program 0 a wave's worth
+    # of lengths above the last program; the snake, at most one tile's).
+    by_program = _pieces(num_tiles, 4, programs, split, snake=True)
+    seen = np.zeros(num_tiles, np.int32)
+    for pid, pieces in enumerate(by_program):
+        for tile, u0, u1, slot, side in pieces:
+            seen[tile] += 1 if (u0, u1) == (0, 4) else 0
+            if (u0, u1) == (0, 4) and slot == -1 and (not split or tile < num_tiles
+                                                      - num_tiles % programs - programs):
+                w = tile // programs
+                assert tile - w * programs == (programs - 1 - pid if w % 2 else pid)
+    whole = seen.astype(bool)
+    assert (seen <= 1).all() and (whole.all() or split)
+    if not split and num_tiles >= 2 * programs:
+        length = lambda pieces: sum(num_tiles - p[0] for p in pieces)  # noqa: E731
+        snake = [length(p) for p in by_program]
+        plain = [length(p) for p in _pieces(num_tiles, 4, programs, False)]
+        assert max(snake) - min(snake) <= num_tiles
+        assert max(plain) - min(plain) >= (num_tiles // programs) * (programs - 1) // 2
 
 
 def test_without_split_the_order_is_the_persistent_one():

@@ -123,6 +123,11 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     pytest.param("bfloat16", 128, True, {"q_buffers": 2}, id="q_buffers-bf16-128-causal"),
     pytest.param("float8_e4m3fn", 128, True, {"q_buffers": 2}, id="q_buffers-fp8-128-causal"),
     pytest.param("float16", 64, False, {"q_buffers": 2}, id="q_buffers-fp16-64"),
+    # Waves of causal tiles dealt out in alternating directions (2 programs, 24-32 tiles).
+    pytest.param("float16", 128, True, {"snake": True}, id="snake-fp16-128-causal"),
+    pytest.param("bfloat16", 64, True, {"snake": True}, id="snake-bf16-64-causal"),
+    pytest.param("float8_e4m3fn", 128, True, {"snake": True}, id="snake-fp8-128-causal"),
+    pytest.param("float16", 256, True, {"snake": True}, id="snake-fp16-256-causal"),
 ])
 def test_launcher_options_match_float32(torch, dtype, D, causal, options):
     # 2 programs over 12-16 tiles: each walks several, so every option's tile hand-over runs.
