@@ -10,7 +10,9 @@
 # Seventeenth session (same day): starts failed or were refused from 03:30 to 04:47; then
 # "bwd_short" (04:49: its two GPU cases passed, then the 7-round run), by hand a 9-round
 # split_tail run with two copies of each (04:50), and the machine was taken back at 04:51.
-# rings, fp8wg, bwd_split, bwd_lpt, fwd_tests and gpu_tests have not run.
+# rings, fp8wg, bwd_split, bwd_lpt, fwd_snake, fwd_tests and gpu_tests have not run. Next,
+# in order: "gpu_tests" (every GPU test, none since split_tail and lpt_tail became the
+# backward's defaults), "fwd_snake", "fp8wg rings".
 # Steps:
 #   new_tests  the GPU cases of q_prefetch and q_buffers (the next tile's Q into L2, or into
 #              a second buffer while this tile runs)
@@ -30,11 +32,11 @@
 #              24 words a block in the loop at 160 registers); and with 64-key blocks (no
 #              spills, 367 SASS instructions a block against 553 for 128 keys at two
 #              warpgroups); 4k and 16k, 7 rounds
-#   bwd_split  (not run yet) the backward's split_tail and lpt_tail GPU cases, then
+#   bwd_split  (not run yet; bwd_short ran its essentials) the GPU cases of both, then
 #              split_tail against a copy of ours (fp16 D = 128, 4k, 8k and 16k, non-causal,
 #              9 rounds): the last 1.5 waves' tiles dealt out as query blocks to the SMs
 #              instead of a half-empty 16th wave
-#   bwd_lpt    (not run yet) the GPU cases as bwd_split, then causal with the last
+#   bwd_lpt    (not run yet; see bwd_split) the GPU cases, then causal with the last
 #              heads' key blocks longest first across heads (lpt_tail: about three waves'
 #              worth; lpt_heads=999: the whole grid) against a copy of ours, 4k, 8k and
 #              16k, 9 rounds
