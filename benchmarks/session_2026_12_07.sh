@@ -33,7 +33,7 @@
 #              spills, 367 SASS instructions a block against 553 for 128 keys at two
 #              warpgroups); 4k and 16k, 7 rounds
 #   bwd_split  (not run yet; bwd_short ran its essentials) the GPU cases of both, then
-#              split_tail against a copy of ours (fp16 D = 128, 4k, 8k and 16k, non-causal,
+#              ours (split_tail the default) against it off and a copy (fp16 D = 128, 4k, 8k and 16k, non-causal,
 #              9 rounds): the last 1.5 waves' tiles dealt out as query blocks to the SMs
 #              instead of a half-empty 16th wave
 #   bwd_lpt    (not run yet; see bwd_split) the GPU cases, then causal with the last
@@ -76,16 +76,17 @@ fi
 if has bwd_split || has bwd_lpt; then  # not run yet: the backward's grid tails
   TAIL=5 step bwd_new_tests 150 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py -k "split_tail or lpt_tail"
   if passed bwd_new_tests && has bwd_split; then
-    step bwd_split 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --causal 0 --rounds 9 --variants "same:;st:split_tail=1" --json "$OUT/bwd_split.json"
+    step bwd_split 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --causal 0 --rounds 9 --variants "same:;off:split_tail=0" --json "$OUT/bwd_split.json"
   fi
   if passed bwd_new_tests && has bwd_lpt; then
-    step bwd_lpt 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --causal 1 --rounds 9 --variants "same:;lpt:lpt_tail=1;all:lpt_heads=999" --json "$OUT/bwd_lpt.json"
+    step bwd_lpt 200 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192,16384 --dtypes fp16 --causal 1 --rounds 9 --variants "same:;off:lpt_tail=0;all:lpt_heads=999" --json "$OUT/bwd_lpt.json"
   fi
 fi
 if has bwd_short; then  # bwd_split's and bwd_lpt's essentials, when little device time is left
   TAIL=5 step bwd_new_tests 100 $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py -k "(split_tail or lpt_tail) and 4096"
-  if passed bwd_new_tests; then  # causal rows: st is a copy of ours; non-causal: lpt is
-    step bwd_short 220 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192 --dtypes fp16 --causal 0,1 --rounds 7 --variants "same:;st:split_tail=1;lpt:lpt_tail=1" --json "$OUT/bwd_short.json"
+  if passed bwd_new_tests; then  # causal rows: st is a copy of ours; non-causal: lpt is (both
+    # options are the defaults since 04:50: the variants turn them off)
+    step bwd_short 220 python3 benchmarks/attention_bwd_vs_sdpa.py --ns 4096,8192 --dtypes fp16 --causal 0,1 --rounds 7 --variants "same:;st:split_tail=0;lpt:lpt_tail=0" --json "$OUT/bwd_short.json"
   fi
 fi
 if has fwd_snake; then  # not run yet: the causal forward's static assignment
