@@ -33,9 +33,9 @@
 #              spills, 367 SASS instructions a block against 553 for 128 keys at two
 #              warpgroups); 4k and 16k, 7 rounds
 #   bwd_split  (not run yet; bwd_short ran its essentials) the GPU cases of both, then
-#              ours (split_tail the default) against it off and a copy (fp16 D = 128, 4k, 8k and 16k, non-causal,
-#              9 rounds): the last 1.5 waves' tiles dealt out as query blocks to the SMs
-#              instead of a half-empty 16th wave
+#              ours (split_tail the default) against it off and a copy (fp16 D = 128, 4k,
+#              8k and 16k, non-causal, 9 rounds): the last 1.5 waves' tiles dealt out as
+#              query blocks to the SMs instead of a half-empty 16th wave
 #   bwd_lpt    (not run yet; see bwd_split) the GPU cases, then causal with the last
 #              heads' key blocks longest first across heads (lpt_tail: about three waves'
 #              worth; lpt_heads=999: the whole grid) against a copy of ours, 4k, 8k and
