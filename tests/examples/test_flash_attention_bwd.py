@@ -318,9 +318,10 @@ def test_split_tail_matches_float64(B, H, H_kv, N_q, N_kv, num_sms, monkeypatch)
     {"lpt_heads": 2}, {"lpt_tail": True, "num_sms": 4},  # the last 2 of 4 heads; all 4
     {"lpt_heads": 3, "paired": False}, {"lpt_heads": 2, "dq_writer": True}])
 def test_lpt_tail_matches_float64(options, monkeypatch):
-    # The last heads' tiles key block by key block across the heads (longest first): every
-    # CTA's producer, consumers and dQ writer must map its tile to the same block and head.
-    q, k, v, o, lse, do = _inputs("float16", 64, True, 2, 4, 2, 200, 330)  # 4 heads x 3 tiles
+    # The last heads' tiles key block by key block across the heads (longest first; here 4
+    # (batch, kv head) pairs of 3 key blocks): every CTA's producer, consumers and dQ
+    # writer must map its tile to the same block and head.
+    q, k, v, o, lse, do = _inputs("float16", 64, True, 2, 4, 2, 200, 330)  # 4 x 3 tiles
     refs = hopper_bwd.reference(q, k, v, do, True)
     for seed in (0, 1):
         monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
