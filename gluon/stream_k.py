@@ -143,7 +143,7 @@ def tail_num_work(num_tiles, units, num_sms, SPLIT: gl.constexpr):
         first, total, per = _split_part(num_tiles, units, num_sms)
         return gl.where(pid < first, 1, _pieces(gl.maximum(pid - first, 0), total, per, units))
     else:
-        return gl.cdiv(gl.maximum(num_tiles - pid, 0), gl.num_programs(0))
+        return num_work(num_tiles, units, False)
 
 
 @gluon.jit
@@ -153,11 +153,7 @@ def tail_work(w, num_tiles, units, num_sms, SPLIT: gl.constexpr):
     Without SPLIT, program p takes tiles p, p + grid, ... (one each when the grid is one
     program a tile)."""
     pid = gl.program_id(0)
-    tile = pid + w * gl.num_programs(0)
-    u0 = w * 0
-    u1 = u0 + units
-    slot = u0 - 1
-    side = u0
+    tile, u0, u1, slot, side = work(w, num_tiles, units, False)
     if SPLIT:
         first, total, per = _split_part(num_tiles, units, num_sms)
         if pid >= first:

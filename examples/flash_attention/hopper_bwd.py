@@ -741,7 +741,8 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     dq_desc = TensorDescriptor.from_tensor(dq_acc, [1, 1, BM.value, D], dq_layout(dq_swizzle))
     neg_lse2_desc = TensorDescriptor.from_tensor(neg_lse2, [1, BM.value], ROW_LAYOUT)
     delta_desc = TensorDescriptor.from_tensor(delta, [1, BM.value], ROW_LAYOUT)
-    num_tiles = -(-N_kv // BN.value) * B * H_kv
+    n_kb = -(-N_kv // BN.value)  # key blocks a head
+    num_tiles = n_kb * B * H_kv
     grid = persistent_grid(q, num_tiles) if persistent else (num_tiles,)
     if num_sms is None:
         num_sms = 132 if _is_numpy(q) else device_sm_count()
@@ -753,7 +754,6 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     count = _zeros_i32(q, num_sms if split else 1)
     if split:
         grid = (stream_k.tail_grid(num_tiles, num_sms),)
-    n_kb = -(-N_kv // BN.value)
     if lpt_heads is None:
         lpt = (LPT_TAIL if lpt_tail is None else lpt_tail) and causal
         lpt_heads = 3 * -(-num_sms // n_kb) if lpt else 0

@@ -14,16 +14,21 @@ MAX_PIECES = gl.constexpr(64)
 
 
 @gluon.jit
+def _store_piece(at, piece):
+    tile, u0, u1, slot, side = piece
+    gl.store(at, tile)
+    gl.store(at + 1, u0)
+    gl.store(at + 2, u1)
+    gl.store(at + 3, slot)
+    gl.store(at + 4, side)
+
+
+@gluon.jit
 def _schedule_kernel(out_ptr, num_tiles, units, SPLIT: gl.constexpr, SNAKE: gl.constexpr):
     # One row of 5 ints per piece: tile, first unit, end unit, slot, side.
     row = out_ptr + gl.program_id(0) * (MAX_PIECES * 5)
     for w in range(stream_k.num_work(num_tiles, units, SPLIT, SNAKE)):
-        tile, u0, u1, slot, side = stream_k.work(w, num_tiles, units, SPLIT, SNAKE)
-        gl.store(row + w * 5, tile)
-        gl.store(row + w * 5 + 1, u0)
-        gl.store(row + w * 5 + 2, u1)
-        gl.store(row + w * 5 + 3, slot)
-        gl.store(row + w * 5 + 4, side)
+        _store_piece(row + w * 5, stream_k.work(w, num_tiles, units, SPLIT, SNAKE))
 
 
 def _pieces(num_tiles, units, programs, split, snake=False):
@@ -100,12 +105,7 @@ def test_without_split_the_order_is_the_persistent_one():
 def _tail_schedule_kernel(out_ptr, num_tiles, units, num_sms, SPLIT: gl.constexpr):
     row = out_ptr + gl.program_id(0) * (MAX_PIECES * 5)
     for w in range(stream_k.tail_num_work(num_tiles, units, num_sms, SPLIT)):
-        tile, u0, u1, slot, side = stream_k.tail_work(w, num_tiles, units, num_sms, SPLIT)
-        gl.store(row + w * 5, tile)
-        gl.store(row + w * 5 + 1, u0)
-        gl.store(row + w * 5 + 2, u1)
-        gl.store(row + w * 5 + 3, slot)
-        gl.store(row + w * 5 + 4, side)
+        _store_piece(row + w * 5, stream_k.tail_work(w, num_tiles, units, num_sms, SPLIT))
 
 
 @pytest.mark.parametrize("num_tiles, units, sms", [
