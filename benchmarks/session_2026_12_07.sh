@@ -48,6 +48,8 @@
 #              against a copy of ours, fp16 and bf16 D = 128 at 4k, 8k and 16k, then D = 64
 #              and 256 at 16k, 7 rounds
 #   fwd_tests  the forward's GPU tests
+#   bwd_tests  the backward's GPU tests (split_tail and lpt_tail the defaults) and the
+#              examples'
 #   gpu_tests  every GPU test
 STEPS=${STEPS:-"new_tests qbuf"}
 source "$(dirname "$0")/_session.sh"
@@ -98,6 +100,9 @@ if has fwd_snake; then  # not run yet: the causal forward's static assignment
 fi
 if has fwd_tests; then
   TAIL=5 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py
+fi
+if has bwd_tests; then
+  TAIL=5 step bwd_tests ${BWD_TESTS_S:-240} $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py tests/gpu/test_examples_gpu.py
 fi
 if has gpu_tests; then
   TAIL=15 step gpu_tests ${GPU_TESTS_S:-560} python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rf tests/gpu

@@ -112,7 +112,7 @@ def check_inputs(q, k, v, out_dtype=None, head_dims=HEAD_DIMS) -> Problem:
                          f"{', '.join(f'{n} {d}' for n, d in names.items())}")
     dt = names["q"]
     for n, x in (("q", q), ("k", k), ("v", v)):
-        if _strides(x)[-1] != 1:
+        if _strides(x)[-1] != 1 and 0 not in x.shape:  # numpy gives empty arrays 0 strides
             raise ValueError(f"attention_forward: {n}'s last dim must be contiguous (stride "
                              f"1), got strides {tuple(_strides(x))}")
     fp8 = dt == "float8_e4m3fn"
@@ -186,6 +186,14 @@ def allocate_outputs(q, B, H, N_q, D, out_name, return_lse):
         lse = torch.empty((B, H, N_q) if return_lse else (1,), device=q.device,
                           dtype=torch.float32)
     return o, lse
+
+
+def no_key_outputs(o, lse, return_lse):
+    """The forward of an empty problem (N_q = 0, or N_kv = 0: every row sees no key): o = 0
+    and lse = -inf, as for a causal row that sees no key."""
+    o[...] = 0
+    lse[...] = -np.inf
+    return (o, lse) if return_lse else o
 
 
 # Within each group of 32 keys, the key stored at position k of V^T for the Hopper fp8 PV

@@ -51,6 +51,7 @@ the output accumulator O_h (D fp32 columns): 2 * 128 + 2 * D <= 512.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -70,8 +71,9 @@ from gluon.nvidia.blackwell import TensorDescriptor  # noqa: E402
 from gluon.fma_exp2 import exp2_poly  # noqa: E402
 from gluon.warp_spec import pipeline  # noqa: E402
 from hopper import (_aligned, _is_numpy, _kv_blocks, _nvmma,  # noqa: E402,F401
-                    _tile_coords, allocate_outputs, check_forward, check_inputs, numpy_dtype,
-                    persistent_grid, random_inputs, reference, transposed_v_descriptor)
+                    _tile_coords, allocate_outputs, check_forward, check_inputs, no_key_outputs,
+                    numpy_dtype, persistent_grid, random_inputs, reference,
+                    transposed_v_descriptor)
 
 HALF_M = gl.constexpr(128)  # query rows per softmax warpgroup: one TMEM lane per row
 BM = gl.constexpr(256)      # query rows per CTA tile
@@ -496,6 +498,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
         sm_scale = 1.0 / math.sqrt(D)
     q, k, v = _aligned(q), _aligned(k), _aligned(v)
     o, lse = allocate_outputs(q, B, H, N_q, D, out_name, return_lse)
+    if N_q == 0 or N_kv == 0:
+        return functools.partial(no_key_outputs, o, lse, return_lse)
     bits = 8 if fp8 else 16
     in_block = lambda x, rows: TensorDescriptor.from_tensor(  # noqa: E731
         x, [1, 1, rows, D], _nvmma(bits, D))

@@ -76,6 +76,7 @@ D = 256 issue their GEMMs without taking turns):
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -105,8 +106,8 @@ from attention_reference import (check_forward, numpy_dtype, random_inputs,  # n
                                  reference)
 # The host side the Hopper and Blackwell forwards share (checks, outputs, descriptors).
 from attention_host import (FP8_KEY_ORDER, _aligned, _is_numpy, _nvmma,  # noqa: E402,F401
-                            allocate_outputs, check_inputs, persistent_grid,
-                            transposed_v_descriptor)
+                            allocate_outputs, check_inputs, no_key_outputs,
+                            persistent_grid, transposed_v_descriptor)
 
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
 LOG2E = gl.constexpr(1.4426950408889634)
@@ -684,6 +685,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     consumer_regs = 240 if warpgroups == 2 else 160
     q, k = _aligned(q), _aligned(k)
     o, lse = allocate_outputs(q, B, H, N_q, D, out_name, return_lse)
+    if N_q == 0 or N_kv == 0:  # no rows, or rows that see no key: o = 0, lse = -inf
+        return functools.partial(no_key_outputs, o, lse, return_lse)
     bits = 8 if fp8 else 16
     if fp8:
         # fp8 wgmma reads B K-major: V^T (B, H_kv, D, N_kv), keys in P's register order.

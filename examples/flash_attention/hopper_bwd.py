@@ -732,6 +732,8 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, sm_scale=None,
     n_rows = B * H * N_q
     if n_rows == 0:
         return dq, _zero(dk), _zero(dv)
+    if N_kv == 0:  # every row sees no key: o = 0 whatever q is (FlashAttention's dq = 0)
+        return _zero(dq), dk, dv
     _delta_kernel[(n_pad // ROWS.value, B * H)](o, do, lse, delta, neg_lse2, dq_acc, N_q,
                                                 n_pad, D, num_warps=4)
     q_desc = TensorDescriptor.from_tensor(q, [1, 1, BM.value, D], _nvmma(D))

@@ -62,6 +62,17 @@ def test_sm_scale_and_rows_that_see_no_key_get_zero_dq():
         assert float(np.abs(g.astype(np.float64) - ref).max() / np.abs(ref).max()) < 3e-3
 
 
+@pytest.mark.parametrize("n_q, n_kv", [(64, 0), (0, 64)])
+def test_no_keys_give_zero_dq_and_no_rows_zero_dk_dv(n_q, n_kv):
+    rng = np.random.default_rng(1)
+    q, do = (rng.standard_normal((1, 2, n_q, 64)).astype(np.float16) for _ in range(2))
+    k, v = (rng.standard_normal((1, 1, n_kv, 64)).astype(np.float16) for _ in range(2))
+    o, lse = hopper.attention_forward(q, k, v, return_lse=True)
+    dq, dk, dv = hopper_bwd.attention_backward(q, k, v, o, lse, do)
+    assert (dq.shape, dk.shape, dv.shape) == (q.shape, k.shape, v.shape)
+    assert not dq.any() and not dk.any() and not dv.any()
+
+
 def test_bad_inputs_are_named():
     f = hopper_bwd.attention_backward
     x = np.zeros((1, 2, 64, 64), np.float16)

@@ -502,6 +502,16 @@ def test_main_runs_in_the_interpreter():
     assert hopper.main(gpu=False)
 
 
+@pytest.mark.parametrize("n_q, n_kv", [(64, 0), (0, 64), (0, 0)])
+def test_no_rows_or_no_keys_give_zero_o_and_minus_inf_lse(n_q, n_kv):
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 2, n_q, 64)).astype(np.float16)  # numpy strides of 0
+    k = v = rng.standard_normal((1, 1, n_kv, 64)).astype(np.float16)
+    o, lse = hopper.attention_forward(q, k, v, causal=True, return_lse=True)
+    assert o.shape == q.shape and o.dtype == np.float16 and lse.shape == (1, 2, n_q)
+    assert not o.any() and np.all(lse == -np.inf)
+
+
 def test_bad_inputs_are_named():
     f = hopper.attention_forward
     q = np.zeros((1, 2, 64, 64), np.float16)
