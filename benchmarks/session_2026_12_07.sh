@@ -51,6 +51,8 @@
 #   bwd_tests  the backward's GPU tests (split_tail and lpt_tail the defaults) and the
 #              examples'
 #   gpu_tests  every GPU test
+#   bwd_full   the issue's backward run with the defaults: fp16 D = 128, N = 1k-16k, causal
+#              and not, the backward alone and forward + backward, against cuDNN and flash
 STEPS=${STEPS:-"new_tests qbuf"}
 source "$(dirname "$0")/_session.sh"
 NEW_OK=1
@@ -103,6 +105,9 @@ if has fwd_tests; then
 fi
 if has bwd_tests; then
   TAIL=5 step bwd_tests ${BWD_TESTS_S:-240} $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py tests/gpu/test_examples_gpu.py
+fi
+if has bwd_full; then
+  step bwd_full ${BWD_FULL_S:-320} python3 benchmarks/attention_bwd_vs_sdpa.py --dtypes fp16 --rounds 7 --json "$OUT/bwd_full.json"
 fi
 if has gpu_tests; then
   TAIL=15 step gpu_tests ${GPU_TESTS_S:-560} python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rf tests/gpu

@@ -246,7 +246,7 @@ def choose_num_splits(batch: int, kv_heads: int, max_tiles: int, sm_count: int,
     shapes only (max_tiles comes from the block table's width), so a CUDA graph captured
     once stays valid for any seq_lens."""
     programs = batch * kv_heads
-    if programs >= sm_count:
+    if programs == 0 or programs >= sm_count:  # nothing to launch, or a full wave already
         return 1
     occupied = min(programs_per_sm * sm_count // programs, max_tiles // min_tiles)
     short = min(2 * sm_count // programs, max_tiles // max(1, min_tiles // 2))
@@ -319,13 +319,16 @@ def _check(q, k_cache, v_cache, block_table, seq_lens):
                              f"{tuple(x.shape)}")
     for n, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
                  ("block_table", block_table)):
-        if _strides(x)[-1] != 1:
+        if _strides(x)[-1] != 1 and 0 not in x.shape:  # numpy gives empty arrays 0 strides
             raise ValueError(f"paged_decode: {n}'s last dim must be contiguous (stride 1), "
                              f"got strides {_strides(x)}")
     kinds = {_is_numpy(x) for x in (q, k_cache, v_cache, block_table, seq_lens)}
     if len(kinds) != 1:
         raise ValueError("paged_decode: pass all arrays as numpy (interpreter) or all as "
                          "CUDA tensors, not a mix")
+    if _is_numpy(seq_lens) and batch and int(seq_lens.min()) < 0:
+        raise ValueError(f"paged_decode: seq_lens must be >= 0, got {int(seq_lens.min())} "
+                         f"(sequence {int(seq_lens.argmin())})")
     if (_is_numpy(seq_lens) and batch and
             int(seq_lens.max()) > block_table.shape[1] * block_size):
         raise ValueError(f"paged_decode: seq_lens has {int(seq_lens.max())} keys but the "

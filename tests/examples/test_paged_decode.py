@@ -164,6 +164,7 @@ def test_grid_does_not_depend_on_seq_lens(monkeypatch):
     (dict(lens=[200, 500]), "paged_decode: seq_lens has 500 keys but the block table holds "
                             "at most 13 x 16"),
     (dict(num_splits=0), "paged_decode: num_splits must be an int from 1 to 256, got 0"),
+    (dict(lens=[200, -3]), "paged_decode: seq_lens must be >= 0, got -3 (sequence 1)"),
 ])
 def test_errors(change, message):
     H = change.get("H", 4)
@@ -185,6 +186,12 @@ def test_errors(change, message):
     with pytest.raises(ValueError) as e:
         pd.paged_decode(q, k, v, table, lens, num_splits=change.get("num_splits"))
     assert str(e.value) == message
+
+
+def test_an_empty_batch_gives_an_empty_output():
+    q, k, v, table, lens = pd.random_inputs(2, 4, 2, 64, 16, [20, 20])
+    o = pd.paged_decode(q[:0], k, v, table[:0], lens[:0])  # numpy: empty arrays' strides are 0
+    assert o.shape == (0, 4, 64) and o.dtype == np.float16
 
 
 SIGNATURE = dict(
