@@ -45,8 +45,8 @@
 #   fwd_snake  (not run yet) the forward's snake GPU cases, then causal with snake=1 (the
 #              waves of longest-first tiles dealt out in alternating directions; the model
 #              of the static assignment: 6.0-6.3% past the mean without, 0.1-0.3% with)
-#              against a copy of ours, fp16 and bf16 D = 128 at 4k, 8k and 16k, then D = 64
-#              and 256 at 16k, 7 rounds
+#              against a copy of ours, fp16 D = 128 at 4k, 8k and 16k, 7 rounds
+#   fwd_snake_more  the same in bf16 (4k and 16k), and D = 64 and 256 at 16k
 #   fwd_tests  the forward's GPU tests
 #   bwd_tests  the backward's GPU tests (split_tail and lpt_tail the defaults) and the
 #              examples'
@@ -94,11 +94,14 @@ if has bwd_short; then  # bwd_split's and bwd_lpt's essentials, when little devi
   fi
 fi
 if has fwd_snake; then  # not run yet: the causal forward's static assignment
-  TAIL=5 step fwd_snake_tests 150 $PYTEST tests/gpu/test_flash_attention_gpu.py -k snake
+  TAIL=5 step fwd_snake_tests 100 $PYTEST tests/gpu/test_flash_attention_gpu.py -k snake
   if passed fwd_snake_tests; then
-    step fwd_snake 250 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16,bf16 --causal 1 --rounds 7 --no-triton --variants "same:;sn:snake=1" --json "$OUT/fwd_snake.json"
-    step fwd_snake_dims 120 python3 benchmarks/attention_vs_sdpa.py --dims 64,256 --ns 16384 --dtypes fp16 --causal 1 --rounds 7 --no-triton --variants "same:;sn:snake=1" --json "$OUT/fwd_snake_dims.json"
+    step fwd_snake 230 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,8192,16384 --dtypes fp16 --causal 1 --rounds 7 --no-triton --variants "same:;sn:snake=1" --json "$OUT/fwd_snake.json"
   fi
+fi
+if has fwd_snake_more; then  # bf16, D = 64 and 256
+  step fwd_snake_bf16 130 python3 benchmarks/attention_vs_sdpa.py --dims 128 --ns 4096,16384 --dtypes bf16 --causal 1 --rounds 7 --no-triton --variants "same:;sn:snake=1" --json "$OUT/fwd_snake_bf16.json"
+  step fwd_snake_dims 120 python3 benchmarks/attention_vs_sdpa.py --dims 64,256 --ns 16384 --dtypes fp16 --causal 1 --rounds 7 --no-triton --variants "same:;sn:snake=1" --json "$OUT/fwd_snake_dims.json"
 fi
 if has fwd_tests; then
   TAIL=5 step fwd_tests 300 $PYTEST tests/gpu/test_flash_attention_gpu.py
