@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# 2026-12-07 (sixteenth session) device calls. STEPS picks what runs (space-separated); logs
-# under $OUT. Run as: OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_07.sh
+# 2026-12-07 (sixteenth to eighteenth sessions) device calls. STEPS picks what runs
+# (space-separated); logs under $OUT. Run as:
+#   OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_07.sh
 # Each call stays under the device's 600 s a command, so the steps' limits add up to less.
 # Ran (H100, 2026-12-07): "new_tests short" (02:40: 7 GPU cases passed, then the 5-round
 # runs), then by hand the 9-round q_buffers run at 4k, 8k and 16k, D = 64's, the tile gaps
@@ -10,9 +11,13 @@
 # Seventeenth session (same day): starts failed or were refused from 03:30 to 04:47; then
 # "bwd_short" (04:49: its two GPU cases passed, then the 7-round run), by hand a 9-round
 # split_tail run with two copies of each (04:50), and the machine was taken back at 04:51.
-# rings, fp8wg, bwd_split, bwd_lpt, fwd_snake, fwd_tests and gpu_tests have not run. Next,
-# in order: "gpu_tests" (every GPU test, none since split_tail and lpt_tail became the
-# backward's defaults), "fwd_snake", "fp8wg rings".
+# Eighteenth session (same day): starts failed or were refused from 05:36 to 07:31; then
+# "fp8wg bwd_full" with BWD_FULL_NS=4096,8192,16384 (07:32-07:33), "bwd_tests" (45 passed)
+# and the fwd_snake benchmark at 4k and 16k (07:34-07:36), the snake GPU cases (07:36, 4
+# passed), "fwd_snake_more" (07:36), and by hand fp8 with snake=1 and fp16 / fp8 at 16k
+# (07:37). snake became the causal 16-bit default after them. rings, bwd_split, bwd_lpt,
+# fwd_tests and gpu_tests have not run: next, "gpu_tests" (the forward's GPU cases have
+# not run with snake the causal default), then "rings".
 # Steps:
 #   new_tests  the GPU cases of q_prefetch and q_buffers (the next tile's Q into L2, or into
 #              a second buffer while this tile runs)
@@ -110,7 +115,7 @@ if has bwd_tests; then
   TAIL=5 step bwd_tests ${BWD_TESTS_S:-240} $PYTEST tests/gpu/test_flash_attention_bwd_gpu.py tests/gpu/test_examples_gpu.py
 fi
 if has bwd_full; then
-  step bwd_full ${BWD_FULL_S:-320} python3 benchmarks/attention_bwd_vs_sdpa.py --dtypes fp16 --rounds 7 --json "$OUT/bwd_full.json"
+  step bwd_full ${BWD_FULL_S:-320} python3 benchmarks/attention_bwd_vs_sdpa.py --ns ${BWD_FULL_NS:-1024,2048,4096,8192,16384} --dtypes fp16 --rounds 7 --json "$OUT/bwd_full.json"
 fi
 if has gpu_tests; then
   TAIL=15 step gpu_tests ${GPU_TESTS_S:-560} python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -rf tests/gpu

@@ -50,6 +50,9 @@ D = 256 issue their GEMMs without taking turns):
   blocks past the diagonal are never loaded. With N_q != N_kv the last query row sees the
   last key (FlashAttention's alignment). Rows past N_q are computed and clipped by the
   TMA store; rows that see no key at all give o = 0 and lse = -inf.
+- SNAKE (causal 16-bit's default): the persistent programs take each wave of longest-first
+  tiles in the direction opposite to the last wave's, so that no program gets the longest
+  tile of every wave (gluon.stream_k).
 - fp8 (e4m3): the producer loads V^T (V transposed once on the host: fp8 wgmma reads B
   K-major only) with the keys of every 32 in FP8_KEY_ORDER, the order in which a thread
   already holds P's columns, so P packs into the wgmma's A registers without moving between

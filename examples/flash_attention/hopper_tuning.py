@@ -15,7 +15,9 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       the registers and the 227 KB of shared memory (K's ring is 2 deep at D = 128 in
       16-bit, to make room for `q_buffers`);
     - `warpgroups`: 3 consumer warpgroups (192-row tiles, 160 registers each, as FA3) at
-      D = 64, where the softmax is as long as the GEMMs; else 2;
+      D = 64, where the softmax is as long as the GEMMs; else 2 (fp8 at D = 128 with 3:
+      0.72-0.79x with 128-key blocks, which spill in the loop, and 0.92-1.00x with 64-key
+      blocks, against a copy of ours at 1.00-1.05x; H100, 2026-12-07 07:32 UTC);
     - `overlap`: the PV wgmma under the next softmax (16-bit; fp8 measured slower with it);
     - `pingpong`: the warpgroups take turns issuing wgmmas, except at D = 256 (16-bit), where
       the GEMMs outlast the softmax and FA3 drops its scheduler barrier too;
@@ -127,7 +129,11 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       the longest of each: a model of the static assignment
       (`benchmarks/attention_bwd_tail_model.py --forward`) ends 6.0-6.3% past the mean at
       4k-16k keys, the snake 0.1-0.3%. Which tiles run together is unchanged (a wave is the
-      same set either way). Off until measured on the GPU.
+      same set either way). On for causal 16-bit launches: against a copy of ours in the
+      same runs (H100, 2026-12-07 07:36-07:37 UTC, 7 rounds) fp16 D = 128 1.121x and 1.081x
+      at 4k and 16k (copy 1.009x, 1.041x), bf16 1.139x and 1.100x (copy 1.044x, 1.032x),
+      D = 64 1.111x (copy 1.080x) and D = 256 1.244x (copy 1.040x) at 16k; off in fp8,
+      where it measured level (0.978x and 0.998x the copy at 4k and 16k).
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
@@ -135,7 +141,7 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
                row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
                lazy_rescale=not fp8, split_tail=True, o_direct=False,
                speculative_p=not fp8 and head_dim == 128, q_prefetch=False,
-               q_buffers=2 if head_dim == 128 and not fp8 else 1, snake=False)
+               q_buffers=2 if head_dim == 128 and not fp8 else 1, snake=causal and not fp8)
     if cfg["q_buffers"] == 2:  # the second Q buffer's 32 KB come out of K's ring
         cfg.update(k_stages=2)
     if head_dim == 64:

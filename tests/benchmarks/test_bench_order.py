@@ -36,3 +36,34 @@ def test_balanced_rounds_run_each_name_once_a_round_in_orders_that_differ_by_cal
     assert second != first
     assert list(_bench.balanced_rounds(names, 10, seed=3)) == \
         list(_bench.balanced_rounds(names, 10, seed=3))
+
+
+def test_settling_calls_follow_the_steady_call_time_not_the_first(monkeypatch):
+    class Event:  # a fake CUDA clock that each call of a timed function moves on
+        now = 0.0
+
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self):
+            self.at = Event.now
+
+        def elapsed_time(self, end):
+            return end.at - self.at
+
+    class Torch:
+        cuda = type("cuda", (), {"Event": Event, "synchronize": staticmethod(lambda: None)})
+
+    calls = collections.Counter()
+
+    def timed(name):  # 1 ms a call, but 10 ms for the one after the warm-up call
+        def fn():
+            calls[name] += 1
+            Event.now += 10.0 if calls[name] == 2 else 1.0
+        return fn
+    counts = []
+    real = _bench.settle_calls
+    monkeypatch.setattr(_bench, "settle_calls",
+                        lambda ms, settle_ms: counts.append(real(ms, settle_ms)) or counts[-1])
+    _bench.interleaved_medians({"first": timed("first"), "second": timed("second")}, 2, Torch)
+    assert counts == [20, 20]  # 20 ms of 1 ms calls each (the slow call alone would give 2)
