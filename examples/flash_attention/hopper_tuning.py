@@ -129,11 +129,11 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       the longest of each: a model of the static assignment
       (`benchmarks/attention_bwd_tail_model.py --forward`) ends 6.0-6.3% past the mean at
       4k-16k keys, the snake 0.1-0.3%. Which tiles run together is unchanged (a wave is the
-      same set either way). On for causal 16-bit launches: against a copy of ours in the
-      same runs (H100, 2026-12-07 07:36-07:37 UTC, 7 rounds) fp16 D = 128 1.121x and 1.081x
-      at 4k and 16k (copy 1.009x, 1.041x), bf16 1.139x and 1.100x (copy 1.044x, 1.032x),
-      D = 64 1.111x (copy 1.080x) and D = 256 1.244x (copy 1.040x) at 16k; off in fp8,
-      where it measured level (0.978x and 0.998x the copy at 4k and 16k).
+      same set either way). On for causal 16-bit launches: against ours in the same runs,
+      with a copy of ours beside it (H100, 2026-12-07 07:36-07:37 UTC, 7 rounds), fp16
+      D = 128 1.121x and 1.081x at 4k and 16k (the copy 1.009x, 1.041x), bf16 1.139x and
+      1.100x (copy 1.044x, 1.032x), D = 64 1.111x (copy 1.080x) and D = 256 1.244x (copy
+      1.040x) at 16k; off in fp8, where it measured level with the copy (0.978x, 0.998x).
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
