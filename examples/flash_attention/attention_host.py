@@ -67,6 +67,29 @@ def persistent_grid(q, num_tiles: int, num_programs=None, ctas: int = 1):
     return (max(1, min(num_programs, num_tiles)),)
 
 
+def _check_heads(func, D, head_dims, H, H_kv, why=""):
+    """`func`'s head dim D among `head_dims` and H query heads a multiple of H_kv."""
+    if D not in head_dims:
+        raise ValueError(f"{func}: head dim D = {D} is not supported; allowed: "
+                         f"{', '.join(map(str, head_dims))}")
+    if H % H_kv:
+        raise ValueError(f"{func}: q has H = {H} heads, not a multiple of k/v's H_kv = "
+                         f"{H_kv}{why}")
+
+
+def _check_dtypes(func, arrays, allowed) -> str:
+    """The one dtype name that `arrays` ((name, array) pairs) share, each among `allowed`."""
+    names = {n: _dtype_name(x) for n, x in arrays}
+    for n, dt in names.items():
+        if dt not in allowed:
+            raise ValueError(f"{func}: {n} has dtype {dt}; allowed: {', '.join(allowed)}")
+    if len(set(names.values())) != 1:
+        *most, last = names
+        raise ValueError(f"{func}: {', '.join(most)} and {last} must share one dtype, got "
+                         f"{', '.join(f'{n} {d}' for n, d in names.items())}")
+    return names[arrays[0][0]]
+
+
 class Problem(NamedTuple):
     """The checked shapes and dtypes of one attention call."""
     B: int
@@ -95,22 +118,9 @@ def check_inputs(q, k, v, out_dtype=None, head_dims=HEAD_DIMS) -> Problem:
     if Dk != D:
         raise ValueError(f"attention_forward: k has head dim {Dk} but q has {D}; they must "
                          f"match")
-    if D not in head_dims:
-        raise ValueError(f"attention_forward: head dim D = {D} is not supported; allowed: "
-                         f"{', '.join(map(str, head_dims))}")
-    if H % H_kv:
-        raise ValueError(f"attention_forward: q has H = {H} heads, not a multiple of k/v's "
-                         f"H_kv = {H_kv} (grouped-query attention shares each k/v head "
-                         f"among H / H_kv query heads)")
-    names = {n: _dtype_name(x) for n, x in (("q", q), ("k", k), ("v", v))}
-    for n, dt in names.items():
-        if dt not in IN_DTYPES:
-            raise ValueError(f"attention_forward: {n} has dtype {dt}; allowed: "
-                             f"{', '.join(IN_DTYPES)}")
-    if len(set(names.values())) != 1:
-        raise ValueError(f"attention_forward: q, k and v must share one dtype, got "
-                         f"{', '.join(f'{n} {d}' for n, d in names.items())}")
-    dt = names["q"]
+    _check_heads("attention_forward", D, head_dims, H, H_kv,
+                 " (grouped-query attention shares each k/v head among H / H_kv query heads)")
+    dt = _check_dtypes("attention_forward", (("q", q), ("k", k), ("v", v)), IN_DTYPES)
     for n, x in (("q", q), ("k", k), ("v", v)):
         if _strides(x)[-1] != 1 and 0 not in x.shape:  # numpy gives empty arrays 0 strides
             raise ValueError(f"attention_forward: {n}'s last dim must be contiguous (stride "
@@ -154,21 +164,9 @@ def check_backward_inputs(q, k, v, o, lse, do):
     if _dtype_name(lse) != "float32":
         raise ValueError(f"attention_backward: lse has dtype {_dtype_name(lse)}; it must be "
                          f"float32 (attention_forward(..., return_lse=True) gives it)")
-    if D not in BACKWARD_HEAD_DIMS:
-        raise ValueError(f"attention_backward: head dim D = {D} is not supported; allowed: "
-                         f"{', '.join(map(str, BACKWARD_HEAD_DIMS))}")
-    if H % H_kv:
-        raise ValueError(f"attention_backward: q has H = {H} heads, not a multiple of k/v's "
-                         f"H_kv = {H_kv}")
-    names = {n: _dtype_name(x) for n, x in (("q", q), ("k", k), ("v", v), ("o", o),
-                                            ("do", do))}
-    for n, dt in names.items():
-        if dt not in OUT_DTYPES:
-            raise ValueError(f"attention_backward: {n} has dtype {dt}; allowed: "
-                             f"{', '.join(OUT_DTYPES)}")
-    if len(set(names.values())) != 1:
-        raise ValueError(f"attention_backward: q, k, v, o and do must share one dtype, got "
-                         f"{', '.join(f'{n} {d}' for n, d in names.items())}")
+    _check_heads("attention_backward", D, BACKWARD_HEAD_DIMS, H, H_kv)
+    _check_dtypes("attention_backward",
+                  (("q", q), ("k", k), ("v", v), ("o", o), ("do", do)), OUT_DTYPES)
     return B, H, H_kv, N_q, N_kv, D
 
 
