@@ -3,7 +3,7 @@
     desc = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1],
                                      block_shape=[BM, BN], padding_option="zero")
     tile = desc.load([m, n])            # [BM, BN]; outside the tensor: 0 (or NaN)
-    desc.store([m, n], tile)            # clipped to the tensor
+    desc.store([m, n], tile)            # clipped past the end; m, n >= 0 (the GPU traps)
     desc.atomic_add([m, n], tile)       # and atomic_min/max/and/or/xor
 
 Two kinds of descriptor reach these methods:

@@ -18,8 +18,11 @@ the user writes them; PTX lists them innermost first).
   kernel learns the data is there only from an `mbarrier.wait` that sees the phase complete
   (`mbarrier.expect(bar, bytes)` first).
 - A store copies `%smem` to the box at `coord`, clipped to the tensor (out-of-bounds
-  elements are not written). Each store is one *bulk group*; `store_wait(n)` blocks until at
-  most `n` groups still read their shared memory, after which it may be overwritten.
+  elements past the end are not written). A negative coordinate is an error: on the H100 it
+  ends the kernel with an illegal instruction, for stores and reductions alike, where a load
+  at a negative coordinate reads the fill (2026-12-07). Each store is one *bulk group*;
+  `store_wait(n)` blocks until at most `n` groups still read their shared memory, after
+  which it may be overwritten.
 
 PTX ISA 9.7.9.27 (cp.async.bulk.tensor), 9.7.9.26.2 (cp.async.bulk.wait_group), and the
 CUDA driver's cuTensorMapEncodeTiled for the descriptor.
@@ -294,6 +297,21 @@ def _coords(op, frame, coords):
     return [int(frame[c]) for c in coords]
 
 
+def _store_coords(op, frame, coords, what: str):
+    """A store's or reduction's coordinates. Loads take negative ones (the box's rows before
+    0 read the fill), but on the H100 a TMA store or reduce-add at a negative coordinate ends
+    the kernel with an illegal instruction (benchmarks/tma_negative_probe.py, 2026-12-07),
+    so the interpreter reports it instead of clipping."""
+    values = _coords(op, frame, coords)
+    negative = [d for d, c in enumerate(values) if c < 0]
+    if negative:
+        frame.error(op, f"{what} at coordinates {values}: coordinate {negative[0]} is negative; "
+                        f"the GPU raises an illegal instruction for TMA stores and reductions "
+                        f"that start before 0 (loads read zeros there), so keep the box's start "
+                        f">= 0 and mask or skip rows before it")
+    return values
+
+
 def issue_load(op, frame, ty, tmap, addr, inside, smem, bar) -> None:
     """Start a TMA load of the global elements at `addr` (`inside`: in bounds, else the
     map's fill) into the view `smem`, completing its bytes on `bar` when it lands (at a
@@ -438,7 +456,8 @@ class AsyncTMACopyLocalToGlobalOp(OpDef):
         desc, smem, coords = op.operands[0], op.operands[1], op.operands[2:]
         _Engine.of(frame).progress()
         # The source may be a whole number of boxes smaller than the block (check_smem).
-        addr, inside = frame[desc].box(_coords(op, frame, coords), smem.type.shape)
+        addr, inside = frame[desc].box(_store_coords(op, frame, coords, "TMA store"),
+                                       smem.type.shape)
         issue_store(op, frame, desc.type, addr, inside, smem)
         return []
 
@@ -501,7 +520,8 @@ class AsyncTMAReduceOp(OpDef):
         pending = _pending(buf)
         pending.check(idx, frame, op, "this TMA reduction reads", reading=True)
         values = np.ascontiguousarray(buf.data[idx]).view(dtype).reshape(view.offsets.shape)
-        addr, inside = frame[desc].box(_coords(op, frame, coords), ty.block_shape)
+        addr, inside = frame[desc].box(_store_coords(op, frame, coords, "TMA reduction"),
+                                       ty.block_shape)
         old = frame.memory.load(addr, inside, 0, ty.element, frame, op)
         frame.memory.store(addr, _combine(op.attrs["kind"], np.asarray(old, dtype), values),
                            inside, ty.element, frame, op)

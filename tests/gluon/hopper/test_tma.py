@@ -45,6 +45,20 @@ def test_a_store_writes_only_the_in_bounds_part_of_its_box():
     np.testing.assert_array_equal(z, want)
 
 
+@pytest.mark.parametrize("m0, n0", [(-24, 0), (0, -8), (-64, 0)])
+def test_a_store_before_row_or_column_zero_is_reported(m0, n0):
+    # On the H100 a TMA store at a negative coordinate is an illegal instruction
+    # (benchmarks/tma_negative_probe.py, 2026-12-07), unlike a load, which reads zeros.
+    z = np.zeros((100, 200), np.float16)
+    with pytest.raises(InterpreterError) as info:
+        tma_store_kernel[(1,)](desc(z, [64, 64]), m0, n0, False)
+    negative = 0 if m0 < 0 else 1
+    assert (f"TMA store at coordinates [{m0}, {n0}]: coordinate {negative} is negative; the "
+            f"GPU raises an illegal instruction") in str(info.value)
+    assert "hopper_kernels.py:155" in str(info.value)
+    assert not z.any()
+
+
 @pytest.mark.parametrize("stages", [1, 2, 3])
 def test_a_ring_of_stages_with_hand_counted_phases(stages):
     x = arange2d(64 * 7, 64)

@@ -13,8 +13,8 @@ from gluon.nvidia.hopper import TensorDescriptor
 
 
 @gluon.jit
-def reduce_rows_kernel(x_ptr, out_desc, KIND: gl.constexpr):
-    """Program p combines rows [p * BM, p * BM + BM) of x into out's block at (0, 0)."""
+def reduce_rows_kernel(x_ptr, out_desc, KIND: gl.constexpr, M0=0):
+    """Program p combines rows [p * BM, p * BM + BM) of x into out's block at (M0, 0)."""
     BM: gl.constexpr = out_desc.block_type.shape[0]
     BN: gl.constexpr = out_desc.block_type.shape[1]
     layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [gl.num_warps(), 1], [1, 0])
@@ -25,17 +25,17 @@ def reduce_rows_kernel(x_ptr, out_desc, KIND: gl.constexpr):
     smem.store(x)
     fence_async_shared()
     if KIND == "add":
-        tma.async_atomic_add(out_desc, [0, 0], smem)
+        tma.async_atomic_add(out_desc, [M0, 0], smem)
     elif KIND == "min":
-        tma.async_atomic_min(out_desc, [0, 0], smem)
+        tma.async_atomic_min(out_desc, [M0, 0], smem)
     elif KIND == "max":
-        tma.async_atomic_max(out_desc, [0, 0], smem)
+        tma.async_atomic_max(out_desc, [M0, 0], smem)
     elif KIND == "and":
-        tma.async_atomic_and(out_desc, [0, 0], smem)
+        tma.async_atomic_and(out_desc, [M0, 0], smem)
     elif KIND == "or":
-        tma.async_atomic_or(out_desc, [0, 0], smem)
+        tma.async_atomic_or(out_desc, [M0, 0], smem)
     else:
-        tma.async_atomic_xor(out_desc, [0, 0], smem)
+        tma.async_atomic_xor(out_desc, [M0, 0], smem)
     tma.store_wait(0)
 
 
@@ -66,10 +66,21 @@ def test_programs_combine_into_one_block(kind, dtype):
     np.testing.assert_array_equal(out, want)
 
 
+def test_a_reduction_before_row_zero_is_reported():
+    # cp.reduce.async.bulk.tensor at a negative row: an illegal instruction on the H100
+    # (benchmarks/tma_negative_probe.py, 2026-12-07), as a store there is.
+    out = np.zeros((16, 32), np.float32)
+    with pytest.raises(Exception, match=r"TMA reduction at coordinates \[-8, 0\]: coordinate 0 "
+                                        r"is negative; the GPU raises an illegal instruction"):
+        reduce_rows_kernel[(1,)](np.ones((16, 32), np.float32), _desc(out, [16, 32], 32),
+                                 "add", -8, num_warps=4)
+    assert not out.any()
+
+
 def test_the_add_compiles_to_one_bulk_reduce_per_box():
     out = np.zeros((16, 64), np.float32)
     ptx = gluon.compile(reduce_rows_kernel,
-                        {"x_ptr": "*fp32:16",
+                        {"x_ptr": "*fp32:16", "M0": "i32",
                          "out_desc": TensorDescriptor.from_tensor(
                              out, [16, 64], gl.NVMMASharedLayout(32, 32, rank=2))},
                         {"KIND": "add"}, target="sm_90a", num_warps=4).asm["ptx"]

@@ -43,8 +43,9 @@ def _reduce(kind: str, tensor_desc, coord, src, semantic) -> None:
 
 @builtin
 def async_atomic_add(tensor_desc, coord, src, _semantic=None):
-    """Atomically add `src` (shared memory) into the block at `coord` (clipped to the
-    tensor): fp32, fp16, bf16, i32, u32, u64."""
+    """Atomically add `src` (shared memory) into the block at `coord` (clipped where it runs
+    past the tensor's end; coordinates >= 0, as for a store): fp32, fp16, bf16, i32, u32,
+    u64."""
     _reduce("add", tensor_desc, coord, src, _semantic)
 
 

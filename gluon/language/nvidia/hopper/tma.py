@@ -110,9 +110,11 @@ def load(tensor_desc, coord, barrier, result, pred, multicast, semantic, name):
 
 @builtin
 def async_copy_shared_to_global(tensor_desc, coord, src, _semantic=None):
-    """Start copying `src` to the block at `coord` (clipped to the tensor). `src` must not be
-    overwritten before `store_wait` retires the copy; write it with `fence_async_shared()`
-    between the stores and this call."""
+    """Start copying `src` to the block at `coord` (clipped where it runs past the tensor's
+    end; every coordinate must be >= 0: on the H100 a store that starts before 0 is an
+    illegal instruction, and the interpreter reports it). `src` must not be overwritten
+    before `store_wait` retires the copy; write it with `fence_async_shared()` between the
+    stores and this call."""
     name = "tma.async_copy_shared_to_global"
     desc = _desc(tensor_desc, name)
     smem = smem_arg(src, name, "src")
