@@ -43,9 +43,10 @@ D = 256 issue their GEMMs without taking turns):
   the PV wgmma (DotOperandLayout(0, o_layout)).
 - Softmax in base 2: scores are scaled by sm_scale * log2(e) once; row max m and sum l are
   kept online, O rescaled by alpha = exp2(m_old - m_new). LAZY_RESCALE (FA4's; 16-bit's
-  default): only when a row maximum of the warpgroup outgrew m by RESCALE_SLACK
-  (`gl.barrier_any`). With SPEC_P, P is first taken against the kept m (as it is in most
-  blocks), so the exp2s need not wait for the row max and the barrier that decides.
+  default): only when a row maximum of the warpgroup outgrew m by SLACK (`rescale_slack`,
+  8 as FA4's: P <= 256; `gl.barrier_any`). With SPEC_P, P is first taken against the kept
+  m (as it is in most blocks), so the exp2s need not wait for the row max and the barrier
+  that decides.
 - Masks: only blocks that cross the causal diagonal or the ragged end of K pay for a mask;
   blocks past the diagonal are never loaded. With N_q != N_kv the last query row sees the
   last key (FlashAttention's alignment). Rows past N_q are computed and clipped by the
@@ -53,6 +54,11 @@ D = 256 issue their GEMMs without taking turns):
 - SNAKE (causal 16-bit's default): the persistent programs take each wave of longest-first
   tiles in the direction opposite to the last wave's, so that no program gets the longest
   tile of every wave (gluon.stream_k).
+- RAGGED_FIRST (causal's default): where BM does not divide N_q, the spare rows' whole
+  warpgroups go before row 0, in the head's first (shortest) tile, instead of at the end of
+  its last (longest) one: 192-row tiles at D = 64 leave 128 of 4096 rows over, 6% of the
+  causal work at 4k. Those warpgroups' Q loads read zeros (TMA fills a box before row 0)
+  and they store no O: a TMA store at a negative row is an illegal instruction on the H100.
 - fp8 (e4m3): the producer loads V^T (V transposed once on the host: fp8 wgmma reads B
   K-major only) with the keys of every 32 in FP8_KEY_ORDER, the order in which a thread
   already holds P's columns, so P packs into the wgmma's A registers without moving between
@@ -114,9 +120,6 @@ from attention_host import (FP8_KEY_ORDER, _aligned, _is_numpy, _nvmma,  # noqa:
 
 BM_WG = gl.constexpr(64)  # query rows per consumer warpgroup (one m64 wgmma tile)
 LOG2E = gl.constexpr(1.4426950408889634)
-# LAZY_RESCALE: how far (log2 units) a row's maximum may outgrow the one P is taken against
-# before O is rescaled: P <= 256, within fp16's, bf16's and e4m3's range (FA4's 8.0).
-RESCALE_SLACK = gl.constexpr(8.0)
 
 
 @gluon.jit
@@ -129,17 +132,22 @@ def _num_pieces(num_tiles, N_KV, BN_ALL: gl.constexpr, SPLIT: gl.constexpr,
 
 @gluon.jit
 def _piece(w, num_tiles, N_Q, N_KV, H, BH, num_m, BN_ALL: gl.constexpr, CAUSAL: gl.constexpr,
-           BM: gl.constexpr, SPLIT: gl.constexpr, SNAKE: gl.constexpr):
-    """Piece `w`: (batch, head, first query row, the tile's blocks to visit, those without a
-    mask, its rotation, the piece's blocks [j0, j1), slot, side). The producer and the
-    consumers take it from here alike, so they agree on every block of every piece. SPLIT
-    (never causal: every tile has the same blocks) may make a piece a part of a tile."""
+           BM: gl.constexpr, SPLIT: gl.constexpr, SNAKE: gl.constexpr,
+           RAGGED_FIRST: gl.constexpr):
+    """Piece `w`: (batch, head, first query row (below 0 for RAGGED_FIRST's first tile), the
+    tile's blocks to visit, those without a mask, its rotation, the piece's blocks [j0, j1),
+    slot, side). The producer and the consumers take it from here alike, so they agree on
+    every block of every piece. SPLIT (never causal: every tile has the same blocks) may
+    make a piece a part of a tile."""
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     tile, j0, j1, slot, side = stream_k.work(w, num_tiles // NUM_CTAS, gl.cdiv(N_KV, BN_ALL),
                                              SPLIT, SNAKE)
     b, h, m0 = _tile_coords(tile * NUM_CTAS + cluster.cta_rank(), BH, H, num_m, CAUSAL, BM)
+    place = m0  # the tile's place from row 0 (never negative) sets its rotation
+    if CAUSAL and RAGGED_FIRST:  # the spare rows' whole warpgroups go before row 0
+        m0 = m0 - (num_m * BM - N_Q) // BM_WG * BM_WG
     n_blocks, n_full = _kv_blocks(m0, N_Q, N_KV, BN_ALL, CAUSAL, BM)
-    rot = _rotation(m0, n_blocks, BM * NUM_CTAS)
+    rot = _rotation(place, n_blocks, BM * NUM_CTAS)
     if not SPLIT:
         j1 = n_blocks
     return b, h, m0, n_blocks, n_full, rot, j0, j1, slot, side
@@ -205,7 +213,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
               BN: gl.constexpr, CAUSAL: gl.constexpr, V_T: gl.constexpr,
               KV_AHEAD: gl.constexpr, V_LAG: gl.constexpr, k_desc_x, v_desc_x, k_ring_x,
               v_ring_x, BN_X: gl.constexpr, SPLIT: gl.constexpr, Q_PREFETCH: gl.constexpr,
-              Q_BUFS: gl.constexpr, SNAKE: gl.constexpr):
+              Q_BUFS: gl.constexpr, SNAKE: gl.constexpr, RAGGED_FIRST: gl.constexpr):
     NUM_WG: gl.constexpr = q_smem.shape[0] // Q_BUFS
     BM: gl.constexpr = NUM_WG * BM_WG
     NUM_CTAS: gl.constexpr = gl.num_ctas()
@@ -214,7 +222,8 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
     num_pieces = _num_pieces(num_tiles, N_KV, BN + BN_X, SPLIT, SNAKE)
     for w in range(num_pieces):
         b, h, m0, n_blocks, _n_full, rot, j0, j1, _slot, _side = _piece(
-            w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT, SNAKE)
+            w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT, SNAKE,
+            RAGGED_FIRST)
         hk = h // GROUP
         base = item - j0  # ring items count the blocks of every piece
         pl.enter_scope("load K, V")
@@ -240,9 +249,10 @@ def _producer(q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_re
             # Q's buffer (with O_IN_Q, for O's TMA store), and then finds it in L2.
             b2, h2, m2, _nb, _nf, _rt, _j0, _j1, _sl, _sd = _piece(
                 w + 1, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT,
-                SNAKE)
+                SNAKE, RAGGED_FIRST)
             for wg in gl.static_range(NUM_WG):
-                tma.async_prefetch(q_desc, [b2, h2, m2 + wg * BM_WG, 0])
+                if m2 + wg * BM_WG >= 0:  # (RAGGED_FIRST: no rows before row 0 to fetch)
+                    tma.async_prefetch(q_desc, [b2, h2, m2 + wg * BM_WG, 0])
         for i in range(ahead, j1):
             _load_step(k_desc, v_desc, k_ring, v_ring, kpipe, vpipe, base, b, hk, i, j0, rot,
                        n_blocks, BN, V_T, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X)
@@ -275,7 +285,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
               ROW_SUM_MMA: gl.constexpr, PROMOTE_PV: gl.constexpr, ones, k_ring_x, v_ring_x,
               BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr,
               SPLIT: gl.constexpr, split_ws, O_DIRECT: gl.constexpr, SPEC_P: gl.constexpr,
-              Q_BUFS: gl.constexpr, SNAKE: gl.constexpr):
+              Q_BUFS: gl.constexpr, SNAKE: gl.constexpr, RAGGED_FIRST: gl.constexpr,
+              SLACK: gl.constexpr):
     # SPEC_P's P taken again where the deciding barrier says so: that barrier is LAZY_RESCALE's.
     gl.static_assert(LAZY_RESCALE or not SPEC_P, "SPEC_P needs LAZY_RESCALE")
     D: gl.constexpr = o_desc.block_shape[3]
@@ -316,7 +327,8 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
     for w in range(_num_pieces(num_tiles, N_KV, BN + BN_X, SPLIT, SNAKE)):
         # Blocks [j0, j1) of the tile (all of them unless SPLIT made it a part of one).
         b, h, m0, n_blocks, n_full, rot, j0, j1, slot, side = _piece(
-            w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT, SNAKE)
+            w, num_tiles, N_Q, N_KV, H, BH, num_m, BN + BN_X, CAUSAL, BM, SPLIT, SNAKE,
+            RAGGED_FIRST)
         row0 = m0 + WG * BM_WG
         off = N_KV - N_Q
         m_i = gl.full([BM_WG], -1.0e30, gl.float32, row_s)
@@ -431,7 +443,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                                         N_KV, off, qk_scale, BN, BN_X, CAUSAL)
                 if LAZY_RESCALE:
                     # FA4's conditional rescale: the maxima stay unless a row of the
-                    # warpgroup grew by more than RESCALE_SLACK, so P <= 2^RESCALE_SLACK
+                    # warpgroup grew by more than SLACK (log2 units), so P <= 2^SLACK
                     # (exact once O / l) and most blocks skip O *= alpha's 64 FMULs a
                     # thread. K_j's release shares the barrier that decides.
                     if SPEC_P:
@@ -442,7 +454,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                         if SHARES:
                             l_shares = _row_shares(p)
                         p_op = _p_operand(p, dtype, p_layout, V_T)
-                    rescale = gl.barrier_any(m_blk > m_i + RESCALE_SLACK)
+                    rescale = gl.barrier_any(m_blk > m_i + SLACK)
                     pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS,
                                               per_warp=PER_WARP)
                     if rescale:
@@ -549,21 +561,24 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                 cols = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
                 o_head = o_ptr + (b * H + h).to(gl.int64) * N_Q * D
                 gl.store(o_head + gl.expand_dims(rows, 1) * D + gl.expand_dims(cols, 0),
-                         o.to(o_desc.dtype), mask=gl.expand_dims(rows < N_Q, 1))
+                         o.to(o_desc.dtype),
+                         mask=gl.expand_dims((rows >= 0) & (rows < N_Q), 1))
             else:
                 if not LATE_Q_FREE:  # (else: waited for when the buffer was freed)
                     tma.store_wait(0)  # the previous tile's store is done reading o_smem
                 o_view = o_smem.index(qi if O_IN_Q else WG)
                 o_view.reshape([BM_WG, D]).store(o.to(o_desc.dtype))
                 fence_async_shared()
-                tma.async_copy_shared_to_global(o_desc, [b, h, m0 + WG * BM_WG, 0], o_view)
+                if row0 >= 0:  # (RAGGED_FIRST: a warpgroup wholly before row 0 has no O)
+                    tma.async_copy_shared_to_global(o_desc, [b, h, row0, 0], o_view)
             if O_IN_Q and not LATE_Q_FREE:  # O went through Q's buffer: free it once the
                 tma.store_wait(0)           # store has read it
                 mbarrier.arrive(q_empty.index(qi))
             if RETURN_LSE:
                 lse = gl.where(l_i > 0.0, (m_i + gl.log2(l_safe)) / LOG2E, -float("inf"))
                 rows = row0 + gl.arange(0, BM_WG, layout=row_s)
-                gl.store(lse_ptr + (b * H + h) * N_Q + rows, lse, mask=rows < N_Q)
+                gl.store(lse_ptr + (b * H + h) * N_Q + rows, lse,
+                         mask=(rows >= 0) & (rows < N_Q))
         elif O_IN_Q and not LATE_Q_FREE:
             mbarrier.arrive(q_empty.index(qi))
         pl.exit_scope("epilogue")
@@ -584,7 +599,8 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      LAZY_RESCALE: gl.constexpr, split_part, split_ml, split_count,
                      SPLIT: gl.constexpr, o_ptr, O_DIRECT: gl.constexpr,
                      SPEC_P: gl.constexpr = False, Q_PREFETCH: gl.constexpr = False,
-                     Q_BUFS: gl.constexpr = 1, SNAKE: gl.constexpr = False):
+                     Q_BUFS: gl.constexpr = 1, SNAKE: gl.constexpr = False,
+                     RAGGED_FIRST: gl.constexpr = False, SLACK: gl.constexpr = 8.0):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
@@ -639,7 +655,8 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
     common = (N_Q, N_KV, H, BH, num_m, num_tiles, qk_scale, o_scale, BN, CAUSAL, V_T,
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
               PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP, LAZY_RESCALE, SPLIT,
-              (split_part, split_ml, split_count), O_DIRECT, SPEC_P, Q_BUFS, SNAKE)
+              (split_part, split_ml, split_count), O_DIRECT, SPEC_P, Q_BUFS, SNAKE,
+              RAGGED_FIRST, SLACK)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, lse_ptr, kpipe, vpipe, q_ready,
               q_empty, turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -650,7 +667,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
         [(_producer, (q_desc, k_desc, v_desc, q_smem, k_ring, v_ring, kpipe, vpipe, q_ready,
                       q_empty, N_Q, N_KV, H, GROUP, BH, num_m, num_tiles, BN, CAUSAL, V_T,
                       KV_AHEAD, V_LAG, k_desc_x, v_desc_x, k_ring_x, v_ring_x, BN_X, SPLIT,
-                      Q_PREFETCH, Q_BUFS, SNAKE))],
+                      Q_PREFETCH, Q_BUFS, SNAKE, RAGGED_FIRST))],
         [4] * (NUM_WG - 1) + [1], [CONSUMER_REGS] * (NUM_WG - 1) + [24])
     pipeline.invalidate(kpipe)
     pipeline.invalidate(vpipe)
@@ -676,7 +693,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     (K's ring; `stages` when only that is given), `warpgroups`, `overlap`, `pingpong`,
     `o_in_q`, `v_lag`, `late_wait`, `row_sum_mma`, `promote_pv`, `extra_n`, `cluster`,
     `warp_arrivals`, `lazy_rescale`, `split_tail`, `o_direct`, `speculative_p`,
-    `q_prefetch`, `q_buffers` and `snake`."""
+    `q_prefetch`, `q_buffers`, `snake`, `ragged_first` and `rescale_slack`."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
@@ -733,7 +750,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                bool(cfg["promote_pv"]), bn_x, bool(cfg["warp_arrivals"]),
                bool(cfg["lazy_rescale"]), part, ml, count, split, o, o_direct,
                bool(cfg["speculative_p"]), bool(cfg["q_prefetch"]), cfg["q_buffers"],
-               bool(cfg["snake"]),
+               bool(cfg["snake"]), bool(cfg["ragged_first"]), float(cfg["rescale_slack"]),
                num_warps=4,
                num_ctas=ctas,
                **(launch_options or {}))

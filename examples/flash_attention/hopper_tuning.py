@@ -75,7 +75,29 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       D = 256, 1.025x at D = 64 (copy 1.025x); off in fp8, where it measured 0.937x (H100,
       2026-12-06 21:46 UTC, 21 and 15 rounds) and again 0.968x and 0.986x at 16k (copy
       1.007x and 0.953x; 2026-12-07 02:40 UTC, 5 rounds). Needs `promote_pv` and `extra_n` off (the
-      launcher turns it off for them unless it is asked for).
+      launcher turns it off for them unless it is asked for). Its price is bf16 accuracy:
+      against the kept maximum a row's largest weight is 2^d (0 < d <= 8), rounded to bf16,
+      where a fresh maximum makes it exactly 1, so the worst element's error grows
+      (interpreter, N = 512, D = 128: 4.0e-3 against 2.9e-3 without it and 2.8e-3 for the
+      output's rounding alone; on the H100 at 1k and 4k non-causal 4.4e-3 and 4.7e-3
+      against cuDNN's 2.6e-3 and 3.0e-3, 2026-12-07 08:14 UTC, while 2k, 8k and 16k and
+      every causal row were at or under cuDNN's). fp16's 3 more mantissa bits keep it at
+      the reference's (a numpy model of the loop: 3.77e-4 against 3.73e-4 without it; bf16
+      3.79e-3 against 3.10e-3; benchmarks/attention_lazy_rescale_error.py).
+      `lazy_rescale=False` gives the exact-maximum weights back.
+    - `rescale_slack` (with `lazy_rescale`; 8.0, FA4's): how far (log2 units) a row's
+      maximum may outgrow the kept one before O is rescaled; P <= 2^slack must stay within
+      the P dtype's range (e4m3's largest is 448, so at most 8 in fp8). A smaller slack
+      rescales more blocks and leaves fewer rows' largest weights inexact (the model at
+      N = 2048, 8 heads, bf16: 4.51e-3 at 8, 3.45e-3 at 2 with 20% of blocks rescaled,
+      3.29e-3 with exact maxima). On the H100 (bf16, D = 128, 2026-12-07 08:43 UTC, 7
+      rounds, a copy of ours at 0.956-1.012x): 2 ran 0.986x and 0.982x ours non-causal at
+      4k and 16k with errors 3.3e-3 and 3.3e-3 (ours 4.7e-3 and 3.3e-3, cuDNN 3.0e-3 and
+      3.5e-3, no lazy rescale 3.0e-3 and 3.9e-3 at 0.969x and 0.942x), causal 0.886x and
+      0.970x; 0 (a rescale whenever a maximum grows, P taken twice) 0.736-0.783x. The
+      worst element's error moves from row to row and run to run either way (at 16k the
+      exact maxima's was the larger), so 8 stays the default, and 2 is there for callers
+      who want bf16's worst case nearer the exact-maximum loop's.
     - `split_tail`: stream-K for the last tiles (gluon/stream_k.py, attention_tiles.py).
       2048 tiles of 128 rows (B * N = 16k, 16 heads, the benchmark's shapes) on 132 SMs
       are 15.5 waves, so every SM idles through half of a 16th tile's time, 3% (ours ran
@@ -134,6 +156,17 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       D = 128 1.121x and 1.081x at 4k and 16k (the copy 1.009x, 1.041x), bf16 1.139x and
       1.100x (copy 1.044x, 1.032x), D = 64 1.111x (copy 1.080x) and D = 256 1.244x (copy
       1.040x) at 16k; off in fp8, where it measured level with the copy (0.978x, 0.998x).
+    - `ragged_first` (causal): where the tiles' rows do not divide N_q, the spare rows'
+      whole warpgroups (of 64) go before row 0, in a head's first (shortest) tile, instead
+      of at the end of its last, which visits every key: at D = 64 (192-row tiles) N = 4096
+      leaves 128 rows over, and 128 rows against all 4096 keys are 6% of the causal work
+      (ours at N = 4032, 21 whole tiles, ran 1.065x its TFLOP/s at 4096). Those
+      warpgroups' Q loads read TMA's zeros and they store no O (a TMA store at a negative
+      row is an illegal instruction on the H100). On for causal launches: D = 64 at 4k,
+      it off measured 0.923x and 0.945x ours (fp16, bf16; a copy of ours 0.986x and
+      1.022x; 15 rounds), at 2k 0.983x and 0.988x (copy 1.012x, 0.974x); 16k within the
+      noise (H100, 2026-12-07 08:32 UTC). No effect where the rows divide N_q (D = 128 and
+      256 at powers of two).
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
@@ -141,7 +174,8 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
                row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
                lazy_rescale=not fp8, split_tail=True, o_direct=False,
                speculative_p=not fp8 and head_dim == 128, q_prefetch=False,
-               q_buffers=2 if head_dim == 128 and not fp8 else 1, snake=causal and not fp8)
+               q_buffers=2 if head_dim == 128 and not fp8 else 1, snake=causal and not fp8,
+               ragged_first=causal, rescale_slack=8.0)
     if cfg["q_buffers"] == 2:  # the second Q buffer's 32 KB come out of K's ring
         cfg.update(k_stages=2)
     if head_dim == 64:
@@ -185,6 +219,12 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
                          f"late_wait={cfg['late_wait']!r}, "
                          f"row_sum_mma={cfg['row_sum_mma']!r}, "
                          f"promote_pv={cfg['promote_pv']!r}")
+    slack = cfg["rescale_slack"]
+    if isinstance(slack, bool) or not isinstance(slack, (int, float)) or \
+            not 0 <= slack <= 8:
+        raise ValueError(f"attention_forward: rescale_slack must be a number in [0, 8] (log2 "
+                         f"units a row maximum may grow before O is rescaled; P <= 2^slack "
+                         f"must fit e4m3's 448), got {slack!r}")
     for name, (values, what) in allowed.items():
         if cfg[name] not in values or isinstance(cfg[name], bool):
             raise ValueError(f"attention_forward: {name} must be {what}, got {cfg[name]!r}")

@@ -158,6 +158,39 @@ def test_snake_is_the_default_for_causal_16_bit_only(D):
         == [True, False, True, False, False, False]
 
 
+@pytest.mark.parametrize("dtype, D, n_q, n_kv, options", [
+    ("float16", 64, 200, 200, {}),             # 2 tiles of 192: rows -128..-1 in the first
+    ("bfloat16", 64, 100, 300, {}),            # N_kv > N_q: phantom rows that see keys
+    ("float16", 128, 300, 200, {}),            # N_q > N_kv: rows that see no key
+    ("float8_e4m3fn", 128, 300, 300, {}),
+    ("float16", 64, 200, 200, {"o_direct": True}),  # O stored from registers, masked
+    ("bfloat16", 64, 200, 200, {"q_prefetch": True}),  # no prefetch before row 0
+    ("float16", 128, 300, 300, {"ragged_first": False}),  # the spare rows last
+])
+def test_ragged_first_matches_float64(dtype, D, n_q, n_kv, options, monkeypatch):
+    # ragged_first (causal's default): the spare rows' whole warpgroups go before row 0 in
+    # a head's first tile; they read zeros, must store no O (the interpreter reports a TMA
+    # store at a negative row, an illegal instruction on the H100) and no LSE, whatever
+    # order the interpreter completes things in.
+    q, k, v = hopper.random_inputs(1, 2, 1, n_q, n_kv, D, dtype, seed=3)
+    ref_o, ref_lse = hopper.reference(q, k, v, True)
+    for seed in (0, 1):
+        monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+        o, lse = hopper.attention_forward(q, k, v, causal=True, return_lse=True,
+                                          num_programs=2, **options)
+        err = float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())
+        assert err <= TOLERANCE[dtype], (seed, err)
+        finite = np.isfinite(ref_lse)
+        assert np.array_equal(np.isfinite(lse), finite), seed
+        assert float(np.abs(lse[finite] - ref_lse[finite]).max()) < 1e-4, seed
+
+
+def test_ragged_first_is_the_causal_default():
+    assert [hopper.default_config(D, dt, causal)["ragged_first"]
+            for D, dt in ((64, "float16"), (128, "float8_e4m3fn")) for causal in (True, False)] \
+        == [True, False, True, False]
+
+
 @pytest.mark.parametrize("dtype, D, causal, options", [
     ("float16", 128, False, {}),
     ("bfloat16", 64, True, {}),
@@ -167,10 +200,13 @@ def test_snake_is_the_default_for_causal_16_bit_only(D):
     ("bfloat16", 64, True, {"speculative_p": True}),   # three warpgroups, late_wait
     ("float16", 256, True, {"speculative_p": True}),
     ("float8_e4m3fn", 128, False, {"speculative_p": True}),  # l from row_sum_mma
+    ("bfloat16", 128, False, {"rescale_slack": 2}),   # more blocks rescale
+    ("float16", 64, True, {"rescale_slack": 0}),      # every growth rescales
 ])
 def test_lazy_rescale_matches_float64(dtype, D, causal, options, monkeypatch):
     # Later keys score ever higher (k's rows scaled up along N), so some blocks outgrow the
-    # kept maxima by more than RESCALE_SLACK and rescale, and others skip it; GQA, ragged.
+    # kept maxima by more than the slack (rescale_slack) and rescale, and others skip it;
+    # GQA, ragged.
     q, k, v = hopper.random_inputs(1, 2, 1, 150, 520, D, dtype, seed=3)
     grow = (1.0 + np.arange(520) / 60.0).astype(np.float32)[None, None, :, None]
     k = (k.astype(np.float32) * grow).astype(k.dtype)
@@ -301,13 +337,13 @@ def test_q_buffers_free_the_last_q_after_its_store(split):
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas (CUDA toolkit)")
 @pytest.mark.parametrize("constexprs", [
-    {"CAUSAL": True, "RETURN_LSE": True},
+    {"CAUSAL": True, "RETURN_LSE": True, "SNAKE": True, "RAGGED_FIRST": True},
     {"CAUSAL": False, "RETURN_LSE": False, "SPLIT": True},
 ])
 def test_the_d128_default_spills_nothing(constexprs):
     # 16-bit D = 128's default: lazy_rescale with speculative_p (S stays live beside the
-    # speculative P, for a block that rescales) and two Q buffers, causal with the lse, or
-    # split_tail's build.
+    # speculative P, for a block that rescales) and two Q buffers, causal with the lse (and
+    # snake and ragged_first), or split_tail's build.
     ptx = _compile(128, LAZY_RESCALE=True, SPEC_P=True, Q_BUFS=2, K_STAGES=2,
                    **constexprs).asm["ptx"]
     _assert_no_spills(ptx)
@@ -386,6 +422,17 @@ def test_snake_compiles_causal_d128_without_spills():
     # loop's.
     _assert_no_spills(_compile(128, SNAKE=True, LAZY_RESCALE=True, SPEC_P=True, Q_BUFS=2,
                                K_STAGES=2).asm["ptx"])
+
+
+@pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas")
+def test_ragged_first_compiles_causal_d64_without_spills():
+    # D = 64's causal default: three warpgroups of 160 registers, V one block behind K.
+    cfg = hopper.default_config(64, "float16", causal=True)
+    assert (cfg["ragged_first"], cfg["v_lag"], cfg["k_stages"], cfg["stages"]) == \
+        (True, 1, 3, 5)
+    _assert_no_spills(_compile(64, RAGGED_FIRST=True, SNAKE=True, LAZY_RESCALE=True,
+                               O_IN_Q=False, LATE_WAIT=True, NUM_WG=3, CONSUMER_REGS=160,
+                               V_LAG=1, K_STAGES=3, STAGES=5).asm["ptx"])
 
 
 def test_cluster_multicasts_k_and_v_and_releases_to_both_ctas():
@@ -599,6 +646,11 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"q_buffers must be 1 or 2 \(tiles whose Q shared "
                                          r"memory holds\), got 3"):
         f(q, q, q, q_buffers=3)
+    with pytest.raises(ValueError, match=r"rescale_slack must be a number in \[0, 8\] \(log2 "
+                                         r"units a row maximum may grow before O is "
+                                         r"rescaled; P <= 2\^slack must fit e4m3's 448\), "
+                                         r"got 9"):
+        f(q, q, q, rescale_slack=9)
     q256 = np.zeros((1, 1, 64, 256), np.float16)
     with pytest.raises(ValueError, match=r"q_buffers=2 at D = 256 needs 294912 bytes of shared "
                                          r"memory with k_stages=2, stages=3, more than the "
