@@ -15,7 +15,8 @@
 # between 08:26 and 08:30; then 08:31-08:32, 18 passed), by hand the 15-round ragged_first
 # run and the forward's other 58 GPU tests (08:32-08:36, passed), the backward's and
 # examples' GPU tests (session_2026_12_07.sh bwd_tests, 08:36-08:38, 45 passed) and "slack"
-# (08:43). gpu_tests did not run (device time).
+# (08:43), and by hand the 3 ragged_first GPU cases again with the fp8 one at D = 64 (08:56,
+# passed). gpu_tests did not run (device time).
 # Steps:
 #   fwd_tests   the forward's GPU tests (snake the causal default has not run them)
 #   fwd_fp16    issue 10's table, fp16 D = 128, N = 1k-16k, causal and not, against cuDNN,

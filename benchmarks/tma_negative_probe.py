@@ -5,7 +5,8 @@ another (MODE store, or add: a TMA reduce-add), and prints what the GPU wrote ag
 interpreter's result. Without arguments it runs the cases one process each.
 
 H100, 2026-12-07: loads at negative rows (partly or wholly before row 0) read zeros, as the
-interpreter says; a store at row -24 ends the kernel with an illegal instruction."""
+interpreter says; stores and reduce-adds at rows -24 and -64 end the kernel with an illegal
+instruction (the interpreter now reports them)."""
 
 import os
 import subprocess
