@@ -509,6 +509,29 @@ def test_row_sum_mma_moves_the_row_sums_onto_the_tensor_cores(fp8):
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n8k(16|32)\.f32\.", ptx)
 
 
+@pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas and nvdisasm")
+@pytest.mark.parametrize("fp8", [False, True])
+def test_the_block_mask_sits_behind_a_branch(fp8):
+    # The mask (an FSEL a score, with the compares it needs) is for the blocks from n_full
+    # on; the others must jump over it, not run it predicated off or if-converted, which
+    # would cost an issue-bound fp8 loop about a fifth of its instructions (553 in the loop
+    # body, about 433 on the unmasked path, 2026-12-07).
+    options = (dict(fp8=True, OVERLAP=False, O_IN_Q=False, ROW_SUM_MMA=True) if fp8 else
+               dict(LAZY_RESCALE=True, SPEC_P=True, Q_BUFS=2, K_STAGES=2))
+    body = _block_loop_sass(_compile(128, CAUSAL=False, RETURN_LSE=False, SPLIT=True,
+                                     **options).asm["ptx"])
+    ops = [re.sub(r"^@!?U?P\w+\s+", "", b).split()[0] for b in body]
+    fsel = [i for i, o in enumerate(ops) if o == "FSEL"]
+    assert len(fsel) == 64, len(fsel)  # one a score: 64 a thread
+    # The last conditional branch before them jumps over the mask and nothing else: the
+    # block's max, exp2s and wgmmas are all outside [branch, last FSEL].
+    jump = max(i for i in range(fsel[0]) if ops[i] == "BRA" and body[i].lstrip()[0] == "@")
+    between = ops[jump + 1:fsel[-1] + 1]
+    assert fsel[0] - jump < 48 and len(between) < 160, (jump, fsel[0], fsel[-1])
+    assert not {"MUFU", "FMNMX", "FFMA", "BAR"} & set(between)
+    assert not any("GMMA" in o for o in between)
+
+
 def test_fp8_v_transpose_stores_keys_in_the_operand_order():
     import ml_dtypes
     v = np.arange(2 * 40 * 64).reshape(1, 2, 40, 64).astype(ml_dtypes.float8_e4m3fn)
