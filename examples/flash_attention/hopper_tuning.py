@@ -83,7 +83,7 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       against cuDNN's 2.6e-3 and 3.0e-3, 2026-12-07 08:14 UTC, while 2k, 8k and 16k and
       every causal row were at or under cuDNN's). fp16's 3 more mantissa bits keep it
       near the exact-maximum loop's (a numpy model of the loop, 2 heads at N = 4096:
-      3.77e-4 against 3.73e-4, bf16 3.79e-3 against 3.10e-3; 8 heads at 2048: fp16 4.45e-4
+      3.77e-4 against 3.74e-4, bf16 3.79e-3 against 3.10e-3; 8 heads at 2048: fp16 4.44e-4
       against 4.00e-4, bf16 4.51e-3 against 3.29e-3;
       benchmarks/attention_lazy_rescale_error.py).
       `lazy_rescale=False` gives the exact-maximum weights back.
