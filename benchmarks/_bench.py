@@ -130,11 +130,16 @@ def parse_variants(text: str) -> list:
     return variants
 
 
-def graph_medians(fns: dict, rounds: int, torch, inner: int = 5) -> dict:
+def graph_medians(fns: dict, rounds: int, torch, inner: int = 5,
+                  settle_ms: float = 20.0) -> dict:
     """{name: median ms per call} of device time: each function's `inner` calls captured in
-    one CUDA graph, replays timed with CUDA events, interleaved round by round. Launch and
-    Python overheads stay out; every function must already be compiled and loaded (call it
-    once first) and must be graph-capturable (no host syncs)."""
+    one CUDA graph, replays timed with CUDA events, interleaved round by round, each sample
+    after about `settle_ms` of untimed replays of the same graph (as `interleaved_medians`
+    settles its samples: until 2026-12-07 a replay was timed right after another
+    function's, and the paged decode table's first row, the first graph the card ran after
+    the compiles, came out 0.83x Triton in fp16 and 1.35x in bf16). Launch and Python
+    overheads stay out; every function must already be compiled and loaded (call it once
+    first) and must be graph-capturable (no host syncs)."""
     graphs = {}
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -152,9 +157,11 @@ def graph_medians(fns: dict, rounds: int, torch, inner: int = 5) -> dict:
     for graph in graphs.values():
         graph.replay()
     torch.cuda.synchronize()
+    settle = {name: settle_calls(steady_call_ms(graph.replay, torch), settle_ms)
+              for name, graph in graphs.items()}
     times = {name: [] for name in fns}
     for name in balanced_rounds(graphs, rounds):
-        times[name].append(cuda_time_ms(graphs[name].replay, torch, 1) / inner)
+        times[name].append(cuda_time_ms(graphs[name].replay, torch, 1, settle[name]) / inner)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
