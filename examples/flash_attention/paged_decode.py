@@ -221,16 +221,17 @@ def default_config(head_dim: int, programs: int = 0,
     cache blocks, so their size is free of block_size. 64-key tiles in 2-deep cp.async rings
     at D <= 128 (72 KB of shared memory at D = 128: three programs per SM, where 3-deep
     rings fit two); when D = 128 has more programs than three per SM hold, 32-key tiles in
-    3-deep rings (56 KB: four per SM, one wave at batch 64); 32-key tiles in 3-deep rings at
-    D = 256. Measured on the H200 (examples/flash_attention/README.md) against the earlier
-    3-deep 64-key rings (2-deep at D = 256) at batch 1 and 4, 8k and 32k keys: 1.04-1.13x at
-    D = 128, 1.02-1.10x at D = 64, 1.09-1.16x at D = 256; at batch 64 and 128, 32-key tiles
-    1.02-1.26x the 2-deep 64-key rings."""
+    2-deep rings (40 KB of shared memory: one wave at batch 64); 32-key tiles in 3-deep
+    rings at D = 256. Measured on the H200 (examples/flash_attention/README.md) against the
+    earlier 3-deep 64-key rings (2-deep at D = 256) at batch 1 and 4, 8k and 32k keys:
+    1.04-1.13x at D = 128, 1.02-1.10x at D = 64, 1.09-1.16x at D = 256; at batch 64 and 128,
+    32-key tiles 1.02-1.26x the 2-deep 64-key rings, and on the H100 (2026-12-07) their
+    2-deep rings 1.015-1.027x the 3-deep ones at 1k and 8k keys (4-deep: 0.83-0.97x)."""
     if head_dim == 256:
         return dict(BLOCK_N=32, num_warps=4, num_stages=3)
     config = dict(BLOCK_N=64, num_warps=4, num_stages=2)
     if head_dim == 128 and programs > programs_fitting_per_sm(config, head_dim) * sm_count:
-        config = dict(BLOCK_N=32, num_warps=4, num_stages=3)
+        config = dict(BLOCK_N=32, num_warps=4, num_stages=2)
     return config
 
 
