@@ -26,7 +26,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 from _bench import gpu_torch, graph_medians  # noqa: E402
-from paged_decode import make_case  # noqa: E402
+from paged_decode import _rotating, make_case  # noqa: E402
 
 KERNEL_FILE = os.path.join(HERE, "..", "examples", "flash_attention", "paged_decode.py")
 
@@ -128,38 +128,28 @@ def timeline_runs(torch, module, splits, reps=3):
 
 
 def sweep(torch, module, splits, table_keys=32768, sets=3):
-    contexts = (0, 64, 4096, 8192, 16384, 32768)
     fns = {}
-    for context in contexts:
+    for context in (0, 64, 4096, 8192, 16384, 32768):
         cases = [batch1_case(torch, context, table_keys, seed=s) for s in range(sets)]
-        turn = iter(range(10 ** 9))
-
-        def call(cases=cases, turn=turn):
-            c = cases[next(turn) % len(cases)]
-            return module.paged_decode(*c, num_splits=splits)
-        fns[f"call {context}"] = call
+        fns[f"call {context}"] = _rotating(
+            cases, lambda c: module.paged_decode(*c, num_splits=splits))
         plan = module._plan(*cases[0], splits, None)
-        bufs = [(torch.empty(plan.part_shapes[0], device="cuda"),
-                 torch.empty(plan.part_shapes[1], device="cuda"),
-                 torch.empty(plan.out_shape, device="cuda", dtype=torch.float16))
-                for _ in cases]
-        turn2 = iter(range(10 ** 9))
-
-        def split_alone(cases=cases, bufs=bufs, plan=plan, turn=turn2):
-            i = next(turn) % len(cases)
-            q, k, v, table, seq_lens = cases[i]
-            po, pl_, out = bufs[i]
-            module._paged_decode_split[plan.split_grid](
-                q, k, v, table, seq_lens, out, po, pl_, 0.1, *plan.split_args,
-                **dict(plan.split_meta, USE_PDL=False))
-        fns[f"split {context}"] = split_alone
+        meta = dict(plan.split_meta, USE_PDL=False)
+        # Each set with its own partials and output, so that the split kernel alone is
+        # timed on the same cold inputs as the call.
+        launches = [(c, torch.empty(plan.part_shapes[0], device="cuda"),
+                     torch.empty(plan.part_shapes[1], device="cuda"),
+                     torch.empty(plan.out_shape, device="cuda", dtype=torch.float16))
+                    for c in cases]
+        fns[f"split {context}"] = _rotating(
+            launches, lambda a, plan=plan, meta=meta: module._paged_decode_split[
+                plan.split_grid](*a[0][:5], a[3], a[1], a[2], 0.1, *plan.split_args, **meta))
+    # A copy moving (read + written) as many bytes as the 8k call reads, as the benchmark's.
     copy_elems = 8192 * 8 * 128 * 2 * 2 // 2 // 2
     copies = [(torch.empty(copy_elems, device="cuda", dtype=torch.float16),
                torch.empty(copy_elems, device="cuda", dtype=torch.float16))
               for _ in range(sets)]
-    turn3 = iter(range(10 ** 9))
-    fns["copy (8k's bytes)"] = lambda: (lambda c: c[1].copy_(c[0]))(
-        copies[next(turn3) % sets])
+    fns["copy (8k's bytes)"] = _rotating(copies, lambda c: c[1].copy_(c[0]))
     for fn in fns.values():
         fn()
     torch.cuda.synchronize()
