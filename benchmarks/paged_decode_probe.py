@@ -26,9 +26,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 from _bench import gpu_torch, graph_medians  # noqa: E402
-from paged_decode import _rotating, make_case  # noqa: E402
-
-KERNEL_FILE = os.path.join(HERE, "..", "examples", "flash_attention", "paged_decode.py")
+from paged_decode import KERNEL_FILE, _rotating, make_case  # noqa: E402
 
 
 def instrumented_module():
