@@ -35,7 +35,7 @@ from shared_codegen.ir.passes import insert_after, insert_before
 from shared_codegen.layouts import BlockedLayout, default_blocked_layout
 from shared_codegen.layouts.relations import (STRUCTURAL, PointerAccess, Prefer, Slice, Split,
                                               equivalent, reshaped_layout, transposed_layout)
-from shared_codegen.ops.memory.definition import StoreOp
+from shared_codegen.ops.memory.definition import LoadOp, StoreOp
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp
 from shared_codegen.lowering.context import MAX_SHARED_BYTES
 from tile.passes.dot_acceleration import operand_buffer_bytes, plan_dots, rewrite_dots
@@ -86,11 +86,26 @@ class _Solver:
             root = self.c.find(memory_pointer(plan.op))
             if root not in anchors or plan.priority > anchors[root].priority:
                 anchors[root] = plan
-        for root, plan in sorted(anchors.items(), key=lambda kv: kv[1].priority, reverse=True):
-            self.assign(root, plan.layout)
+        ranked = sorted(anchors.items(), key=lambda kv: kv[1].priority, reverse=True)
+        cheap = [(root, plan) for root, plan in ranked if self._cheap_in_any_layout(plan)]
+        for root, plan in ranked:
+            if not self._cheap_in_any_layout(plan):
+                self.assign(root, plan.layout)
         for root, layout in (fixed or {}).items():
             self.assign(root, layout)
         self.propagate()
+        # A load or store of fewer elements than the program has threads costs about the
+        # same in any layout (lanes asking for one address share one transaction; a
+        # replicated store has one writer per element; Triton's isExpensiveLoadOrStore),
+        # while its coalesced layout would cost a conversion through shared memory, with
+        # barriers, wherever the value's producer or consumer wants another one (a block
+        # table's entries feeding a gathered tile's row addresses, a row statistic kept in
+        # an MMA layout). So such an access anchors its class only when no other layout
+        # has reached it.
+        for root, plan in cheap:
+            if root not in self.layout:
+                self.assign(root, plan.layout)
+                self.propagate()
         while True:
             left = [r for r in self.shape if r not in self.layout]
             if not left:
@@ -100,6 +115,10 @@ class _Solver:
             self.assign(root, default_blocked_layout(self.shape[root], self.num_warps,
                                                      self.threads_per_warp))
             self.propagate()
+
+    def _cheap_in_any_layout(self, plan: AccessPlan) -> bool:
+        return (isinstance(plan.op.opdef, (LoadOp, StoreOp))
+                and memory_pointer(plan.op).type.numel < self.num_warps * self.threads_per_warp)
 
     def propagate(self) -> None:
         while self.strong or self.soft:

@@ -130,15 +130,54 @@ def test_2d_tile_gets_one_blocked_layout_and_slices_for_its_ranges():
 
 
 def test_row_reduction_result_is_a_slice_of_the_tile_layout():
-    k = _tile_2d(reduce_rows=True)
+    k = _tile_2d(BM=256, reduce_rows=True)
     _run(k)
     (red,) = _ops(k, "tt.reduce")
     tile = red.operands[0].type.layout
     assert red.result.type.layout == SliceLayout(1, tile)
-    # The 1-D store has its own coalesced layout: one conversion, right before it.
+    # 256 sums, more than the 128 threads: the store keeps its coalesced layout, one
+    # conversion right before it.
     (cvt,) = _ops(k, "ttg.convert_layout")
     (store,) = _ops(k, "tt.store")
     assert cvt.operands[0] is red.result and store.operands[1] is cvt.result
+    assert store.operands[1].type.layout == BlockedLayout([2], [32], [4], [0])
+
+
+def test_store_of_fewer_elements_than_threads_takes_its_value_layout():
+    # 64 row sums over 128 threads: replicated lanes cost nothing extra (one writer each),
+    # a conversion would cost a shared-memory round trip; Triton stores them as they are.
+    k = _tile_2d(reduce_rows=True)
+    _run(k)
+    (red,) = _ops(k, "tt.reduce")
+    (store,) = _ops(k, "tt.store")
+    assert not _ops(k, "ttg.convert_layout")
+    assert store.operands[1] is red.result
+    assert store.operands[0].type.layout == SliceLayout(1, red.operands[0].type.layout)
+
+
+def test_small_index_load_takes_the_layout_of_the_rows_it_addresses():
+    # A block table's 64 entries (fewer than the 128 threads) pick a gathered tile's rows:
+    # loaded straight in the tile's row slice, with no conversion between (Triton's
+    # isExpensiveLoadOrStore); the tile's own load and store stay coalesced.
+    k = Kernel([("table", ptr(int32)), ("a_ptr", ptr(float32)), ("out_ptr", ptr(float32)),
+                ("N", int32)], {0: 16, 1: 16, 2: 16, 3: 16})
+    rows = k.named(k.load(k.addptr(k["table"], k.arange(64))), "rows")
+    cols = k.expand(k.arange(64), 0)
+    x = k.load(k.addptr(k["a_ptr"], k.add(k.mul(k.expand(rows, 1), k["N"]), cols)))
+    k.store(k.addptr(k["out_ptr"], k.add(k.mul(k.expand(k.arange(64), 1), k["N"]), cols)), x)
+    k.ret()
+    _run(k)
+    assert not _ops(k, "ttg.convert_layout")
+    index_load, tile_load = _ops(k, "tt.load")
+    tile = tile_load.result.type.layout
+    assert tile == BlockedLayout([1, 4], [2, 16], [4, 1], [1, 0])
+    assert index_load.result.type.layout == SliceLayout(1, tile)
+
+
+def test_small_load_with_no_other_layout_near_it_stays_coalesced():
+    k = vector_add(block=64)  # 64 elements, nothing else to follow: its own layout
+    _run(k)
+    assert _ops(k, "tt.load")[0].result.type.layout == BlockedLayout([1], [32], [4], [0])
 
 
 def test_reduced_value_broadcast_back_needs_no_conversion():
