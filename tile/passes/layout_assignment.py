@@ -15,9 +15,11 @@ Algorithm (Triton's Coalesce + RemoveLayoutConversions, simplified to a union-fi
    layout, structural relations between classes (slice / trans / reshape) and soft ones
    (a load's result and its pointers).
 3. Solve: classes holding the pointers of a memory access take that access's layout, the most
-   important access first (loads, then bigger tiles). Layouts then flow along relations,
-   structural ones before soft ones, so `offs_m` becomes `SliceLayout(1, parent)` of the tile
-   it indexes. Classes nothing reached get `default_blocked_layout`, higher rank first.
+   important access first (loads, then bigger tiles); an access of fewer elements than the
+   program has threads only if no other layout reached its class. Layouts then flow along
+   relations, structural ones before soft ones, so `offs_m` becomes `SliceLayout(1, parent)`
+   of the tile it indexes. Classes nothing reached get `default_blocked_layout`, higher rank
+   first.
 4. Materialize: write the layouts into the types, and where an op's own rule is broken
    (expand_dims of a non-slice, a reduce whose class wants another layout, a load whose result
    class differs from its pointers', ...) insert `ttg.convert_layout`.
