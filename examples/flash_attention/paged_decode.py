@@ -217,19 +217,26 @@ def programs_fitting_per_sm(config: dict, head_dim: int, block_m: int = 16,
 def default_config(head_dim: int, programs: int = 0,
                    sm_count: int = DEFAULT_SM_COUNT) -> dict:
     """BLOCK_N (keys per tile), num_warps and num_stages for a launch of `programs` = batch
-    x H_kv (a split launch stays within one wave whatever its config). Tiles gather across
-    cache blocks, so their size is free of block_size. 64-key tiles in 2-deep cp.async rings
-    at D <= 128 (72 KB of shared memory at D = 128: three programs per SM, where 3-deep
-    rings fit two); when D = 128 has more programs than three per SM hold, 32-key tiles in
-    2-deep rings (40 KB of shared memory: one wave at batch 64); 32-key tiles in 3-deep
-    rings at D = 256. Measured on the H200 (examples/flash_attention/README.md) against the
-    earlier 3-deep 64-key rings (2-deep at D = 256) at batch 1 and 4, 8k and 32k keys:
-    1.04-1.13x at D = 128, 1.02-1.10x at D = 64, 1.09-1.16x at D = 256; at batch 64 and 128,
-    32-key tiles 1.02-1.26x the 2-deep 64-key rings, and on the H100 (2026-12-07) their
-    2-deep rings 1.015-1.027x the 3-deep ones at 1k and 8k keys (4-deep: 0.83-0.97x)."""
+    x H_kv, and for split launches (fewer programs than SMs) the programs per SM that the
+    split count assumes (`programs_per_sm`; without it, as many as fit). Tiles gather across
+    cache blocks, so their size is free of block_size. At D = 128: a split launch takes
+    32-key tiles in 3-deep rings, with ranges for two programs per SM; up to three
+    programs per SM, 64-key tiles in 2-deep rings (72 KB of shared memory); more than
+    that, 32-key tiles in 2-deep rings (40 KB: one wave at batch 64). D = 64: 64-key tiles
+    in 2-deep rings; D = 256: 32-key tiles in 3-deep rings. Measured (examples/
+    flash_attention/README.md): on the H200 against the earlier 3-deep 64-key rings
+    (2-deep at D = 256) at batch 1 and 4, 8k and 32k keys, 1.04-1.13x at D = 128,
+    1.02-1.10x at D = 64, 1.09-1.16x at D = 256; at batch 64 and 128, 32-key tiles
+    1.02-1.26x the 2-deep 64-key rings; on the H100 (2026-12-07), their 2-deep rings
+    1.015-1.027x the 3-deep ones at 1k and 8k keys (4-deep: 0.83-0.97x), and for split
+    launches the 32-key 3-deep rings at two programs an SM 1.004-1.036x the 64-key 2-deep
+    ones at batch 1, 2 and 4 with 8k keys, 0.997-1.017x from 32k on and at batch 8 (three
+    or four programs an SM: 0.95-1.00x at 8k; 4- or 5-deep rings: 0.93-0.97x)."""
     if head_dim == 256:
         return dict(BLOCK_N=32, num_warps=4, num_stages=3)
     config = dict(BLOCK_N=64, num_warps=4, num_stages=2)
+    if head_dim == 128 and programs < sm_count:
+        return dict(BLOCK_N=32, num_warps=4, num_stages=3, programs_per_sm=2)
     if head_dim == 128 and programs > programs_fitting_per_sm(config, head_dim) * sm_count:
         config = dict(BLOCK_N=32, num_warps=4, num_stages=2)
     return config
@@ -357,15 +364,18 @@ class _Plan:
                  pdl=None):
         batch, T, H, D, block_size, H_kv = _check(q, k_cache, v_cache, block_table, seq_lens)
         block_m = max(16, _next_power_of_2(T * (H // H_kv)))
-        # The config follows batch x H_kv: a launch too large for one wave of the split
-        # config (D = 128) gets the one that fits four programs per SM.
-        cfg = dict(default_config(D, batch * H_kv, _sm_count(q)), **(config or {}))
+        # The config follows batch x H_kv (at D = 128: a split launch, one wave of up to
+        # three programs per SM, or four per SM for the launches larger than that).
+        cfg = default_config(D, batch * H_kv, _sm_count(q))
+        if config:  # the default's programs_per_sm belongs to its rings
+            cfg = dict({k: v for k, v in cfg.items() if k != "programs_per_sm"}, **config)
         block_n = cfg["BLOCK_N"]
         if num_splits is None:
             max_tiles = -(-block_table.shape[1] * block_size // block_n)
             num_splits = choose_num_splits(
                 batch, H_kv, max_tiles, _sm_count(q),
-                programs_per_sm=programs_fitting_per_sm(cfg, D, block_m))
+                programs_per_sm=min(cfg.get("programs_per_sm") or 4,
+                                    programs_fitting_per_sm(cfg, D, block_m)))
         elif type(num_splits) is not int or not 1 <= num_splits <= MAX_SPLITS:
             raise ValueError(f"paged_decode: num_splits must be an int from 1 to {MAX_SPLITS}, "
                              f"got {num_splits!r}")
@@ -433,7 +443,7 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, *, sm_scale=None,
     numpy arrays run in the CPU interpreter, CUDA tensors on the GPU. `sm_scale` defaults
     to 1/sqrt(D); `num_splits` (key ranges per sequence and KV head) to
     `choose_num_splits`; `config` overrides `default_config` (BLOCK_N, num_warps,
-    num_stages); `pdl` launches the merge with programmatic dependent launch (default: on
+    num_stages, programs_per_sm); `pdl` launches the merge with programmatic dependent launch (default: on
     for CUDA tensors on sm_90+ when the keys are split). A sequence with seq_len 0 gets
     o = 0. No host syncs: CUDA-graph safe.
     """

@@ -97,8 +97,9 @@ def test_split_heuristic():
 
 
 def test_split_count_follows_head_dim(monkeypatch):
-    # The programs per SM that the defaults' K/V rings let fit: two at D = 256 (3 x 32-key
-    # tiles), three at D = 128 (2 x 64-key tiles), four (the register limit) at D = 64.
+    # The programs per SM the split count assumes: as many as the defaults' K/V rings let
+    # fit at D = 256 (two: 3 x 32-key tiles) and D = 64 (four, the register limit); at
+    # D = 128 the split config's own two (3 x 32-key tiles; four would fit, and ran slower).
     seen = []
     choose = pd.choose_num_splits
     monkeypatch.setattr(pd, "choose_num_splits",
@@ -106,17 +107,25 @@ def test_split_count_follows_head_dim(monkeypatch):
     for D in (256, 128, 64):
         q, k, v, table, lens = pd.random_inputs(1, 1, 1, D, 64, [64], seed=5)
         pd.paged_decode(q, k, v, table, lens)
-    assert seen == [2, 3, 4]
+    assert seen == [2, 2, 4]
     assert pd.programs_fitting_per_sm(dict(BLOCK_N=64, num_stages=3), 128) == 2
+    assert pd.programs_fitting_per_sm(pd.default_config(128, 8, 132), 128) == 4
+    # A config of the caller's own drops the default's two: as many as fit (three).
+    seen.clear()
+    q, k, v, table, lens = pd.random_inputs(1, 1, 1, 128, 64, [64], seed=5)
+    pd.paged_decode(q, k, v, table, lens, config=dict(BLOCK_N=64, num_stages=2))
+    assert seen == [3]
 
 
-@pytest.mark.parametrize("head_dim,block_m", [(64, 16), (128, 16), (256, 16), (128, 32),
-                                              (64, 64), (256, 64), (128, 128)])
-def test_shared_memory_model_covers_the_compiled_split_kernel(head_dim, block_m):
+@pytest.mark.parametrize("head_dim,block_m,programs", [
+    (64, 16, 0), (128, 16, 0), (128, 16, 264), (256, 16, 0), (128, 32, 0), (64, 64, 0),
+    (256, 64, 0), (128, 128, 264)])
+def test_shared_memory_model_covers_the_compiled_split_kernel(head_dim, block_m, programs):
     # The split count assumes programs_fitting_per_sm programs share an SM: the compiled
-    # kernel's shared memory (default config) must let that many fit, and the model must
-    # not be loose by more than its scratch term.
-    cfg = pd.default_config(head_dim)
+    # kernel's shared memory (the default config for `programs` on 132 SMs: a split launch,
+    # or at D = 128 two programs an SM) must let that many fit, and the model must not be
+    # loose by more than its scratch term.
+    cfg = pd.default_config(head_dim, programs, 132)
     kernel = tile.compile(pd._paged_decode_split, signature=SIGNATURE, constexprs=dict(
         T=1, GROUP=max(4, block_m), BLOCK_M=block_m, HEAD_DIM=head_dim, BLOCK_SIZE=16,
         BLOCK_N=cfg["BLOCK_N"], NUM_SPLITS=33, USE_PDL=True), target="sm_90a",
@@ -128,7 +137,7 @@ def test_shared_memory_model_covers_the_compiled_split_kernel(head_dim, block_m)
     assert fit * (used + 1024) <= pd.SHARED_PER_SM
     if block_m == 16:  # one new token, GQA up to 16: the common decode step
         assert kernel.metadata["spill_stores"] == 0
-        assert fit == {64: 4, 128: 3, 256: 2}[head_dim]
+        assert fit == {(64, 0): 4, (128, 0): 4, (128, 264): 3, (256, 0): 2}[head_dim, programs]
 
 
 def test_grid_does_not_depend_on_seq_lens(monkeypatch):
@@ -267,10 +276,10 @@ def test_plan_is_cached_per_shape_for_cuda_tensors(monkeypatch):
         lens = _FakeCudaTensor((4,), "torch.int32")
         return pd._plan(q, kv, kv, table, lens, num_splits, None)
 
-    first = plan(2048)  # 32k keys: 512 tiles of 64
+    first = plan(2048)  # 32k keys: 1024 tiles of 32, two programs an SM
     assert plan(2048) is first and len(built) == 1  # checks and heuristic run once per shape
-    assert first.num_splits == 12 and first.split_grid == (32, 12)
-    assert first.merge_grid == (128,) and first.part_shapes == ((1536, 128), (1536,))
+    assert first.num_splits == 8 and first.split_grid == (32, 8)
+    assert first.merge_grid == (128,) and first.part_shapes == ((1024, 128), (1024,))
     # A 3-d q is read as T = 1 with token stride 0; the output has q's shape.
     assert first.out_shape == (4, 32, 128) and first.split_args[1:4] == (4096, 0, 128)
     assert plan(64).num_splits == 8 and len(built) == 2  # a narrower table: new plan
@@ -283,14 +292,14 @@ def test_plan_is_cached_per_shape_for_cuda_tensors(monkeypatch):
 def test_config_for_many_programs_fits_four_per_sm():
     # D = 128 with more programs than three per SM (batch 64 x 8 KV heads on 132 SMs) takes
     # 32-key tiles in 2-deep rings, four per SM: one wave instead of 1.3.
-    assert pd.default_config(128, 8 * 8, 132) == dict(BLOCK_N=64, num_warps=4, num_stages=2)
+    assert pd.default_config(128, 32 * 8, 132) == dict(BLOCK_N=64, num_warps=4, num_stages=2)
     wide = pd.default_config(128, 64 * 8, 132)
     assert wide == dict(BLOCK_N=32, num_warps=4, num_stages=2)
     assert pd.programs_fitting_per_sm(wide, 128) == 4
     assert pd.default_config(64, 64 * 8, 132)["BLOCK_N"] == 64
     q, k, v, table, lens = pd.random_inputs(3, 8, 2, 128, 16, [5, 100, 300], seed=6)
     plan = pd._plan(q, k, v, table, lens, None, None)
-    assert plan.split_meta["BLOCK_N"] == 64  # 6 programs on the modeled 132 SMs
+    assert plan.split_meta["BLOCK_N"] == 32  # 6 programs on the modeled 132 SMs: a split
     o = pd.paged_decode(q, k, v, table, lens, config=wide)  # the wide config's numerics
     ref = pd.reference(q, k, v, table, lens)
     assert float(np.abs(o.astype(np.float64) - ref).max() / np.abs(ref).max()) <= \
