@@ -443,9 +443,9 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, *, sm_scale=None,
     numpy arrays run in the CPU interpreter, CUDA tensors on the GPU. `sm_scale` defaults
     to 1/sqrt(D); `num_splits` (key ranges per sequence and KV head) to
     `choose_num_splits`; `config` overrides `default_config` (BLOCK_N, num_warps,
-    num_stages, programs_per_sm); `pdl` launches the merge with programmatic dependent launch (default: on
-    for CUDA tensors on sm_90+ when the keys are split). A sequence with seq_len 0 gets
-    o = 0. No host syncs: CUDA-graph safe.
+    num_stages, programs_per_sm); `pdl` launches the merge with programmatic dependent
+    launch (default: on for CUDA tensors on sm_90+ when the keys are split). A sequence
+    with seq_len 0 gets o = 0. No host syncs: CUDA-graph safe.
     """
     plan = _plan(q, k_cache, v_cache, block_table, seq_lens, num_splits, config, pdl)
     numpy_inputs = _is_numpy(q)
