@@ -131,12 +131,10 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
         row["max_abs_diff_vs_triton"] = float((a - b).abs().max())
     for name, cfg, pps, min_tiles in args.variants:
         sms = torch.cuda.get_device_properties(0).multi_processor_count
-        full = dict(ours.default_config(D, batch * H_kv, sms), **cfg)
-        per_sm = (cfg if cfg else full).get("programs_per_sm")  # as paged_decode's plan
+        full = ours.launch_config(D, batch * H_kv, sms, cfg)
         vsplits = splits or ours.choose_num_splits(
             batch, H_kv, -(-context // full["BLOCK_N"]), sms,
-            programs_per_sm=pps or min(per_sm or 4, ours.programs_fitting_per_sm(full, D)),
-            min_tiles=min_tiles)
+            programs_per_sm=pps or ours.split_programs_per_sm(full, D), min_tiles=min_tiles)
         fns[f"ours[{name}]"] = _rotating(cases, lambda c, cfg=cfg, vsplits=vsplits:
                                          ours.paged_decode(*c, num_splits=vsplits, config=cfg))
         row.setdefault("variant_splits", {})[name] = vsplits

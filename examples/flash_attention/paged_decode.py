@@ -242,6 +242,22 @@ def default_config(head_dim: int, programs: int = 0,
     return config
 
 
+def launch_config(head_dim: int, programs: int, sm_count: int, config=None) -> dict:
+    """`default_config` with the caller's `config` applied; the default's programs_per_sm
+    belongs to its rings, so a caller's config drops it unless it gives its own."""
+    cfg = default_config(head_dim, programs, sm_count)
+    if config:
+        cfg = dict({k: v for k, v in cfg.items() if k != "programs_per_sm"}, **config)
+    return cfg
+
+
+def split_programs_per_sm(config: dict, head_dim: int, block_m: int = 16) -> int:
+    """The programs per SM a split count is made for: the config's programs_per_sm, at
+    most as many as fit (`programs_fitting_per_sm`)."""
+    return min(config.get("programs_per_sm", 4),
+               programs_fitting_per_sm(config, head_dim, block_m))
+
+
 def choose_num_splits(batch: int, kv_heads: int, max_tiles: int, sm_count: int,
                       programs_per_sm: int = 4, min_tiles: int = 4) -> int:
     """Key ranges per (sequence, KV head), 1 when batch x H_kv already fills the GPU.
@@ -366,16 +382,13 @@ class _Plan:
         block_m = max(16, _next_power_of_2(T * (H // H_kv)))
         # The config follows batch x H_kv (at D = 128: a split launch, one wave of up to
         # three programs per SM, or four per SM for the launches larger than that).
-        cfg = default_config(D, batch * H_kv, _sm_count(q))
-        if config:  # the default's programs_per_sm belongs to its rings
-            cfg = dict({k: v for k, v in cfg.items() if k != "programs_per_sm"}, **config)
+        cfg = launch_config(D, batch * H_kv, _sm_count(q), config)
         block_n = cfg["BLOCK_N"]
         if num_splits is None:
             max_tiles = -(-block_table.shape[1] * block_size // block_n)
             num_splits = choose_num_splits(
                 batch, H_kv, max_tiles, _sm_count(q),
-                programs_per_sm=min(cfg.get("programs_per_sm") or 4,
-                                    programs_fitting_per_sm(cfg, D, block_m)))
+                programs_per_sm=split_programs_per_sm(cfg, D, block_m))
         elif type(num_splits) is not int or not 1 <= num_splits <= MAX_SPLITS:
             raise ValueError(f"paged_decode: num_splits must be an int from 1 to {MAX_SPLITS}, "
                              f"got {num_splits!r}")

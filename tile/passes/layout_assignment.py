@@ -88,10 +88,11 @@ class _Solver:
             root = self.c.find(memory_pointer(plan.op))
             if root not in anchors or plan.priority > anchors[root].priority:
                 anchors[root] = plan
-        ranked = sorted(anchors.items(), key=lambda kv: kv[1].priority, reverse=True)
-        cheap = [(root, plan) for root, plan in ranked if self._cheap_in_any_layout(plan)]
-        for root, plan in ranked:
-            if not self._cheap_in_any_layout(plan):
+        cheap = []
+        for root, plan in sorted(anchors.items(), key=lambda kv: kv[1].priority, reverse=True):
+            if self._cheap_in_any_layout(plan):
+                cheap.append((root, plan))
+            else:
                 self.assign(root, plan.layout)
         for root, layout in (fixed or {}).items():
             self.assign(root, layout)
