@@ -23,7 +23,8 @@ its data evicted from the L2 by the other N - 1 (as a decode step does, after th
 layers' caches; only for caches under 512 MB, past which the L2 holds no useful share);
 --breakdown adds the device time of
 our split kernel and our merge kernel each launched alone, and of our call without
-programmatic dependent launch; --variants adds our kernel with other configs. Cases whose
+programmatic dependent launch; --variants adds our kernel with other configs,
+--triton-variants Triton's (to give it its own best config). Cases whose
 cache would exceed --max-gb are skipped.
 """
 
@@ -129,15 +130,21 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
         a = ours.paged_decode(q, k, v, table, seq_lens, num_splits=splits).float()
         b = theirs.paged_decode(q, k, v, table, seq_lens, num_splits=splits).float()
         row["max_abs_diff_vs_triton"] = float((a - b).abs().max())
-    for name, cfg, pps, min_tiles in args.variants:
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        full = ours.launch_config(D, batch * H_kv, sms, cfg)
-        vsplits = splits or ours.choose_num_splits(
-            batch, H_kv, -(-context // full["BLOCK_N"]), sms,
-            programs_per_sm=pps or ours.split_programs_per_sm(full, D), min_tiles=min_tiles)
-        fns[f"ours[{name}]"] = _rotating(cases, lambda c, cfg=cfg, vsplits=vsplits:
-                                         ours.paged_decode(*c, num_splits=vsplits, config=cfg))
-        row.setdefault("variant_splits", {})[name] = vsplits
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    contenders = [("ours", ours, args.variants)]
+    if theirs is not None:
+        contenders.append(("triton", theirs, args.triton_variants))
+    for who, module, variants in contenders:
+        for name, cfg, pps, min_tiles in variants:
+            full = module.launch_config(D, batch * H_kv, sms, cfg)
+            vsplits = splits or module.choose_num_splits(
+                batch, H_kv, -(-context // full["BLOCK_N"]), sms,
+                programs_per_sm=pps or module.split_programs_per_sm(full, D),
+                min_tiles=min_tiles)
+            fns[f"{who}[{name}]"] = _rotating(
+                cases, lambda c, m=module, cfg=cfg, vsplits=vsplits:
+                m.paged_decode(*c, num_splits=vsplits, config=cfg))
+            row.setdefault("variant_splits", {})[f"{who}[{name}]"] = vsplits
     if args.breakdown:
         fns.update(_kernels_alone(ours, q, k, v, table, seq_lens, splits))
         fns["ours without PDL"] = lambda: ours.paged_decode(q, k, v, table, seq_lens,
@@ -157,14 +164,17 @@ def run_case(torch, ours, theirs, args, dtype, batch, context, kv_bytes, itemsiz
                          "GB/s": gbs, "pct_copy": 100 * gbs / copy_gbs,
                          "pct_dram_copy": 100 * gbs / dram_gbs}
     for name in row.get("variant_splits", {}):
-        t = device[f"ours[{name}]"]
+        t = device[name]
         row.setdefault("variants", {})[name] = {"graph_us": t * 1e3,
                                                 "pct_copy": 100 * kv_bytes / t / 1e6 / copy_gbs}
         print(f"    variant {name} ({row['variant_splits'][name]} splits): {t * 1e3:.2f} us, "
-              f"{row['variants'][name]['pct_copy']:.1f}% copy ({device['ours'] / t:.3f}x ours)")
+              f"{row['variants'][name]['pct_copy']:.1f}% copy (ours {t / device['ours']:.3f}x "
+              f"as fast)")
     tri = row.get("triton")
     if tri:
         row["ours/triton"] = device["triton"] / device["ours"]
+        fastest = min(t for n, t in device.items() if n.startswith("triton"))
+        row["ours/fastest_triton"] = fastest / device["ours"]
     if args.breakdown:
         row["breakdown_graph_us"] = {n: device[n] * 1e3 for n in (
             "ours without PDL", "split kernel alone", "merge kernel alone") if n in device}
@@ -209,6 +219,9 @@ def main(argv=None) -> int:
                         'num_stages=4,pps=3,mt=2;..." (pps, mt: programs per SM and minimum '
                         'tiles per range for the split count; default: the programs that fit '
                         'by shared memory, and 4)')
+    p.add_argument("--triton-variants", default="",
+                   help="the same for Triton 3.6 running the same source (its own best "
+                        "config next to ours: the row's ours/fastest_triton)")
     p.add_argument("--cold-sets", type=int, default=1, metavar="N",
                    help="N input sets per contender, used in turn (5: every call finds its "
                         "cache, and the copy its buffers, out of the L2)")
@@ -217,6 +230,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     args.variants = _split_count_options(parse_variants(args.variants))
+    args.triton_variants = _split_count_options(parse_variants(args.triton_variants))
     torch = gpu_torch("paged_decode.py")
     if torch is None:
         return 0

@@ -13,11 +13,16 @@
 #   gpu_tests    every GPU test, six pytest workers on the one GPU (about 2 minutes)
 #   paged_ab     the paged decode rows that decide issue 11 (batch 1, 4, 8 at 8k and 128k
 #                keys, fp16, cold caches, against Triton 3.6) compiled by this tree and by
-#                a copy of it whose tile/passes/layout_assignment.py is $AB_BASE (when
-#                set): two processes, Triton the common reference
+#                a copy of it whose tile/passes/layout_assignment.py is $AB_BASE and
+#                whose files are replaced as $AB_BASE_FILES says ("from:to ...") (when
+#                either is set): two processes, Triton the common reference
 #   paged_tests  the paged decode GPU tests
 #   paged_short  the paged_ab rows with this tree alone
 #   paged_full   issue 11's decode table: batch 1-128, 1k-128k keys, fp16 and bf16
+#                (TRITON_VARIANTS: Triton also with other configs, as --triton-variants)
+#   merge_ab     the merge kernel over BLOCK_D columns a program, one warp (no barrier),
+#                against this tree's default (one row a program, four warps): batch 1, 2
+#                and 4 at 8k and 32k keys, with the split and merge kernels timed alone
 STEPS=${STEPS:-"gpu_tests"}
 source "$(dirname "$0")/_session.sh"
 PAGED="python3 benchmarks/paged_decode.py --cold-sets 5"
@@ -26,9 +31,10 @@ if has gpu_tests; then
   TAIL=5 step gpu_tests ${GPU_TESTS_S:-300} $PYTEST -n 6 tests/gpu
 fi
 if has paged_ab; then
-  if [ -n "${AB_BASE:-}" ]; then
+  if [ -n "${AB_BASE:-}${AB_BASE_FILES:-}" ]; then
     rm -rf /tmp/ab_base && mkdir /tmp/ab_base && cp -r . /tmp/ab_base/ 2>/dev/null
-    cp "$AB_BASE" /tmp/ab_base/tile/passes/layout_assignment.py
+    [ -n "${AB_BASE:-}" ] && cp "$AB_BASE" /tmp/ab_base/tile/passes/layout_assignment.py
+    for pair in ${AB_BASE_FILES:-}; do cp "${pair%%:*}" "/tmp/ab_base/${pair#*:}"; done
     step paged_base 200 bash -c "cd /tmp/ab_base && SC_CACHE_DIR=\$(mktemp -d) $PAGED $ROWS"
   fi
   step paged_new 200 $PAGED $ROWS ${AB_VARIANTS:+--variants "$AB_VARIANTS"}
@@ -40,5 +46,10 @@ if has paged_short; then
   step paged_short 120 $PAGED $ROWS
 fi
 if has paged_full; then
-  step paged_full ${PAGED_S:-400} $PAGED --batches 1 4 8 32 64 128 --contexts 1024 8192 32768 131072 --dtypes float16 bfloat16 --rounds 5 --max-gb 20 --json "$OUT/paged_full.json"
+  step paged_full ${PAGED_S:-400} $PAGED --batches 1 4 8 32 64 128 --contexts 1024 8192 32768 131072 --dtypes float16 bfloat16 --rounds 5 --max-gb 20 --json "$OUT/paged_full.json" ${TRITON_VARIANTS:+--triton-variants "$TRITON_VARIANTS"}
+fi
+if has merge_ab; then
+  step merge_ab 200 $PAGED --batches 1 2 4 --contexts 8192 32768 --dtypes float16 --rounds 5 \
+    --max-gb 20 --no-triton --breakdown \
+    --variants "m32w1:merge_block_d=32,merge_warps=1,pps=2;m64w1:merge_block_d=64,merge_warps=1,pps=2"
 fi

@@ -30,7 +30,7 @@ preimage is valid; "stay put" is the one that makes identical layouts a ``noop``
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,6 +43,12 @@ __all__ = ["ConversionPlan", "PlanCost", "ShuffleRound", "as_linear_layout",
            "conversion_matrix", "plan_conversion", "placement", "simulate"]
 
 HW_DIMS = ("register", "lane", "warp", "block")
+# A shared-memory conversion runs in one round (no barrier between rounds) when its whole
+# scratch is at most this: Triton (buildReps) always moves the bits that are registers on
+# both sides in rounds, a barrier pair each, to keep the scratch small, which for a
+# decode loop's 16x32 fp16 P tile (512 B a round, 1 KB in one) bought nothing but two of
+# the loop's barriers. Larger conversions (accumulator epilogues) keep their rounds.
+ONE_ROUND_SCRATCH_BYTES = 4096
 KINDS = ("noop", "register_permutation", "warp_shuffle", "shared_memory")
 
 
@@ -537,7 +543,12 @@ def _plan_shared(src: FlatLayout, dst: FlatLayout, bits: int, warps: int) -> Sha
                 trip.load_wavefronts * trip.load_instructions,
                 trip.store_instructions + trip.load_instructions, not uses_matrix)
 
-    return min(trips, key=key)
+    best = min(trips, key=key)
+    sw = best.swizzle
+    if sw.reps and (1 << len(sw.all_bits())) * bits // 8 <= ONE_ROUND_SCRATCH_BYTES:
+        best = replace(best, swizzle=SharedSwizzle(sw.vector, sw.bank, sw.segment + sw.reps,
+                                                   ()))
+    return best
 
 
 def _side(flat, swizzle, form, op, bits):

@@ -7,6 +7,12 @@ Each rewrite is a small named rule `rule(op) -> bool` run by `apply_rules` until
 - `fold_conversion_chain`: convert(convert(x, A), B) -> convert(x, B), then the identity rule
   removes it when B is x's own layout.
 - `drop_dead_conversion`: a conversion nobody uses.
+- `hoist_invariant_conversion`: a conversion at the top level of a loop body whose operand
+  is defined outside the loop -> just before the loop (Triton's LICM does the same): layout
+  assignment materialises a conversion next to its user, so a loop-invariant operand (the
+  query tile of a decode loop, converted to an MMA operand) would otherwise pay a
+  shared-memory round trip and its barriers on every iteration. Repeated, it leaves a
+  nest of loops entirely.
 
 `cse` merges pure ops that compute the same thing from the same operands in the same block
 (layout assignment clones index math per use; the copies that got one layout fold back).
@@ -16,9 +22,10 @@ from __future__ import annotations
 
 from typing import Dict
 
-from shared_codegen.ir.core import Module, Operation, Value
-from shared_codegen.ir.passes import apply_rules, erase_op
+from shared_codegen.ir.core import Block, Module, Operation, Value
+from shared_codegen.ir.passes import apply_rules, erase_op, insert_before
 from shared_codegen.layouts import to_linear_layout
+from shared_codegen.ops.control.definition import ForOp
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp
 
 
@@ -76,7 +83,42 @@ def make_conversion_rules(module: Module):
         erase_op(op)
         return True
 
-    return [drop_identity_conversion, fold_conversion_chain, drop_dead_conversion]
+    def hoist_invariant_conversion(op: Operation) -> bool:
+        if not isinstance(op.opdef, ConvertLayoutOp):
+            return False
+        loop = _enclosing_loop(op)
+        if loop is None or _defined_inside(loop, op.operands[0]):
+            return False
+        op.parent.ops.remove(op)
+        insert_before(loop, op)
+        return True
+
+    return [drop_identity_conversion, fold_conversion_chain, drop_dead_conversion,
+            hoist_invariant_conversion]
+
+
+def _enclosing_loop(op: Operation):
+    """The scf.for whose body holds `op` at its top level (not inside a nested region)."""
+    block = op.parent
+    region = getattr(block, "parent", None)
+    holder = getattr(region, "parent", None)
+    if isinstance(holder, Operation) and isinstance(holder.opdef, ForOp):
+        return holder
+    return None
+
+
+def _defined_inside(loop: Operation, v: Value) -> bool:
+    """Whether `v` is a block argument or result of an op inside `loop`'s regions."""
+    owner = v.owner
+    block = owner if isinstance(owner, Block) else getattr(owner, "parent", None)
+    while isinstance(block, Block) and block.parent is not None:
+        holder = block.parent.parent
+        if holder is loop:
+            return True
+        if not isinstance(holder, Operation):
+            return False
+        block = holder.parent
+    return False
 
 
 def remove_redundant_conversions(module: Module) -> None:

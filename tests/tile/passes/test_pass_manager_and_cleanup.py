@@ -10,6 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kernel_kit import Kernel, float32, ptr, vector_add  # noqa: E402
 
+import tile  # noqa: E402
+import tile.language as tl  # noqa: E402
 from gluon.layouts import BlockedLayout  # noqa: E402
 from shared_codegen.ir.core import Operation  # noqa: E402
 from shared_codegen.ir.passes import PassError, insert_after, run_pipeline  # noqa: E402
@@ -98,3 +100,35 @@ def test_cse_merges_identical_pure_ops_only():
     cse(k.module)
     assert _count(k, "tt.make_range") == 1
     assert _count(k, "tt.load") == 2  # loads may observe stores: never merged
+
+
+# A decode-shaped loop: a 16-row query tile loaded once, dotted with every key tile (mma v2:
+# the query is converted to an MMA operand, which layout assignment places next to the dot).
+@tile.jit
+def _query_against_key_tiles(Q, K, Out, N, OUTER: tl.constexpr, BLOCK_N: tl.constexpr,
+                             D: tl.constexpr):
+    rows = tl.arange(0, 16)
+    dims = tl.arange(0, D)
+    q = tl.load(Q + rows[:, None] * D + dims[None, :])
+    acc = tl.zeros([16, BLOCK_N], tl.float32)
+    for rep in range(OUTER):
+        for start in range(0, N, BLOCK_N):
+            keys = start + tl.arange(0, BLOCK_N)
+            k = tl.load(K + keys[:, None] * D + dims[None, :])
+            acc += tl.dot(q, tl.trans(k))
+    tl.store(Out + rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :], acc)
+
+
+@pytest.mark.parametrize("outer", [1, 3])
+def test_conversion_of_a_loop_invariant_leaves_the_loop_nest(outer):
+    ttgir = str(tile.compile(
+        _query_against_key_tiles, signature={"Q": "*fp16:16", "K": "*fp16:16",
+                                             "Out": "*fp32:16", "N": "i32"},
+        constexprs=dict(OUTER=outer, BLOCK_N=32, D=64), target="sm_80", num_warps=4,
+        num_stages=1).asm["ttgir"])
+    first_loop = ttgir.index("scf.for")
+    converts = [i for i, line in enumerate(ttgir.splitlines())
+                if "ttg.convert_layout %q" in line]
+    assert len(converts) == 1
+    assert ttgir.index("ttg.convert_layout %q") < first_loop
+    assert "#dot_op0>" in ttgir.splitlines()[converts[0]]
