@@ -106,6 +106,20 @@ def test_mma_to_blocked_uses_a_matrix_instruction_when_the_tile_fits():
     assert "matrix" not in plan32.shared.store_instruction + plan32.shared.load_instruction
 
 
+def test_small_conversions_run_in_one_round_large_ones_in_rounds():
+    # A decode loop's P tile (16 query rows, mma v2 over 4 warps along N) becomes the A
+    # operand of the next dot: its registers-on-both-sides bit would be a second round
+    # (512 B a round, two barriers more); 1 KB in one round is under the 4 KB limit.
+    mma = NVMMADistributedLayout([2, 0], [1, 4], [16, 8])
+    dot_a = DotOperandLayout(0, mma, 2)
+    small = check_simulation(mma, dot_a, (16, 32))
+    assert small.shared.swizzle.reps == ()
+    assert (small.cost.smem_bytes, small.cost.rounds, small.cost.barriers) == (1024, 1, 1)
+    # 64x64: 8 KB in one round, so it keeps Triton's rounds (2 KB, 4 rounds).
+    large = check_simulation(mma, dot_a, (64, 64))
+    assert (large.cost.smem_bytes, large.cost.rounds, large.cost.barriers) == (2048, 4, 7)
+
+
 def test_conversion_matrix_is_dst_inverse_after_src():
     src = BlockedLayout([1, 4], [8, 4], [4, 1], [1, 0])
     dst = BlockedLayout([2, 2], [4, 8], [4, 1], [1, 0])
