@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from shared_codegen.errors import CompilationError
-from shared_codegen.ir.core import Module, Operation, VerificationError
+from shared_codegen.ir.core import Block, Module, Operation, Value, VerificationError
 from shared_codegen.ir.printer import print_module
 from shared_codegen.ir.verifier import verify_module
 
@@ -131,6 +131,21 @@ def erase_op(op: Operation) -> None:
     op.parent = None
 
 
+def encloses(op: Operation, v: Value) -> bool:
+    """Whether `v` is defined inside `op`'s regions (a block argument or an op's result at
+    any depth): a value `op` cannot read from before it runs."""
+    owner = v.owner
+    block = owner if isinstance(owner, Block) else getattr(owner, "parent", None)
+    while isinstance(block, Block) and block.parent is not None:
+        holder = block.parent.parent
+        if holder is op:
+            return True
+        if not isinstance(holder, Operation):
+            return False
+        block = holder.parent
+    return False
+
+
 def insert_before(anchor: Operation, op: Operation) -> Operation:
     block = anchor.parent
     block.ops.insert(block.ops.index(anchor), op)
@@ -154,5 +169,5 @@ def move_to_end(ops: Sequence[Operation], block) -> None:
         op.parent = block
 
 
-__all__ = ["run_pipeline", "apply_rules", "PassError", "erase_op", "insert_before",
+__all__ = ["run_pipeline", "apply_rules", "PassError", "erase_op", "encloses", "insert_before",
            "insert_after", "move_to_end", "dump_dir_from_env", "NamedPass", "Notes"]

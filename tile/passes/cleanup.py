@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Dict
 
-from shared_codegen.ir.core import Block, Module, Operation, Value
-from shared_codegen.ir.passes import apply_rules, erase_op, insert_before
+from shared_codegen.ir.core import Module, Operation, Value
+from shared_codegen.ir.passes import apply_rules, encloses, erase_op, insert_before
 from shared_codegen.layouts import to_linear_layout
 from shared_codegen.ops.control.definition import ForOp
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp
@@ -87,7 +87,7 @@ def make_conversion_rules(module: Module):
         if not isinstance(op.opdef, ConvertLayoutOp):
             return False
         loop = _enclosing_loop(op)
-        if loop is None or _defined_inside(loop, op.operands[0]):
+        if loop is None or encloses(loop, op.operands[0]):
             return False
         op.parent.ops.remove(op)
         insert_before(loop, op)
@@ -105,20 +105,6 @@ def _enclosing_loop(op: Operation):
     if isinstance(holder, Operation) and isinstance(holder.opdef, ForOp):
         return holder
     return None
-
-
-def _defined_inside(loop: Operation, v: Value) -> bool:
-    """Whether `v` is a block argument or result of an op inside `loop`'s regions."""
-    owner = v.owner
-    block = owner if isinstance(owner, Block) else getattr(owner, "parent", None)
-    while isinstance(block, Block) and block.parent is not None:
-        holder = block.parent.parent
-        if holder is loop:
-            return True
-        if not isinstance(holder, Operation):
-            return False
-        block = holder.parent
-    return False
 
 
 def remove_redundant_conversions(module: Module) -> None:

@@ -60,7 +60,7 @@ from typing import Dict, List, Optional, Sequence, Set
 from shared_codegen.ir.builder import Builder
 from shared_codegen.ir.core import (Block, Module, Operation, Value, clone_op,
                                     replace_all_uses)
-from shared_codegen.ir.passes import insert_after, insert_before, move_to_end
+from shared_codegen.ir.passes import encloses, insert_after, insert_before, move_to_end
 from shared_codegen.ir.types import IRType, PointerType, ScalarType, TensorType, scalar_of
 from shared_codegen.ops.arith.definition import (INT_COMPARE, BinaryOp, CastOp, CompareOp,
                                                  ConstantOp, SelectOp, cast_op_name,
@@ -99,7 +99,7 @@ def flatten_nest(outer: Operation) -> Optional[str]:
     body = outer.regions[0].block
     hoist = _loop_invariant_ops(outer, inner)
     hoisted = {r for op in hoist for r in op.results}
-    if any(_encloses(outer, v) and v not in hoisted for v in inner.operands[:3]):
+    if any(encloses(outer, v) and v not in hoisted for v in inner.operands[:3]):
         return ("the inner loop's bounds are computed from values that change with the outer "
                 "loop's iteration; only an inner loop whose range every outer iteration "
                 "shares is flattened")
@@ -110,7 +110,7 @@ def flatten_nest(outer: Operation) -> Optional[str]:
     sink = _epilogue_only_ops(body, inner, prologue)
     prologue = [op for op in prologue if op not in sink]
     crossing = _outputs(prologue, _after_prologue(body, inner))
-    crossing += [v for v in inner.operands[3:] if _encloses(outer, v)]
+    crossing += [v for v in inner.operands[3:] if encloses(outer, v)]
     for v in crossing:
         if _zero_type(v.type) is None:
             return (f"a {v.type} computed before the inner loop is read after it; only "
@@ -143,20 +143,6 @@ def _only_inner_loop(outer: Operation):
     return inner, None
 
 
-def _encloses(op: Operation, v: Value) -> bool:
-    """Whether `v` is defined inside `op`'s regions."""
-    owner = v.owner
-    block = owner if isinstance(owner, Block) else getattr(owner, "parent", None)
-    while isinstance(block, Block) and block.parent is not None:
-        holder = block.parent.parent
-        if holder is op:
-            return True
-        if not isinstance(holder, Operation):
-            return False
-        block = holder.parent
-    return False
-
-
 def _movable(op: Operation) -> bool:
     """Pure (casts included), without regions, and unable to trap."""
     if op.regions or not (op.opdef.is_pure(op) or _is(op, CastOp)):
@@ -172,7 +158,7 @@ def _loop_invariant_ops(outer: Operation, inner: Operation) -> List[Operation]:
     for op in outer.regions[0].block.ops:
         if op is inner or not _movable(op):
             continue
-        if all(v in hoisted or not _encloses(outer, v) for v in op.operands):
+        if all(v in hoisted or not encloses(outer, v) for v in op.operands):
             hoist.append(op)
             hoisted.update(op.results)
     return hoist
@@ -327,7 +313,7 @@ class _Fusion:
         self.x = list(inner.operands[3:])
         # Initial values from outside the nest: the epilogue resets them for the next tile;
         # those the prologue computes come out of its `if`.
-        self.reset = [n for n, v in enumerate(self.x) if not _encloses(outer, v)]
+        self.reset = [n for n, v in enumerate(self.x) if not encloses(outer, v)]
         self.fresh = [n for n in range(len(self.x)) if n not in self.reset]
         self.loc = outer.loc
 
