@@ -29,6 +29,8 @@ the ones every frontend shares (`shared_codegen/stages.py`):
     software_pipelining           loops feeding tl.dot load num_stages - 1 iterations ahead
                                   through cp.async rings (tile/passes/pipelining.py), or
                                   TMA rings with mbarriers (tile/passes/tma_pipelining.py)
+    hoist_invariant_conversions   a conversion of a loop invariant moves before its loop,
+                                  after the pipeline's prologue (tile/passes/cleanup.py)
     explicit_layout_ir            the IR the CPU interpreter runs and the converter prints
     axis_analysis                 contiguity / divisibility, for 16-byte global accesses
     warp_specialization_planning  partitions' warps and registers (warp_specialization's)

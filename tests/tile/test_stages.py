@@ -44,7 +44,8 @@ def test_the_stages_are_the_tile_passes_then_the_shared_backend_stages():
                      "layout_assignment",
                      "remove_redundant_conversions", "cse", "persistent_programs",
                      "loop_flatten",
-                     "warp_specialization", "software_pipelining"] + SHARED_TAIL
+                     "warp_specialization", "software_pipelining",
+                     "hoist_invariant_conversions"] + SHARED_TAIL
     assert TILE_STAGES[len(TILE_PIPELINE):] == BACKEND_STAGES
 
 

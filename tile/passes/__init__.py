@@ -7,7 +7,7 @@ Dot acceleration runs inside layout_assignment (`dot_acceleration.py`); software
 is its own pass (`pipelining.py`).
 """
 
-from tile.passes.cleanup import cse, remove_redundant_conversions
+from tile.passes.cleanup import cse, hoist_invariant_conversions, remove_redundant_conversions
 from tile.passes.combine_dot_add import combine_dot_add
 from tile.passes.coalesce import blocked_layout_for
 from tile.passes.layout_assignment import LayoutAssignmentError, assign_layouts
@@ -28,8 +28,10 @@ TILE_PIPELINE = [
     ("loop_flatten", flatten_loops),
     ("warp_specialization", warp_specialize_module),
     ("software_pipelining", pipeline_module),
+    ("hoist_invariant_conversions", hoist_invariant_conversions),
 ]
 
-__all__ = ["TILE_PIPELINE", "combine_dot_add", "assign_layouts", "remove_redundant_conversions", "cse",
-           "blocked_layout_for", "LayoutAssignmentError", "pipeline_module", "unroll_loops",
-           "flatten_loops", "warp_specialize_module", "warp_specialize_warps", "make_persistent"]
+__all__ = ["TILE_PIPELINE", "combine_dot_add", "assign_layouts", "remove_redundant_conversions",
+           "cse", "blocked_layout_for", "LayoutAssignmentError", "pipeline_module",
+           "unroll_loops", "flatten_loops", "warp_specialize_module", "warp_specialize_warps",
+           "make_persistent", "hoist_invariant_conversions"]

@@ -7,12 +7,13 @@ Each rewrite is a small named rule `rule(op) -> bool` run by `apply_rules` until
 - `fold_conversion_chain`: convert(convert(x, A), B) -> convert(x, B), then the identity rule
   removes it when B is x's own layout.
 - `drop_dead_conversion`: a conversion nobody uses.
-- `hoist_invariant_conversion`: a conversion at the top level of a loop body whose operand
-  is defined outside the loop -> just before the loop (Triton's LICM does the same): layout
-  assignment materialises a conversion next to its user, so a loop-invariant operand (the
-  query tile of a decode loop, converted to an MMA operand) would otherwise pay a
-  shared-memory round trip and its barriers on every iteration. Repeated, it leaves a
-  nest of loops entirely.
+
+`hoist_invariant_conversions` (its own pass, after software pipelining) moves a conversion
+at the top level of a loop body whose operand is defined outside the loop to just before
+the loop (Triton's LICM does the same): layout assignment materialises a conversion next
+to its user, so a loop-invariant operand (the query tile of a decode loop, converted to an
+MMA operand) would otherwise pay a shared-memory round trip and its barriers on every
+iteration. Repeated, it leaves a nest of loops entirely.
 
 `cse` merges pure ops that compute the same thing from the same operands in the same block
 (layout assignment clones index math per use; the copies that got one layout fold back).
@@ -83,18 +84,18 @@ def make_conversion_rules(module: Module):
         erase_op(op)
         return True
 
-    def hoist_invariant_conversion(op: Operation) -> bool:
-        if not isinstance(op.opdef, ConvertLayoutOp):
-            return False
-        loop = _enclosing_loop(op)
-        if loop is None or encloses(loop, op.operands[0]):
-            return False
-        op.parent.ops.remove(op)
-        insert_before(loop, op)
-        return True
+    return [drop_identity_conversion, fold_conversion_chain, drop_dead_conversion]
 
-    return [drop_identity_conversion, fold_conversion_chain, drop_dead_conversion,
-            hoist_invariant_conversion]
+
+def hoist_invariant_conversion(op: Operation) -> bool:
+    if not isinstance(op.opdef, ConvertLayoutOp):
+        return False
+    loop = _enclosing_loop(op)
+    if loop is None or encloses(loop, op.operands[0]):
+        return False
+    op.parent.ops.remove(op)
+    insert_before(loop, op)
+    return True
 
 
 def _enclosing_loop(op: Operation):
@@ -110,6 +111,14 @@ def _enclosing_loop(op: Operation):
 def remove_redundant_conversions(module: Module) -> None:
     """The `remove_redundant_conversions` pass."""
     apply_rules(module, make_conversion_rules(module))
+
+
+def hoist_invariant_conversions(module: Module) -> None:
+    """The `hoist_invariant_conversions` pass. It runs after software pipelining, so that a
+    hoisted conversion lands after the pipeline's prologue: placed before it, its wait for
+    the converted value (a decode program's Q tile, just loaded) held back the prologue's
+    own loads (the block table's entries, then the first K/V tiles) by one memory latency."""
+    apply_rules(module, [hoist_invariant_conversion])
 
 
 # ---- common subexpressions of pure ops -------------------------------------------------------
@@ -153,4 +162,5 @@ def cse(module: Module) -> None:
             op.operands = [replace.get(v, v) for v in op.operands]
 
 
-__all__ = ["remove_redundant_conversions", "make_conversion_rules", "cse"]
+__all__ = ["remove_redundant_conversions", "make_conversion_rules", "cse",
+           "hoist_invariant_conversions"]

@@ -26,7 +26,8 @@ def test_pipeline_dumps_the_ir_after_every_named_pass(tmp_path):
                      "03-warp_specialize_warps.mlir", "04-layout_assignment.mlir",
                      "05-remove_redundant_conversions.mlir", "06-cse.mlir",
                      "07-persistent_programs.mlir", "08-loop_flatten.mlir",
-                     "09-warp_specialization.mlir", "10-software_pipelining.mlir"]
+                     "09-warp_specialization.mlir", "10-software_pipelining.mlir",
+                     "11-hoist_invariant_conversions.mlir"]
     assert "#blocked0" not in (tmp_path / "01-combine_dot_add.mlir").read_text()
     assert "#blocked0" in (tmp_path / "06-cse.mlir").read_text()
 
@@ -111,24 +112,34 @@ def _query_against_key_tiles(Q, K, Out, N, OUTER: tl.constexpr, BLOCK_N: tl.cons
     dims = tl.arange(0, D)
     q = tl.load(Q + rows[:, None] * D + dims[None, :])
     acc = tl.zeros([16, BLOCK_N], tl.float32)
-    for rep in range(OUTER):
+    if OUTER == 0:  # no outer loop
         for start in range(0, N, BLOCK_N):
             keys = start + tl.arange(0, BLOCK_N)
             k = tl.load(K + keys[:, None] * D + dims[None, :])
             acc += tl.dot(q, tl.trans(k))
+    else:
+        for rep in range(OUTER):
+            for start in range(0, N, BLOCK_N):
+                keys = start + tl.arange(0, BLOCK_N)
+                k = tl.load(K + keys[:, None] * D + dims[None, :])
+                acc += tl.dot(q, tl.trans(k))
     tl.store(Out + rows[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :], acc)
 
 
-@pytest.mark.parametrize("outer", [1, 3])
-def test_conversion_of_a_loop_invariant_leaves_the_loop_nest(outer):
+@pytest.mark.parametrize("outer, num_stages", [(0, 1), (1, 1), (3, 1), (0, 3)])
+def test_conversion_of_a_loop_invariant_leaves_the_loop_nest(outer, num_stages):
     ttgir = str(tile.compile(
         _query_against_key_tiles, signature={"Q": "*fp16:16", "K": "*fp16:16",
                                              "Out": "*fp32:16", "N": "i32"},
         constexprs=dict(OUTER=outer, BLOCK_N=32, D=64), target="sm_80", num_warps=4,
-        num_stages=1).asm["ttgir"])
+        num_stages=num_stages).asm["ttgir"])
     first_loop = ttgir.index("scf.for")
     converts = [i for i, line in enumerate(ttgir.splitlines())
                 if "ttg.convert_layout %q" in line]
     assert len(converts) == 1
-    assert ttgir.index("ttg.convert_layout %q") < first_loop
+    convert = ttgir.index("ttg.convert_layout %q")
+    assert convert < first_loop
     assert "#dot_op0>" in ttgir.splitlines()[converts[0]]
+    if num_stages > 1:  # after the pipeline's prologue: its loads need not wait for Q's
+        assert "ttg.async_commit_group" in ttgir[:first_loop]
+        assert ttgir.rindex("ttg.async_copy_global_to_local", 0, first_loop) < convert
