@@ -9,6 +9,11 @@
 # before seq_len is read (not kept: 1.000x), 32-key tiles in 3- to 5-deep rings and 64-key
 # in 3-deep ones, two to four programs an SM (32-key 3-deep at two an SM became the split
 # default at D = 128).
+# Twenty-second session (H100): "gpu_tests paged_ab" at 12:28 UTC with AB_BASE_FILES = the
+# conversion clean-ups and planner before the loop-invariant hoist and one-round
+# conversions, and AB_VARIANTS = "m32w1:merge_block_d=32,merge_warps=1,pps=2" (a merge
+# kernel variant, since removed: 0.994-1.002x); "paged_tests paged_full" at 12:42 UTC with
+# TRITON_VARIANTS = "n64s2:BLOCK_N=64,num_stages=2". The device could not be started after.
 # Steps:
 #   gpu_tests    every GPU test, six pytest workers on the one GPU (about 2 minutes)
 #   paged_ab     the paged decode rows that decide issue 11 (batch 1, 4, 8 at 8k and 128k
@@ -20,9 +25,6 @@
 #   paged_short  the paged_ab rows with this tree alone
 #   paged_full   issue 11's decode table: batch 1-128, 1k-128k keys, fp16 and bf16
 #                (TRITON_VARIANTS: Triton also with other configs, as --triton-variants)
-#   merge_ab     the merge kernel over BLOCK_D columns a program, one warp (no barrier),
-#                against this tree's default (one row a program, four warps): batch 1, 2
-#                and 4 at 8k and 32k keys, with the split and merge kernels timed alone
 STEPS=${STEPS:-"gpu_tests"}
 source "$(dirname "$0")/_session.sh"
 PAGED="python3 benchmarks/paged_decode.py --cold-sets 5"
@@ -47,9 +49,4 @@ if has paged_short; then
 fi
 if has paged_full; then
   step paged_full ${PAGED_S:-400} $PAGED --batches 1 4 8 32 64 128 --contexts 1024 8192 32768 131072 --dtypes float16 bfloat16 --rounds 5 --max-gb 20 --json "$OUT/paged_full.json" ${TRITON_VARIANTS:+--triton-variants "$TRITON_VARIANTS"}
-fi
-if has merge_ab; then
-  step merge_ab 200 $PAGED --batches 1 2 4 --contexts 8192 32768 --dtypes float16 --rounds 5 \
-    --max-gb 20 --no-triton --breakdown \
-    --variants "m32w1:merge_block_d=32,merge_warps=1,pps=2;m64w1:merge_block_d=64,merge_warps=1,pps=2"
 fi
