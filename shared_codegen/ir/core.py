@@ -101,6 +101,13 @@ class Operation:
         assert len(self.results) == 1, f"{self.name} has {len(self.results)} results"
         return self.results[0]
 
+    @property
+    def parent_op(self) -> Optional["Operation"]:
+        """The op whose region holds this op (None at a function's top level or detached)."""
+        region = self.parent.parent if self.parent is not None else None
+        owner = region.parent if region is not None else None
+        return owner if isinstance(owner, Operation) else None
+
     def walk(self) -> Iterator["Operation"]:
         """This op and every op nested in its regions, pre-order."""
         yield self

@@ -90,22 +90,12 @@ def make_conversion_rules(module: Module):
 def hoist_invariant_conversion(op: Operation) -> bool:
     if not isinstance(op.opdef, ConvertLayoutOp):
         return False
-    loop = _enclosing_loop(op)
-    if loop is None or encloses(loop, op.operands[0]):
+    loop = op.parent_op  # a loop whose body holds op at its top level
+    if loop is None or not isinstance(loop.opdef, ForOp) or encloses(loop, op.operands[0]):
         return False
     op.parent.ops.remove(op)
     insert_before(loop, op)
     return True
-
-
-def _enclosing_loop(op: Operation):
-    """The scf.for whose body holds `op` at its top level (not inside a nested region)."""
-    block = op.parent
-    region = getattr(block, "parent", None)
-    holder = getattr(region, "parent", None)
-    if isinstance(holder, Operation) and isinstance(holder.opdef, ForOp):
-        return holder
-    return None
 
 
 def remove_redundant_conversions(module: Module) -> None:

@@ -40,7 +40,7 @@ from typing import Dict, List, Optional
 
 from llvmlite import ir
 
-from shared_codegen.ir.core import Operation, lowering_rule
+from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import SharedMemoryType, TensorType
 from shared_codegen.lowering import smem_matrix
 from shared_codegen.lowering.context import I8, LoweringError, llvm_type
@@ -191,18 +191,12 @@ def _carried_alignment(value, seen) -> int:
 
 # ---- barriers ------------------------------------------------------------------------------
 
-def _parent_op(op):
-    region = op.parent.parent if op.parent is not None else None
-    owner = region.parent if region is not None else None
-    return owner if isinstance(owner, Operation) else None
-
-
 def _inside_loop(op) -> bool:
-    op = _parent_op(op)
+    op = op.parent_op
     while op is not None:
         if op.name in ("scf.for", "scf.while"):
             return True
-        op = _parent_op(op)
+        op = op.parent_op
     return False
 
 
