@@ -44,9 +44,10 @@ D = 256 issue their GEMMs without taking turns):
 - Softmax in base 2: scores are scaled by sm_scale * log2(e) once; row max m and sum l are
   kept online, O rescaled by alpha = exp2(m_old - m_new). LAZY_RESCALE (FA4's; 16-bit's
   default): only when a row maximum of the warpgroup outgrew m by SLACK (`rescale_slack`,
-  8 as FA4's: P <= 256; `gl.barrier_any`). With SPEC_P, P is first taken against the kept
-  m (as it is in most blocks), so the exp2s need not wait for the row max and the barrier
-  that decides.
+  8 as FA4's: P <= 256; `gl.barrier_any`); with WARP_RESCALE (D = 128's default) each row
+  decides alone and only the warps holding a grown row rescale (`gl.warp_any`, no
+  barrier). With SPEC_P, P is first taken against the kept m (as it is in most blocks),
+  so the exp2s need not wait for the row max and what decides.
 - Masks: only blocks that cross the causal diagonal or the ragged end of K pay for a mask;
   blocks past the diagonal are never loaded. With N_q != N_kv the last query row sees the
   last key (FlashAttention's alignment). Rows past N_q are computed and clipped by the
@@ -109,7 +110,8 @@ import tile.profiler.language as pl  # noqa: E402  (timeline regions: nothing un
 from hopper_tuning import default_config, tuned_config  # noqa: E402,F401
 # One K/V block's pieces of the consumers (S's issue and mask, P's operand, the PV product).
 from hopper_block import (_extra_p, _issue_s, _p_operand, _promoted, _pv_operands,  # noqa: E402
-                          _pv_product, _rescaled, _row_shares, _scores)
+                          _pv_product, _rescale_o, _rescaled, _row_maxima, _row_shares,
+                          _scores)
 # The float64 reference and the random inputs the tests and benchmarks take from here.
 from attention_reference import (check_forward, numpy_dtype, random_inputs,  # noqa: E402,F401
                                  reference)
@@ -286,7 +288,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
               BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr,
               SPLIT: gl.constexpr, split_ws, O_DIRECT: gl.constexpr, SPEC_P: gl.constexpr,
               Q_BUFS: gl.constexpr, SNAKE: gl.constexpr, RAGGED_FIRST: gl.constexpr,
-              SLACK: gl.constexpr):
+              SLACK: gl.constexpr, WARP_RESCALE: gl.constexpr):
     # SPEC_P's P taken again where the deciding barrier says so: that barrier is LAZY_RESCALE's.
     gl.static_assert(LAZY_RESCALE or not SPEC_P, "SPEC_P needs LAZY_RESCALE")
     D: gl.constexpr = o_desc.block_shape[3]
@@ -406,8 +408,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                 if PROMOTE_PV:
                     o_blk, l_blk = _pv_product(p_op, v, o_blk, ones, l_blk, True, True)
                 else:
-                    if not LAZY_RESCALE or rescale:
-                        acc = _rescaled(acc, alpha)
+                    acc = _rescale_o(acc, alpha, rescale, LAZY_RESCALE, WARP_RESCALE)
                     acc, l_blk = _pv_product(p_op, v, acc, ones, l_blk, ROW_SUM_MMA, False)
                 if BN_X > 0:
                     acc = warpgroup_mma(p_op_x, v_x, acc, is_async=True)
@@ -435,7 +436,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                     s, s_x, acc = warpgroup_mma_wait(0, deps=[s, s_x, acc])
                 else:
                     s, acc = warpgroup_mma_wait(0, deps=[s, acc])
-                if not LAZY_RESCALE:
+                if not LAZY_RESCALE or WARP_RESCALE:
                     pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS,
                                               per_warp=PER_WARP)
                 pl.enter_scope("softmax")
@@ -454,20 +455,25 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                         if SHARES:
                             l_shares = _row_shares(p)
                         p_op = _p_operand(p, dtype, p_layout, V_T)
-                    rescale = gl.barrier_any(m_blk > m_i + SLACK)
-                    pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS,
-                                              per_warp=PER_WARP)
-                    if rescale:
-                        m_new = gl.maximum(m_i, m_blk)
-                        alpha = gl.exp2(m_i - m_new)
+                    if WARP_RESCALE:  # each row decides alone, no barrier (K_j's release
+                        m_new, alpha = _row_maxima(m_i, m_blk, SLACK)  # is above)
                     else:
-                        m_new = m_i
-                        alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
+                        rescale = gl.barrier_any(m_blk > m_i + SLACK)
+                        pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS,
+                                                  per_warp=PER_WARP)
+                        if rescale:
+                            m_new = gl.maximum(m_i, m_blk)
+                            alpha = gl.exp2(m_i - m_new)
+                        else:
+                            m_new = m_i
+                            alpha = gl.full([BM_WG], 1.0, gl.float32, row_s)
                 else:
                     m_new = gl.maximum(m_i, m_blk)
                     alpha = gl.exp2(m_i - m_new)
                 if SPEC_P:
-                    if rescale:  # against the new maxima: the speculative P may overflow
+                    # Against the new maxima (the speculative P may overflow): with
+                    # WARP_RESCALE in the warps holding a row that grew.
+                    if gl.warp_any(alpha != 1.0) if WARP_RESCALE else rescale:
                         p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
                         if SHARES:
                             l_shares = _row_shares(p)
@@ -509,8 +515,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                                                      l_blk, PV_WAIT_TOP, ROW_SUM_MMA, V_T, D,
                                                      BN, BN_X)
             if not PROMOTE_PV:
-                if not LAZY_RESCALE or rescale:
-                    acc = _rescaled(acc, alpha)
+                acc = _rescale_o(acc, alpha, rescale, LAZY_RESCALE, WARP_RESCALE)
             if ROW_SUM_MMA:
                 l_tot = _rescaled(l_tot + l_blk, alpha)
             if PINGPONG:
@@ -600,7 +605,8 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      SPLIT: gl.constexpr, o_ptr, O_DIRECT: gl.constexpr,
                      SPEC_P: gl.constexpr = False, Q_PREFETCH: gl.constexpr = False,
                      Q_BUFS: gl.constexpr = 1, SNAKE: gl.constexpr = False,
-                     RAGGED_FIRST: gl.constexpr = False, SLACK: gl.constexpr = 8.0):
+                     RAGGED_FIRST: gl.constexpr = False, SLACK: gl.constexpr = 8.0,
+                     WARP_RESCALE: gl.constexpr = False):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
@@ -656,7 +662,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
               PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP, LAZY_RESCALE, SPLIT,
               (split_part, split_ml, split_count), O_DIRECT, SPEC_P, Q_BUFS, SNAKE,
-              RAGGED_FIRST, SLACK)
+              RAGGED_FIRST, SLACK, WARP_RESCALE)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, lse_ptr, kpipe, vpipe, q_ready,
               q_empty, turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -751,7 +757,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                bool(cfg["lazy_rescale"]), part, ml, count, split, o, o_direct,
                bool(cfg["speculative_p"]), bool(cfg["q_prefetch"]), cfg["q_buffers"],
                bool(cfg["snake"]), bool(cfg["ragged_first"]), float(cfg["rescale_slack"]),
-               num_warps=4,
+               bool(cfg["warp_rescale"]), num_warps=4,
                num_ctas=ctas,
                **(launch_options or {}))
         return (o, lse) if return_lse else o

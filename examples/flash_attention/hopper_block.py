@@ -26,6 +26,28 @@ def _rescaled(x, alpha):
 
 
 @gluon.jit
+def _rescale_o(acc, alpha, rescale, LAZY_RESCALE: gl.constexpr, WARP_RESCALE: gl.constexpr):
+    """O *= alpha: every block; with LAZY_RESCALE where the warpgroup's barrier found a row
+    that outgrew its kept maximum (`rescale`); with WARP_RESCALE only in the warps that hold
+    such a row (`gl.warp_any`: the others skip the 64 FMULs, and no barrier decides)."""
+    if WARP_RESCALE:
+        if gl.warp_any(alpha != 1.0):
+            acc = _rescaled(acc, alpha)
+    elif not LAZY_RESCALE or rescale:
+        acc = _rescaled(acc, alpha)
+    return acc
+
+
+@gluon.jit
+def _row_maxima(m_i, m_blk, SLACK: gl.constexpr):
+    """WARP_RESCALE's maxima and alpha: a row keeps its maximum (alpha exactly 1) unless
+    the block's outgrew it by more than SLACK (log2 units)."""
+    grew = m_blk > m_i + SLACK
+    m_new = gl.where(grew, m_blk, m_i)
+    return m_new, gl.where(grew, gl.exp2(m_i - m_new), 1.0)
+
+
+@gluon.jit
 def _row_shares(p):
     """Each thread's share of P's row sums (SPEC_P): the columns it holds added up, with no
     shuffles. The accumulator layout gives a thread columns 8i + 2q + e of its rows (q its

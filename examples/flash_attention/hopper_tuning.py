@@ -74,7 +74,8 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       4k to 16k, causal and not; a copy of ours 0.99-1.035x), 1.046x in bf16, 1.086x at
       D = 256, 1.025x at D = 64 (copy 1.025x); off in fp8, where it measured 0.937x (H100,
       2026-12-06 21:46 UTC, 21 and 15 rounds) and again 0.968x and 0.986x at 16k (copy
-      1.007x and 0.953x; 2026-12-07 02:40 UTC, 5 rounds). Needs `promote_pv` and `extra_n` off (the
+      1.007x and 0.953x; 2026-12-07 02:40 UTC, 5 rounds); on in fp8 at D = 128 since
+      `warp_rescale` decides it without the barrier. Needs `promote_pv` and `extra_n` off (the
       launcher turns it off for them unless it is asked for). Its price is bf16 accuracy:
       against the kept maximum a row's largest weight is 2^d (0 < d <= 8), rounded to bf16,
       where a fresh maximum makes it exactly 1, so the worst element's error grows
@@ -100,6 +101,17 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       worst element's error moves from row to row and run to run either way (at 16k the
       exact maxima's was the larger), so 8 stays the default, and 2 is there for callers
       who want bf16's worst case nearer the exact-maximum loop's.
+    - `warp_rescale` (with `lazy_rescale`): each row keeps its maximum unless it outgrew
+      it by more than the slack, and O's rescale (and SPEC_P's second P) runs only in the
+      warps holding such a row (`gl.warp_any`, a warp vote) instead of after a barrier of
+      the warpgroup's four warps that ORs the decision (`gl.barrier_any`): the exp2s then
+      wait for no other warp, which is what cost fp8 the lazy rescale (its 0.937-0.986x).
+      K_j's release, which shared that barrier, shares the loop's other one. On at D = 128
+      (with the lazy rescale in fp8 too): against the mean of ours and a copy (the old
+      defaults) in the same rounds, fp16 non-causal 1.011-1.057x in 7 of 7 rows, causal
+      0.979-1.077x (median 0.994), bf16 0.966-1.044x, fp8 0.943-1.057x (10 of 14 ahead,
+      median 1.015; 4k to 16k; H100, 2026-12-07 14:46-14:50 UTC, 7 to 21 rounds). Off at
+      D = 64 and 256 (0.951-1.078x, no direction).
     - `split_tail`: stream-K for the last tiles (gluon/stream_k.py, attention_tiles.py).
       2048 tiles of 128 rows (B * N = 16k, 16 heads, the benchmark's shapes) on 132 SMs
       are 15.5 waves, so every SM idles through half of a 16th tile's time, 3% (ours ran
@@ -174,10 +186,10 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
                pingpong=True, o_in_q=head_dim >= 128 and not fp8, v_lag=0, late_wait=False,
                row_sum_mma=fp8, promote_pv=False, extra_n=0, cluster=1, warp_arrivals=False,
-               lazy_rescale=not fp8, split_tail=True, o_direct=False,
+               lazy_rescale=not fp8 or head_dim == 128, split_tail=True, o_direct=False,
                speculative_p=not fp8 and head_dim == 128, q_prefetch=False,
                q_buffers=2 if head_dim == 128 and not fp8 else 1, snake=causal and not fp8,
-               ragged_first=causal, rescale_slack=8.0)
+               ragged_first=causal, rescale_slack=8.0, warp_rescale=head_dim == 128)
     if cfg["q_buffers"] == 2:  # the second Q buffer's 32 KB come out of K's ring
         cfg.update(k_stages=2)
     if head_dim == 64:
@@ -210,6 +222,9 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
                          f"overlap={cfg['overlap']!r}")
     if cfg["speculative_p"] and not cfg["lazy_rescale"]:
         raise ValueError(f"attention_forward: speculative_p needs lazy_rescale=True, got "
+                         f"lazy_rescale={cfg['lazy_rescale']!r}")
+    if cfg["warp_rescale"] and not cfg["lazy_rescale"]:
+        raise ValueError(f"attention_forward: warp_rescale needs lazy_rescale=True, got "
                          f"lazy_rescale={cfg['lazy_rescale']!r}")
     if cfg["lazy_rescale"] and (cfg["promote_pv"] or cfg["extra_n"]):
         raise ValueError(f"attention_forward: lazy_rescale needs promote_pv and extra_n off, "
@@ -300,9 +315,11 @@ def tuned_config(head_dim: int, dtype_name: str, fp8: bool, causal: bool, return
     if cfg["extra_n"] and "row_sum_mma" not in tuning:  # fp8's default; extra_n needs it off
         cfg["row_sum_mma"] = False
     if (cfg["extra_n"] or cfg["promote_pv"]) and "lazy_rescale" not in tuning:
-        cfg["lazy_rescale"] = False  # 16-bit's default, which those two options exclude
+        cfg["lazy_rescale"] = False  # the default, which those two options exclude
     if not cfg["lazy_rescale"] and "speculative_p" not in tuning:
         cfg["speculative_p"] = False  # D = 128's default, which needs lazy_rescale
+    if not cfg["lazy_rescale"] and "warp_rescale" not in tuning:
+        cfg["warp_rescale"] = False  # D = 128's default, which needs lazy_rescale
     check_tuning(cfg, fp8)
     _fit_q_buffers(cfg, tuning, head_dim, dtype_name, fp8, causal, kv_ahead)
     if kv_ahead > min(cfg["k_stages"], cfg["stages"]):  # the rings fill before Q is sent

@@ -11,7 +11,7 @@ from gluon.language import distributed, extra, nvidia
 from gluon.language._core import (add, arange, assume, bank_conflicts, barrier_any,
                                   convert_layout, distributed_type, full, full_like, mul,
                                   num_ctas, num_warps, set_auto_layout, sub, thread_barrier,
-                                  to_linear_layout, to_tensor, zeros, zeros_like)
+                                  to_linear_layout, to_tensor, warp_any, zeros, zeros_like)
 from gluon.language._fp4 import fp4_to_fp
 from gluon.language._movement import histogram
 from gluon.language._newer_names import barrier  # Triton 3.8's name for thread_barrier
@@ -76,6 +76,7 @@ __all__ = [
     "multiple_of", "max_contiguous", "max_constancy", "thread_barrier", "static_assert",
     "static_print", "device_print", "device_assert", "static_range", "nvidia", "extra", "barrier",
     "barrier_any",
+    "warp_any",
     # warp specialization
     "warp_specialize",
     # other GPUs' memory (docs/distributed.md)

@@ -139,9 +139,37 @@ def barrier_any(pred, _semantic=None):
     return _semantic.make_tensor(BarrierAnyOp.build(_semantic.builder, pred.handle))
 
 
+@builtin
+def warp_any(pred, _semantic=None):
+    """Whether `pred` (a boolean tensor) is true in any element this warp holds: the same in
+    a warp's 32 threads, not across warps, and no barrier (PTX `vote.sync.any.pred`, CUDA's
+    `__any_sync`; no Triton counterpart). Its one use is an `if`'s condition: each warp
+    takes the branch on its own answer, so warps with nothing to do skip it, e.g. a lazy
+    rescale's multiply where no row of the warp's grew:
+
+        if gl.warp_any(alpha != 1.0):
+            acc = acc * gl.expand_dims(alpha, 1)
+
+    The branch may only compute values in registers: no loads, stores, barriers, prints or
+    wgmma waits, and no conversion or reduction that moves data between warps (the
+    compiler names the line). The interpreter runs it as the GPU does: each element of a
+    value the branch assigns comes from the side its warps took; an element held by warps
+    that disagree must come out the same on both sides."""
+    from shared_codegen.ir.types import TensorType, int1
+    from shared_codegen.ops.program.warp_vote import WarpAnyOp
+
+    pred = _semantic.to_tensor(pred)
+    if pred.dtype != int1:
+        raise TypeError(f"gl.warp_any: pred must be a boolean (a comparison), got {pred.type}")
+    if isinstance(pred.type, TensorType) and pred.type.layout is None:
+        raise TypeError(f"gl.warp_any: pred needs a distributed layout (which says what each "
+                        f"warp holds), got {pred.type}")
+    return _semantic.make_tensor(WarpAnyOp.build(_semantic.builder, pred.handle))
+
+
 __all__ = ["arange", "full", "zeros", "full_like", "zeros_like", "to_tensor", "convert_layout",
            "set_auto_layout", "to_linear_layout", "bank_conflicts", "distributed_type",
-           "num_warps", "num_ctas", "thread_barrier", "barrier_any"]
+           "num_warps", "num_ctas", "thread_barrier", "barrier_any", "warp_any"]
 
 
 # ---- arithmetic as functions, hints --------------------------------------------------------

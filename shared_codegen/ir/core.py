@@ -187,8 +187,8 @@ class OpDef:
     - `lower(op, ctx)` emits LLVM IR (see lowering).
 
     Traits (class attributes, read by passes, analyses and the converter, which keep no op
-    lists): `layout_rule`, `axis_rule`, `pure`, `cheap`, `memory_effects`, `user_name`,
-    `spelling`. Most ops declare one to three of them; the defaults say "nothing known".
+    lists): `layout_rule`, `axis_rule`, `pure`, `cheap`, `memory_effects`, `needs_all_warps`,
+    `user_name`, `spelling`. Most ops declare one to three of them; the defaults say "nothing known".
     """
 
     name: str = ""
@@ -210,6 +210,10 @@ class OpDef:
     terminator: bool = False
     # Which memories the op reads and writes (`MemoryEffect` members).
     memory_effects: frozenset = frozenset()
+    # Every warp of the program (or partition) must reach the op together (barriers, wgmma
+    # waits, cluster barriers), or its effect is the whole program's (prints, asserts): it
+    # may not sit in a branch that only some warps take (`gl.warp_any`).
+    needs_all_warps: bool = False
     # What the user wrote, for error messages (the explicit-layout language's spelling).
     user_name: Optional[str] = None
     # How kernel source spells the op, for the converter: a Python operator ("+") or the

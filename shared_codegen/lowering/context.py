@@ -144,6 +144,9 @@ class LoweringContext:
         # (barrier id, thread count) that `barrier()` uses instead of `bar.sync 0`, set while
         # lowering a warp-specialized kernel (ops/warp_specialize/lowering.py).
         self.named_barrier = None
+        # The `scf.if` on a `gl.warp_any` answer being lowered, or None: its branch runs in
+        # some warps only, so no barrier or scratch shared memory may be asked for inside.
+        self.warp_branch: Optional[Operation] = None
         # First warp of the partition being lowered (warp_id() counts from it); tensor memory
         # needs the absolute warp: warp w reaches TMEM lanes 32*(w%4) ...
         self.partition_first_warp = 0
@@ -377,6 +380,7 @@ class LoweringContext:
         base (offset 0, or right after the static allocations when the kernel has any). Scratch is reused by every op, so a rule must `ctx.barrier()` before
         writing it (an earlier op's threads may still be reading) and between its own writes
         and reads. The kernel's `shared_bytes` is the maximum over ops."""
+        self._outside_warp_branch("scratch shared memory")
         self.shared_bytes = max(self.shared_bytes, self.static_shared_bytes + int(nbytes))
         if not self.static_shared_bytes:
             return self.shared_base()
@@ -392,8 +396,19 @@ class LoweringContext:
         `llvm.nvvm.barrier.cta.sync.aligned.all`), or, when `named_barrier` is set (code of
         a warp-specialized kernel, see ops/warp_specialize/lowering.py), `bar.sync id, nthreads` for just
         the partition's warps."""
+        self._outside_warp_branch("a barrier of every warp")
         self._emit_barrier(self.builder, self.named_barrier)
         self._record_barrier()
+
+    def _outside_warp_branch(self, what: str) -> None:
+        """Refuse `what` inside a branch that only some warps take (`gl.warp_any`): the warps
+        that skip it would never arrive (a conversion or reduction through shared memory
+        asks for both)."""
+        if self.warp_branch is not None:
+            raise LoweringError(f"the branch on gl.warp_any (line {self.warp_branch.loc.line}) "
+                                f"runs in some warps only, but this op needs {what} (it "
+                                f"exchanges data through shared memory); move it out of the "
+                                f"branch", self.current_op)
 
     def _record_barrier(self) -> None:
         """Note a barrier just emitted where the builder stands: what `sync_shared` and the
@@ -407,6 +422,7 @@ class LoweringContext:
         `bar.red.or.pred`, which orders memory as `bar.sync` does): true in every thread
         when `pred` is true in any. Counts as the barrier it is, so an mbarrier arrival
         right after it needs no other (mbarrier lowering, `_ordered_by_last_barrier`)."""
+        self._outside_warp_branch("a barrier of every warp")
         ident, nthreads = self.named_barrier or (0, None)
         count = "" if nthreads is None else f", {nthreads}"
         asm = ("{\n.reg .pred %p_in, %p_any;\nsetp.ne.u32 %p_in, $1, 0;\n"

@@ -195,6 +195,10 @@ def test_ragged_first_is_the_causal_default():
     ("float8_e4m3fn", 128, False, {"speculative_p": True}),  # l from row_sum_mma
     ("bfloat16", 128, False, {"rescale_slack": 2}),   # more blocks rescale
     ("float16", 64, True, {"rescale_slack": 0}),      # every growth rescales
+    # Rows decide alone, O's rescale in the warps that hold a grown row (gl.warp_any).
+    ("float16", 128, False, {"warp_rescale": True}),  # with speculative_p's second P
+    ("float8_e4m3fn", 128, True, {"warp_rescale": True}),
+    ("bfloat16", 64, True, {"warp_rescale": True, "rescale_slack": 2}),
 ])
 def test_lazy_rescale_matches_float64(dtype, D, causal, options, monkeypatch):
     # Later keys score ever higher (k's rows scaled up along N), so some blocks outgrow the

@@ -103,6 +103,10 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
     pytest.param("float8_e4m3fn", 128, True, {"lazy_rescale": True}, id="lazy_rescale-fp8-128"),
     pytest.param("float16", 128, False, {"lazy_rescale": True, "warp_arrivals": True},
                  id="lazy_rescale-warp_arrivals-fp16-128"),
+    pytest.param("float8_e4m3fn", 128, True, {"lazy_rescale": True, "warp_rescale": True},
+                 id="warp_rescale-fp8-128-causal"),
+    pytest.param("bfloat16", 64, False, {"warp_rescale": True}, id="warp_rescale-bf16-64"),
+    pytest.param("float16", 256, True, {"warp_rescale": True}, id="warp_rescale-fp16-256"),
     # O stored from registers, Q's buffer freed when the tile's last S_j is done.
     pytest.param("float16", 128, False, {"o_direct": True}, id="o_direct-fp16-128"),
     pytest.param("bfloat16", 128, True, {"o_direct": True}, id="o_direct-bf16-128-causal"),
@@ -157,11 +161,14 @@ def test_lazy_rescale_rescales_when_the_maxima_grow(torch):
     k = k * (1.0 + torch.arange(1000, device="cuda") / 100.0)[:, None]
     q, k, v = q.half(), k.half(), v.half()
     ref, ref_lse = _reference(torch, q, k, v, False)
-    for speculative_p in (False, True):
+    # warp_rescale: each warp rescales on its own vote (gl.warp_any), no barrier deciding.
+    for speculative_p, warp_rescale in ((False, False), (True, False), (False, True),
+                                        (True, True)):
         o, lse = attention_forward(q, k, v, return_lse=True, num_programs=4, lazy_rescale=True,
-                                   speculative_p=speculative_p)
-        assert float((o.float() - ref).abs().max() / ref.abs().max()) <= 4e-3, speculative_p
-        assert float((lse - ref_lse).abs().max()) < 1e-3, speculative_p
+                                   speculative_p=speculative_p, warp_rescale=warp_rescale)
+        case = (speculative_p, warp_rescale)
+        assert float((o.float() - ref).abs().max() / ref.abs().max()) <= 4e-3, case
+        assert float((lse - ref_lse).abs().max()) < 1e-3, case
 
 
 @pytest.mark.parametrize("dtype, D, B, N, programs, options", [

@@ -55,3 +55,19 @@ def test_kernel_with_more_than_48kb_of_shared_memory(torch):
     compiled = roundtrip[(1,)](x, y, num_warps=8)
     assert compiled.metadata["shared_bytes"] >= 2 * 64 * 1024
     torch.testing.assert_close(y, x * 3)
+
+
+@pytest.mark.parametrize("flagged", [[], [3], [9, 30], list(range(32))])
+def test_warp_any_branch_runs_in_the_warps_that_vote_yes(torch, flagged):
+    # The interpreter's reading of gl.warp_any (tests/gluon/language/test_gluon_warp_any.py)
+    # is the GPU's: only the rows of warps holding a flag move.
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "gluon", "language"))
+    from test_gluon_warp_any import _expected, bump_warps_with_a_flag
+
+    x = torch.arange(32 * 16, dtype=torch.float32, device="cuda").reshape(32, 16)
+    flag = torch.zeros(32, dtype=torch.int32, device="cuda")
+    flag[flagged] = 1
+    out = torch.empty_like(x)
+    bump_warps_with_a_flag[(1,)](x, flag, out, 32, 16, num_warps=4)
+    np.testing.assert_array_equal(out.cpu().numpy(), _expected(x.cpu().numpy(),
+                                                               flag.cpu().numpy()))

@@ -94,6 +94,7 @@ class ClusterArriveOp(OpDef):
     name = ARRIVE
     layout_rule = OWN_LAYOUTS
     user_name = "cluster.arrive"
+    needs_all_warps = True
 
     @staticmethod
     def build(b, relaxed: bool = False):
@@ -124,6 +125,7 @@ class ClusterWaitOp(OpDef):
     name = WAIT
     layout_rule = OWN_LAYOUTS
     user_name = "cluster.wait"
+    needs_all_warps = True
 
     @staticmethod
     def build(b):

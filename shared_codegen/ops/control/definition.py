@@ -129,7 +129,12 @@ class IfOp(OpDef):
         _check_yield(op, op.regions[1], want, "else")
 
     def interpret(self, op, frame):
-        region = op.regions[0] if bool(frame[op.operands[0]]) else op.regions[1]
+        from shared_codegen.ops.program.warp_vote import WarpAnswers, merge_warp_branch
+
+        cond = frame[op.operands[0]]
+        if isinstance(cond, WarpAnswers):  # each warp takes the branch on its own answer
+            return merge_warp_branch(op, frame, cond)
+        region = op.regions[0] if bool(cond) else op.regions[1]
         return frame.run_block(region.block, [])
 
 

@@ -195,6 +195,11 @@ def lower_if(op, ctx):
     then_bb, else_bb, merge = (new_block(ctx, n) for n in ("if.then", "if.else", "if.end"))
     b.cbranch(cond, then_bb, else_bb)
     ends = []
+    from shared_codegen.ops.program.warp_vote import WarpAnyOp  # (program imports control)
+
+    outer_branch = ctx.warp_branch
+    if isinstance(getattr(op.operands[0].defining_op, "opdef", None), WarpAnyOp):
+        ctx.warp_branch = op  # each warp takes it on its own answer (ctx.barrier refuses)
     for region, bb in zip(op.regions, (then_bb, else_bb)):
         b.position_at_end(bb)
         hazards.enter()
@@ -202,6 +207,7 @@ def lower_if(op, ctx):
         hazards.leave()
         ends.append((b.block, _flatten(vals)))
         b.branch(merge)
+    ctx.warp_branch = outer_branch
     b.position_at_end(merge)
     hazards.merge()
     if not op.results:

@@ -46,6 +46,7 @@ class BarrierOp(OpDef):
 
     name = "gpu.barrier"
     layout_rule = OWN_LAYOUTS
+    needs_all_warps = True
 
     @staticmethod
     def build(b):
@@ -64,6 +65,7 @@ class BarrierAnyOp(OpDef):
 
     name = "sc.barrier_any"
     layout_rule = NO_RELATION
+    needs_all_warps = True
 
     @staticmethod
     def build(b, pred):
@@ -84,6 +86,7 @@ class PrintOp(OpDef):
 
     name = "tt.print"
     layout_rule = NO_RELATION
+    needs_all_warps = True  # the interpreter prints the program's elements, not a warp's
 
     @staticmethod
     def build(b, prefix: str, values, hex=False):
@@ -139,6 +142,7 @@ class AssertOp(OpDef):
 
     name = "tt.assert"
     layout_rule = SAME_LAYOUT
+    needs_all_warps = True  # the interpreter checks the program's elements, not a warp's
 
     @staticmethod
     def build(b, cond, message: str):

@@ -1,5 +1,5 @@
-"""Lowering of the program ops: program ids, CTA barriers, assertions (prints are in
-`printing.py`)."""
+"""Lowering of the program ops: program ids, CTA barriers, the warp vote, assertions (prints
+are in `printing.py`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from shared_codegen.lowering.context import I1, I32, LoweringError
 from shared_codegen.ops.control.lowering import new_block
 from shared_codegen.ops.program.definition import (LAUNCH_GRID, AssertOp, AssumeOp,
                                                    BarrierAnyOp, BarrierOp, ProgramIdOp)
+from shared_codegen.ops.program.warp_vote import WarpAnyOp
 
 _AXES = "xyz"
 
@@ -33,9 +34,8 @@ def lower_barrier(op, ctx):
     return None
 
 
-@lowering_rule(BarrierAnyOp)
-def lower_barrier_any(op, ctx):
-    """Each thread ORs its own elements; `bar.red.or.pred` ORs the threads'."""
+def _or_of_own_elements(op, ctx) -> ir.Value:
+    """The OR of the i1 operand's elements this thread holds."""
     b = ctx.builder
     value = ctx.get(op.operands[0])
     mine = None
@@ -43,7 +43,21 @@ def lower_barrier_any(op, ctx):
         if r.type != I1:
             r = b.icmp_unsigned("!=", r, ir.Constant(r.type, 0))
         mine = r if mine is None else b.or_(mine, r)
-    return [ctx.barrier_or(mine)]
+    return mine
+
+
+@lowering_rule(BarrierAnyOp)
+def lower_barrier_any(op, ctx):
+    """Each thread ORs its own elements; `bar.red.or.pred` ORs the threads'."""
+    return [ctx.barrier_or(_or_of_own_elements(op, ctx))]
+
+
+@lowering_rule(WarpAnyOp)
+def lower_warp_any(op, ctx):
+    """Each thread ORs its own elements; `vote.sync.any.pred` ORs the warp's 32 threads (all
+    of them run here: a Gluon kernel's scalars are the same in a warp)."""
+    return [ctx.intrinsic("llvm.nvvm.vote.any.sync", I1,
+                          [ctx.i32(-1), _or_of_own_elements(op, ctx)])]
 
 
 @lowering_rule(AssertOp)
@@ -77,5 +91,5 @@ def lower_assume(op, ctx):
     return None
 
 
-__all__ = ["lower_program_id", "lower_barrier", "lower_barrier_any", "lower_assert",
-           "lower_assume"]
+__all__ = ["lower_program_id", "lower_barrier", "lower_barrier_any", "lower_warp_any",
+           "lower_assert", "lower_assume"]

@@ -190,6 +190,7 @@ def partition_names(op) -> List[str]:
 class WarpSpecializeOp(OpDef):
     name = NAME
     layout_rule = OWN_LAYOUTS
+    needs_all_warps = True
 
     @staticmethod
     def build(b, captures_per_worker, result_types, worker_num_warps, worker_num_regs,

@@ -364,6 +364,7 @@ class WarpGroupDotWaitOp(OpDef):
 
     name = WAIT
     layout_rule = OWN_LAYOUTS
+    needs_all_warps = True  # wgmma.wait_group is .sync.aligned over the warpgroup
 
     @staticmethod
     def build(b, deps, pendings: int):
