@@ -41,6 +41,25 @@ def test_lazy_rescale_branches_around_the_rescale(per_warp):
     assert all(x.startswith("FMUL") for x in body[first:first + 64]), body[first:first + 64]
 
 
+def test_warp_rescale_votes_in_each_warp_instead_of_a_barrier():
+    # warp_rescale (fp8's loop, which rescales before its PV wgmma): each warp votes
+    # (VOTE.ANY) on its own rows and branches around O's 64 rescaling FMULs; no BAR.RED.OR
+    # decides, and the one BAR.SYNC left is the turn's and the stages' releases'.
+    if not static_report.have_sass_tools():
+        pytest.skip("needs ptxas and nvdisasm (the nvidia-cuda-nvdisasm wheel)")
+    body = _block_loop_sass(_compile(128, fp8=True, CAUSAL=False, RETURN_LSE=False,
+                                     ROW_SUM_MMA=True, OVERLAP=False, O_IN_Q=False,
+                                     LAZY_RESCALE=True, WARP_RESCALE=True).asm["ptx"],
+                            (6, 24), no_spills=True)
+    assert not any(x.startswith("BAR.RED") for x in body), body
+    assert sum(x.startswith("BAR.SYNC") for x in body) == 1, body
+    assert sum(x.startswith("VOTE.ANY") for x in body) == 1, body
+    first = next(i for i, x in enumerate(body) if x.startswith("FMUL"))
+    assert re.match(r"@!?P\d BRA", body[first - 1]), body[first - 2:first + 2]
+    assert all(x.startswith("FMUL") for x in body[first:first + 64]), body[first:first + 64]
+    assert any(x.startswith("VOTE.ANY") for x in body[:first]), body[:first]
+
+
 def test_speculative_p_takes_exp2s_before_the_barrier_that_decides():
     # speculative_p: P against the kept maxima goes ahead of the row max's shuffles and the
     # bar.red that decides whether to rescale, so MUFU.EX2s come before BAR.RED.OR; the row
