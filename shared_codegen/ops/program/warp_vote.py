@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from shared_codegen.interpreter.run import Unready
-from shared_codegen.ir.core import Function, OpDef, Operation, VerificationError
+from shared_codegen.ir.core import Function, OpDef, VerificationError
 from shared_codegen.ir.types import TensorType, int1, scalar_of
 from shared_codegen.layouts.relations import NO_RELATION
 
@@ -79,16 +79,15 @@ def _is_branch_on(user, vote) -> bool:
 
 
 def _users(op):
-    """The ops that read `op`'s result (the IR keeps no use lists: walk the function)."""
-    node = op
-    while node.parent is not None and node.parent.parent is not None:
-        owner = node.parent.parent.parent  # block -> region -> the op or function holding it
-        if not isinstance(owner, Operation):
-            for user in owner.walk() if isinstance(owner, Function) else ():
-                if any(v is op.result for v in user.operands):
-                    yield user
-            return
-        node = owner
+    """The ops that read `op`'s result (the IR keeps no use lists: walk its function)."""
+    top = op
+    while top.parent_op is not None:
+        top = top.parent_op
+    region = top.parent.parent if top.parent is not None else None
+    function = region.parent if region is not None else None
+    for user in function.walk() if isinstance(function, Function) else ():
+        if any(v is op.result for v in user.operands):
+            yield user
 
 
 def _check_branch(if_op, vote):
