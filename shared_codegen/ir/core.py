@@ -108,6 +108,30 @@ class Operation:
         owner = region.parent if region is not None else None
         return owner if isinstance(owner, Operation) else None
 
+    @property
+    def outermost_op(self) -> "Operation":
+        """This op, or the outermost op whose regions hold it: an op of the function's body
+        (or of a detached block)."""
+        top = self
+        while top.parent_op is not None:
+            top = top.parent_op
+        return top
+
+    def ancestor_in(self, block: "Block") -> Optional["Operation"]:
+        """The op of `block` that is this op or holds it; None when this op is outside."""
+        op = self
+        while op is not None and op.parent is not block:
+            op = op.parent_op
+        return op
+
+    def users(self) -> List["Operation"]:
+        """The ops of this op's function (or detached block) that read one of its results:
+        the IR keeps no use lists, so this walks them all."""
+        block = self.outermost_op.parent
+        results = self.results
+        return [user for top in (block.ops if block is not None else ())
+                for user in top.walk() if any(v is r for v in user.operands for r in results)]
+
     def walk(self) -> Iterator["Operation"]:
         """This op and every op nested in its regions, pre-order."""
         yield self

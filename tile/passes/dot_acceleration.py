@@ -220,8 +220,7 @@ def operand_buffer_bytes(plans: Dict[Operation, DotPlan], default_stages: int) -
             continue
         a, b = op.operands[0].type, op.operands[1].type
         per_stage = (a.numel * a.element.bits + b.numel * b.element.bits) // 8
-        block = op.parent
-        loop = block.parent.parent if block is not None and block.parent is not None else None
+        loop = op.parent_op
         stages = 1
         if isinstance(loop, Operation) and isinstance(loop.opdef, ForOp):
             stages = max(1, int(loop.attrs.get("num_stages", default_stages)))
@@ -341,11 +340,7 @@ def _use_buffer(op: Operation, index: int, mem: Value, transposed: bool) -> None
 
 
 def _function_ops(op: Operation):
-    top = op
-    while top.parent is not None and top.parent.parent is not None \
-            and isinstance(top.parent.parent.parent, Operation):
-        top = top.parent.parent.parent
-    block = top.parent
+    block = op.outermost_op.parent
     return [o for t in list(block.ops) for o in t.walk()] if block is not None else []
 
 

@@ -77,7 +77,7 @@ from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalLoad
 from shared_codegen.ops.tensor.definition import ConvertLayoutOp, SplatOp, TransOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
 from tile.passes.loop_building import _At, _add_carried, _clone, _iv_at, _less, _next_slot
-from tile.passes.wgmma_schedule import (_is, _top_level, carried_in_flight, in_flight_slot,
+from tile.passes.wgmma_schedule import (_is, carried_in_flight, in_flight_slot,
                                         retire_after_loop, schedule_async_dots,
                                         wait_in_branches)
 
@@ -408,7 +408,7 @@ def stage_ahead(loop: Operation, uses, stage0: Set[Operation], consumers):
     delayed: List[Value] = []
     for op in (op for op in block.ops if op in stage0):
         for res in op.results:
-            tops = {_top_level(user, block) for user in uses.get(res, [])}
+            tops = {user.ancestor_in(block) for user in uses.get(res, [])}
             if tops - stage0 - consumers - {yield_op}:
                 if op in dependent:
                     delayed.append(res)
@@ -418,7 +418,7 @@ def stage_ahead(loop: Operation, uses, stage0: Set[Operation], consumers):
     args = block.args[1:]
     carried0 = []
     for i, arg in enumerate(args):
-        users = {_top_level(user, block) for user in uses.get(arg, [])}
+        users = {user.ancestor_in(block) for user in uses.get(arg, [])}
         in0 = [u for u in users if u in stage0]
         if not in0:
             src = yield_op.operands[i].owner

@@ -54,7 +54,7 @@ from shared_codegen.ops.shared_memory.definition import (LocalAllocOp, LocalDeal
 from shared_codegen.ops.tma.definition import AsyncTMACopyGlobalToLocalOp
 from shared_codegen.ops.wgmma.definition import WarpGroupDotOp, WarpGroupDotWaitOp
 from tile.passes.loop_building import _At, _add_carried, _clone, _iv_at, _less, _next_slot
-from tile.passes.pipelining import (_address_ops, _constant_step, _is, _top_level, _uses,
+from tile.passes.pipelining import (_address_ops, _constant_step, _is, _uses,
                                     async_dot, carry_delayed, delayed_yields,
                                     operator_op_name, stage_ahead)
 from tile.passes.wgmma_schedule import in_flight_slot, wait_in_branches
@@ -170,7 +170,7 @@ def _carried_dot(dots, views, block, uses):
             return None
     position = {op: i for i, op in enumerate(block.ops)}
     for reader in uses.get(block.args[1 + slots[0]], []):
-        top = _top_level(reader, block)
+        top = reader.ancestor_in(block)
         if top is None or position[top] <= position[first]:
             return None
     return dot, slots[0], first

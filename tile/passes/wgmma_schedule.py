@@ -57,14 +57,6 @@ def _is(op, cls) -> bool:
     return isinstance(op, Operation) and isinstance(op.opdef, cls)
 
 
-def _top_level(op: Operation, block) -> Optional[Operation]:
-    """The op of `block` that holds `op` (itself, or the region op it is nested in)."""
-    while op is not None and op.parent is not block:
-        region = op.parent.parent if op.parent is not None else None
-        op = region.parent if isinstance(getattr(region, "parent", None), Operation) else None
-    return op
-
-
 # Op families whose ops only compute on registers (no memory, no synchronization).
 _REGISTER_ONLY = ("shared_codegen.ops.arith.", "shared_codegen.ops.math.",
                   "shared_codegen.ops.tensor.")
@@ -300,7 +292,7 @@ def in_flight_slot(dot: Operation, block: Block, uses) -> Optional[int]:
             if user is yield_op:
                 slots.update(i for i, v in enumerate(user.operands) if v is value)
                 continue
-            top = _top_level(user, block)
+            top = user.ancestor_in(block)
             if top is user or not _is(top, IfOp):
                 return None
             if _is(user, YieldOp) and any(user.parent is r.block for r in top.regions):

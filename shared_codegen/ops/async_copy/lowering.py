@@ -103,14 +103,7 @@ def lower_async_copy(op, ctx):
 def _all_targets(ctx, op):
     """The descriptors every cp.async of the kernel writes (a wait may retire any of them,
     including copies issued later in program order, in an earlier loop iteration)."""
-    fn_op = op
-    while True:
-        region = fn_op.parent.parent if fn_op.parent is not None else None
-        owner = region.parent if region is not None else None
-        if owner is None or not hasattr(owner, "operands"):
-            break
-        fn_op = owner
-    top = fn_op.parent
+    top = op.outermost_op.parent
     seen = []
     for root in top.ops if top is not None else []:
         for inner in root.walk():

@@ -335,18 +335,10 @@ def _broadcast_results(ctx, op, ty, owned: List[ir.Value]) -> List[ir.Value]:
 def _has_uses(op) -> bool:
     """Whether anything in the enclosing function reads op's result (no use lists in the IR;
     an unused atomic result needs no broadcast)."""
-    from shared_codegen.ir.core import Function
-    node = op
-    while True:
-        block = node.parent
-        owner = block.parent.parent if block is not None and block.parent is not None else None
-        if owner is None or isinstance(owner, Function):
-            top = owner
-            break
-        node = owner
-    if top is None:
+    block = op.outermost_op.parent
+    if block is None or block.parent is None:  # not in a function: nothing known
         return True
-    return any(op.result in o.operands for o in top.walk())
+    return bool(op.users())
 
 
 @lowering_rule(AtomicRMWOp)

@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from shared_codegen.interpreter.run import Unready
-from shared_codegen.ir.core import Function, OpDef, VerificationError
+from shared_codegen.ir.core import OpDef, VerificationError
 from shared_codegen.ir.types import TensorType, int1, scalar_of
 from shared_codegen.layouts.relations import NO_RELATION
 
@@ -56,7 +56,7 @@ class WarpAnyOp(OpDef):
         if scalar_of(op.operands[0].type) != int1:
             raise VerificationError(f"warp_any takes an i1 operand (a comparison), got "
                                     f"{op.operands[0].type}", op)
-        for user in _users(op):
+        for user in op.users():
             if not (_is_branch_on(user, op) and user.operands.count(op.result) == 1):
                 raise VerificationError(
                     f"gl.warp_any's answer differs between warps, so it may only be an `if` "
@@ -76,18 +76,6 @@ def _is_branch_on(user, vote) -> bool:
     from shared_codegen.ops.control.definition import IfOp
 
     return isinstance(user.opdef, IfOp) and user.operands[0] is vote.result
-
-
-def _users(op):
-    """The ops that read `op`'s result (the IR keeps no use lists: walk its function)."""
-    top = op
-    while top.parent_op is not None:
-        top = top.parent_op
-    region = top.parent.parent if top.parent is not None else None
-    function = region.parent if region is not None else None
-    for user in function.walk() if isinstance(function, Function) else ():
-        if any(v is op.result for v in user.operands):
-            yield user
 
 
 def _check_branch(if_op, vote):

@@ -127,18 +127,6 @@ def _number(block: Block, start: Dict[Operation, int], end: Dict[Operation, int]
         end[op] = n[0] - 1
 
 
-def _enclosing_in(op: Operation, block: Block) -> Optional[Operation]:
-    """The op of `block` that is `op` or contains it; None when `op` is outside `block`."""
-    while op is not None:
-        if op.parent is block:
-            return op
-        region = op.parent.parent if op.parent is not None else None
-        op = region.parent if region is not None else None
-        if not isinstance(op, Operation):
-            return None
-    return None
-
-
 def live_ranges(fn: Function, aliases=None) -> Dict[Operation, Tuple[int, int]]:
     """{local_alloc: (first, last)} op numbers during which the allocation is live."""
     aliases = alias_sets(fn) if aliases is None else aliases
@@ -149,7 +137,7 @@ def live_ranges(fn: Function, aliases=None) -> Dict[Operation, Tuple[int, int]]:
     for user in start:
         for v in user.operands:
             for alloc in aliases.get(v, ()):
-                outer = _enclosing_in(user, alloc.parent)
+                outer = user.ancestor_in(alloc.parent)
                 lo, hi = ranges[alloc]
                 if outer is None:
                     lo, hi = min(lo, start[user]), max(hi, end[user])
@@ -168,15 +156,13 @@ def live_ranges(fn: Function, aliases=None) -> Dict[Operation, Tuple[int, int]]:
 
 def _enclosing_partition_call(op: Operation) -> Optional[Operation]:
     """The outermost `ttg.warp_specialize` whose regions contain `op`; None outside one."""
-    from shared_codegen.ops.warp_specialize.definition import NAME as WARP_SPECIALIZE
+    from shared_codegen.ops.warp_specialize.definition import WarpSpecializeOp
     found = None
-    while op is not None and op.parent is not None:
-        region = op.parent.parent
-        op = region.parent if region is not None else None
-        if not isinstance(op, Operation):
-            break
-        if op.name == WARP_SPECIALIZE:
+    op = op.parent_op
+    while op is not None:
+        if isinstance(op.opdef, WarpSpecializeOp):
             found = op
+        op = op.parent_op
     return found
 
 

@@ -60,7 +60,7 @@ def _views_of(fn, allocs) -> Dict[object, frozenset]:
 
 def live_ranges(fn, allocs) -> Dict[object, Tuple[int, int]]:
     """{tmem_alloc: (first, last)} op numbers during which the allocation is live."""
-    from shared_codegen.ops.shared_memory.allocation import _enclosing_in, _number
+    from shared_codegen.ops.shared_memory.allocation import _number
     start, end = {}, {}
     _number(fn.body.block, start, end, [0])
     views = _views_of(fn, allocs)
@@ -68,7 +68,7 @@ def live_ranges(fn, allocs) -> Dict[object, Tuple[int, int]]:
     for user in start:
         for v in user.operands:
             for alloc in views.get(v, ()):
-                outer = _enclosing_in(user, alloc.parent)
+                outer = user.ancestor_in(alloc.parent)
                 use = user if outer is None else outer  # a use in a loop: the whole loop
                 lo, hi = ranges[alloc]
                 ranges[alloc] = (min(lo, start[use]), max(hi, end[use]))
