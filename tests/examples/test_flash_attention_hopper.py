@@ -151,6 +151,19 @@ def test_snake_is_the_default_for_causal_16_bit_only(D):
         == [True, False, True, False, False, False]
 
 
+def test_warp_rescale_is_the_default_at_d128_with_the_lazy_rescale_in_fp8_too():
+    # Measured ahead of the barrier's decision at D = 128 (hopper_tuning), with no direction
+    # at D = 64 and 256; turning the lazy rescale off turns it off unless it is asked for.
+    cfg = {(D, dt): hopper.default_config(D, dt, False) for D in (64, 128, 256)
+           for dt in ("float16", "float8_e4m3fn")}
+    assert [(c["lazy_rescale"], c["warp_rescale"]) for c in cfg.values()] == \
+        [(True, False), (False, False), (True, True), (True, True), (True, False),
+         (False, False)]
+    tuned = hopper.tuned_config(128, "float16", False, False, False, {"lazy_rescale": False},
+                                False, 1)
+    assert not tuned["warp_rescale"] and not tuned["speculative_p"]
+
+
 @pytest.mark.parametrize("dtype, D, n_q, n_kv, options", [
     ("float16", 64, 200, 200, {}),             # 2 tiles of 192: rows -128..-1 in the first
     ("bfloat16", 64, 100, 300, {}),            # N_kv > N_q: phantom rows that see keys
@@ -413,6 +426,9 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"speculative_p needs lazy_rescale=True, got "
                                          r"lazy_rescale=False"):
         f(q, q, q, speculative_p=True, lazy_rescale=False)
+    with pytest.raises(ValueError, match=r"warp_rescale needs lazy_rescale=True, got "
+                                         r"lazy_rescale=False"):
+        f(q, q, q, warp_rescale=True, lazy_rescale=False, speculative_p=False)
     with pytest.raises(ValueError, match=r"promote_pv needs row_sum_mma=True and "
                                          r"overlap=False, got row_sum_mma=False, overlap=True"):
         f(q, q, q, promote_pv=True)
