@@ -291,6 +291,7 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
               SLACK: gl.constexpr, WARP_RESCALE: gl.constexpr):
     # SPEC_P's P taken again where the deciding barrier says so: that barrier is LAZY_RESCALE's.
     gl.static_assert(LAZY_RESCALE or not SPEC_P, "SPEC_P needs LAZY_RESCALE")
+    gl.static_assert(LAZY_RESCALE or not WARP_RESCALE, "WARP_RESCALE needs LAZY_RESCALE")
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     NUM_WG: gl.constexpr = q_smem.shape[0] // Q_BUFS
@@ -455,8 +456,9 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                         if SHARES:
                             l_shares = _row_shares(p)
                         p_op = _p_operand(p, dtype, p_layout, V_T)
-                    if WARP_RESCALE:  # each row decides alone, no barrier (K_j's release
-                        m_new, alpha = _row_maxima(m_i, m_blk, SLACK)  # is above)
+                    if WARP_RESCALE:  # each row decides alone: no barrier (K_j's release
+                        # shares the one above)
+                        m_new, alpha = _row_maxima(m_i, m_blk, SLACK)
                     else:
                         rescale = gl.barrier_any(m_blk > m_i + SLACK)
                         pipeline.consumer_release(kpipe, item + 1, multicast_cta=PEERS,

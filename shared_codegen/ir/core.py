@@ -212,7 +212,8 @@ class OpDef:
 
     Traits (class attributes, read by passes, analyses and the converter, which keep no op
     lists): `layout_rule`, `axis_rule`, `pure`, `cheap`, `memory_effects`, `needs_all_warps`,
-    `user_name`, `spelling`. Most ops declare one to three of them; the defaults say "nothing known".
+    `user_name`, `spelling`. Most ops declare one to three of them; the defaults say
+    "nothing known".
     """
 
     name: str = ""

@@ -189,14 +189,14 @@ def _const_int(c: ir.Constant) -> int:
 
 @lowering_rule(IfOp)
 def lower_if(op, ctx):
+    from shared_codegen.ops.program.warp_vote import WarpAnyOp  # (program imports control)
+
     b = ctx.builder
     cond = ctx.get(op.operands[0])
     hazards = BranchHazards(ctx, op)
     then_bb, else_bb, merge = (new_block(ctx, n) for n in ("if.then", "if.else", "if.end"))
     b.cbranch(cond, then_bb, else_bb)
     ends = []
-    from shared_codegen.ops.program.warp_vote import WarpAnyOp  # (program imports control)
-
     outer_branch = ctx.warp_branch
     if isinstance(getattr(op.operands[0].defining_op, "opdef", None), WarpAnyOp):
         ctx.warp_branch = op  # each warp takes it on its own answer (ctx.barrier refuses)

@@ -44,6 +44,9 @@ class WarpAnswers:
 
 
 class WarpAnyOp(OpDef):
+    """`sc.warp_any`: i1 operand (a scalar or a distributed tensor) -> i1 scalar, the OR of
+    the elements one warp holds (module docstring)."""
+
     name = WARP_ANY
     layout_rule = NO_RELATION
     user_name = "gl.warp_any"
@@ -138,13 +141,14 @@ def merge_warp_branch(op, frame, answers: WarpAnswers):
         if a is b:
             results.append(a)
             continue
-        a, b = np.asarray(_ready(frame, a)), np.asarray(_ready(frame, b))
+        kept = a = _ready(frame, a)
+        a, b = np.asarray(a), np.asarray(_ready(frame, b))
         if not isinstance(result.type, TensorType):
             if not _same_bits(a, b):
                 frame.error(op, f"a scalar the branch on gl.warp_any (line {op.loc.line}) "
                                 f"changes differs between the warps that take it and those "
                                 f"that do not ({a} against {b})")
-            results.append(a)
+            results.append(kept)
             continue
         held = warps_holding(result.type.layout, tuple(result.type.shape))
         if held.shape[0] != len(taken):

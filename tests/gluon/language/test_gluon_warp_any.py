@@ -162,3 +162,23 @@ def test_an_element_held_by_warps_that_disagree_is_reported():
                                         r"gl\.warp_any changes is held by warps that take the "
                                         r"branch and warps that do not"):
         kernel[(1,)](np.zeros(32, np.float32), flag, np.zeros(32, np.float32), num_warps=4)
+
+
+def test_a_scalar_the_branch_changes_is_reported_when_warps_disagree():
+    @gluon.jit
+    def kernel(x_ptr, out_ptr):
+        x = gl.load(x_ptr + gl.arange(0, 128, layout=gl.BlockedLayout([1], [32], [4], [0])))
+        n = 0
+        if gl.warp_any(x > 0.0):
+            n = 1
+        gl.store(out_ptr, n)
+
+    x = np.zeros(128, np.float32)
+    out = np.zeros(1, np.int32)
+    kernel[(1,)](x, out, num_warps=4)  # no warp takes it: the scalar is the same everywhere
+    assert out[0] == 0
+    x[100] = 1.0  # warp 3 alone takes it
+    with pytest.raises(Exception, match=r"a scalar the branch on gl\.warp_any \(line \d+\) "
+                                        r"changes differs between the warps that take it and "
+                                        r"those that do not \(1 against 0\)"):
+        kernel[(1,)](x, out, num_warps=4)
