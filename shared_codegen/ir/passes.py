@@ -135,14 +135,14 @@ def encloses(op: Operation, v: Value) -> bool:
     """Whether `v` is defined inside `op`'s regions (a block argument or an op's result at
     any depth): a value `op` cannot read from before it runs."""
     owner = v.owner
-    block = owner if isinstance(owner, Block) else getattr(owner, "parent", None)
-    while isinstance(block, Block) and block.parent is not None:
-        holder = block.parent.parent
-        if holder is op:
+    if isinstance(owner, Block):  # an argument of a block: the op holding that block on
+        node = owner.parent.parent if owner.parent is not None else None
+    else:  # a result: the ops holding its op
+        node = owner.parent_op
+    while isinstance(node, Operation):
+        if node is op:
             return True
-        if not isinstance(holder, Operation):
-            return False
-        block = holder.parent
+        node = node.parent_op
     return False
 
 
