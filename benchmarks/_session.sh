@@ -2,7 +2,8 @@
 # logs under $OUT, the GPU's clocks first, `step NAME SECONDS CMD...` (runs CMD under a
 # timeout into $OUT/NAME.log and prints its status, failures and tail; TAIL lines, 30 by
 # default), `has STEP` (whether STEPS names it), `passed NAME` (whether step NAME's tests
-# passed, none failing) and $PYTEST (the GPU tests, quiet).
+# passed, none failing), $PYTEST (the GPU tests, quiet) and `gpu_tests_step` (step
+# gpu_tests, when STEPS names it: every GPU test, six pytest workers on the one GPU).
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=.:${PYTHONPATH:-} PYTHONUNBUFFERED=1 SC_CACHE_DIR=$(mktemp -d)
@@ -11,3 +12,6 @@ step() { local name=$1; shift; local t0=$SECONDS; timeout "$@" > "$OUT/$name.log
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 passed() { grep -q " passed" "$OUT/$1.log" && ! grep -qE "failed|error" "$OUT/$1.log"; }
 PYTEST="python3 -m pytest -m gpu -p no:cacheprovider -o addopts= -q -rf"
+gpu_tests_step() {
+  if has gpu_tests; then TAIL=5 step gpu_tests ${GPU_TESTS_S:-300} $PYTEST -n 6 tests/gpu; fi
+}

@@ -22,9 +22,7 @@
 STEPS=${STEPS:-"gpu_tests"}
 source "$(dirname "$0")/_session.sh"
 PAGED="python3 benchmarks/paged_decode.py --cold-sets 5"
-if has gpu_tests; then
-  TAIL=5 step gpu_tests ${GPU_TESTS_S:-300} $PYTEST -n 6 tests/gpu
-fi
+gpu_tests_step
 if has paged_tests; then
   TAIL=5 step paged_tests 100 $PYTEST tests/gpu/test_paged_decode_gpu.py
 fi

@@ -29,9 +29,7 @@ STEPS=${STEPS:-"gpu_tests"}
 source "$(dirname "$0")/_session.sh"
 PAGED="python3 benchmarks/paged_decode.py --cold-sets 5"
 ROWS=${ROWS:-"--batches 1 4 8 --contexts 8192 131072 --dtypes float16 --rounds 5 --max-gb 20"}
-if has gpu_tests; then
-  TAIL=5 step gpu_tests ${GPU_TESTS_S:-300} $PYTEST -n 6 tests/gpu
-fi
+gpu_tests_step
 if has paged_ab; then
   if [ -n "${AB_BASE:-}${AB_BASE_FILES:-}" ]; then
     rm -rf /tmp/ab_base && mkdir /tmp/ab_base && cp -r . /tmp/ab_base/ 2>/dev/null

@@ -18,9 +18,7 @@
 STEPS=${STEPS:-"gpu_tests"}
 source "$(dirname "$0")/_session.sh"
 FWD="python3 benchmarks/attention_vs_sdpa.py --rounds ${ROUNDS:-7}"
-if has gpu_tests; then
-  TAIL=5 step gpu_tests ${GPU_TESTS_S:-300} $PYTEST -n 6 tests/gpu
-fi
+gpu_tests_step
 if has fwd_warp; then
   step fwd_warp ${FWD_WARP_S:-240} $FWD --dims 128 --ns ${FWD_NS:-4096,16384} --dtypes ${FWD_DTYPES:-fp16,fp8} --no-triton --variants "same:;wr:lazy_rescale=1,warp_rescale=1;lz:lazy_rescale=1" --json "$OUT/fwd_warp.json"
 fi
