@@ -42,8 +42,10 @@ from shared_codegen.ir.core import Block, Function, Module, Operation, Value
 from shared_codegen.ir.passes import Notes
 from shared_codegen.ir.types import SharedMemoryType
 from shared_codegen.lowering.resources import check_target_shared_memory, shared_memory_limit
+from shared_codegen.ops.control.definition import ForOp, IfOp, WhileOp
 from shared_codegen.ops.shared_memory.definition import (ALLOC, VIEW_OPS, alloc_alignment,
                                                          alloc_bytes)
+from shared_codegen.ops.warp_specialize.definition import WarpSpecializeOp, worker_operands
 
 # The attribute the `shared_memory_allocation` stage (shared_codegen/stages.py) records each
 # allocation's byte offset in; lowering reads it back.
@@ -83,25 +85,24 @@ def alias_sets(fn: Function) -> Dict[Value, FrozenSet[Operation]]:
                 changed |= join(op.result, frozenset([op]))
             elif op.name in VIEW_OPS:
                 changed |= join(op.result, of(op.operands[0]))
-            elif op.name == "scf.for":
+            elif isinstance(op.opdef, ForOp):
                 body = op.regions[0].block
                 yields = body.terminator.operands if body.terminator else []
                 for k, init in enumerate(op.operands[3:]):
                     both = of(init) | (of(yields[k]) if k < len(yields) else frozenset())
                     changed |= join(body.args[1 + k], both)
                     changed |= join(op.results[k], both)
-            elif op.name == "ttg.warp_specialize":
+            elif isinstance(op.opdef, WarpSpecializeOp):
                 # A worker region's arguments view what the op's operands view.
-                from shared_codegen.ops.warp_specialize.definition import worker_operands
                 for region, caps in zip(op.regions[1:], worker_operands(op)):
                     for arg, v in zip(region.block.args, caps):
                         changed |= join(arg, of(v))
-            elif op.name == "scf.if":
+            elif isinstance(op.opdef, IfOp):
                 for region in op.regions:
                     term = region.block.terminator
                     for k, v in enumerate(term.operands if term else []):
                         changed |= join(op.results[k], of(v))
-            elif op.name == "scf.while":
+            elif isinstance(op.opdef, WhileOp):
                 before, after = op.regions[0].block, op.regions[1].block
                 cond = before.terminator.operands[1:] if before.terminator else []
                 again = after.terminator.operands if after.terminator else []
@@ -156,7 +157,6 @@ def live_ranges(fn: Function, aliases=None) -> Dict[Operation, Tuple[int, int]]:
 
 def _enclosing_partition_call(op: Operation) -> Optional[Operation]:
     """The outermost `ttg.warp_specialize` whose regions contain `op`; None outside one."""
-    from shared_codegen.ops.warp_specialize.definition import WarpSpecializeOp
     found = None
     op = op.parent_op
     while op is not None:

@@ -131,6 +131,13 @@ def _is_zero(v) -> bool:
     return isinstance(v, ir.Constant) and int(v.constant) == 0
 
 
+def _control_ops():
+    """scf's op definitions; imported late, as the control family's lowering imports this
+    module (its hazard tracking through branches and loops)."""
+    from shared_codegen.ops.control import definition
+    return definition
+
+
 def base_alignment(value, _seen=None) -> int:
     """Bytes the view's base pointer is known to be aligned to (drives vector width)."""
     seen = set() if _seen is None else _seen
@@ -158,31 +165,33 @@ def base_alignment(value, _seen=None) -> int:
         return out
     if op.name in (TRANS, RESHAPE, REINTERPRET):
         return src_align
-    if op.name in ("scf.for", "scf.if"):
+    control = _control_ops()
+    if isinstance(op.opdef, (control.ForOp, control.IfOp)):
         return _carried_alignment(value, seen)
     return 1
 
 
 def _carried_alignment(value, seen) -> int:
     """Alignment of a loop-carried or if-yielded descriptor: the least of what flows in."""
+    from shared_codegen.ops.warp_specialize.definition import WarpSpecializeOp, worker_operands
+    control = _control_ops()
     owner = value.owner
     sources = []
     if hasattr(owner, "ops"):  # a block argument
         region = owner.parent
         op = region.parent if region is not None else None
-        if getattr(op, "name", None) == "scf.for" and value.index >= 1:
+        if op is not None and isinstance(op.opdef, control.ForOp) and value.index >= 1:
             k = value.index - 1
             sources = [op.operands[3 + k], op.regions[0].block.terminator.operands[k]]
-        elif getattr(op, "name", None) == "ttg.warp_specialize":
+        elif op is not None and isinstance(op.opdef, WarpSpecializeOp):
             # A worker partition's argument: the operand captured for it.
-            from shared_codegen.ops.warp_specialize.definition import worker_operands
             i = list(op.regions).index(region) - 1
             if i >= 0:
                 sources = [worker_operands(op)[i][value.index]]
-    elif owner.name == "scf.for":
+    elif isinstance(owner.opdef, control.ForOp):
         k = value.index
         sources = [owner.operands[3 + k], owner.regions[0].block.terminator.operands[k]]
-    elif owner.name == "scf.if":
+    elif isinstance(owner.opdef, control.IfOp):
         sources = [r.block.terminator.operands[value.index] for r in owner.regions]
     if not sources:
         return 1
@@ -192,9 +201,10 @@ def _carried_alignment(value, seen) -> int:
 # ---- barriers ------------------------------------------------------------------------------
 
 def _inside_loop(op) -> bool:
+    control = _control_ops()
     op = op.parent_op
     while op is not None:
-        if op.name in ("scf.for", "scf.while"):
+        if isinstance(op.opdef, (control.ForOp, control.WhileOp)):
             return True
         op = op.parent_op
     return False
