@@ -27,7 +27,12 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
     - `late_wait`: the PV wait after the softmax's exp2s, so P_j is packed into the
       registers P_{j-1} held (34-36 fewer copies of P a block at D = 128). On at D = 64
       (16-bit), where it lets three warpgroups overlap without spilling (1.01-1.06x); it
-      measured 0.92-1.02x at D = 128, 0.93-0.95x at D = 256 and 0.94x in fp8;
+      measured 0.92-1.02x at D = 128, 0.93-0.95x at D = 256 and 0.94x in fp8. Always on
+      with `overlap` in fp8: with the wait at the next block's top, ptxas (CUDA 13.0)
+      packed P_j into the registers the in-flight PV wgmma read P_{j-1} from (the SASS of
+      fp8 with `overlap` and `warp_rescale`: 32 such writes a block; O off by 1e3 on the
+      H100, 2026-12-07 17:10 UTC); 16-bit P is not packed in place, and no 16-bit build
+      shows such a write;
     - `row_sum_mma`: P's row sums as one more small wgmma (P against a [BN, 8] block of
       ones), instead of 64 FADDs a thread a block in the softmax; a fresh accumulator each
       block, added into l in fp32 (one running l in the wgmma's accumulator lost precision
@@ -236,6 +241,11 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
                          f"late_wait={cfg['late_wait']!r}, "
                          f"row_sum_mma={cfg['row_sum_mma']!r}, "
                          f"promote_pv={cfg['promote_pv']!r}")
+    if fp8 and cfg["overlap"] and not cfg["late_wait"]:
+        raise ValueError(f"attention_forward: overlap in fp8 needs late_wait=True (the PV "
+                         f"product waited for before the next P is packed: with the wait at "
+                         f"the next block's top, ptxas packs that P into the registers the "
+                         f"PV wgmma is still reading), got late_wait={cfg['late_wait']!r}")
     slack = cfg["rescale_slack"]
     if isinstance(slack, bool) or not isinstance(slack, (int, float)) or \
             not 0 <= slack <= 8:
@@ -320,6 +330,8 @@ def tuned_config(head_dim: int, dtype_name: str, fp8: bool, causal: bool, return
         cfg["speculative_p"] = False  # D = 128's default, which needs lazy_rescale
     if not cfg["lazy_rescale"] and "warp_rescale" not in tuning:
         cfg["warp_rescale"] = False  # D = 128's default, which needs lazy_rescale
+    if fp8 and cfg["overlap"] and "late_wait" not in tuning:
+        cfg["late_wait"] = True  # check_tuning says why
     check_tuning(cfg, fp8)
     _fit_q_buffers(cfg, tuning, head_dim, dtype_name, fp8, causal, kv_ahead)
     if kv_ahead > min(cfg["k_stages"], cfg["stages"]):  # the rings fill before Q is sent

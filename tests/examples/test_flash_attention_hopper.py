@@ -164,6 +164,20 @@ def test_warp_rescale_is_the_default_at_d128_with_the_lazy_rescale_in_fp8_too():
     assert not tuned["warp_rescale"] and not tuned["speculative_p"]
 
 
+def test_fp8_overlap_waits_for_the_pv_product_before_packing_the_next_p():
+    # With the PV wait at the next block's top, ptxas packed fp8's next P into the registers
+    # the PV wgmma was reading (hopper_tuning, `late_wait`): the launcher turns late_wait on
+    # with the overlap in fp8, and refuses it off.
+    tuned = hopper.tuned_config(128, "float8_e4m3fn", True, False, False, {"overlap": True},
+                                False, 1)
+    assert tuned["overlap"] and tuned["late_wait"]
+    q8 = np.zeros((1, 1, 64, 128), hopper.numpy_dtype("float8_e4m3fn"))
+    with pytest.raises(ValueError, match=r"overlap in fp8 needs late_wait=True \(the PV "
+                                         r"product waited for before the next P is packed: "
+                                         r".*got late_wait=False"):
+        hopper.attention_forward(q8, q8, q8, overlap=True, late_wait=False)
+
+
 @pytest.mark.parametrize("dtype, D, n_q, n_kv, options", [
     ("float16", 64, 200, 200, {}),             # 2 tiles of 192: rows -128..-1 in the first
     ("bfloat16", 64, 100, 300, {}),            # N_kv > N_q: phantom rows that see keys

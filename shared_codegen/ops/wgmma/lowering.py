@@ -470,8 +470,15 @@ def _keep_alive(ctx, regs: Sequence[ir.Value]) -> None:
     # One branch around scalar stores: no vector register quads to assemble.
     lines = ["{", ".reg .pred p;", ".reg .u32 t;", "mov.u32 t, %dynamic_smem_size;",
              "setp.ne.u32 p, t, 1;", "@p bra.uni SC_KEEP_ALIVE_${:uid};"]
+    # Stores to one address are dead but for the last, and ptxas drops them. 8-bit operands
+    # get an address each: with those dropped, ptxas packed the next fp8 P into the registers
+    # the in-flight PV wgmma was reading (`overlap` in fp8: O off by 1e3). 16-bit operands
+    # keep one address: ptxas protects their registers itself (no write to an in-flight A
+    # register in any 16-bit attention build's SASS), and keeping each alive here spilled
+    # 40-344 bytes at D = 128.
+    step = 1 if bits == 8 else 0
     for i in range(len(regs)):
-        lines.append(f"st.shared.{kind} [t], ${i};")
+        lines.append(f"st.shared.{kind} [t+{i * step}], ${i};")
     lines += ["SC_KEEP_ALIVE_${:uid}:", "}"]
     ctx.inline_asm("\n".join(lines), ",".join([cons] * len(regs) + ["~{memory}"]),
                    ir.VoidType(), list(regs), side_effects=True)
