@@ -2,6 +2,9 @@
 # 2026-12-07, twenty-fourth session: the device calls, as steps. STEPS picks what runs; logs
 # under $OUT. Run as:
 #   OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_07f.sh
+# Ran (H100, 2026-12-07): "gpu_tests fwd bf16 paged_b1" with ROUNDS=7 at 17:07-17:11 UTC
+# (the GPU tests' two fp8 `overlap` failures then again by hand at 17:12); no machine
+# could be started before or after it.
 # Steps:
 #   gpu_tests    every GPU test, six pytest workers on the one GPU (about 2 minutes), with
 #                `warp_rescale` the forward's default at D = 128
