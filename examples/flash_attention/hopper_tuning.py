@@ -30,9 +30,9 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       measured 0.92-1.02x at D = 128, 0.93-0.95x at D = 256 and 0.94x in fp8. Always on
       with `overlap` in fp8: with the wait at the next block's top, ptxas (CUDA 13.0)
       packed P_j into the registers the in-flight PV wgmma read P_{j-1} from (the SASS of
-      fp8 with `overlap` and `warp_rescale`: 32 such writes a block; O off by 1e3 on the
-      H100, 2026-12-07 17:10 UTC); 16-bit P is not packed in place, and no 16-bit build
-      shows such a write;
+      fp8 with `overlap` and `warp_rescale`: 16 such writes in the block loop; O off by 1e3
+      on the H100, 2026-12-07 17:10 UTC); 16-bit P is not packed in place, and no 16-bit
+      build shows such a write;
     - `row_sum_mma`: P's row sums as one more small wgmma (P against a [BN, 8] block of
       ones), instead of 64 FADDs a thread a block in the softmax; a fresh accumulator each
       block, added into l in fp32 (one running l in the wgmma's accumulator lost precision

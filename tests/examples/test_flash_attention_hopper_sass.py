@@ -461,7 +461,7 @@ def _writes_to_inflight_a_registers(body):
     (False, dict(LAZY_RESCALE=True, WARP_RESCALE=True, SPEC_P=True)),   # D = 128's default
     (True, dict(OVERLAP=False, ROW_SUM_MMA=True, LAZY_RESCALE=True, WARP_RESCALE=True)),
     # fp8 with the overlap, as the launcher builds it (late_wait): without late_wait, ptxas
-    # packed P_j into the registers the PV wgmma of P_{j-1} was reading (32 writes).
+    # packed P_j into the registers the PV wgmma of P_{j-1} was reading (16 writes).
     (True, dict(OVERLAP=True, LATE_WAIT=True, ROW_SUM_MMA=True, LAZY_RESCALE=True,
                 WARP_RESCALE=True)),
 ])
