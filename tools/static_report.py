@@ -215,6 +215,28 @@ def sass_loops(sass: str) -> List[List[str]]:
     return loops
 
 
+def inflight_wgmma_operand_writes(loop: List[str]) -> List[str]:
+    """The instructions of a loop (`sass_loops`) that write a register an issued
+    register-A wgmma (HGMMA / QGMMA with its A operand in registers) still reads, before a
+    `WARPGROUP.DEPBAR.LE gsb0, 0x0` has waited for it, in program order (the loop's top
+    wait first). ptxas does not always keep those registers: with an 8-bit A operand whose
+    wait sat in the next iteration it packed the next operand into them (the fp8 attention
+    forward with `overlap`, examples/flash_attention/README.md), so the wgmma read the
+    wrong values. A non-empty answer is such a race."""
+    inflight, writes = set(), []
+    for line in loop:
+        mma = re.match(r"[HQ]GMMA\.\S+ R\d+, R(\d+), gdesc", line)
+        if mma:  # the A operand: four registers from the one named
+            inflight |= set(range(int(mma.group(1)), int(mma.group(1)) + 4))
+        elif line.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x0"):
+            inflight = set()
+        else:
+            dest = re.match(r"(?:@!?U?P\w+\s+)?[A-Z][A-Z0-9._]* R(\d+),", line)
+            if dest and int(dest.group(1)) in inflight:
+                writes.append(line)
+    return writes
+
+
 def count_ptx_tcgen05(ptx: str) -> Dict[str, int]:
     counts = collections.Counter(f"tcgen05.{m}" for m in re.findall(r"\btcgen05\.(\w+)", ptx))
     return dict(counts)

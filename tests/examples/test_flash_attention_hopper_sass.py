@@ -438,24 +438,6 @@ def test_fp8_p_crosses_the_loop_as_packed_registers():
         assert not [b for b in loop if b.split()[0] in ("PRMT", "BFI")], loop
 
 
-def _writes_to_inflight_a_registers(body):
-    """The instructions of a block loop's SASS that write a register an issued register-A
-    wgmma reads before a `WARPGROUP.DEPBAR.LE gsb0, 0x0` has waited for it (read in
-    program order, the loop's top wait first)."""
-    inflight, writes = set(), []
-    for line in body:
-        mma = re.match(r"[HQ]GMMA\.\S+ R\d+, R(\d+), gdesc", line)
-        if mma:  # the A operand: four registers from the one named
-            inflight |= set(range(int(mma.group(1)), int(mma.group(1)) + 4))
-        elif line.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x0"):
-            inflight = set()
-        else:
-            dest = re.match(r"(?:@!?U?P\w+\s+)?[A-Z][A-Z0-9.]* R(\d+),", line)
-            if dest and int(dest.group(1)) in inflight:
-                writes.append(line)
-    return writes
-
-
 @pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas and nvdisasm")
 @pytest.mark.parametrize("fp8, constexprs", [
     (False, dict(LAZY_RESCALE=True, WARP_RESCALE=True, SPEC_P=True)),   # D = 128's default
@@ -469,4 +451,4 @@ def test_no_register_an_inflight_wgmma_reads_is_written(fp8, constexprs):
     body = _block_loop_sass(_compile(128, fp8=fp8, CAUSAL=False, O_IN_Q=not fp8,
                                      **constexprs).asm["ptx"], (6, 24), no_spills=True)
     assert sum(bool(re.match(r"[HQ]GMMA\.\S+ R\d+, R\d+, gdesc", b)) for b in body) >= 4, body
-    assert _writes_to_inflight_a_registers(body) == []
+    assert static_report.inflight_wgmma_operand_writes(body) == []

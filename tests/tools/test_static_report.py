@@ -102,3 +102,21 @@ def test_sass_loops_are_the_spans_of_backward_branches():
         ["FADD R6, R5, R5", "@!P0 BRA `(.L_x_2)"],
         ["MUFU.EX2 R5, R4", "FADD R6, R5, R5", "@!P0 BRA `(.L_x_2)",
          "WARPGROUP.DEPBAR.LE gsb0, 0x0", "@P1 BRA `(.L_x_1)"]]
+
+
+def test_inflight_wgmma_operand_writes_are_the_writes_before_the_wait():
+    # The fp8 attention loop's race in small: the PV wgmma reads R168-R171, the next P is
+    # packed into R168 and copied into R170 before the wait; after the wait R168 is free.
+    loop = ["WARPGROUP.DEPBAR.LE gsb0, 0x0",
+            "QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR8], RZ, !UPT",   # S: no register A
+            "QGMMA.64x128x32.F32.E4M3.E4M3 R88, R168, gdesc[UR8], R88, gsb0",
+            "FMUL R90, R90, R10",                     # the accumulator is not an A register
+            "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C R168, R21, R20, R18",
+            "@!P2 IMAD.MOV.U32 R170, RZ, RZ, R19",
+            "STS.U8 [R168], R13",                      # a read of R168
+            "WARPGROUP.DEPBAR.LE gsb0, 0x0",
+            "MOV R168, R19",
+            "@P2 BRA `(.L_x_40)"]
+    assert sr.inflight_wgmma_operand_writes(loop) == [
+        "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C R168, R21, R20, R18",
+        "@!P2 IMAD.MOV.U32 R170, RZ, RZ, R19"]
