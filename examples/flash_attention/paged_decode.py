@@ -25,6 +25,9 @@ How the work is laid out:
   partial output and log-sum-exp, and a second small kernel merges them by their LSE
   (launched with programmatic dependent launch on sm_90+: it may start during the split
   kernel's tail, and waits for it with gdc_wait before its loads).
+- **Three latencies become two.** A range's block-table entries depend on seq_len (which
+  fixes the range) and its tiles on them. Each program guesses its range from the table's
+  width and loads those entries beside seq_len (and Q), so the real loads hit the caches.
 - **CUDA graphs.** The grid is (batch x H_kv, NUM_SPLITS): it depends on shapes only, never
   on seq_lens. Ranges past a sequence's end write an LSE of -inf and exit; the merge kernel
   skips them by that LSE, without reading seq_lens.
@@ -59,7 +62,7 @@ DEFAULT_SM_COUNT = 132  # the H100's, for the split heuristic when running on nu
 @triton.jit
 def _paged_decode_split(
         Q, K_cache, V_cache, Block_table, Seq_lens, Out, Part_o, Part_lse,
-        qk_scale, H_kv,
+        qk_scale, H_kv, max_blocks,
         stride_qb, stride_qt, stride_qh,
         stride_kb, stride_ks, stride_kh,
         stride_vb, stride_vs, stride_vh,
@@ -67,7 +70,7 @@ def _paged_decode_split(
         stride_ob, stride_ot, stride_oh,
         T: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
         BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
-        USE_PDL: tl.constexpr = False):
+        USE_PDL: tl.constexpr = False, TABLE_PREFETCH: tl.constexpr = False):
     """One (sequence, KV head, key range): online softmax over the range's tiles."""
     if USE_PDL:
         # The merge kernel (launched with launch_pdl) may be scheduled now: its gdc_wait
@@ -77,7 +80,22 @@ def _paged_decode_split(
     split = tl.program_id(1)
     batch = pid // H_kv
     kv_head = pid % H_kv
+    batch64 = batch.to(tl.int64)
+    table = Block_table + batch64 * stride_tb
     seq_len = tl.load(Seq_lens + batch)
+    if TABLE_PREFETCH:
+        # The range's block-table entries are loaded after seq_len (the range depends on
+        # it), and its K/V tiles after them: three memory latencies before the first tile.
+        # Guess the range from the table's width instead (servers size it to the batch's
+        # longest sequence), and load the two cache lines of entries it starts with while
+        # seq_len is in flight, so the pipeline's loads of them hit the caches. Folding
+        # both into seq_len keeps the loads (max(seq_len, min(entry, 0)) is seq_len for
+        # any seq_len >= 0) and makes the pipeline wait for both, not just the first.
+        guess_tiles = tl.cdiv(tl.cdiv(max_blocks * BLOCK_SIZE, BLOCK_N), NUM_SPLITS)
+        lo = tl.minimum(split * guess_tiles * BLOCK_N // BLOCK_SIZE, max_blocks - 1)
+        hi = tl.minimum(lo + 31, max_blocks - 1)
+        entry = tl.minimum(tl.load(table + lo), tl.load(table + hi))
+        seq_len = tl.maximum(seq_len, tl.minimum(entry, 0))
     num_tiles = tl.cdiv(seq_len, BLOCK_N)
     tiles_per_split = tl.cdiv(num_tiles, NUM_SPLITS)
     first = split * tiles_per_split
@@ -89,7 +107,9 @@ def _paged_decode_split(
     head = kv_head * GROUP + rows % GROUP
     row_ok = rows < T * GROUP
     dims = tl.arange(0, HEAD_DIM)
-    batch64 = batch.to(tl.int64)
+    # Q does not depend on seq_len: its load goes out with seq_len's, before the branch.
+    q_rows = batch64 * stride_qb + token * stride_qt + head * stride_qh
+    q = tl.load(Q + q_rows[:, None] + dims[None, :], mask=row_ok[:, None], other=0.0)
     # Partial results, row ((batch * T + token) * H + head) * NUM_SPLITS + split.
     part = ((batch64 * T + token) * (H_kv * GROUP) + head) * NUM_SPLITS + split
     if NUM_SPLITS > 1:
@@ -99,8 +119,6 @@ def _paged_decode_split(
             tl.store(Part_lse + part, tl.full([BLOCK_M], float("-inf"), tl.float32),
                      mask=row_ok)
             return
-    q_rows = batch64 * stride_qb + token * stride_qt + head * stride_qh
-    q = tl.load(Q + q_rows[:, None] + dims[None, :], mask=row_ok[:, None], other=0.0)
     # Token t is at position seq_len - T + t and sees the keys before and at it.
     visible = seq_len - T + 1 + token
 
@@ -108,7 +126,6 @@ def _paged_decode_split(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     cols = tl.arange(0, BLOCK_N)
-    table = Block_table + batch64 * stride_tb
     for tile_index in range(first, last):
         pos = tile_index * BLOCK_N + cols
         in_seq = pos < seq_len
@@ -403,7 +420,7 @@ class _Plan:
         self.part_shapes = ((batch * T * H * num_splits, D), (batch * T * H * num_splits,)) \
             if num_splits > 1 else None
         self.split_grid = (batch * H_kv, num_splits)
-        self.split_args = (H_kv, *q_strides, *sk[:3], *sv[:3], _strides(block_table)[0],
+        self.split_args = (H_kv, block_table.shape[1], *q_strides, *sk[:3], *sv[:3], _strides(block_table)[0],
                            *o_strides)
         # Programmatic dependent launch of the merge (sm_90+, CUDA tensors): its launch and
         # index math overlap the split kernel's tail, its gdc_wait orders its loads.
@@ -414,7 +431,8 @@ class _Plan:
         self.split_meta = dict(
             T=T, GROUP=H // H_kv, BLOCK_M=block_m,
             HEAD_DIM=D, BLOCK_SIZE=block_size, BLOCK_N=block_n, NUM_SPLITS=num_splits,
-            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], USE_PDL=self.pdl)
+            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], USE_PDL=self.pdl,
+            TABLE_PREFETCH=bool(cfg.get("table_prefetch", True)) and block_table.shape[1] > 0)
         self.merge_grid = (batch * T * H,)
         self.merge_args = (H, *o_strides)
         self.merge_meta = dict(T=T, HEAD_DIM=D, NUM_SPLITS=num_splits,
@@ -456,7 +474,8 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, *, sm_scale=None,
     numpy arrays run in the CPU interpreter, CUDA tensors on the GPU. `sm_scale` defaults
     to 1/sqrt(D); `num_splits` (key ranges per sequence and KV head) to
     `choose_num_splits`; `config` overrides `default_config` (BLOCK_N, num_warps,
-    num_stages, programs_per_sm); `pdl` launches the merge with programmatic dependent
+    num_stages, programs_per_sm, and table_prefetch: on by default, off to time without
+    it); `pdl` launches the merge with programmatic dependent
     launch (default: on for CUDA tensors on sm_90+ when the keys are split). A sequence
     with seq_len 0 gets o = 0. No host syncs: CUDA-graph safe.
     """

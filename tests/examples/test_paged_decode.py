@@ -51,6 +51,22 @@ def test_splits_past_the_end_and_empty_sequences():
     assert not np.any(o[0])  # no keys: o = 0
 
 
+def test_table_prefetch_changes_no_result():
+    # The prefetch guesses each range's first entries from the table's width; a table
+    # wider than most sequences (and ranges guessed past their ends, clamped to the last
+    # column) must give the bits the kernel gives without it.
+    q, k, v, table, lens = pd.random_inputs(3, 8, 2, 64, 16, [0, 37, 300], seed=6)
+    table = np.concatenate([table, np.full((3, 29), 10 ** 6, np.int32)], axis=1)
+    outs = [pd.paged_decode(q, k, v, table, lens, num_splits=splits,
+                            config=dict(BLOCK_N=32, num_warps=4, num_stages=2,
+                                        table_prefetch=prefetch))
+            for splits in (1, 7) for prefetch in (True, False)]
+    assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[2], outs[3])
+    ref = pd.reference(q, k, v, table, lens)
+    assert float(np.abs(outs[2].astype(np.float64) - ref).max() / np.abs(ref).max()) <= \
+        TOLERANCE["float16"]
+
+
 def test_merge_ignores_what_skipped_ranges_never_wrote(monkeypatch):
     # Skipped ranges write only lse = -inf; the merge loads their (never written) partial
     # outputs anyway, so as not to wait for the LSE, and must drop them: NaN-filled part
@@ -206,7 +222,7 @@ def test_an_empty_batch_gives_an_empty_output():
 SIGNATURE = dict(
     {"Q": "*fp16:16", "K_cache": "*fp16:16", "V_cache": "*fp16:16", "Block_table": "*i32:16",
      "Seq_lens": "*i32:16", "Out": "*fp16:16", "Part_o": "*fp32:16", "Part_lse": "*fp32:16",
-     "qk_scale": "fp32", "H_kv": "i32"},
+     "qk_scale": "fp32", "H_kv": "i32", "max_blocks": "i32"},
     **{name: "i32:16" for name in ("stride_qb", "stride_qt", "stride_qh", "stride_kb",
                                    "stride_ks", "stride_kh", "stride_vb", "stride_vs",
                                    "stride_vh", "stride_tb", "stride_ob", "stride_ot",
@@ -235,6 +251,21 @@ def test_ptx_with_pdl_releases_the_merge_first_and_waits_before_its_loads():
         constexprs=dict(T=1, HEAD_DIM=128, NUM_SPLITS=33, SPLITS_POW2=64, USE_PDL=True),
         target="sm_90a", num_warps=4).asm["ptx"]
     assert merge.index("griddepcontrol.wait;") < merge.index("ld.global")
+
+
+def test_ptx_loads_q_and_the_guessed_table_entries_with_seq_len():
+    # Before the first branch (the empty range's exit), nothing waits on seq_len: its load,
+    # the two table entries the prefetch guesses and Q's rows go out together.
+    constexprs = dict(T=1, GROUP=4, BLOCK_M=16, HEAD_DIM=128, BLOCK_SIZE=16, BLOCK_N=32,
+                      NUM_SPLITS=33)
+    for prefetch, scalar_loads in ((True, 3), (False, 1)):
+        ptx = tile.compile(pd._paged_decode_split, signature=SIGNATURE,
+                           constexprs=dict(constexprs, TABLE_PREFETCH=prefetch),
+                           target="sm_90a", num_warps=4, num_stages=3).asm["ptx"]
+        head = ptx[ptx.index(".entry"):]
+        head = head[:head.index(" bra")]
+        assert len(re.findall(r"\n\s*ld\.global\.b32 ", head)) == scalar_loads
+        assert head.count("ld.global.v4.b32") == 2  # Q: 16 rows x 128 halves, 4 warps
 
 
 def test_ptx_for_sm_90a_pipelines_the_gathered_tiles():
@@ -281,7 +312,9 @@ def test_plan_is_cached_per_shape_for_cuda_tensors(monkeypatch):
     assert first.num_splits == 8 and first.split_grid == (32, 8)
     assert first.merge_grid == (128,) and first.part_shapes == ((1024, 128), (1024,))
     # A 3-d q is read as T = 1 with token stride 0; the output has q's shape.
-    assert first.out_shape == (4, 32, 128) and first.split_args[1:4] == (4096, 0, 128)
+    assert first.out_shape == (4, 32, 128) and first.split_args[2:5] == (4096, 0, 128)
+    # The table's width: where the split kernel guesses its range's entries to prefetch.
+    assert first.split_args[1] == 2048 and first.split_meta["TABLE_PREFETCH"]
     assert plan(64).num_splits == 8 and len(built) == 2  # a narrower table: new plan
     assert plan(2048, num_splits=3).num_splits == 3 and len(built) == 3
     # sm_90+: the merge is launched with programmatic dependent launch, both kernels guarded.

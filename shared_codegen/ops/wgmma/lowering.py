@@ -43,6 +43,7 @@ from llvmlite import ir
 
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import SharedMemoryType, TensorType
+from shared_codegen.layouts.distributed import DotOperandLayout
 from shared_codegen.lowering.context import F32, I32, LoweringError, _register_coords
 from shared_codegen.ops.dot.lowering import (MMA_SHAPES, _check_warps, _in_dim_point, _pack,
                                              _register_index)
@@ -625,7 +626,7 @@ def lower_warp_group_dot_wait(op, ctx):
             spans.append(None)  # descriptors and scalars pass through
     out = wait_group(ctx, op.attrs["pendings"], flat)
     for v, span in zip(op.operands, spans):
-        if span is not None and type(v.type.layout).__name__ == "DotOperandLayout":
+        if span is not None and isinstance(v.type.layout, DotOperandLayout):
             _keep_alive(ctx, out[span[0]:span[0] + span[1]])
     results = []
     for v, span in zip(op.operands, spans):

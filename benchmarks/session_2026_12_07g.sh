@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# 2026-12-07, twenty-fifth session: the device calls, as steps. STEPS picks what runs; logs
+# under $OUT. Run as:
+#   OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_07g.sh
+# Ran: (filled in below as calls succeed)
+# Steps:
+#   gpu_tests    every GPU test, six pytest workers on the one GPU (about 2 minutes), with
+#                `warp_rescale` the forward's default at D = 128
+#   fwd          the forward at D = 128 (FWD_NS keys, FWD_DTYPES), causal and not, against
+#                cuDNN and the hand GEMM, with variants of ours: without `warp_rescale`
+#                ("nowr"), the defaults before it ("old": no lazy rescale in fp8, the barrier's
+#                in 16-bit) and `warp_arrivals` on top of it ("wa": no partition barrier left
+#                in the 16-bit block loop)
+#   bf16         bf16 at D = 128, 1k, 4k and 16k keys, causal and not, with the rescale slack
+#                at 3 and 1 (log2 units; the default 8) and without the lazy rescale: its
+#                worst-element error against cuDNN's, and the speed each costs
+#   paged_b1     paged decode, batch 1 at 8k keys, fp16 and bf16 (issue 11's closest row),
+#                against the kernel without the block-table prefetch ("nopf")
+#   paged_full   issue 11's table: batch 1 to 128, 1k to 128k keys, fp16 and bf16, ours,
+#                Triton 3.6 on the same source and the copy, cold caches
+#   bwd          the backward against cuDNN and flash (benchmarks/attention_bwd_vs_sdpa.py)
+STEPS=${STEPS:-"gpu_tests"}
+source "$(dirname "$0")/_session.sh"
+gpu_tests_step
+if has fwd; then
+  step fwd ${FWD_S:-300} python3 benchmarks/attention_vs_sdpa.py --rounds ${ROUNDS:-9} \
+    --dims 128 --ns ${FWD_NS:-4096,16384} --dtypes ${FWD_DTYPES:-fp16,fp8} --no-triton \
+    --variants "${FWD_VARIANTS:-nowr:warp_rescale=0;old:lazy_rescale=0,warp_rescale=0;wa:warp_arrivals=1}" \
+    --json "$OUT/fwd.json"
+fi
+if has bf16; then
+  step bf16 ${BF16_S:-300} python3 benchmarks/attention_vs_sdpa.py --rounds ${ROUNDS:-9} \
+    --dims 128 --ns ${BF16_NS:-1024,4096,16384} --dtypes bf16 --no-triton \
+    --variants "s3:rescale_slack=3;s1:rescale_slack=1;nolz:lazy_rescale=0,warp_rescale=0" \
+    --json "$OUT/bf16.json"
+fi
+if has paged_b1; then
+  step paged_b1 ${PAGED_S:-150} python3 benchmarks/paged_decode.py --cold-sets 5 --batches 1 \
+    --contexts 8192 --dtypes float16 bfloat16 --rounds ${PAGED_ROUNDS:-15} --max-gb 20 --no-triton --breakdown \
+    --variants "${PAGED_VARIANTS:-nopf:table_prefetch=0,pps=2}" --json "$OUT/paged_b1.json"
+fi
+if has paged_full; then
+  step paged_full ${PAGED_S:-420} python3 benchmarks/paged_decode.py --cold-sets 5 \
+    --batches 1 4 8 32 64 128 --contexts 1024 8192 32768 131072 --dtypes float16 bfloat16 \
+    --rounds ${PAGED_ROUNDS:-5} --max-gb 20 --json "$OUT/paged_full.json"
+fi
+if has bwd; then
+  step bwd ${BWD_S:-300} python3 benchmarks/attention_bwd_vs_sdpa.py ${BWD_ARGS:-}
+fi
