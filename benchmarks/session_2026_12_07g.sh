@@ -15,11 +15,15 @@
 #                at 3 and 1 (log2 units; the default 8) and without the lazy rescale: its
 #                worst-element error against cuDNN's, and the speed each costs
 #   paged_b1     paged decode, batch 1 at 8k keys, fp16 and bf16 (issue 11's closest row),
-#                against the kernel without the block-table prefetch ("nopf")
+#                against the kernel without the block-table prefetch ("nopf"), without the
+#                deferred row sum ("nods"), and with one
+#                or two warps a program (no cross-warp reductions: 3 barriers a tile in SASS, not 7)
 #   paged_full   issue 11's table: batch 1 to 128, 1k to 128k keys, fp16 and bf16, ours,
 #                Triton 3.6 on the same source and the copy, cold caches
 #   bwd          the backward against cuDNN and flash (benchmarks/attention_bwd_vs_sdpa.py)
 STEPS=${STEPS:-"gpu_tests"}
+PAGED_B1_VARIANTS="nopf:table_prefetch=0,pps=2;nods:defer_row_sum=0,pps=2;w1:num_warps=1,pps=4;w1p2:num_warps=1,pps=2"
+PAGED_B1_VARIANTS+=";w1n16:num_warps=1,BLOCK_N=16,num_stages=4,pps=4;w2:num_warps=2,pps=2"
 source "$(dirname "$0")/_session.sh"
 gpu_tests_step
 if has fwd; then
@@ -37,7 +41,7 @@ fi
 if has paged_b1; then
   step paged_b1 ${PAGED_S:-150} python3 benchmarks/paged_decode.py --cold-sets 5 --batches 1 \
     --contexts 8192 --dtypes float16 bfloat16 --rounds ${PAGED_ROUNDS:-15} --max-gb 20 --no-triton --breakdown \
-    --variants "${PAGED_VARIANTS:-nopf:table_prefetch=0,pps=2}" --json "$OUT/paged_b1.json"
+    --variants "${PAGED_VARIANTS:-$PAGED_B1_VARIANTS}" --json "$OUT/paged_b1.json"
 fi
 if has paged_full; then
   step paged_full ${PAGED_S:-420} python3 benchmarks/paged_decode.py --cold-sets 5 \

@@ -70,7 +70,8 @@ def _paged_decode_split(
         stride_ob, stride_ot, stride_oh,
         T: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
         BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
-        USE_PDL: tl.constexpr = False, TABLE_PREFETCH: tl.constexpr = False):
+        USE_PDL: tl.constexpr = False, TABLE_PREFETCH: tl.constexpr = False,
+        DEFER_ROW_SUM: tl.constexpr = False):
     """One (sequence, KV head, key range): online softmax over the range's tiles."""
     if USE_PDL:
         # The merge kernel (launched with launch_pdl) may be scheduled now: its gdc_wait
@@ -123,7 +124,11 @@ def _paged_decode_split(
     visible = seq_len - T + 1 + token
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    # With DEFER_ROW_SUM the row sums stay per column until the loop ends: a sum across
+    # the tile's columns (spread over the warps) costs each tile a shared-memory round trip
+    # and two barriers (5 a tile instead of 7 in the 4-warp batch-1 loop).
     l_i = tl.zeros([BLOCK_M], tl.float32)
+    l_cols = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     cols = tl.arange(0, BLOCK_N)
     for tile_index in range(first, last):
@@ -140,12 +145,17 @@ def _paged_decode_split(
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         p = tl.math.exp2(s - m_safe[:, None])
         alpha = tl.math.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, 1)
+        if DEFER_ROW_SUM:
+            l_cols = l_cols * alpha[:, None] + p
+        else:
+            l_i = l_i * alpha + tl.sum(p, 1)
         v_rows = block * stride_vb + slot * stride_vs + kv_head * stride_vh
         v = tl.load(V_cache + v_rows[:, None] + dims[None, :], mask=in_seq[:, None], other=0.0)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
 
+    if DEFER_ROW_SUM:
+        l_i = tl.sum(l_cols, 1)
     o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]  # rows that saw no key: o = 0
     if NUM_SPLITS == 1:
         o_rows = batch64 * stride_ob + token * stride_ot + head * stride_oh
@@ -432,7 +442,8 @@ class _Plan:
             T=T, GROUP=H // H_kv, BLOCK_M=block_m,
             HEAD_DIM=D, BLOCK_SIZE=block_size, BLOCK_N=block_n, NUM_SPLITS=num_splits,
             num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], USE_PDL=self.pdl,
-            TABLE_PREFETCH=bool(cfg.get("table_prefetch", True)) and block_table.shape[1] > 0)
+            TABLE_PREFETCH=bool(cfg.get("table_prefetch", True)) and block_table.shape[1] > 0,
+            DEFER_ROW_SUM=bool(cfg.get("defer_row_sum", True)))
         self.merge_grid = (batch * T * H,)
         self.merge_args = (H, *o_strides)
         self.merge_meta = dict(T=T, HEAD_DIM=D, NUM_SPLITS=num_splits,
@@ -474,8 +485,8 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, *, sm_scale=None,
     numpy arrays run in the CPU interpreter, CUDA tensors on the GPU. `sm_scale` defaults
     to 1/sqrt(D); `num_splits` (key ranges per sequence and KV head) to
     `choose_num_splits`; `config` overrides `default_config` (BLOCK_N, num_warps,
-    num_stages, programs_per_sm, and table_prefetch: on by default, off to time without
-    it); `pdl` launches the merge with programmatic dependent
+    num_stages, programs_per_sm, and table_prefetch and defer_row_sum: on by default, off
+    to time without them); `pdl` launches the merge with programmatic dependent
     launch (default: on for CUDA tensors on sm_90+ when the keys are split). A sequence
     with seq_len 0 gets o = 0. No host syncs: CUDA-graph safe.
     """
