@@ -31,6 +31,7 @@ from llvmlite import ir
 
 from shared_codegen.ir.types import TensorType
 from shared_codegen.lowering.context import llvm_type
+from shared_codegen.lowering.scratch import ScratchClaims, settle
 
 
 class SimError(AssertionError):
@@ -135,6 +136,7 @@ class SimBuilder:
 
     def __init__(self, sim: "SimContext"):
         self.sim = sim
+        self.block = "entry"  # one straight-line block (claim_scratch compares blocks)
 
     def _v(self, x) -> np.ndarray:
         if isinstance(x, SimVal):
@@ -310,7 +312,13 @@ class SimContext:
         self.builder = SimBuilder(self)
         self.combine = combine
         self.shared_bytes = 0
+        self.static_shared_bytes = 0
         self.barriers = 0
+        # What claim_scratch (shared_codegen/lowering/scratch.py) reads: the last barrier's
+        # count and block, and the claims so far. `end_op` settles them as lowering an op does.
+        self.barrier_count = 0
+        self.barrier_block = None
+        self.scratch_claims = ScratchClaims()
         self.shuffles = 0
         self.matrix_ops: List[str] = []      # stmatrix/ldmatrix forms executed, in order
         self._values: Dict = {}
@@ -374,6 +382,13 @@ class SimContext:
         self.shared_bytes = max(self.shared_bytes, int(nbytes))
         return SimVal(ir.PointerType(addrspace=3), np.zeros(self.nthreads, dtype=np.int64))
 
+    def i32(self, value: int):
+        return ir.Constant(ir.IntType(32), int(value))
+
+    def end_op(self):
+        """What LoweringContext.lower_op does after a rule returns: settle its scratch."""
+        settle(self)
+
     def shared_base(self):
         return self.request_shared(0)
 
@@ -381,6 +396,8 @@ class SimContext:
         if self._masks:
             raise SimError("bar.sync inside a branch")
         self.barriers += 1
+        self.barrier_count += 1
+        self.barrier_block = self.builder.block
         self._epoch += 1
         self._reads = {}
 

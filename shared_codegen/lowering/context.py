@@ -32,6 +32,7 @@ from llvmlite import ir
 from shared_codegen.errors import CompilationError
 from shared_codegen.ir.core import Block, Operation, Value
 from shared_codegen.ir.types import IRType, PointerType, ScalarType, TensorType
+from shared_codegen.lowering.scratch import ScratchClaims, settle as settle_scratch
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -137,6 +138,9 @@ class LoweringContext:
         # how many `bar.sync` were emitted, and the basic block of the last one.
         self.barrier_count = 0
         self.barrier_block = None
+        # Scratch claimed by the exchanges lowered so far (lowering/scratch.py): which bytes
+        # may still be read, so a claim needs a barrier before it only where they may be.
+        self.scratch_claims = ScratchClaims()
         # Where `barrier()` put each bar.sync: (the op being lowered, named barrier or None),
         # which the lower_to_llvm stage's dump lists; `current_op` is that op.
         self.barriers: List[tuple] = []
@@ -377,9 +381,11 @@ class LoweringContext:
 
     def request_shared(self, nbytes: int) -> ir.Value:
         """Record that the current op needs `nbytes` of scratch shared memory and return its
-        base (offset 0, or right after the static allocations when the kernel has any). Scratch is reused by every op, so a rule must `ctx.barrier()` before
-        writing it (an earlier op's threads may still be reading) and between its own writes
-        and reads. The kernel's `shared_bytes` is the maximum over ops."""
+        base (offset 0, or right after the static allocations when the kernel has any).
+        Scratch is reused by every op: rules take it through `claim_scratch`
+        (lowering/scratch.py), which puts a barrier before it where an earlier op's threads
+        may still be reading, and put one between their own writes and reads. The kernel's
+        `shared_bytes` is the maximum over ops."""
         self._outside_warp_branch("scratch shared memory")
         self.shared_bytes = max(self.shared_bytes, self.static_shared_bytes + int(nbytes))
         if not self.static_shared_bytes:
@@ -484,6 +490,7 @@ class LoweringContext:
         self._thread_coords = {}
         self._tid_is_zero = None
         self._scratch = None
+        self.scratch_claims = ScratchClaims()
         self.static_shared_bytes = scratch_base
         self.named_barrier = (barrier_id, 32 * warps)
         self.partition_first_warp = first_warp
@@ -575,6 +582,7 @@ class LoweringContext:
         except NotImplementedError as exc:
             raise LoweringError(str(exc) or f"no lowering rule for {op.name}", op) from None
         self.current_op = outer
+        settle_scratch(self)  # the op's reads are emitted: they count from this barrier count
         if lowered is not None:
             lowered = list(lowered)
             if len(lowered) != len(op.results):
@@ -605,7 +613,8 @@ class LoweringContext:
 # What `partition` replaces and restores: ids, the prologue and what rules cache in it, the
 # warp count, scratch, barriers and shared-memory hazard state.
 _PARTITION_SCOPED = ("partition_name", "entry_builder", "builder", "_tid", "_warp", "num_warps", "_thread_coords",
-                     "_tid_is_zero", "_scratch", "static_shared_bytes", "named_barrier",
+                     "_tid_is_zero", "_scratch", "scratch_claims", "static_shared_bytes",
+                     "named_barrier",
                      "partition_first_warp",
                      "shared_access_state", "mbarrier_words_settled")
 

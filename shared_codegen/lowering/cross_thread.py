@@ -16,8 +16,8 @@ a reduction" and "where does this element go in shared memory" are all bit arith
   shared-memory round trip (`remap_or_exchange`).
 
 Scans live in `xthread_scan.py`. Scratch shared memory is shared by every op at offset 0
-(`ctx.request_shared`); each rule puts a barrier before its first write so that an earlier
-op's readers are done, and one between its writes and its reads.
+(`claim_scratch`, lowering/scratch.py, puts a barrier before a rule's first write where an
+earlier op's readers may not be done); each rule puts one between its writes and its reads.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from llvmlite import ir
 
 from shared_codegen.ir.types import TensorType, int32
 from shared_codegen.lowering.context import I8, I32, I64, LoweringError
+from shared_codegen.lowering.scratch import claim_scratch
 
 REGISTER, LANE, WARP = "register", "lane", "warp"
 THREAD_DIMS = (LANE, WARP)
@@ -294,8 +295,7 @@ def exchange_through_smem(ctx, src_ll, src_regs: Sequence[ir.Value], read_ll,
             f"{scratch.nbytes} bytes of scratch shared memory, more than the "
             f"{MAX_SCRATCH_BYTES} a CTA can have on sm_90; use a smaller tile or layouts that "
             f"convert without shared memory")
-    base = ctx.request_shared(scratch.nbytes)
-    ctx.barrier()  # an earlier op may still be reading the scratch
+    base = claim_scratch(ctx, scratch.nbytes)
     src_coords = register_coords(src_ll)
     for r in unique_registers(src_ll):
         coords = element_coord_values(ctx, src_ll, src_coords[r])

@@ -22,8 +22,9 @@ Per side, one of two instruction shapes (both checked against the plan's promise
   plain form and lanes (2, 3, 4) in `.trans`; the other three of those six bases pick the row.
   Planning and emission live in `smem_matrix.py` (shared with local_load / local_store).
 
-`bar.sync` (PTX ISA 9.7.13.1) before each round's stores (an earlier op or round may still be
-reading the scratch) and between its stores and loads.
+`bar.sync` (PTX ISA 9.7.13.1) before each later round's stores (the one before may still be
+reading the scratch; before the first, `claim_scratch` decides) and between its stores and
+loads.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Dict, List, Optional
 from llvmlite import ir
 
 from shared_codegen.lowering.context import I32
+from shared_codegen.lowering.scratch import claim_scratch
 from shared_codegen.lowering.cross_thread import (LANE, REGISTER, WARP, _i32, bases, from_storage,
                                                   register_coords, storage_bytes, storage_type,
                                                   thread_coord_values, to_storage)
@@ -240,14 +242,15 @@ def swizzled_round_trip(ctx, plan, src_ll, src_regs, dst_ll, shape,
         if nbytes != 2:
             return None
     b = ctx.builder
-    base = ctx.request_shared((1 << scratch_log2) * nbytes)
+    base = claim_scratch(ctx, (1 << scratch_log2) * nbytes)
     (src_thread,) = thread_coord_values(ctx, store.thread_ll)
     (dst_thread,) = thread_coord_values(ctx, load.thread_ll)
     by_offset: Dict[int, ir.Value] = {}
     by_register: Dict[int, ir.Value] = {}
     rounds = 1 << len(plan.shared.swizzle.reps)
     for rnd in range(rounds):
-        ctx.barrier()  # an earlier op (or round) may still be reading the scratch
+        if rnd:
+            ctx.barrier()  # the previous round may still be reading the scratch
         for acc in store.accesses:
             if acc.round != rnd:
                 continue

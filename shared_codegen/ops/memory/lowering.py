@@ -22,6 +22,7 @@ from llvmlite import ir
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import PointerType, TensorType, scalar_of
 from shared_codegen.lowering.context import I8, I16, I32, I64, LoweringError, llvm_type
+from shared_codegen.lowering.scratch import claim_scratch
 from shared_codegen.lowering.vectorize import vector_width
 from shared_codegen.ops.memory.definition import AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
 
@@ -303,15 +304,13 @@ def _broadcast_results(ctx, op, ty, owned: List[ir.Value]) -> List[ir.Value]:
     nbytes = _mem_bits(elem) // 8
     b = ctx.builder
     if ty is None:
-        base = ctx.request_shared(nbytes)
-        ctx.barrier()
+        base = claim_scratch(ctx, nbytes)
         with b.if_then(ctx.replication_predicate(None)):
             b.store(owned[0], base)
         ctx.barrier()
         return [b.load(base, typ=llvm_type(elem))]
     shape = ty.shape
     numel = ty.numel
-    base = ctx.request_shared(numel * nbytes)
     rep = ctx.replication_predicate(ty)
     coords = ctx.element_coords(ty)
     offsets = []
@@ -323,7 +322,7 @@ def _broadcast_results(ctx, op, ty, owned: List[ir.Value]) -> List[ir.Value]:
             flat = term if flat is None else b.add(flat, term)
             stride *= shape[d]
         offsets.append(flat)
-    ctx.barrier()
+    base = claim_scratch(ctx, numel * nbytes)
     with b.if_then(rep):
         for r, v in enumerate(owned):
             b.store(v, b.gep(base, [offsets[r]], source_etype=llvm_type(elem)))

@@ -25,6 +25,7 @@ from llvmlite import ir
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import TensorType
 from shared_codegen.lowering.context import I32, LoweringError
+from shared_codegen.lowering.scratch import claim_scratch
 from shared_codegen.lowering.cross_thread import (MAX_SCRATCH_BYTES, THREAD_DIMS, PaddedScratch,
                                                   _i32, bases, element_coord_values,
                                                   first_register_holding, map_layout,
@@ -49,8 +50,7 @@ def stage_in_shared(ctx, ll, regs: Sequence[ir.Value], shape: Sequence[int], lty
             f"{what} of a {'x'.join(map(str, shape))} tensor needs {scratch.nbytes} bytes of "
             f"scratch shared memory, more than the {MAX_SCRATCH_BYTES} a CTA can have on "
             f"sm_90; use a smaller tile")
-    base = ctx.request_shared(scratch.nbytes)
-    ctx.barrier()  # an earlier op may still be reading the scratch
+    base = claim_scratch(ctx, scratch.nbytes)
     coords = register_coords(ll)
     for r in unique_registers(ll):
         smem_store(ctx, base, scratch.offset(ctx.builder, element_coord_values(ctx, ll, coords[r])),
@@ -181,8 +181,7 @@ def lower_histogram(op, ctx):
     num_bins = op.attrs["num_bins"]
     res_ll = ctx.linear_layout(op.result.type)
     b = ctx.builder
-    base = ctx.request_shared(num_bins * 4)
-    ctx.barrier()  # an earlier op may still be reading the scratch
+    base = claim_scratch(ctx, num_bins * 4)
     coords = register_coords(res_ll)
     for r in unique_registers(res_ll):
         (bin_index,) = element_coord_values(ctx, res_ll, coords[r])

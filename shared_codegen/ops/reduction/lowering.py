@@ -13,6 +13,7 @@ from llvmlite import ir
 
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import TensorType
+from shared_codegen.lowering.scratch import claim_scratch
 from shared_codegen.lowering.cross_thread import (LANE, WARP, _combine, _i32, check_axis_separable,
                                                   element_coord_values, exchange_through_smem,
                                                   linear_index, map_layout, pure_axis_bits,
@@ -145,7 +146,6 @@ def _reduce_across_warps(ctx, op, ll, axis, accs, warp_bits, ltys, out_shape):
     for lty in ltys:
         offsets.append(total)
         total += -(-n_out * n_warps_axis * storage_bytes(lty) // 16) * 16
-    base = ctx.request_shared(total)
     warp_index = thread_bits_value(b, ctx, ll, [(WARP, bit) for bit in warp_bits])
 
     def drop_axis(c):
@@ -157,7 +157,7 @@ def _reduce_across_warps(ctx, op, ll, axis, accs, warp_bits, ltys, out_shape):
     lane_mask = free.get(LANE, 0)
     for bit in pure_axis_bits(ll, LANE, axis):
         lane_mask |= 1 << bit
-    ctx.barrier()  # scratch reuse
+    base = claim_scratch(ctx, total)
     partial_ll = map_layout(ll, drop_axis, out_shape)
     pred = None
     if lane_mask:

@@ -31,6 +31,7 @@ from llvmlite import ir
 from shared_codegen.ir.core import lowering_rule
 from shared_codegen.ir.types import TensorType
 from shared_codegen.lowering.context import LoweringError
+from shared_codegen.lowering.scratch import claim_scratch
 from shared_codegen.lowering.cross_thread import (LANE, REGISTER, WARP, _combine, _i32, bases,
                                                   check_axis_separable, element_coord_values,
                                                   linear_index, map_layout, register_coords,
@@ -229,7 +230,6 @@ def _scan_warps(ctx, op, ll, axis, table, vals, totals, lane_bits, warp_bits, n_
     for lty in ltys:
         offsets.append(total_bytes)
         total_bytes += -(-n_warps * n_rep * n_out * storage_bytes(lty) // 16) * 16
-    base = ctx.request_shared(total_bytes)
     widx = thread_bits_value(b, ctx, ll, [(WARP, bit) for bit in warp_bits])
     row_ll = map_layout(ll, lambda c: c[:axis] + c[axis + 1:], out_shape)
 
@@ -242,7 +242,7 @@ def _scan_warps(ctx, op, ll, axis, table, vals, totals, lane_bits, warp_bits, n_
     lane_mask = ll.get_free_variable_masks().get(LANE, 0)
     for bit in lane_bits:
         lane_mask |= 1 << bit
-    ctx.barrier()  # scratch reuse
+    base = claim_scratch(ctx, total_bytes)
     pred = b.icmp_unsigned("==", b.and_(ctx.lane_id(), _i32(lane_mask)), _i32(0)) \
         if lane_mask else None
 
