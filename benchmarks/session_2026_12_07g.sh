@@ -17,7 +17,7 @@
 #   paged_b1     paged decode, batch 1 at 8k keys, fp16 and bf16 (issue 11's closest row),
 #                against the kernel without the block-table prefetch ("nopf"), without the
 #                deferred row sum ("nods"), and with one
-#                or two warps a program (no cross-warp reductions: 3 barriers a tile in SASS, not 7)
+#                or two warps a program (no cross-warp reductions; 4 warps: 3 BAR.SYNC a tile)
 #   paged_full   issue 11's table: batch 1 to 128, 1k to 128k keys, fp16 and bf16, ours,
 #                Triton 3.6 on the same source and the copy, cold caches
 #   bwd          the backward against cuDNN and flash (benchmarks/attention_bwd_vs_sdpa.py)

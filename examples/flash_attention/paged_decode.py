@@ -126,7 +126,7 @@ def _paged_decode_split(
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     # With DEFER_ROW_SUM the row sums stay per column until the loop ends: a sum across
     # the tile's columns (spread over the warps) costs each tile a shared-memory round trip
-    # and two barriers (5 a tile instead of 7 in the 4-warp batch-1 loop).
+    # and a barrier (3 BAR.SYNC a tile instead of 4 in the 4-warp batch-1 loop's SASS).
     l_i = tl.zeros([BLOCK_M], tl.float32)
     l_cols = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
