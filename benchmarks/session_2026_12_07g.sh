@@ -2,7 +2,15 @@
 # 2026-12-07, twenty-fifth session: the device calls, as steps. STEPS picks what runs; logs
 # under $OUT. Run as:
 #   OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_07g.sh
-# Ran: (filled in below as calls succeed)
+# Ran (H100, 2026-12-07): "gpu_tests paged_b1 fwd" with ROUNDS=5 FWD_NS=16384
+# FWD_DTYPES=fp16,fp8 at 18:38-18:43 (the empty FWD_VARIANTS fell back to the default
+# variants), then on the warm machine "paged_full" (18:44), "bwd" with BWD_ARGS="--dtypes
+# fp16 --rounds 5" and "--dtypes fp16 --rounds 11 --ns 4096,8192" (18:46), "fwd" with
+# FWD_NS=4096,16384 FWD_DTYPES=fp16,bf16 FWD_VARIANTS=" " (5 rounds) and FWD_NS=4096 (11
+# rounds) at 18:47-18:48, and by hand ncu of paged decode (the ncu_paged line of
+# session_2026_12_06.sh) and attention_vs_sdpa.py --dims 64,256 --ns 4096,16384 --dtypes
+# fp16,bf16 --rounds 7, --dims 128 --ns 16384 --dtypes fp16,fp8 --rounds 9 (18:49-18:51).
+# Eight refused or failed starts before the first call.
 # Steps:
 #   gpu_tests    every GPU test, six pytest workers on the one GPU (about 2 minutes), with
 #                `warp_rescale` the forward's default at D = 128
