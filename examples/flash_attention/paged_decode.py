@@ -430,8 +430,8 @@ class _Plan:
         self.part_shapes = ((batch * T * H * num_splits, D), (batch * T * H * num_splits,)) \
             if num_splits > 1 else None
         self.split_grid = (batch * H_kv, num_splits)
-        self.split_args = (H_kv, block_table.shape[1], *q_strides, *sk[:3], *sv[:3], _strides(block_table)[0],
-                           *o_strides)
+        self.split_args = (H_kv, block_table.shape[1], *q_strides, *sk[:3], *sv[:3],
+                           _strides(block_table)[0], *o_strides)
         # Programmatic dependent launch of the merge (sm_90+, CUDA tensors): its launch and
         # index math overlap the split kernel's tail, its gdc_wait orders its loads.
         if pdl is None:
