@@ -283,6 +283,26 @@ def test_ptx_for_sm_90a_pipelines_the_gathered_tiles():
     assert "spill" not in kernel.metadata["jit_log"].replace("0 bytes spill", "")
 
 
+@pytest.mark.parametrize("defer_row_sum, barriers", [(True, 3), (False, 4)])
+def test_batch_one_loop_synchronizes_three_times_a_tile(defer_row_sum, barriers):
+    # The default split launch's loop (4 warps, 32-key tiles): the cp.async ring's barrier,
+    # the row maximum's across the warps and P's conversion to the PV product's operand,
+    # with no barrier before either exchange's writes (claim_scratch: the ring's barrier
+    # ordered what came before, and P's bytes lie past the maximum's). The row sums across
+    # the warps, when not deferred to the loop's end, cost one more.
+    from tools import static_report
+    if not static_report.have_sass_tools():
+        pytest.skip("needs ptxas and nvdisasm (the nvidia-cuda-nvdisasm wheel)")
+    ptx = tile.compile(pd._paged_decode_split, signature=SIGNATURE, constexprs=dict(
+        T=1, GROUP=4, BLOCK_M=16, HEAD_DIM=128, BLOCK_SIZE=16, BLOCK_N=32, NUM_SPLITS=33,
+        USE_PDL=True, TABLE_PREFETCH=True, DEFER_ROW_SUM=defer_row_sum),
+        target="sm_90a", num_warps=4, num_stages=3).asm["ptx"]
+    cubin, _ = static_report.whole_program_cubin(ptx, "sm_90a")
+    loop = max(static_report.sass_loops(static_report.disassemble(cubin)), key=len)
+    assert sum("BAR.SYNC" in line for line in loop) == barriers
+    assert sum("HMMA" in line for line in loop) == 16  # both products, 8 mma.sync each
+
+
 class _FakeCudaTensor:
     """Shape, dtype, strides and device of a CUDA tensor: what the launch plan reads."""
 
