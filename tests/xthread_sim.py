@@ -319,6 +319,7 @@ class SimContext:
         self.barrier_count = 0
         self.barrier_block = None
         self.scratch_claims = ScratchClaims()
+        self.current_op = None
         self.shuffles = 0
         self.matrix_ops: List[str] = []      # stmatrix/ldmatrix forms executed, in order
         self._values: Dict = {}

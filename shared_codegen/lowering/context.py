@@ -582,7 +582,7 @@ class LoweringContext:
         except NotImplementedError as exc:
             raise LoweringError(str(exc) or f"no lowering rule for {op.name}", op) from None
         self.current_op = outer
-        settle_scratch(self)  # the op's reads are emitted: they count from this barrier count
+        settle_scratch(self, op)  # the op's reads are emitted: they count from this barrier
         if lowered is not None:
             lowered = list(lowered)
             if len(lowered) != len(op.results):

@@ -10,8 +10,9 @@ dataflow analysis of shared-memory accesses (its "membar" pass); this is its str
 form:
 
 - each claim's bytes count as read until a barrier follows them: `settle` records them
-  with the barrier count of the moment, at the next claim and when the op being lowered
-  ends (its reads come after its own last barrier);
+  with the barrier count of the moment when the op that claimed them ends (its reads come
+  after its own last barrier; an op lowered inside it, a reduction's combine, does not end
+  its claims) or claims again (its earlier exchanges are read by then);
 - a claim in the basic block of the last barrier emitted (the barrier precedes it on every
   path, and orders everything that ran before it) needs no barrier when nothing was read
   since that barrier, and none either when the bytes past those read since it fit in the
@@ -36,33 +37,41 @@ I8 = ir.IntType(8)
 
 
 class ScratchClaims:
-    """What the current code has claimed: `pending`, the byte ranges of the op being lowered
-    (read until a barrier follows them), and `reads`, settled ranges with the barrier count
-    at which they were last read."""
+    """What the current code has claimed: `pending`, the byte ranges of ops still being
+    lowered and the op that claimed each (read until a barrier follows their op's end), and
+    `reads`, settled ranges with the barrier count at which they were last read."""
 
     __slots__ = ("pending", "reads")
 
     def __init__(self) -> None:
-        self.pending: List[Tuple[int, int]] = []
+        self.pending: List[Tuple[int, int, object]] = []
         self.reads: List[Tuple[int, int, int]] = []
 
 
-def settle(ctx) -> None:
-    """Record the pending claims as read at the current barrier count, and forget reads a
-    barrier has ordered since."""
+def settle(ctx, op=None) -> None:
+    """Record the claims of `op` (all claims when None) as read at the current barrier
+    count, and forget reads a barrier has ordered since."""
     claims = ctx.scratch_claims
     claims.reads = [r for r in claims.reads if r[2] == ctx.barrier_count]
-    claims.reads.extend((lo, hi, ctx.barrier_count) for lo, hi in claims.pending)
-    claims.pending.clear()
+    still = []
+    for lo, hi, owner in claims.pending:
+        if op is None or owner is op:
+            claims.reads.append((lo, hi, ctx.barrier_count))
+        else:
+            still.append((lo, hi, owner))
+    claims.pending = still
 
 
 def claim_scratch(ctx, nbytes: int):
     """A pointer to `nbytes` of scratch shared memory the caller may write right away: the
     barrier before it emitted only if an earlier exchange may still read those bytes."""
-    settle(ctx)
+    op = ctx.current_op
+    settle(ctx, op)
     claims = ctx.scratch_claims
     offset, ordered = 0, False
-    if ctx.barrier_block is ctx.builder.block:
+    if ctx.barrier_block is ctx.builder.block and not claims.pending:
+        # (An op this one is lowered inside may read its claim after any barrier here: no
+        # such nesting claims today, and it keeps the plain barrier at offset 0.)
         busy = [hi for _, hi, count in claims.reads if count == ctx.barrier_count]
         if not busy:
             ordered = True
@@ -76,5 +85,5 @@ def claim_scratch(ctx, nbytes: int):
         base = ctx.builder.gep(base, [ctx.i32(offset)], source_etype=I8)
     if not ordered:
         ctx.barrier()  # an earlier op may still be reading these bytes
-    claims.pending.append((offset, offset + nbytes))
+    claims.pending.append((offset, offset + nbytes, op))
     return base
