@@ -21,22 +21,10 @@
 STEPS=${STEPS:-"gpu_tests"}
 source "$(dirname "$0")/_session.sh"
 gpu_tests_step
-if has fwd; then
-  step fwd ${FWD_S:-300} python3 benchmarks/attention_vs_sdpa.py --rounds ${ROUNDS:-9} \
-    --dims 128 --ns ${FWD_NS:-4096,16384} --dtypes ${FWD_DTYPES:-fp16,fp8} --no-triton \
-    --variants "${FWD_VARIANTS:-nowr:warp_rescale=0;old:lazy_rescale=0,warp_rescale=0;wa:warp_arrivals=1}" \
-    --json "$OUT/fwd.json"
-fi
-if has bf16; then
-  step bf16 ${BF16_S:-300} python3 benchmarks/attention_vs_sdpa.py --rounds ${ROUNDS:-9} \
-    --dims 128 --ns ${BF16_NS:-1024,4096,16384} --dtypes bf16 --no-triton \
-    --variants "s3:rescale_slack=3;s1:rescale_slack=1;nolz:lazy_rescale=0,warp_rescale=0" \
-    --json "$OUT/bf16.json"
-fi
+fwd_step
+bf16_step
 if has paged_b1; then
   step paged_b1 ${PAGED_S:-150} python3 benchmarks/paged_decode.py --cold-sets 5 --batches 1 \
     --contexts 8192 --dtypes float16 bfloat16 --rounds ${PAGED_ROUNDS:-15} --max-gb 20 --no-triton --splits 49 66 --breakdown
 fi
-if has bwd; then
-  step bwd ${BWD_S:-300} python3 benchmarks/attention_bwd_vs_sdpa.py ${BWD_ARGS:-}
-fi
+bwd_step

@@ -24,8 +24,8 @@
 #                worst-element error against cuDNN's, and the speed each costs
 #   paged_b1     paged decode, batch 1 at 8k keys, fp16 and bf16 (issue 11's closest row),
 #                against the kernel without the block-table prefetch ("nopf"), without the
-#                deferred row sum ("nods"), and with one
-#                or two warps a program (no cross-warp reductions; 4 warps: 3 BAR.SYNC a tile)
+#                deferred row sum ("nods"), and with one or two warps a program (fewer
+#                cross-warp reductions; 4 warps: 3 BAR.SYNC a tile)
 #   paged_full   issue 11's table: batch 1 to 128, 1k to 128k keys, fp16 and bf16, ours,
 #                Triton 3.6 on the same source and the copy, cold caches
 #   bwd          the backward against cuDNN and flash (benchmarks/attention_bwd_vs_sdpa.py)
@@ -34,18 +34,8 @@ PAGED_B1_VARIANTS="nopf:table_prefetch=0,pps=2;nods:defer_row_sum=0,pps=2;w1:num
 PAGED_B1_VARIANTS+=";w1n16:num_warps=1,BLOCK_N=16,num_stages=4,pps=4;w2:num_warps=2,pps=2"
 source "$(dirname "$0")/_session.sh"
 gpu_tests_step
-if has fwd; then
-  step fwd ${FWD_S:-300} python3 benchmarks/attention_vs_sdpa.py --rounds ${ROUNDS:-9} \
-    --dims 128 --ns ${FWD_NS:-4096,16384} --dtypes ${FWD_DTYPES:-fp16,fp8} --no-triton \
-    --variants "${FWD_VARIANTS:-nowr:warp_rescale=0;old:lazy_rescale=0,warp_rescale=0;wa:warp_arrivals=1}" \
-    --json "$OUT/fwd.json"
-fi
-if has bf16; then
-  step bf16 ${BF16_S:-300} python3 benchmarks/attention_vs_sdpa.py --rounds ${ROUNDS:-9} \
-    --dims 128 --ns ${BF16_NS:-1024,4096,16384} --dtypes bf16 --no-triton \
-    --variants "s3:rescale_slack=3;s1:rescale_slack=1;nolz:lazy_rescale=0,warp_rescale=0" \
-    --json "$OUT/bf16.json"
-fi
+fwd_step
+bf16_step
 if has paged_b1; then
   step paged_b1 ${PAGED_S:-150} python3 benchmarks/paged_decode.py --cold-sets 5 --batches 1 \
     --contexts 8192 --dtypes float16 bfloat16 --rounds ${PAGED_ROUNDS:-15} --max-gb 20 --no-triton --breakdown \
@@ -56,6 +46,4 @@ if has paged_full; then
     --batches 1 4 8 32 64 128 --contexts 1024 8192 32768 131072 --dtypes float16 bfloat16 \
     --rounds ${PAGED_ROUNDS:-5} --max-gb 20 --json "$OUT/paged_full.json"
 fi
-if has bwd; then
-  step bwd ${BWD_S:-300} python3 benchmarks/attention_bwd_vs_sdpa.py ${BWD_ARGS:-}
-fi
+bwd_step
