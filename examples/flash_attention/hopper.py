@@ -47,7 +47,8 @@ D = 256 issue their GEMMs without taking turns):
   8 as FA4's: P <= 256; `gl.barrier_any`); with WARP_RESCALE (D = 128's default) each row
   decides alone and only the warps holding a grown row rescale (`gl.warp_any`, no
   barrier). With SPEC_P, P is first taken against the kept m (as it is in most blocks),
-  so the exp2s need not wait for the row max and what decides.
+  so the exp2s need not wait for the row max and what decides; SCALE_P puts it on a grown
+  row's new m with one FMUL an element (alpha) instead of taking it again.
 - Masks: only blocks that cross the causal diagonal or the ragged end of K pay for a mask;
   blocks past the diagonal are never loaded. With N_q != N_kv the last query row sees the
   last key (FlashAttention's alignment). Rows past N_q are computed and clipped by the
@@ -111,7 +112,7 @@ from hopper_tuning import default_config, tuned_config  # noqa: E402,F401
 # One K/V block's pieces of the consumers (S's issue and mask, P's operand, the PV product).
 from hopper_block import (_extra_p, _issue_s, _p_operand, _promoted, _pv_operands,  # noqa: E402
                           _pv_product, _rescale_o, _rescaled, _row_maxima, _row_shares,
-                          _scores)
+                          _scaled_p, _scores)
 # The float64 reference and the random inputs the tests and benchmarks take from here.
 from attention_reference import (check_forward, numpy_dtype, random_inputs,  # noqa: E402,F401
                                  reference)
@@ -288,10 +289,11 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
               BN_X: gl.constexpr, PER_WARP: gl.constexpr, LAZY_RESCALE: gl.constexpr,
               SPLIT: gl.constexpr, split_ws, O_DIRECT: gl.constexpr, SPEC_P: gl.constexpr,
               Q_BUFS: gl.constexpr, SNAKE: gl.constexpr, RAGGED_FIRST: gl.constexpr,
-              SLACK: gl.constexpr, WARP_RESCALE: gl.constexpr):
+              SLACK: gl.constexpr, WARP_RESCALE: gl.constexpr, SCALE_P: gl.constexpr):
     # SPEC_P's P taken again where the deciding barrier says so: that barrier is LAZY_RESCALE's.
     gl.static_assert(LAZY_RESCALE or not SPEC_P, "SPEC_P needs LAZY_RESCALE")
     gl.static_assert(LAZY_RESCALE or not WARP_RESCALE, "WARP_RESCALE needs LAZY_RESCALE")
+    gl.static_assert(SPEC_P and WARP_RESCALE or not SCALE_P, "SCALE_P needs SPEC_P, WARP_RESCALE")
     D: gl.constexpr = o_desc.block_shape[3]
     dtype: gl.constexpr = q_smem.dtype
     NUM_WG: gl.constexpr = q_smem.shape[0] // Q_BUFS
@@ -371,8 +373,9 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                                     off, qk_scale, BN, BN_X, CAUSAL)
             m_i = gl.maximum(m_i, m_blk)
             p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
-            # SPEC_P: each thread's share of the row sums, added up after the loop.
-            SHARES: gl.constexpr = SPEC_P and not ROW_SUM_MMA
+            # SPEC_P, 16-bit WARP_RESCALE: each thread's share of the row sums, added up
+            # after the loop (no shuffles in it).
+            SHARES: gl.constexpr = (SPEC_P or WARP_RESCALE and not V_T) and not ROW_SUM_MMA
             if SHARES:
                 l_part = _row_shares(p)
             elif not ROW_SUM_MMA:
@@ -453,9 +456,10 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                         # it is in most blocks: the exp2s need not wait for the row max's
                         # tree, its shuffles and the barrier (taken again if it rescales).
                         p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_i, 1)))
-                        if SHARES:
-                            l_shares = _row_shares(p)
-                        p_op = _p_operand(p, dtype, p_layout, V_T)
+                        if not SCALE_P:  # (else summed and packed once settled, below)
+                            if SHARES:
+                                l_shares = _row_shares(p)
+                            p_op = _p_operand(p, dtype, p_layout, V_T)
                     if WARP_RESCALE:  # each row decides alone: no barrier (K_j's release
                         # shares the one above)
                         m_new, alpha = _row_maxima(m_i, m_blk, SLACK)
@@ -475,7 +479,12 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                 if SPEC_P:
                     # Against the new maxima (the speculative P may overflow): with
                     # WARP_RESCALE in the warps holding a row that grew.
-                    if gl.warp_any(alpha != 1.0) if WARP_RESCALE else rescale:
+                    if SCALE_P:  # (WARP_RESCALE) P * alpha where a row grew
+                        p = _scaled_p(p, s, m_i, m_new, alpha, qk_scale)
+                        if SHARES:
+                            l_shares = _row_shares(p)
+                        p_op = _p_operand(p, dtype, p_layout, V_T)
+                    elif gl.warp_any(alpha != 1.0) if WARP_RESCALE else rescale:
                         p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
                         if SHARES:
                             l_shares = _row_shares(p)
@@ -484,7 +493,9 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                         l_part = _rescaled(l_part, alpha) + l_shares
                 else:
                     p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
-                    if not ROW_SUM_MMA:
+                    if SHARES:
+                        l_part = _rescaled(l_part, alpha) + _row_shares(p)
+                    elif not ROW_SUM_MMA:
                         l_i = l_i * alpha + gl.sum(p, axis=1)
                 if BN_X > 0:
                     p_x, l_i = _extra_p(s_x, m_new, l_i, qk_scale)
@@ -608,7 +619,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
                      SPEC_P: gl.constexpr = False, Q_PREFETCH: gl.constexpr = False,
                      Q_BUFS: gl.constexpr = 1, SNAKE: gl.constexpr = False,
                      RAGGED_FIRST: gl.constexpr = False, SLACK: gl.constexpr = 8.0,
-                     WARP_RESCALE: gl.constexpr = False):
+                     WARP_RESCALE: gl.constexpr = False, SCALE_P: gl.constexpr = False):
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     # Q blocks per head, whole clusters of them (a cluster's CTAs share the head's K/V
     # loads; a last tile past N_q computes rows the TMA store clips).
@@ -664,7 +675,7 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, N_Q, N_KV, H, GROU
               RETURN_LSE, O_IN_Q, OVERLAP, Q_IN_REGS, PINGPONG, LATE_WAIT, ROW_SUM_MMA,
               PROMOTE_PV, ones, k_ring_x, v_ring_x, BN_X, PER_WARP, LAZY_RESCALE, SPLIT,
               (split_part, split_ml, split_count), O_DIRECT, SPEC_P, Q_BUFS, SNAKE,
-              RAGGED_FIRST, SLACK, WARP_RESCALE)
+              RAGGED_FIRST, SLACK, WARP_RESCALE, SCALE_P)
     shared = (q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, lse_ptr, kpipe, vpipe, q_ready,
               q_empty, turns) + common
     consumers = [(_consumer, (0,) + shared), (_consumer, (1,) + shared)]
@@ -760,7 +771,7 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
                bool(cfg["lazy_rescale"]), part, ml, count, split, o, o_direct,
                bool(cfg["speculative_p"]), bool(cfg["q_prefetch"]), cfg["q_buffers"],
                bool(cfg["snake"]), bool(cfg["ragged_first"]), float(cfg["rescale_slack"]),
-               bool(cfg["warp_rescale"]), num_warps=4,
+               bool(cfg["warp_rescale"]), bool(cfg["scaled_p"]), num_warps=4,
                num_ctas=ctas,
                **(launch_options or {}))
         return (o, lse) if return_lse else o

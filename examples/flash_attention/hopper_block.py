@@ -48,6 +48,22 @@ def _row_maxima(m_i, m_blk, SLACK: gl.constexpr):
 
 
 @gluon.jit
+def _scaled_p(p, s, m_i, m_new, alpha, qk_scale):
+    """SCALE_P: the speculative P (against the kept maxima m_i) put on the new maxima in the
+    warps holding a row that grew: P * alpha, one FMUL an element where taking P again costs
+    an FFMA and a MUFU.EX2 (the products round to the same 16-bit values but for about one
+    element in 10^4, a unit in the last place). Taken again against m_new where a row grew
+    by more than 64 (log2 units): P against the kept maximum, up to 2^growth, may have
+    overflowed fp32 past 127."""
+    if gl.warp_any(alpha != 1.0):
+        if gl.warp_any(m_new > m_i + 64.0):
+            p = gl.exp2(gl.fma(s, qk_scale, -gl.expand_dims(m_new, 1)))
+        else:
+            p = p * gl.expand_dims(alpha, 1)
+    return p
+
+
+@gluon.jit
 def _row_shares(p):
     """Each thread's share of P's row sums (SPEC_P): the columns it holds added up, with no
     shuffles. The accumulator layout gives a thread columns 8i + 2q + e of its rows (q its

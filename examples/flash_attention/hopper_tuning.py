@@ -189,6 +189,13 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       1.022x; 15 rounds), at 2k 0.983x and 0.988x (copy 1.012x, 0.974x); 16k within the
       noise (H100, 2026-12-07 08:32 UTC). No effect where the rows divide N_q (D = 128 and
       256 at powers of two).
+    - `scaled_p` (with `speculative_p` and `warp_rescale`): in a warp holding a row that
+      grew, the speculative P is multiplied by alpha (one FMUL an element) instead of taken
+      again against the new maxima (an FFMA and a MUFU.EX2 an element, its row sums and
+      its packing), and the packing waits for that decision. With `rescale_slack=0` every
+      row then takes its exact running maximum, as without the lazy rescale: the row's
+      largest weights are exact, which is bf16's accuracy back (interpreter: 2.0e-3
+      against the default's 3.1e-3, "What limits it"). Off until timed.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
@@ -197,7 +204,8 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
                lazy_rescale=not fp8 or head_dim == 128, split_tail=True, o_direct=False,
                speculative_p=not fp8 and head_dim == 128, q_prefetch=False,
                q_buffers=2 if head_dim == 128 and not fp8 else 1, snake=causal and not fp8,
-               ragged_first=causal, rescale_slack=8.0, warp_rescale=head_dim == 128)
+               ragged_first=causal, rescale_slack=8.0, warp_rescale=head_dim == 128,
+               scaled_p=False)
     if cfg["q_buffers"] == 2:  # the second Q buffer's 32 KB come out of K's ring
         cfg.update(k_stages=2)
     if head_dim == 64:
@@ -231,6 +239,10 @@ def check_tuning(cfg: dict, fp8: bool) -> None:
     if cfg["speculative_p"] and not cfg["lazy_rescale"]:
         raise ValueError(f"attention_forward: speculative_p needs lazy_rescale=True, got "
                          f"lazy_rescale={cfg['lazy_rescale']!r}")
+    if cfg["scaled_p"] and not (cfg["speculative_p"] and cfg["warp_rescale"]):
+        raise ValueError(f"attention_forward: scaled_p needs speculative_p=True and "
+                         f"warp_rescale=True, got speculative_p={cfg['speculative_p']!r}, "
+                         f"warp_rescale={cfg['warp_rescale']!r}")
     if cfg["warp_rescale"] and not cfg["lazy_rescale"]:
         raise ValueError(f"attention_forward: warp_rescale needs lazy_rescale=True, got "
                          f"lazy_rescale={cfg['lazy_rescale']!r}")

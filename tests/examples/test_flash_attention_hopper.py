@@ -249,6 +249,44 @@ def test_lazy_rescale_matches_float64(dtype, D, causal, options, monkeypatch):
             assert float(np.abs(lse[finite] - ref_lse[finite]).max()) < 3e-5, seed
 
 
+@pytest.mark.parametrize("options", [
+    {"speculative_p": False},  # P once, against the exact maxima
+    {"scaled_p": True},        # P against the kept maxima, times alpha where a row grew
+])
+def test_warp_rescale_with_no_slack_is_the_exact_maximum_loop(options, monkeypatch):
+    # rescale_slack=0: every row takes its exact running maximum, as the loop without the
+    # lazy rescale does, and only the warps holding a row that grew run O's rescale (the
+    # others' alpha is exactly 1). The same P (scaled_p's P * alpha rounds like it but for
+    # a unit in the last place in about one element in 10^4) and O; l is summed in another
+    # order (each thread's share, added across the quad after the loop). bf16's largest
+    # weights are then exact, where the default's kept maxima round them.
+    q, k, v = hopper.random_inputs(1, 2, 1, 150, 520, 128, "bfloat16", seed=3)
+    grow = (1.0 + np.arange(520) / 60.0).astype(np.float32)[None, None, :, None]
+    k = (k.astype(np.float32) * grow).astype(k.dtype)
+    ref_o, _ = hopper.reference(q, k, v, False)
+    monkeypatch.setenv("SC_INTERPRET_SEED", "1")
+    exact = hopper.attention_forward(q, k, v, num_programs=2, warp_rescale=True,
+                                     rescale_slack=0, **options).astype(np.float32)
+    plain = hopper.attention_forward(q, k, v, num_programs=2, lazy_rescale=False)
+    kept = hopper.attention_forward(q, k, v, num_programs=2)
+    ulp = np.abs(plain.astype(np.float32)) * 2.0 ** -7
+    assert (np.abs(exact - plain.astype(np.float32)) <= ulp).all()
+    err = lambda o: float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max())  # noqa: E731
+    assert err(exact) < 0.8 * err(kept), (err(exact), err(kept))
+
+
+def test_scaled_p_takes_p_again_where_a_row_outgrew_fp32(monkeypatch):
+    # scaled_p multiplies the speculative P by alpha; where a row's maximum jumps by more
+    # than 64 (log2 units) that P may be inf (2^growth past 2^127: inf * 0 is NaN), so it
+    # is taken again against the new maxima. Keys 400-459 score 40x the others.
+    q, k, v = hopper.random_inputs(1, 2, 1, 150, 520, 128, "bfloat16", seed=3)
+    k[:, :, 400:460] = (k[:, :, 400:460].astype(np.float32) * 40).astype(k.dtype)
+    ref_o, _ = hopper.reference(q, k, v, False)
+    monkeypatch.setenv("SC_INTERPRET_SEED", "0")
+    o = hopper.attention_forward(q, k, v, num_programs=2, scaled_p=True, rescale_slack=0)
+    assert float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max()) < 1e-2
+
+
 @pytest.mark.parametrize("dtype, D, programs, options", [
     ("float16", 128, 4, {}),                       # 9 tiles: 2 of them split
     ("bfloat16", 128, 2, {"lazy_rescale": True}),  # 9 tiles: 1 split
