@@ -2,6 +2,11 @@
 # 2026-12-07, twenty-sixth session: the device calls, as steps. STEPS picks what runs; logs
 # under $OUT. Run as:
 #   OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_07h.sh
+# Not run: every start from 19:27 to 20:32 UTC failed or was refused (1231 s of the 1800 s
+# budget), then the device loans were paused for the rest of the session. The next session
+# should run "exact d64" first (ROUNDS=7 EXACT_DTYPES=bf16 D64_S=150 EXACT_S=300: about
+# 7 minutes), then "exact" with EXACT_DTYPES=fp16, "ncu_smem splits", and gpu_tests if a
+# default changes.
 # Steps:
 #   gpu_tests    every GPU test, six pytest workers on the one GPU (about 2 minutes)
 #   d64          the forward at D = 64, 4k keys, bf16 before fp16 (fp16 4k had been the first

@@ -712,8 +712,8 @@ def attention_launcher(q, k, v, *, causal=False, sm_scale=None, return_lse=False
     (K's ring; `stages` when only that is given), `warpgroups`, `overlap`, `pingpong`,
     `o_in_q`, `v_lag`, `late_wait`, `row_sum_mma`, `promote_pv`, `extra_n`, `cluster`,
     `warp_arrivals`, `lazy_rescale`, `split_tail`, `o_direct`, `speculative_p`,
-    `q_prefetch`, `q_buffers`, `snake`, `ragged_first`, `rescale_slack` and
-    `warp_rescale`."""
+    `q_prefetch`, `q_buffers`, `snake`, `ragged_first`, `rescale_slack`, `warp_rescale`
+    and `scaled_p`."""
     B, H, N_q, D, H_kv, N_kv, dt, out_name, fp8 = check_inputs(q, k, v, out_dtype)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)

@@ -452,3 +452,25 @@ def test_no_register_an_inflight_wgmma_reads_is_written(fp8, constexprs):
                                      **constexprs).asm["ptx"], (6, 24), no_spills=True)
     assert sum(bool(re.match(r"[HQ]GMMA\.\S+ R\d+, R\d+, gdesc", b)) for b in body) >= 4, body
     assert static_report.inflight_wgmma_operand_writes(body) == []
+
+
+@pytest.mark.skipif(not static_report.have_sass_tools(), reason="needs ptxas and nvdisasm")
+@pytest.mark.parametrize("constexprs", [
+    dict(SPEC_P=False),               # P once, after the row max
+    dict(SPEC_P=True, SCALE_P=True),  # P * alpha in the grown warps, packed after that
+])
+def test_exact_maxima_loops_keep_the_pv_operand_and_spill_nothing_in_the_loop(constexprs):
+    # rescale_slack=0 with warp_rescale (exact maxima, O rescaled only in grown warps): no
+    # write to a register the in-flight PV wgmma reads, no local memory in the block loop
+    # (ptxas spills up to 28 bytes of the tile loop's values outside it), and O's 64
+    # rescaling FMULs behind each warp's vote; with SCALE_P P's 64 FMULs too.
+    cubin, _ = static_report.whole_program_cubin(
+        _compile(128, CAUSAL=False, LAZY_RESCALE=True, WARP_RESCALE=True, SLACK=0.0,
+                 **constexprs).asm["ptx"], "sm_90a")
+    body = next(b for b in static_report.sass_loops(static_report.disassemble(cubin))
+                if 6 <= sum("GMMA." in x for x in b) <= 24)
+    assert static_report.inflight_wgmma_operand_writes(body) == []
+    assert not [x for x in body if re.match(r"(@!?U?P\w+\s+)?(STL|LDL)\b", x)], body
+    fmuls = sum(x.startswith("FMUL") for x in body)
+    assert fmuls >= (128 if constexprs["SPEC_P"] else 64), fmuls
+    assert sum(x.startswith("VOTE.ANY") for x in body) == (3 if constexprs["SPEC_P"] else 1)
