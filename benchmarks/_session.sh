@@ -5,8 +5,8 @@
 # passed, none failing), $PYTEST (the GPU tests, quiet), `gpu_tests_step` (step
 # gpu_tests, when STEPS names it: every GPU test, six pytest workers on the one GPU), and
 # the attention steps of the 2026-12-07 scripts, each when STEPS names it: `fwd_step` (the
-# forward at D = 128 against cuDNN and the hand GEMM, with FWD_VARIANTS: the default loop's
-# older forms), `bf16_step` (bf16 with other rescale slacks) and `bwd_step` (the backward,
+# forward at D = 128 against cuDNN and the hand GEMM, with FWD_VARIANTS, unset: the default
+# loop's older forms; empty: none), `bf16_step` (bf16 with other rescale slacks) and `bwd_step` (the backward,
 # BWD_ARGS passed on).
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -23,7 +23,7 @@ fwd_step() {
   if has fwd; then
     step fwd ${FWD_S:-300} python3 benchmarks/attention_vs_sdpa.py --rounds ${ROUNDS:-9} \
       --dims 128 --ns ${FWD_NS:-4096,16384} --dtypes ${FWD_DTYPES:-fp16,fp8} --no-triton \
-      --variants "${FWD_VARIANTS:-nowr:warp_rescale=0;old:lazy_rescale=0,warp_rescale=0;wa:warp_arrivals=1}" \
+      --variants "${FWD_VARIANTS-nowr:warp_rescale=0;old:lazy_rescale=0,warp_rescale=0;wa:warp_arrivals=1}" \
       --json "$OUT/fwd.json"
   fi
 }
