@@ -6,8 +6,8 @@
 # gpu_tests, when STEPS names it: every GPU test, six pytest workers on the one GPU), and
 # the attention steps of the 2026-12-07 scripts, each when STEPS names it: `fwd_step` (the
 # forward at D = 128 against cuDNN and the hand GEMM, with FWD_VARIANTS, unset: the default
-# loop's older forms; empty: none), `bf16_step` (bf16 with other rescale slacks) and `bwd_step` (the backward,
-# BWD_ARGS passed on).
+# loop's older forms; empty: none), `bf16_step` (bf16 with other rescale slacks) and
+# `bwd_step` (the backward, BWD_ARGS passed on).
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=.:${PYTHONPATH:-} PYTHONUNBUFFERED=1 SC_CACHE_DIR=$(mktemp -d)
