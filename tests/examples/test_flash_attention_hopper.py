@@ -226,6 +226,9 @@ def test_ragged_first_is_the_causal_default():
     ("float16", 128, False, {"warp_rescale": True}),  # with speculative_p's second P
     ("float8_e4m3fn", 128, True, {"warp_rescale": True}),
     ("bfloat16", 64, True, {"warp_rescale": True, "rescale_slack": 2}),
+    # Exact maxima: P * alpha in the grown warps (scaled_p), or P once after the row max.
+    ("bfloat16", 128, True, {"scaled_p": True, "rescale_slack": 0}),
+    ("float16", 128, True, {"speculative_p": False, "rescale_slack": 0}),
 ])
 def test_lazy_rescale_matches_float64(dtype, D, causal, options, monkeypatch):
     # Later keys score ever higher (k's rows scaled up along N), so some blocks outgrow the
