@@ -15,7 +15,8 @@ re-seeded the shuffle, so every function took the same places in every row, and 
 name's places were worth about 7%. Rounds now follow a Williams design (`balanced_rounds`:
 over a whole square every function runs once in every place and after every other
 function once), relabelled and started afresh for each call, so a place's effect neither
-piles up on one function within a run nor repeats from row to row.
+piles up on one function within a run nor repeats from row to row. `round_ratios` pairs two
+functions' samples round by round, and its spread says how much one run's ratio is worth.
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ def interleaved_medians(fns: dict, rounds: int, torch, inner: int = 5,
                         settle_ms: float = 20.0) -> dict:
     """{name: median ms}: every function once per round, rounds repeated (after a warm-up);
     each sample preceded by about `settle_ms` of untimed calls of the same function."""
+    times = interleaved_samples(fns, rounds, torch, inner, settle_ms)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def interleaved_samples(fns: dict, rounds: int, torch, inner: int = 5,
+                        settle_ms: float = 20.0) -> dict:
+    """{name: [ms of round 0, round 1, ...]}: `interleaved_medians`' samples, in round order
+    (for `round_ratios`)."""
     for fn in fns.values():  # compile, load, fill caches
         fn()
     torch.cuda.synchronize()
@@ -69,7 +78,18 @@ def interleaved_medians(fns: dict, rounds: int, torch, inner: int = 5,
     times = {name: [] for name in fns}
     for name in balanced_rounds(fns, rounds):
         times[name].append(cuda_time_ms(fns[name], torch, inner, settle[name]))
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    return times
+
+
+def round_ratios(times: dict, ours: str, ref: str) -> dict:
+    """How many times faster `ours` ran than `ref` round by round (ref's ms / ours' ms in
+    the same round, so a clock that drifts over the run moves both sides of each ratio):
+    {"median", "low", "high" (the lowest and highest round), "rounds" (all of them)}. A
+    ratio of medians can sit on either side of a bar that most rounds clear or miss; the
+    spread says how far one run can be trusted."""
+    ratios = [r / o for o, r in zip(times[ours], times[ref])]
+    return {"median": statistics.median(ratios), "low": min(ratios), "high": max(ratios),
+            "rounds": ratios}
 
 
 def steady_call_ms(fn, torch, tries: int = 3) -> float:

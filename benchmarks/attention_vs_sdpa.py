@@ -4,8 +4,10 @@
 
     B*N = 16k tokens, H*D = 2048; TFLOP/s = 4*B*H*N^2*D / time (half that when causal)
 
-Each row reports ours / cuDNN / flash / Triton TFLOP/s, ours over cuDNN, and ours over the
-hand GEMM's TFLOP/s measured in the same round (the wgmma ceiling under the power cap).
+Each row reports ours / cuDNN / flash / Triton TFLOP/s, ours over cuDNN (the ratio of the
+medians, then the median, lowest and highest of the ratios round by round: how far the run's
+ratio can be trusted), and ours over the hand GEMM's TFLOP/s measured in the same round (the
+wgmma ceiling under the power cap).
 Errors: max |o - o32| / max |o32| against a float32 computation of the same inputs, on the
 first and last head (ours, cuDNN).
 
@@ -19,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,7 +30,8 @@ for p in (os.path.join(HERE, "..", "examples", "flash_attention"),
           os.path.join(HERE, ".."), HERE):
     sys.path.insert(0, p)
 
-from _bench import gpu_torch, interleaved_medians, parse_variants  # noqa: E402
+from _bench import (gpu_torch, interleaved_samples, parse_variants,  # noqa: E402
+                    round_ratios)
 
 TOKENS, WIDTH = 16384, 2048
 
@@ -160,7 +164,8 @@ def run_row(torch, tri, gemm_fns, D, N, causal, dtype, rounds, variants=()):
         except Exception as exc:
             print(f"  triton: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
     fns.update(gemm_fns)
-    med = interleaved_medians(fns, rounds, torch)
+    samples = interleaved_samples(fns, rounds, torch)
+    med = {name: statistics.median(ts) for name, ts in samples.items()}
     flop = 4.0 * B * H * N * N * D / (2 if causal else 1)
     tf = {n: flop / med[n] / 1e9 for n in fns if not n.startswith("gemm")}
     gemm_tf = {n: 2.0 * 8192 ** 3 / med[n] / 1e9 for n in fns if n.startswith("gemm")}
@@ -174,15 +179,17 @@ def run_row(torch, tri, gemm_fns, D, N, causal, dtype, rounds, variants=()):
                             for name, _ in variants}}
     gemm_name = "gemm bf16" if dtype == "bf16" else "gemm fp16"
     row["vs_cudnn"] = tf["ours"] / tf["cuDNN"]
+    row["vs_cudnn_rounds"] = round_ratios(samples, "ours", "cuDNN")
     row["vs_gemm"] = tf["ours"] / gemm_tf[gemm_name]
     return row
 
 
 def print_row(r):
-    t = r["tflops"]
+    t, rr = r["tflops"], r["vs_cudnn_rounds"]
     print(f"{r['dtype']:5s} D={r['D']:3d} N={r['N']:5d} {'causal' if r['causal'] else 'full  '} "
           f"ours {t['ours']:6.1f} cuDNN {t['cuDNN']:6.1f} flash {t['flash']:6.1f} "
           f"triton {t.get('triton', float('nan')):6.1f} | x cuDNN {r['vs_cudnn']:.3f} "
+          f"(rounds {rr['median']:.3f}, {rr['low']:.3f}-{rr['high']:.3f}) "
           f"x GEMM {r['vs_gemm']:.3f} | err {r['err_ours']:.1e} (cuDNN {r['err_cudnn']:.1e})",
           flush=True)
     for name, v in t.items():

@@ -67,3 +67,50 @@ def test_settling_calls_follow_the_steady_call_time_not_the_first(monkeypatch):
                         lambda ms, settle_ms: counts.append(real(ms, settle_ms)) or counts[-1])
     _bench.interleaved_medians({"first": timed("first"), "second": timed("second")}, 2, Torch)
     assert counts == [20, 20]  # 20 ms of 1 ms calls each (the slow call alone would give 2)
+
+
+class _FakeCuda:
+    """torch.cuda for `_bench`'s timing on the CPU: events read a clock the timed functions
+    advance (a function's cost grows as the run goes on, as a card's clock drops)."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.calls = 0
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing=True):
+                self.t = 0.0
+
+            def record(self):
+                self.t = fake.now
+
+            def elapsed_time(self, end):
+                return end.t - self.t
+
+        self.Event = Event
+
+    def synchronize(self):
+        pass
+
+    def timed(self, ms):
+        def fn():
+            self.calls += 1
+            self.now += ms * (1.0 + self.calls / 1000.0)  # the clock drifts down
+        return fn
+
+
+def test_round_ratios_pair_each_round_and_interleaved_samples_keep_round_order():
+    torch = type("torch", (), {})()
+    torch.cuda = _FakeCuda()
+    fns = {"ours": torch.cuda.timed(1.0), "ref": torch.cuda.timed(1.25)}
+    times = _bench.interleaved_samples(fns, 6, torch, inner=2, settle_ms=0.0)
+    assert [len(ts) for ts in times.values()] == [6, 6]
+    assert times["ours"][-1] > 1.015 * times["ours"][0]  # the drift shows in the samples
+    ratios = _bench.round_ratios(times, "ours", "ref")
+    # Each round's two samples are neighbours in time: their ratio is 1.25 up to the drift
+    # between them (a few calls of 1000), while the samples themselves drift by 1.5% or more.
+    assert len(ratios["rounds"]) == 6
+    assert 1.245 < ratios["low"] <= ratios["median"] <= ratios["high"] < 1.256, ratios
+    assert _bench.interleaved_medians(fns, 6, torch, inner=2, settle_ms=0.0).keys() == \
+        {"ours", "ref"}
