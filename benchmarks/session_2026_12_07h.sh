@@ -4,14 +4,17 @@
 #   OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_07h.sh
 # Not run: every start from 19:27 to 20:32 UTC failed or was refused (1231 s of the 1800 s
 # budget), then the device loans were paused for the rest of the session. The next session
-# should run "exact d64" first (ROUNDS=7 EXACT_DTYPES=bf16 D64_S=150 EXACT_S=300: about
-# 7 minutes), then "exact" with EXACT_DTYPES=fp16, "ncu_smem splits", and gpu_tests if a
-# default changes.
+# should run "gpu_tests d64" first (every default kernel now has _pass_blocks' branch; about
+# 6 minutes with D64_S=240), then "exact" (ROUNDS=7 EXACT_DTYPES=bf16 EXACT_S=300), "exact"
+# with EXACT_DTYPES=fp16, and "ncu_smem splits".
 # Steps:
 #   gpu_tests    every GPU test, six pytest workers on the one GPU (about 2 minutes)
-#   d64          the forward at D = 64, 4k keys, bf16 before fp16 (fp16 4k had been the first
-#                row of the D = 64 runs, and the only 16-bit row under cuDNN in both), with a
-#                copy of ours ("copy") in the same rounds
+#   d64          the forward at D = 64, 4032 and 4096 keys, bf16 before fp16 (fp16 4k had been
+#                the first row of the D = 64 runs, and the only 16-bit row under cuDNN in
+#                both), with a copy of ours ("copy") and two Q buffers ("qb2") in the same
+#                rounds. 4032 keys are 21 whole 192-row tiles; at 4096 the 22nd has two
+#                spare warpgroups, which now compute nothing (_pass_blocks): 4096's TFLOP/s
+#                should now come near 4032's (causal, before ragged_first: 0.94x)
 #   ncu_smem     ncu of the forward at D = 128, 16k keys, fp16, non-causal: shared-memory
 #                and tensor-pipe throughput, issue and stall reasons (is the QK^T's
 #                shared-memory traffic, with the TMA writes beside it, near the limit?)
@@ -29,7 +32,7 @@ source "$(dirname "$0")/_session.sh"
 gpu_tests_step
 if has d64; then
   step d64 ${D64_S:-240} python3 benchmarks/attention_vs_sdpa.py --rounds ${ROUNDS:-11} \
-    --dims 64 --ns 4096 --dtypes bf16,fp16 --no-triton --variants "copy:;qb2:q_buffers=2" --json "$OUT/d64.json"
+    --dims 64 --ns 4032,4096 --dtypes bf16,fp16 --no-triton --variants "copy:;qb2:q_buffers=2" --json "$OUT/d64.json"
 fi
 if has exact; then
   step exact ${EXACT_S:-300} python3 benchmarks/attention_vs_sdpa.py --rounds ${ROUNDS:-9} \

@@ -51,16 +51,17 @@ D = 256 issue their GEMMs without taking turns):
   row's new m with one FMUL an element (alpha) instead of taking it again.
 - Masks: only blocks that cross the causal diagonal or the ragged end of K pay for a mask;
   blocks past the diagonal are never loaded. With N_q != N_kv the last query row sees the
-  last key (FlashAttention's alignment). Rows past N_q are computed and clipped by the
-  TMA store; rows that see no key at all give o = 0 and lse = -inf.
+  last key (FlashAttention's alignment). Rows past N_q are clipped by the TMA store; a
+  warpgroup with none in [0, N_q) computes nothing (`_pass_blocks`: it only releases
+  stages and passes turns); rows that see no key at all give o = 0 and lse = -inf.
 - SNAKE (causal 16-bit's default): the persistent programs take each wave of longest-first
   tiles in the direction opposite to the last wave's, so that no program gets the longest
   tile of every wave (gluon.stream_k).
 - RAGGED_FIRST (causal's default): where BM does not divide N_q, the spare rows' whole
   warpgroups go before row 0, in the head's first (shortest) tile, instead of at the end of
   its last (longest) one: 192-row tiles at D = 64 leave 128 of 4096 rows over, 6% of the
-  causal work at 4k. Those warpgroups' Q loads read zeros (TMA fills a box before row 0)
-  and they store no O: a TMA store at a negative row is an illegal instruction on the H100.
+  causal work at 4k. They store no O: a TMA store at a negative row is an illegal
+  instruction on the H100.
 - fp8 (e4m3): the producer loads V^T (V transposed once on the host: fp8 wgmma reads B
   K-major only) with the keys of every 32 in FP8_KEY_ORDER, the order in which a thread
   already holds P's columns, so P packs into the wgmma's A registers without moving between
@@ -77,9 +78,8 @@ D = 256 issue their GEMMs without taking turns):
   With Q_BUFS = 2 (16-bit D = 128's default) Q has a buffer per tile parity, so the next
   tile's Q loads while this one runs; O's TMA store out of Q's buffer is waited for in the
   next tile, after its first QK^T's issue.
-- BN_X (an option): blocks of BN + BN_X keys, the last BN_X in K and V rings of their own
-  with S_x = Q K_x^T and O += P_x V_x wgmmas of their own (our layouts have power-of-two
-  shapes; FA3's 176-key blocks spread a block's fixed softmax costs over more keys).
+- BN_X (an option): blocks of BN + BN_X keys, the last BN_X in K and V rings and wgmmas
+  of their own (FA3's 176-key blocks, in power-of-two parts).
 - `cluster=2` (an option, non-causal): programs are 2-CTA clusters on neighbouring Q tiles
   of a head; each producer fetches half of every K/V block for both (TMA multicast) and a
   stage frees once both CTAs' consumers released it (FA3's cluster; not faster here).
@@ -110,9 +110,9 @@ from attention_tiles import _kv_block, _kv_blocks, _rotation, _tile_coords  # no
 import tile.profiler.language as pl  # noqa: E402  (timeline regions: nothing unless recorded)
 from hopper_tuning import default_config, tuned_config  # noqa: E402,F401
 # One K/V block's pieces of the consumers (S's issue and mask, P's operand, the PV product).
-from hopper_block import (_extra_p, _issue_s, _p_operand, _promoted, _pv_operands,  # noqa: E402
-                          _pv_product, _rescale_o, _rescaled, _row_maxima, _row_shares,
-                          _scaled_p, _scores)
+from hopper_block import (_extra_p, _issue_s, _p_operand, _pass_blocks,  # noqa: E402
+                          _promoted, _pv_operands, _pv_product, _rescale_o, _rescaled,
+                          _row_maxima, _row_shares, _scaled_p, _scores)
 # The float64 reference and the random inputs the tests and benchmarks take from here.
 from attention_reference import (check_forward, numpy_dtype, random_inputs,  # noqa: E402,F401
                                  reference)
@@ -128,8 +128,7 @@ LOG2E = gl.constexpr(1.4426950408889634)
 @gluon.jit
 def _num_pieces(num_tiles, N_KV, BN_ALL: gl.constexpr, SPLIT: gl.constexpr,
                 SNAKE: gl.constexpr):
-    """How many pieces of work (whole tiles, or with SPLIT parts of the last ones) this
-    program's producer and consumers walk; `_piece` says which."""
+    """How many pieces (tiles, or SPLIT's parts of the last ones) this program walks."""
     return stream_k.num_work(num_tiles // gl.num_ctas(), gl.cdiv(N_KV, BN_ALL), SPLIT, SNAKE)
 
 
@@ -138,10 +137,9 @@ def _piece(w, num_tiles, N_Q, N_KV, H, BH, num_m, BN_ALL: gl.constexpr, CAUSAL: 
            BM: gl.constexpr, SPLIT: gl.constexpr, SNAKE: gl.constexpr,
            RAGGED_FIRST: gl.constexpr):
     """Piece `w`: (batch, head, first query row (below 0 for RAGGED_FIRST's first tile), the
-    tile's blocks to visit, those without a mask, its rotation, the piece's blocks [j0, j1),
-    slot, side). The producer and the consumers take it from here alike, so they agree on
-    every block of every piece. SPLIT (never causal: every tile has the same blocks) may
-    make a piece a part of a tile."""
+    tile's blocks, those without a mask, its rotation, the piece's blocks [j0, j1), slot,
+    side), for the producer and the consumers alike. SPLIT (never causal) may make a piece
+    a part of a tile."""
     NUM_CTAS: gl.constexpr = gl.num_ctas()
     tile, j0, j1, slot, side = stream_k.work(w, num_tiles // NUM_CTAS, gl.cdiv(N_KV, BN_ALL),
                                              SPLIT, SNAKE)
@@ -352,7 +350,11 @@ def _consumer(WG: gl.constexpr, q_smem, k_ring, v_ring, o_smem, o_desc, o_ptr, l
                                                 k_width=32 // dtype.primitive_bitwidth))
         else:
             q = q_view
-        if j1 > j0:
+        busy = (row0 < N_Q) & (row0 + BM_WG > 0)  # (else a ragged tile's spare rows)
+        if (j1 > j0) & (busy == 0):
+            item, turn = _pass_blocks(kpipe, vpipe, turns, item, turn, j1 - j0, WG, PINGPONG,
+                                      PER_WARP, PEERS)
+        if (j1 > j0) & busy:
             # The first block (j0: 0 unless a split tile's second part): S = Q K^T, softmax.
             sk = pipeline.consumer_wait(kpipe, item)
             if PINGPONG:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import gluon
 from gluon import language as gl
 from gluon.language.nvidia.hopper import warpgroup_mma, warpgroup_mma_wait
-from gluon.warp_spec import pipeline
+from gluon.warp_spec import pingpong, pipeline
 
 
 @gluon.jit
@@ -62,6 +62,29 @@ def _scaled_p(p, s, m_i, m_new, alpha, qk_scale):
         else:
             p = p * gl.expand_dims(alpha, 1)
     return p
+
+
+@gluon.jit
+def _pass_blocks(kpipe, vpipe, turns, item, turn, n, WG: gl.constexpr, PINGPONG: gl.constexpr,
+                 PER_WARP: gl.constexpr, PEERS: gl.constexpr):
+    """A warpgroup whose 64 rows all lie outside [0, N_q) (a ragged tile's spare rows)
+    computes nothing: it waits for and releases its n K and V stages and takes and passes
+    its n + 1 ping-pong turns (a turn a block and the last PV product's), so that the
+    other warpgroups' stages free and turns come round as if it had computed. Returns the
+    next item and turn."""
+    for _ in range(n):
+        pipeline.consumer_wait(kpipe, item)
+        if PINGPONG:
+            pingpong.wait_turn(turns, WG, turn)
+            turn = pingpong.pass_turn(turns, WG, turn, PER_WARP)
+        pipeline.consumer_release(kpipe, item, multicast_cta=PEERS, per_warp=PER_WARP)
+        pipeline.consumer_wait(vpipe, item)
+        pipeline.consumer_release(vpipe, item, multicast_cta=PEERS, per_warp=PER_WARP)
+        item += 1
+    if PINGPONG:
+        pingpong.wait_turn(turns, WG, turn)
+        turn = pingpong.pass_turn(turns, WG, turn, PER_WARP)
+    return item, turn
 
 
 @gluon.jit

@@ -522,3 +522,23 @@ def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"cluster=2 \(K/V multicast to a pair of Q tiles\) "
                                          r"needs causal=False, got causal=True"):
         f(q, q, q, cluster=2, causal=True)
+
+
+def test_a_ragged_tiles_spare_warpgroup_computes_nothing(monkeypatch):
+    # D = 64: 192-row tiles, so N_q = 300 leaves the second tile's third warpgroup (rows
+    # 320-383) without a row: it passes its stages and turns (`_pass_blocks`) and runs no
+    # softmax or PV product there, as the interpreter's timeline shows (3 blocks of keys:
+    # 2 in-loop softmaxes a tile), and the others still match float64.
+    q, k, v = hopper.random_inputs(1, 1, 1, 300, 300, 64, "float16", seed=3)
+    ref_o, _ = hopper.reference(q, k, v, False)
+    for seed in (0, 1):
+        monkeypatch.setenv("SC_INTERPRET_SEED", str(seed))
+        o = hopper.attention_launcher(q, k, v, num_programs=1, split_tail=False,
+                                      launch_options={"timeline": True})()
+        assert float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max()) < 2e-3
+        regions = hopper.attention_kernel.last_timeline.regions
+        count = lambda warp, name: sum(r.warp == warp and r.name == name  # noqa: E731
+                                       for r in regions)
+        assert [count(w, "softmax") for w in (0, 1, 2)] == [4, 4, 2]
+        assert [count(w, "last PV") for w in (0, 1, 2)] == [2, 2, 1]
+        assert [count(w, "epilogue") for w in (0, 1, 2)] == [2, 2, 2]
