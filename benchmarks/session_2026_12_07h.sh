@@ -2,11 +2,11 @@
 # 2026-12-07, twenty-sixth session: the device calls, as steps. STEPS picks what runs; logs
 # under $OUT. Run as:
 #   OUT=$OUT STEPS="..." bash benchmarks/session_2026_12_07h.sh
-# Not run: every start from 19:27 to 20:32 UTC failed or was refused (1231 s of the 1800 s
-# budget), then the device loans were paused for the rest of the session. The next session
-# should run "gpu_tests d64" first (every default kernel now has _pass_blocks' branch; about
-# 6 minutes with D64_S=240), then "exact" (ROUNDS=7 EXACT_DTYPES=bf16 EXACT_S=300), "exact"
-# with EXACT_DTYPES=fp16, and "ncu_smem splits".
+# Ran (H100, 2026-12-07): every start from 19:27 to 20:32 UTC failed or was refused (1231 s
+# of the 1800 s budget) and the loans were paused; at 21:00 "gpu_tests d64 exact" with
+# ROUNDS=5 GPU_TESTS_S=230 D64_S=130 EXACT_S=200 EXACT_NS=4096 EXACT_DTYPES=bf16, then
+# "exact" with EXACT_DTYPES=fp16 (21:05). Not run for want of device time: "ncu_smem",
+# "splits", and "exact" at 16k keys.
 # Steps:
 #   gpu_tests    every GPU test, six pytest workers on the one GPU (about 2 minutes)
 #   d64          the forward at D = 64, 4032 and 4096 keys, bf16 before fp16 (fp16 4k had been

@@ -44,19 +44,19 @@ D = 256 issue their GEMMs without taking turns):
 - Softmax in base 2: scores are scaled by sm_scale * log2(e) once; row max m and sum l are
   kept online, O rescaled by alpha = exp2(m_old - m_new). LAZY_RESCALE (FA4's; 16-bit's
   default): only when a row maximum of the warpgroup outgrew m by SLACK (`rescale_slack`,
-  8 as FA4's: P <= 256; `gl.barrier_any`); with WARP_RESCALE (D = 128's default) each row
-  decides alone and only the warps holding a grown row rescale (`gl.warp_any`, no
-  barrier). With SPEC_P, P is first taken against the kept m (as it is in most blocks),
-  so the exp2s need not wait for the row max and what decides; SCALE_P puts it on a grown
-  row's new m with one FMUL an element (alpha) instead of taking it again.
+  8 as FA4's: P <= 256; bf16 at D = 128: 0, exact maxima; `gl.barrier_any`); with
+  WARP_RESCALE (D = 128's default) each row decides alone and only the warps holding a
+  grown row rescale (`gl.warp_any`, no barrier). With SPEC_P (fp16's at D = 128), P is
+  first taken against the kept m (as it is in most blocks), so the exp2s need not wait
+  for the row max and what decides; SCALE_P puts it on a grown row's new m with one FMUL
+  an element (alpha) instead of taking it again.
 - Masks: only blocks that cross the causal diagonal or the ragged end of K pay for a mask;
   blocks past the diagonal are never loaded. With N_q != N_kv the last query row sees the
   last key (FlashAttention's alignment). Rows past N_q are clipped by the TMA store; a
   warpgroup with none in [0, N_q) computes nothing (`_pass_blocks`: it only releases
   stages and passes turns); rows that see no key at all give o = 0 and lse = -inf.
-- SNAKE (causal 16-bit's default): the persistent programs take each wave of longest-first
-  tiles in the direction opposite to the last wave's, so that no program gets the longest
-  tile of every wave (gluon.stream_k).
+- SNAKE (causal 16-bit's default): each wave of longest-first tiles goes in the direction
+  opposite to the last wave's, so no program gets the longest of every wave.
 - RAGGED_FIRST (causal's default): where BM does not divide N_q, the spare rows' whole
   warpgroups go before row 0, in the head's first (shortest) tile, instead of at the end of
   its last (longest) one: 192-row tiles at D = 64 leave 128 of 4096 rows over, 6% of the
@@ -80,9 +80,8 @@ D = 256 issue their GEMMs without taking turns):
   next tile, after its first QK^T's issue.
 - BN_X (an option): blocks of BN + BN_X keys, the last BN_X in K and V rings and wgmmas
   of their own (FA3's 176-key blocks, in power-of-two parts).
-- `cluster=2` (an option, non-causal): programs are 2-CTA clusters on neighbouring Q tiles
-  of a head; each producer fetches half of every K/V block for both (TMA multicast) and a
-  stage frees once both CTAs' consumers released it (FA3's cluster; not faster here).
+- `cluster=2` (an option, non-causal): 2-CTA clusters on neighbouring Q tiles, each
+  producer fetching half of every K/V block for both (TMA multicast; not faster here).
 """
 
 from __future__ import annotations

@@ -92,7 +92,8 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       3.77e-4 against 3.74e-4, bf16 3.79e-3 against 3.10e-3; 8 heads at 2048: fp16 4.44e-4
       against 4.00e-4, bf16 4.51e-3 against 3.29e-3;
       benchmarks/attention_lazy_rescale_error.py).
-      `lazy_rescale=False` gives the exact-maximum weights back.
+      `lazy_rescale=False` gives the exact-maximum weights back, and so does
+      `rescale_slack=0` with `warp_rescale` (bf16's default at D = 128, below).
     - `rescale_slack` (with `lazy_rescale`; 8.0, FA4's): how far (log2 units) a row's
       maximum may outgrow the kept one before O is rescaled; P <= 2^slack must stay within
       the P dtype's range (e4m3's largest is 448, so at most 8 in fp8). A smaller slack
@@ -104,8 +105,9 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       3.5e-3, no lazy rescale 3.0e-3 and 3.9e-3 at 0.969x and 0.942x), causal 0.886x and
       0.970x; 0 (a rescale whenever a maximum grows, P taken twice) 0.736-0.783x. The
       worst element's error moves from row to row and run to run either way (at 16k the
-      exact maxima's was the larger), so 8 stays the default, and 2 is there for callers
-      who want bf16's worst case nearer the exact-maximum loop's. With `warp_rescale`
+      exact maxima's was the larger), so 8 stayed the default, and 2 is there for callers
+      who want bf16's worst case nearer the exact-maximum loop's (bf16 at D = 128 now
+      takes 0, below). With `warp_rescale`
       (H100, 2026-12-07 17:10 UTC, bf16, D = 128, 7 rounds): 3 ran 0.961-0.986x ours
       non-causal (4k: error 3.3e-3 against ours 4.7e-3 and cuDNN 3.0e-3) but 0.785-0.993x
       causal, 1 ran 0.755-0.971x; no lazy rescale 0.923-1.023x with cuDNN's errors.
@@ -195,7 +197,19 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
       its packing), and the packing waits for that decision. With `rescale_slack=0` every
       row then takes its exact running maximum, as without the lazy rescale: the row's
       largest weights are exact, which is bf16's accuracy back (interpreter: 2.0e-3
-      against the default's 3.1e-3, "What limits it"). Off until timed.
+      against the kept maxima's 3.1e-3, "What limits it"). Off: at 4k keys 1.005x and
+      0.903x the default in bf16 (non-causal, causal), 0.911x and 0.921x in fp16; with the
+      default slack 0.989x, 0.982x, 0.961x and 0.988x (H100, 2026-12-07 21:04 UTC, 5
+      rounds): the packing's wait for the decision costs more than the exp2s it saves.
+    - Exact maxima in bf16 at D = 128 (`rescale_slack=0`, `speculative_p=False`, with
+      `warp_rescale`; bf16's default since 2026-12-07 21:05 UTC): every row takes its exact
+      running maximum, P once after the row max, and O's rescale runs only in the warps
+      holding a row that grew. The kept maxima (slack 8) rounded each row's largest weight
+      (bf16 4k non-causal: 4.7e-3 against cuDNN's 3.0e-3); with exact maxima the errors
+      are cuDNN's (3.0e-3, and 2.2e-3 causal), at 1.071x and 1.003x the kept maxima's
+      speed, and without the lazy rescale 0.999x and 0.933x (H100, 2026-12-07 21:04 UTC, 4k
+      keys, 5 rounds). In fp16, whose errors the kept maxima barely move, the same loop ran
+      1.030x and 0.978x: fp16 keeps slack 8 and `speculative_p`.
     """
     fp8 = dtype_name == "float8_e4m3fn"
     cfg = dict(block_n=128, stages=3, k_stages=3, warpgroups=2, overlap=not fp8,
@@ -208,6 +222,8 @@ def default_config(head_dim: int, dtype_name: str, causal: bool = False) -> dict
                scaled_p=False)
     if cfg["q_buffers"] == 2:  # the second Q buffer's 32 KB come out of K's ring
         cfg.update(k_stages=2)
+    if head_dim == 128 and dtype_name == "bfloat16":  # exact maxima: bf16's error (above)
+        cfg.update(rescale_slack=0.0, speculative_p=False)
     if head_dim == 64:
         cfg.update(warpgroups=3, late_wait=not fp8)
         if causal and not fp8:

@@ -162,6 +162,11 @@ def test_warp_rescale_is_the_default_at_d128_with_the_lazy_rescale_in_fp8_too():
     tuned = hopper.tuned_config(128, "float16", False, False, False, {"lazy_rescale": False},
                                 False, 1)
     assert not tuned["warp_rescale"] and not tuned["speculative_p"]
+    # bf16 at D = 128: exact maxima (slack 0, P after the row max), for its accuracy.
+    assert [(c["rescale_slack"], c["speculative_p"], c["warp_rescale"]) for c in
+            (hopper.default_config(128, "bfloat16", causal) for causal in (False, True))] == \
+        [(0.0, False, True)] * 2
+    assert hopper.default_config(128, "float16")["rescale_slack"] == 8.0
 
 
 def test_fp8_overlap_waits_for_the_pv_product_before_packing_the_next_p():
@@ -227,7 +232,7 @@ def test_ragged_first_is_the_causal_default():
     ("float8_e4m3fn", 128, True, {"warp_rescale": True}),
     ("bfloat16", 64, True, {"warp_rescale": True, "rescale_slack": 2}),
     # Exact maxima: P * alpha in the grown warps (scaled_p), or P once after the row max.
-    ("bfloat16", 128, True, {"scaled_p": True, "rescale_slack": 0}),
+    ("bfloat16", 128, True, {"scaled_p": True, "speculative_p": True, "rescale_slack": 0}),
     ("float16", 128, True, {"speculative_p": False, "rescale_slack": 0}),
 ])
 def test_lazy_rescale_matches_float64(dtype, D, causal, options, monkeypatch):
@@ -254,7 +259,7 @@ def test_lazy_rescale_matches_float64(dtype, D, causal, options, monkeypatch):
 
 @pytest.mark.parametrize("options", [
     {"speculative_p": False},  # P once, against the exact maxima
-    {"scaled_p": True},        # P against the kept maxima, times alpha where a row grew
+    {"scaled_p": True, "speculative_p": True},  # P against the kept maxima, times alpha
 ])
 def test_warp_rescale_with_no_slack_is_the_exact_maximum_loop(options, monkeypatch):
     # rescale_slack=0: every row takes its exact running maximum, as the loop without the
@@ -271,7 +276,8 @@ def test_warp_rescale_with_no_slack_is_the_exact_maximum_loop(options, monkeypat
     exact = hopper.attention_forward(q, k, v, num_programs=2, warp_rescale=True,
                                      rescale_slack=0, **options).astype(np.float32)
     plain = hopper.attention_forward(q, k, v, num_programs=2, lazy_rescale=False)
-    kept = hopper.attention_forward(q, k, v, num_programs=2)
+    kept = hopper.attention_forward(q, k, v, num_programs=2, rescale_slack=8,
+                                    speculative_p=True)  # fp16's default, bf16's until 12-07
     ulp = np.abs(plain.astype(np.float32)) * 2.0 ** -7
     assert (np.abs(exact - plain.astype(np.float32)) <= ulp).all()
     scale = np.abs(ref_o).max()
@@ -288,7 +294,8 @@ def test_scaled_p_takes_p_again_where_a_row_outgrew_fp32(monkeypatch):
     k[:, :, 400:460] = (k[:, :, 400:460].astype(np.float32) * 40).astype(k.dtype)
     ref_o, _ = hopper.reference(q, k, v, False)
     monkeypatch.setenv("SC_INTERPRET_SEED", "0")
-    o = hopper.attention_forward(q, k, v, num_programs=2, scaled_p=True, rescale_slack=0)
+    o = hopper.attention_forward(q, k, v, num_programs=2, scaled_p=True, speculative_p=True,
+                                 rescale_slack=0)
     assert float(np.abs(o.astype(np.float64) - ref_o).max() / np.abs(ref_o).max()) < 1e-2
 
 

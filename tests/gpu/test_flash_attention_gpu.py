@@ -118,6 +118,11 @@ def test_matches_float32(torch, dtype, D, causal, B, H, H_kv, N_q, N_kv):
                  id="speculative_p-bf16-128-causal"),
     pytest.param("float16", 64, False, {"speculative_p": True}, id="speculative_p-fp16-64"),
     pytest.param("float16", 256, True, {"speculative_p": True}, id="speculative_p-fp16-256"),
+    # Exact maxima (bf16's default at D = 128) in fp16, and scaled_p's P * alpha.
+    pytest.param("float16", 128, True, {"speculative_p": False, "rescale_slack": 0},
+                 id="exact_maxima-fp16-128-causal"),
+    pytest.param("bfloat16", 128, False, {"scaled_p": True, "speculative_p": True,
+                                          "rescale_slack": 0}, id="scaled_p-bf16-128"),
     # The next tile's Q prefetched into L2 (tma.async_prefetch).
     pytest.param("float16", 128, False, {"q_prefetch": True}, id="q_prefetch-fp16-128"),
     pytest.param("bfloat16", 128, True, {"q_prefetch": True}, id="q_prefetch-bf16-128-causal"),
