@@ -7,7 +7,8 @@
 # the attention steps of the 2026-12-07 scripts, each when STEPS names it: `fwd_step` (the
 # forward at D = 128 against cuDNN and the hand GEMM, with FWD_VARIANTS, unset: the default
 # loop's older forms; empty: none), `bf16_step` (bf16 with other rescale slacks) and
-# `bwd_step` (the backward, BWD_ARGS passed on).
+# `bwd_step` (the backward, BWD_ARGS passed on); `paged_b1_step ARGS...` (paged decode at
+# batch 1 and 8k keys, issue 11's closest row, with the script's own options).
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=.:${PYTHONPATH:-} PYTHONUNBUFFERED=1 SC_CACHE_DIR=$(mktemp -d)
@@ -33,6 +34,13 @@ bf16_step() {
       --dims 128 --ns ${BF16_NS:-1024,4096,16384} --dtypes bf16 --no-triton \
       --variants "s3:rescale_slack=3;s1:rescale_slack=1;nolz:lazy_rescale=0,warp_rescale=0" \
       --json "$OUT/bf16.json"
+  fi
+}
+paged_b1_step() {  # "$@": the run's own options after the common ones
+  if has paged_b1; then
+    step paged_b1 ${PAGED_S:-150} python3 benchmarks/paged_decode.py --cold-sets 5 --batches 1 \
+      --contexts 8192 --dtypes float16 bfloat16 --rounds ${PAGED_ROUNDS:-15} --max-gb 20 \
+      --no-triton "$@"
   fi
 }
 bwd_step() {

@@ -23,8 +23,5 @@ source "$(dirname "$0")/_session.sh"
 gpu_tests_step
 fwd_step
 bf16_step
-if has paged_b1; then
-  step paged_b1 ${PAGED_S:-150} python3 benchmarks/paged_decode.py --cold-sets 5 --batches 1 \
-    --contexts 8192 --dtypes float16 bfloat16 --rounds ${PAGED_ROUNDS:-15} --max-gb 20 --no-triton --splits 49 66 --breakdown
-fi
+paged_b1_step --splits 49 66 --breakdown
 bwd_step

@@ -36,11 +36,8 @@ source "$(dirname "$0")/_session.sh"
 gpu_tests_step
 fwd_step
 bf16_step
-if has paged_b1; then
-  step paged_b1 ${PAGED_S:-150} python3 benchmarks/paged_decode.py --cold-sets 5 --batches 1 \
-    --contexts 8192 --dtypes float16 bfloat16 --rounds ${PAGED_ROUNDS:-15} --max-gb 20 --no-triton --breakdown \
-    --variants "${PAGED_VARIANTS:-$PAGED_B1_VARIANTS}" --json "$OUT/paged_b1.json"
-fi
+paged_b1_step --breakdown --variants "${PAGED_VARIANTS:-$PAGED_B1_VARIANTS}" \
+  --json "$OUT/paged_b1.json"
 if has paged_full; then
   step paged_full ${PAGED_S:-420} python3 benchmarks/paged_decode.py --cold-sets 5 \
     --batches 1 4 8 32 64 128 --contexts 1024 8192 32768 131072 --dtypes float16 bfloat16 \
